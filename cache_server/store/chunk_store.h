@@ -1,0 +1,101 @@
+// ChunkStore holds chunks (ChunkKey → up to 64 MiB of bytes) on a node's NVMe.
+//
+// Layout: large append-only segment files spread over one or more cache
+// directories, and a RocksDB index mapping the encoded ChunkKey to its
+// v1::ChunkLocation (segment, offset, length, XXH3, dataset version, last use).
+//
+// Contract:
+//  - Every Read() verifies the chunk's XXH3. A mismatch is a miss: the entry is
+//    dropped and counted, and wrong bytes are never returned.
+//  - Bytes on disk never exceed the configured capacity.
+//  - Eviction is dataset-aware: inactive versions go first, least recently used
+//    first; pinned versions are never evicted; when the store is full of active
+//    data, a new chunk of an active version is not admitted in place of another
+//    active chunk (so epoch-style random access does not thrash).
+//  - After a crash at any moment, reopening yields an index that points only at
+//    complete chunks whose checksums verify.
+//
+// Thread-safety: all methods are safe to call concurrently.
+#ifndef GRANARY_CACHE_SERVER_STORE_CHUNK_STORE_H_
+#define GRANARY_CACHE_SERVER_STORE_CHUNK_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/chunk_key.h"
+
+namespace granary::store {
+
+struct StoreOptions {
+  // Cache directories (one per NVMe drive); created if missing.
+  std::vector<std::string> directories;
+  // RocksDB index directory; created if missing.
+  std::string index_path;
+  // Hard bound on bytes held in segment files, over all directories.
+  uint64_t capacity_bytes = 0;
+  // Size at which a segment is sealed and a new one started.
+  uint64_t segment_bytes = 256ull << 20;
+  // io_uring queue depth; a pread fallback is used where io_uring is forbidden.
+  unsigned queue_depth = 64;
+  bool use_io_uring = true;
+};
+
+enum class VersionState {
+  kInactive,  // No running job reads it: evicted first.
+  kActive,    // A job reads or prewarms it.
+  kPinned,    // Never evicted.
+};
+
+struct StoreStats {
+  uint64_t capacity_bytes = 0;
+  uint64_t used_bytes = 0;  // Bytes of live chunks.
+  uint64_t disk_bytes = 0;  // Bytes of segment files on disk (≤ capacity_bytes).
+  uint64_t chunk_count = 0;
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t checksum_failures = 0;
+  uint64_t inserts = 0;
+  uint64_t admissions_refused = 0;
+  uint64_t evicted_chunks = 0;
+  std::string io_engine;  // "io_uring" or "pread".
+};
+
+class ChunkStore {
+ public:
+  // Fails with a status naming the directory when one is missing and cannot be
+  // created, is not writable, or the capacity is smaller than one maximal chunk.
+  static absl::StatusOr<std::unique_ptr<ChunkStore>> Open(const StoreOptions& options);
+
+  virtual ~ChunkStore() = default;
+
+  // The chunk's verified bytes, or NOT_FOUND on a miss (absent, or dropped
+  // because its checksum did not verify).
+  virtual absl::StatusOr<std::string> Read(const ChunkKey& key) = 0;
+
+  // Whether the index holds `key` (without reading or verifying it).
+  virtual bool Contains(const ChunkKey& key) = 0;
+
+  // Stores `data` under `key`. Returns true if stored (or already present),
+  // false if the admission rule declined it. INVALID_ARGUMENT for a chunk over
+  // 64 MiB; RESOURCE_EXHAUSTED when the disk itself is full.
+  virtual absl::StatusOr<bool> Insert(const ChunkKey& key, std::string_view data) = 0;
+
+  virtual void SetVersionState(uint64_t dataset_version, VersionState state) = 0;
+
+  // Drops every chunk of `dataset_version`; returns the bytes freed.
+  virtual absl::StatusOr<uint64_t> RemoveVersion(uint64_t dataset_version) = 0;
+
+  // Bytes of `dataset_version` held by this store.
+  virtual uint64_t CachedBytes(uint64_t dataset_version) = 0;
+
+  virtual StoreStats Stats() = 0;
+};
+
+}  // namespace granary::store
+
+#endif  // GRANARY_CACHE_SERVER_STORE_CHUNK_STORE_H_

@@ -1,0 +1,70 @@
+#include "common/chunk_key.h"
+
+#include <cstdio>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/absl_compat.h"
+
+namespace granary {
+namespace {
+
+void PutBigEndian(uint64_t value, int bytes, std::string* out) {
+  for (int shift = (bytes - 1) * 8; shift >= 0; shift -= 8) {
+    out->push_back(static_cast<char>((value >> shift) & 0xff));
+  }
+}
+
+uint64_t GetBigEndian(std::string_view in, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) value = (value << 8) | static_cast<uint8_t>(in[i]);
+  return value;
+}
+
+}  // namespace
+
+std::string ChunkKey::Encode() const {
+  std::string out;
+  out.reserve(kEncodedSize);
+  PutBigEndian(dataset_version, 8, &out);
+  PutBigEndian(file_id, 8, &out);
+  PutBigEndian(chunk_index, 4, &out);
+  return out;
+}
+
+absl::StatusOr<ChunkKey> ChunkKey::Decode(std::string_view encoded) {
+  if (encoded.size() != kEncodedSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk key must be ", kEncodedSize, " bytes, got ", encoded.size()));
+  }
+  ChunkKey key;
+  key.dataset_version = GetBigEndian(encoded.substr(0, 8), 8);
+  key.file_id = GetBigEndian(encoded.substr(8, 8), 8);
+  key.chunk_index = static_cast<uint32_t>(GetBigEndian(encoded.substr(16, 4), 4));
+  return key;
+}
+
+std::string ChunkKey::VersionPrefix(uint64_t dataset_version) {
+  std::string out;
+  PutBigEndian(dataset_version, 8, &out);
+  return out;
+}
+
+std::string ChunkKey::ToString() const {
+  return absl::StrCat("v", FormatVersion(dataset_version), "/f", file_id, "/c", chunk_index);
+}
+
+std::string FormatVersion(uint64_t version) { return absl::StrFormat("%016x", version); }
+
+absl::StatusOr<uint64_t> ParseVersion(std::string_view text) {
+  uint64_t version = 0;
+  if (text.empty() || text.size() > 16 || !absl::SimpleHexAtoi(AsAbsl(text), &version)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dataset version must be up to 16 hex digits, got '", AsAbsl(text), "'"));
+  }
+  return version;
+}
+
+}  // namespace granary

@@ -1,0 +1,31 @@
+#include "common/defaults.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+
+namespace granary {
+namespace {
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] != '\0' ? std::string(value) : fallback;
+}
+
+}  // namespace
+
+std::string DefaultDataDir() {
+  if (::geteuid() == 0) return "/var/lib/granary";
+  std::string home = EnvOr("HOME", "/tmp");
+  return absl::StrCat(EnvOr("XDG_STATE_HOME", absl::StrCat(home, "/.local/state")), "/granary");
+}
+
+std::string DefaultSocketPath() {
+  if (::geteuid() == 0) return "/run/granary/granaryd.sock";
+  std::string runtime = EnvOr("XDG_RUNTIME_DIR", absl::StrCat("/tmp/granary-", ::geteuid()));
+  return absl::StrCat(runtime, "/granary/granaryd.sock");
+}
+
+}  // namespace granary

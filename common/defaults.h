@@ -1,0 +1,26 @@
+// Where the embedded default single-node cache lives, so that `granaryd` with no
+// arguments and `granary` with no --server find each other.
+//
+//   data directory: /var/lib/granary as root, else $XDG_STATE_HOME/granary
+//                   (~/.local/state/granary)
+//   Unix socket:    /run/granary/granaryd.sock as root, else
+//                   $XDG_RUNTIME_DIR/granary/granaryd.sock (/tmp/granary-<uid>/...)
+//   TCP (peers):    127.0.0.1:7070;  metrics (Prometheus): 127.0.0.1:7071
+//
+// Thread-safety: pure functions of the environment.
+#ifndef GRANARY_COMMON_DEFAULTS_H_
+#define GRANARY_COMMON_DEFAULTS_H_
+
+#include <string>
+
+namespace granary {
+
+inline constexpr char kDefaultListenAddress[] = "127.0.0.1:7070";
+inline constexpr char kDefaultMetricsAddress[] = "127.0.0.1:7071";
+
+std::string DefaultDataDir();
+std::string DefaultSocketPath();
+
+}  // namespace granary
+
+#endif  // GRANARY_COMMON_DEFAULTS_H_

@@ -1,0 +1,88 @@
+// A Manifest is the immutable snapshot of a dataset's source taken when it was
+// registered or refreshed: every regular file, directory and in-tree symlink
+// with its path, size, mode and mtime. Entries are sorted by path; an entry's
+// index is its file id, which chunk keys name. The version is an XXH3-64 hash of
+// the dataset's identity (name, source, chunk size) and every entry, so equal
+// content gives an equal version and any change gives a new one.
+//
+// Thread-safety: immutable after Build(); safe to share across threads.
+#ifndef GRANARY_COMMON_MANIFEST_H_
+#define GRANARY_COMMON_MANIFEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace granary {
+
+namespace v1 {
+class ManifestEntry;
+}  // namespace v1
+
+enum class EntryType : uint8_t { kFile = 1, kDirectory = 2, kSymlink = 3 };
+
+struct ManifestEntry {
+  std::string path;  // Relative, '/'-separated, no leading slash; "" is the root.
+  EntryType type = EntryType::kFile;
+  uint64_t size = 0;
+  uint32_t mode = 0;  // st_mode: type and permission bits.
+  int64_t mtime_ns = 0;
+  std::string symlink_target;
+  std::string etag;
+
+  void ToProto(v1::ManifestEntry* out) const;
+  // Fails with INVALID_ARGUMENT on an unknown entry type or a path that is not clean.
+  static absl::StatusOr<ManifestEntry> FromProto(const v1::ManifestEntry& entry);
+};
+
+struct DatasetIdentity {
+  std::string name;
+  std::string source;
+  uint32_t chunk_size = 0;
+};
+
+class Manifest {
+ public:
+  // Sorts `entries` by path and computes the version. Fails with
+  // INVALID_ARGUMENT on a duplicate or unclean path.
+  static absl::StatusOr<Manifest> Build(DatasetIdentity identity,
+                                        std::vector<ManifestEntry> entries);
+
+  const DatasetIdentity& identity() const { return identity_; }
+  uint64_t version() const { return version_; }
+  uint32_t chunk_size() const { return identity_.chunk_size; }
+  const std::vector<ManifestEntry>& entries() const { return entries_; }
+
+  // The file id of `path` (a clean relative path), if the manifest has it.
+  std::optional<uint64_t> Find(std::string_view path) const;
+
+  uint64_t file_count() const { return file_count_; }
+  uint64_t directory_count() const { return directory_count_; }
+  uint64_t total_bytes() const { return total_bytes_; }
+  uint64_t chunk_count() const { return chunk_count_; }
+
+ private:
+  Manifest() = default;
+
+  DatasetIdentity identity_;
+  std::vector<ManifestEntry> entries_;
+  uint64_t version_ = 0;
+  uint64_t file_count_ = 0;
+  uint64_t directory_count_ = 0;
+  uint64_t total_bytes_ = 0;
+  uint64_t chunk_count_ = 0;
+};
+
+// Validates a path inside a dataset and returns its clean form: no leading or
+// trailing '/', no empty, "." or ".." components. "" and "/" are the root.
+// Fails with INVALID_ARGUMENT naming the path otherwise (".." would escape the
+// source; an absolute path would name another tree).
+absl::StatusOr<std::string> CleanDatasetPath(std::string_view path);
+
+}  // namespace granary
+
+#endif  // GRANARY_COMMON_MANIFEST_H_

@@ -1,0 +1,36 @@
+// Server addresses as users write them, and gRPC channels to them.
+//   "unix:/run/granary/granaryd.sock"  a Unix socket
+//   "127.0.0.1:7070", "node7:7070"     TCP
+// Without an explicit address, clients use $GRANARY_SERVER, else the local
+// server's default socket (common/defaults.h).
+//
+// Thread-safety: pure functions; channels are thread-safe.
+#ifndef GRANARY_COMMON_SERVER_ADDRESS_H_
+#define GRANARY_COMMON_SERVER_ADDRESS_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
+namespace granary {
+
+// Largest gRPC message any Granary endpoint sends or accepts: a 64 MiB chunk
+// plus framing.
+inline constexpr int kMaxMessageBytes = 72 << 20;
+
+// `explicit_address` if non-empty, else $GRANARY_SERVER, else the default socket.
+std::string ResolveServerAddress(std::string_view explicit_address);
+
+// Fails with INVALID_ARGUMENT naming the address unless it is "unix:PATH" or
+// "HOST:PORT".
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(std::string_view address);
+
+}  // namespace granary
+
+#endif  // GRANARY_COMMON_SERVER_ADDRESS_H_

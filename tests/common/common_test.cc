@@ -1,0 +1,191 @@
+#include <gtest/gtest.h>
+
+#include "common/chunk_key.h"
+#include "common/chunk_math.h"
+#include "common/hash.h"
+#include "common/manifest.h"
+#include "common/server_address.h"
+#include "common/size.h"
+#include "common/status.h"
+#include "proto/granary.pb.h"
+
+namespace granary {
+namespace {
+
+TEST(ParseSize, AcceptsBinaryDecimalAndPlainBytes) {
+  EXPECT_EQ(*ParseSize("4096"), 4096u);
+  EXPECT_EQ(*ParseSize("4MiB"), 4u << 20);
+  EXPECT_EQ(*ParseSize("4mib"), 4u << 20);
+  EXPECT_EQ(*ParseSize("200G"), 200'000'000'000u);
+  EXPECT_EQ(*ParseSize("1.5GiB"), 3ull << 29);
+  EXPECT_EQ(*ParseSize(" 64 KiB "), 64u << 10);
+  EXPECT_EQ(*ParseSize("10B"), 10u);
+}
+
+TEST(ParseSize, RejectsGarbageNamingTheText) {
+  for (const char* bad : {"", "MiB", "4XB", "-1", "1.2.3G", "abc"}) {
+    auto size = ParseSize(bad);
+    ASSERT_FALSE(size.ok()) << bad;
+    EXPECT_EQ(size.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(size.status().message().find(bad), std::string::npos);
+  }
+  EXPECT_EQ(ParseSize("999999999TiB").status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(FormatSize, PicksAUnit) {
+  EXPECT_EQ(FormatSize(512), "512 B");
+  EXPECT_EQ(FormatSize(4u << 20), "4.0 MiB");
+  EXPECT_EQ(FormatSize(1536), "1.5 KiB");
+}
+
+TEST(ChunkKey, EncodingRoundTripsAndSortsByVersionFileChunk) {
+  ChunkKey a{0x0102030405060708ull, 42, 7};
+  auto decoded = ChunkKey::Decode(a.Encode());
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(*decoded, a);
+  ChunkKey b{a.dataset_version, 42, 8};
+  ChunkKey c{a.dataset_version, 43, 0};
+  ChunkKey d{a.dataset_version + 1, 0, 0};
+  EXPECT_LT(a.Encode(), b.Encode());
+  EXPECT_LT(b.Encode(), c.Encode());
+  EXPECT_LT(c.Encode(), d.Encode());
+  EXPECT_TRUE(a.Encode().starts_with(ChunkKey::VersionPrefix(a.dataset_version)));
+  EXPECT_EQ(ChunkKey::Decode("short").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(a.ToString(), "v0102030405060708/f42/c7");
+}
+
+TEST(Version, FormatsAndParsesHex) {
+  EXPECT_EQ(FormatVersion(0xabc), "0000000000000abc");
+  EXPECT_EQ(*ParseVersion("0000000000000abc"), 0xabcu);
+  EXPECT_FALSE(ParseVersion("xyz").ok());
+  EXPECT_FALSE(ParseVersion("").ok());
+}
+
+TEST(Xxh3, StreamMatchesOneShot) {
+  std::string data(100'000, 'x');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 31);
+  Xxh3Stream stream;
+  stream.Update(std::string_view(data).substr(0, 777));
+  stream.Update(std::string_view(data).substr(777));
+  EXPECT_EQ(stream.Digest(), Xxh3(data));
+  EXPECT_NE(Xxh3("a"), Xxh3("b"));
+}
+
+TEST(SliceRange, SplitsAtChunkBoundariesAndClipsAtEnd) {
+  constexpr uint32_t kChunk = 1024;
+  auto slices = SliceRange(3000, kChunk, 1000, 1500);
+  ASSERT_EQ(slices.size(), 3u);
+  EXPECT_EQ(slices[0].chunk_index, 0u);
+  EXPECT_EQ(slices[0].offset_in_chunk, 1000u);
+  EXPECT_EQ(slices[0].length, 24u);
+  EXPECT_EQ(slices[0].offset_in_range, 0u);
+  EXPECT_EQ(slices[1].chunk_index, 1u);
+  EXPECT_EQ(slices[1].offset_in_chunk, 0u);
+  EXPECT_EQ(slices[1].length, 1024u);
+  EXPECT_EQ(slices[1].offset_in_range, 24u);
+  EXPECT_EQ(slices[2].chunk_index, 2u);
+  EXPECT_EQ(slices[2].length, 452u);
+  EXPECT_EQ(slices[2].offset_in_range, 1048u);
+  EXPECT_TRUE(SliceRange(3000, kChunk, 3000, 10).empty());
+  auto tail = SliceRange(3000, kChunk, 2900, 1000);
+  ASSERT_EQ(tail.size(), 1u);
+  EXPECT_EQ(tail[0].length, 100u);
+  EXPECT_EQ(ChunkCount(3000, kChunk), 3u);
+  EXPECT_EQ(ChunkCount(0, kChunk), 0u);
+  EXPECT_EQ(ChunkLength(3000, kChunk, 2), 952u);
+  EXPECT_EQ(ChunkLength(3000, kChunk, 3), 0u);
+}
+
+TEST(CleanDatasetPath, NormalisesAndRejectsEscapes) {
+  EXPECT_EQ(*CleanDatasetPath("a/b//c/"), "a/b/c");
+  EXPECT_EQ(*CleanDatasetPath(""), "");
+  EXPECT_EQ(*CleanDatasetPath("/"), "");
+  for (const char* bad : {"../etc/passwd", "a/../../b", "/etc/passwd", "a/./b"}) {
+    auto clean = CleanDatasetPath(bad);
+    ASSERT_FALSE(clean.ok()) << bad;
+    EXPECT_EQ(clean.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(clean.status().message().find(bad), std::string::npos);
+  }
+}
+
+std::vector<ManifestEntry> SampleEntries() {
+  return {
+      {"b.txt", EntryType::kFile, 5000, 0100644, 1, "", ""},
+      {"", EntryType::kDirectory, 0, 040755, 1, "", ""},
+      {"a", EntryType::kDirectory, 0, 040755, 1, "", ""},
+      {"a/x.bin", EntryType::kFile, 1024, 0100600, 2, "", ""},
+  };
+}
+
+TEST(Manifest, SortsCountsAndFinds) {
+  auto manifest = Manifest::Build({"ds", "/src", 1024}, SampleEntries());
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(manifest->entries()[0].path, "");
+  EXPECT_EQ(manifest->entries()[2].path, "a/x.bin");
+  EXPECT_EQ(manifest->file_count(), 2u);
+  EXPECT_EQ(manifest->directory_count(), 2u);
+  EXPECT_EQ(manifest->total_bytes(), 6024u);
+  EXPECT_EQ(manifest->chunk_count(), 5u + 1u);
+  EXPECT_EQ(manifest->Find("a/x.bin"), 2u);
+  EXPECT_EQ(manifest->Find("missing"), std::nullopt);
+}
+
+TEST(Manifest, VersionFollowsContentAndIdentity) {
+  auto first = Manifest::Build({"ds", "/src", 1024}, SampleEntries());
+  auto same = Manifest::Build({"ds", "/src", 1024}, SampleEntries());
+  auto entries = SampleEntries();
+  entries[0].mtime_ns = 2;
+  auto touched = Manifest::Build({"ds", "/src", 1024}, entries);
+  auto other_chunks = Manifest::Build({"ds", "/src", 2048}, SampleEntries());
+  auto other_name = Manifest::Build({"ds2", "/src", 1024}, SampleEntries());
+  EXPECT_EQ(first->version(), same->version());
+  EXPECT_NE(first->version(), touched->version());
+  EXPECT_NE(first->version(), other_chunks->version());
+  EXPECT_NE(first->version(), other_name->version());
+}
+
+TEST(Manifest, RejectsDuplicatesAndBadProtoEntries) {
+  auto entries = SampleEntries();
+  entries.push_back(entries[0]);
+  EXPECT_EQ(Manifest::Build({"ds", "/src", 1024}, entries).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::ManifestEntry proto;
+  proto.set_path("../x");
+  proto.set_type(v1::ENTRY_TYPE_FILE);
+  EXPECT_FALSE(ManifestEntry::FromProto(proto).ok());
+  proto.set_path("x");
+  proto.set_type(static_cast<v1::EntryType>(9));
+  EXPECT_FALSE(ManifestEntry::FromProto(proto).ok());
+  ManifestEntry entry = SampleEntries()[0];
+  entry.ToProto(&proto);
+  auto back = ManifestEntry::FromProto(proto);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->path, entry.path);
+  EXPECT_EQ(back->size, entry.size);
+  EXPECT_EQ(back->mode, entry.mode);
+}
+
+TEST(Status, ErrnoMapsToMeaningfulCodes) {
+  EXPECT_EQ(ErrnoStatus(ENOENT, "open /x").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ErrnoStatus(EACCES, "open /x").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(ErrnoStatus(ENOSPC, "write").code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(ErrnoStatus(ENOENT, "open /x").message().find("open /x"), std::string::npos);
+  auto round = FromGrpcStatus(ToGrpcStatus(absl::NotFoundError("dataset 'x'")));
+  EXPECT_EQ(round.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(round.message(), "dataset 'x'");
+}
+
+TEST(ServerAddress, AcceptsUnixAndHostPortOnly) {
+  EXPECT_TRUE(MakeChannel("unix:/tmp/x.sock").ok());
+  EXPECT_TRUE(MakeChannel("127.0.0.1:7070").ok());
+  EXPECT_TRUE(MakeChannel("node7:1").ok());
+  for (const char* bad : {"unix:", "localhost", "host:0", "host:99999", ":80"}) {
+    auto channel = MakeChannel(bad);
+    ASSERT_FALSE(channel.ok()) << bad;
+    EXPECT_NE(channel.status().message().find(bad), std::string::npos);
+  }
+  EXPECT_EQ(ResolveServerAddress("10.0.0.1:1"), "10.0.0.1:1");
+}
+
+}  // namespace
+}  // namespace granary
