@@ -1,0 +1,171 @@
+#include "common/dataset_client.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/absl_compat.h"
+#include "common/chunk_math.h"
+#include "common/server_address.h"
+#include "common/status.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/support/sync_stream.h"
+
+namespace granary {
+namespace {
+
+void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds timeout) {
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DatasetClient>> DatasetClient::Connect(std::string_view address,
+                                                                      Options options) {
+  GRANARY_ASSIGN_OR_RETURN(auto channel, MakeChannel(address));
+  return std::unique_ptr<DatasetClient>(
+      new DatasetClient(std::string(address), options, std::move(channel)));
+}
+
+DatasetClient::DatasetClient(std::string address, Options options,
+                             std::shared_ptr<grpc::Channel> channel)
+    : address_(std::move(address)),
+      options_(options),
+      channel_(std::move(channel)),
+      stub_(v1::Granary::NewStub(channel_)) {}
+
+DatasetClient::~DatasetClient() = default;
+
+absl::StatusOr<std::vector<v1::DatasetInfo>> DatasetClient::ListDatasets() const {
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.metadata_timeout);
+  v1::ListDatasetsResponse response;
+  GRANARY_RETURN_IF_ERROR(
+      FromGrpcStatus(stub_->ListDatasets(&context, v1::ListDatasetsRequest(), &response)));
+  return std::vector<v1::DatasetInfo>(response.datasets().begin(), response.datasets().end());
+}
+
+absl::StatusOr<DatasetSnapshot> DatasetClient::GetManifest(std::string_view name,
+                                                           uint64_t version) const {
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.manifest_timeout);
+  v1::GetManifestRequest request;
+  request.set_name(std::string(name));
+  request.set_version(version);
+  std::unique_ptr<grpc::ClientReader<v1::ManifestPage>> reader =
+      stub_->GetManifest(&context, request);
+
+  v1::DatasetInfo info;
+  std::vector<ManifestEntry> entries;
+  v1::ManifestPage page;
+  bool first = true;
+  absl::Status bad_entry;
+  while (reader->Read(&page)) {
+    if (first) {
+      info = std::move(*page.mutable_dataset());
+      first = false;
+    }
+    for (const v1::ManifestEntry& proto : page.entries()) {
+      absl::StatusOr<ManifestEntry> entry = ManifestEntry::FromProto(proto);
+      if (!entry.ok()) {
+        bad_entry = entry.status();
+        break;
+      }
+      entries.push_back(*std::move(entry));
+    }
+    if (!bad_entry.ok()) {
+      context.TryCancel();
+      break;
+    }
+  }
+  absl::Status finished = FromGrpcStatus(reader->Finish());
+  GRANARY_RETURN_IF_ERROR(bad_entry);
+  GRANARY_RETURN_IF_ERROR(finished);
+  if (first) {
+    return absl::DataLossError(absl::StrCat(
+        "server ", address_, " sent no manifest page for dataset '", AsAbsl(name), "'"));
+  }
+  // File ids are positions in the server's order; Build() sorts by path, so
+  // the two agree only if the server's order already was sorted.
+  for (size_t i = 1; i < entries.size(); ++i) {
+    if (!(entries[i - 1].path < entries[i].path)) {
+      return absl::DataLossError(absl::StrCat("manifest of dataset '", AsAbsl(name),
+                                              "' is not sorted by path at entry ", i, " ('",
+                                              entries[i].path, "')"));
+    }
+  }
+  GRANARY_ASSIGN_OR_RETURN(
+      Manifest manifest,
+      Manifest::Build(DatasetIdentity{info.name(), info.source(), info.chunk_size()},
+                      std::move(entries)));
+  uint64_t expected = version != 0 ? version : info.version();
+  if (manifest.version() != expected) {
+    return absl::DataLossError(absl::StrCat(
+        "manifest of dataset '", AsAbsl(name), "' hashes to version ",
+        FormatVersion(manifest.version()), ", not the announced ", FormatVersion(expected)));
+  }
+  return DatasetSnapshot{std::move(info), std::move(manifest)};
+}
+
+absl::Status DatasetClient::ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk,
+                                      std::span<char> out) const {
+  if (out.empty()) return absl::OkStatus();
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.read_timeout);
+  v1::ReadChunkRequest request;
+  request.mutable_key()->set_dataset_version(key.dataset_version);
+  request.mutable_key()->set_file_id(key.file_id);
+  request.mutable_key()->set_chunk_index(key.chunk_index);
+  request.set_offset(offset_in_chunk);
+  request.set_length(static_cast<uint32_t>(out.size()));
+  std::unique_ptr<grpc::ClientReader<v1::ReadChunkResponse>> reader =
+      stub_->ReadChunk(&context, request);
+
+  v1::ReadChunkResponse piece;
+  size_t received = 0;
+  bool overflow = false;
+  while (reader->Read(&piece)) {
+    const std::string& data = piece.data();
+    if (data.size() > out.size() - received) {
+      overflow = true;
+      context.TryCancel();
+      break;
+    }
+    std::memcpy(out.data() + received, data.data(), data.size());
+    received += data.size();
+  }
+  absl::Status finished = FromGrpcStatus(reader->Finish());
+  if (overflow) {
+    return absl::DataLossError(absl::StrCat("server ", address_, " sent more than ", out.size(),
+                                            " bytes for chunk ", key.ToString()));
+  }
+  GRANARY_RETURN_IF_ERROR(finished);
+  if (received != out.size()) {
+    return absl::DataLossError(absl::StrCat("server ", address_, " sent ", received, " of ",
+                                            out.size(), " bytes for chunk ", key.ToString(),
+                                            " at offset ", offset_in_chunk));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> DatasetClient::Read(const DatasetSnapshot& snapshot, uint64_t file_id,
+                                           uint64_t offset, std::span<char> out) const {
+  const std::vector<ManifestEntry>& entries = snapshot.manifest.entries();
+  if (file_id >= entries.size() || entries[file_id].type != EntryType::kFile) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "file id ", file_id, " is not a file of dataset '", snapshot.info.name(), "'"));
+  }
+  const ManifestEntry& entry = entries[file_id];
+  size_t done = 0;
+  for (const ChunkSlice& slice :
+       SliceRange(entry.size, snapshot.manifest.chunk_size(), offset, out.size())) {
+    ChunkKey key{snapshot.manifest.version(), file_id, slice.chunk_index};
+    GRANARY_RETURN_IF_ERROR(
+        ReadChunk(key, slice.offset_in_chunk, out.subspan(slice.offset_in_range, slice.length)));
+    done += slice.length;
+  }
+  return done;
+}
+
+}  // namespace granary

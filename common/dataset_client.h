@@ -1,0 +1,98 @@
+// DatasetClient is a gRPC client of one granaryd for the readers of datasets
+// (the FUSE client, `granary cat`): it lists datasets, fetches a dataset's
+// manifest, and reads byte ranges of a manifest's files chunk by chunk through
+// ReadChunk. It holds no policy: no retries, no fallback to the source, no
+// caching; callers decide what to do with an error.
+//
+// Every RPC carries a deadline (Options). Errors are the server's status code
+// and message, or the transport's (UNAVAILABLE when the server is unreachable,
+// DEADLINE_EXCEEDED when it does not answer in time); a response that breaks
+// the protocol (a short chunk, a manifest that does not hash to its version)
+// is DATA_LOSS.
+//
+// Thread-safety: every method may be called concurrently from any thread.
+#ifndef GRANARY_COMMON_DATASET_CLIENT_H_
+#define GRANARY_COMMON_DATASET_CLIENT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/chunk_key.h"
+#include "common/manifest.h"
+#include "proto/granary.grpc.pb.h"
+
+namespace granary {
+
+// One version of a dataset as a reader needs it: its description (source,
+// chunk size, version) and its manifest, whose entry i is file id i.
+struct DatasetSnapshot {
+  v1::DatasetInfo info;
+  Manifest manifest;
+};
+
+class DatasetClient {
+ public:
+  struct Options {
+    // Deadline of small RPCs (ListDatasets, GetDataset).
+    std::chrono::milliseconds metadata_timeout{5000};
+    // Deadline of a whole GetManifest stream; manifests of millions of files
+    // take a while to stream.
+    std::chrono::milliseconds manifest_timeout{120000};
+    // Deadline of one ReadChunk call (one chunk or part of one); a miss is
+    // read through from the source, which may be slow.
+    std::chrono::milliseconds read_timeout{30000};
+  };
+
+  // Connects lazily: no RPC is made here. Fails with INVALID_ARGUMENT on a
+  // malformed address (see common/server_address.h).
+  static absl::StatusOr<std::unique_ptr<DatasetClient>> Connect(std::string_view address,
+                                                                Options options);
+  static absl::StatusOr<std::unique_ptr<DatasetClient>> Connect(std::string_view address) {
+    return Connect(address, Options());
+  }
+
+  ~DatasetClient();
+  DatasetClient(const DatasetClient&) = delete;
+  DatasetClient& operator=(const DatasetClient&) = delete;
+
+  const std::string& address() const { return address_; }
+
+  absl::StatusOr<std::vector<v1::DatasetInfo>> ListDatasets() const;
+
+  // The manifest of `version` of dataset `name` (0: the current version),
+  // with every page fetched. Fails with the server's NOT_FOUND for an unknown
+  // dataset or version, and DATA_LOSS if the entries do not rebuild the
+  // version the server announced.
+  absl::StatusOr<DatasetSnapshot> GetManifest(std::string_view name, uint64_t version = 0) const;
+
+  // Reads `out.size()` bytes at `offset_in_chunk` of the chunk named by `key`
+  // into `out`. The range must lie inside the chunk. Fails with DATA_LOSS if
+  // the server returns more or fewer bytes.
+  absl::Status ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out) const;
+
+  // Reads up to `out.size()` bytes of file `file_id` of `snapshot` at
+  // `offset`, chunk by chunk, and returns how many were read: fewer only at the
+  // end of the file. Fails with INVALID_ARGUMENT if `file_id` is not a file of
+  // the manifest.
+  absl::StatusOr<size_t> Read(const DatasetSnapshot& snapshot, uint64_t file_id, uint64_t offset,
+                              std::span<char> out) const;
+
+ private:
+  DatasetClient(std::string address, Options options, std::shared_ptr<grpc::Channel> channel);
+
+  const std::string address_;
+  const Options options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Granary::Stub> stub_;
+};
+
+}  // namespace granary
+
+#endif  // GRANARY_COMMON_DATASET_CLIENT_H_
