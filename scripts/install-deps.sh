@@ -8,7 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev liburing-dev libxxhash-dev libfuse3-dev fuse3
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev
+  nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libcpp-httplib-dev
   python3 curl procps psmisc
 )
 

@@ -1,0 +1,266 @@
+#include "tests/support/granaryd_process.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/absl_compat.h"
+#include "common/http.h"
+#include "common/server_address.h"
+#include "common/status.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+
+namespace granary::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Forks and execs granaryd with `args`, its stdout and stderr appended to
+// `log_path`. The child dies with the test process (PR_SET_PDEATHSIG).
+absl::StatusOr<pid_t> SpawnGranaryd(const std::vector<std::string>& args,
+                                    const std::string& log_path) {
+  std::string binary = GranarydPath();
+  std::vector<std::string> argv_storage{binary};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : argv_storage) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", log_path));
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int error = errno;
+    ::close(log_fd);
+    return ErrnoStatus(error, "fork");
+  }
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    int null_fd = ::open("/dev/null", O_RDONLY);
+    ::dup2(null_fd, 0);
+    ::dup2(log_fd, 1);
+    ::dup2(log_fd, 2);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  return pid;
+}
+
+// Waits up to `timeout` for `pid`; returns its wait status, or nullopt.
+std::optional<int> WaitFor(pid_t pid, std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) return status;
+    if (done < 0 && errno != EINTR) return std::nullopt;
+    if (Clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+std::string GranarydPath() { return GRANARY_TEST_GRANARYD_PATH; }
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern =
+      absl::StrCat(base != nullptr && base[0] != '\0' ? base : "/tmp", "/granary-test-XXXXXX");
+  char* made = ::mkdtemp(pattern.data());
+  if (made == nullptr) std::abort();
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+int FreeTcpPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    std::abort();
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+GranarydProcess::GranarydProcess(GranarydOptions options)
+    : options_(std::move(options)),
+      data_dir_(temp_.path() + "/data"),
+      socket_path_(temp_.path() + "/granaryd.sock"),
+      log_path_(temp_.path() + "/granaryd.log"),
+      tcp_port_(FreeTcpPort()),
+      metrics_port_(FreeTcpPort()) {}
+
+absl::StatusOr<std::unique_ptr<GranarydProcess>> GranarydProcess::Start(GranarydOptions options) {
+  std::unique_ptr<GranarydProcess> process(new GranarydProcess(std::move(options)));
+  GRANARY_RETURN_IF_ERROR(process->Spawn());
+  return process;
+}
+
+GranarydProcess::~GranarydProcess() { Kill().IgnoreError(); }
+
+std::string GranarydProcess::tcp_address() const { return absl::StrCat("127.0.0.1:", tcp_port_); }
+
+std::string GranarydProcess::metrics_address() const {
+  return absl::StrCat("127.0.0.1:", metrics_port_);
+}
+
+std::string GranarydProcess::log() const { return ReadWholeFile(log_path_); }
+
+std::shared_ptr<grpc::Channel> GranarydProcess::SocketChannel() const {
+  return *MakeChannel(socket_address());
+}
+
+std::shared_ptr<grpc::Channel> GranarydProcess::TcpChannel() const {
+  return *MakeChannel(tcp_address());
+}
+
+std::unique_ptr<v1::Granary::Stub> GranarydProcess::SocketStub() const {
+  return v1::Granary::NewStub(SocketChannel());
+}
+
+std::unique_ptr<v1::Granary::Stub> GranarydProcess::TcpStub() const {
+  return v1::Granary::NewStub(TcpChannel());
+}
+
+absl::Status GranarydProcess::Spawn() {
+  std::vector<std::string> args{"--data-dir", data_dir_,     "--socket",         socket_path_,
+                                "--listen",   tcp_address(), "--metrics-listen", metrics_address()};
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  GRANARY_ASSIGN_OR_RETURN(pid_, SpawnGranaryd(args, log_path_));
+  absl::Status serving = WaitUntilServing();
+  if (!serving.ok()) Kill().IgnoreError();
+  return serving;
+}
+
+absl::Status GranarydProcess::WaitUntilServing() {
+  auto deadline = Clock::now() + options_.startup_timeout;
+  std::unique_ptr<v1::Granary::Stub> stub = SocketStub();
+  while (true) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return absl::InternalError(
+          absl::StrCat("granaryd exited during startup (wait status ", status, "):\n", log()));
+    }
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    v1::StatusResponse response;
+    if (stub->Status(&context, v1::StatusRequest(), &response).ok()) return absl::OkStatus();
+    if (Clock::now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("granaryd did not answer on ", socket_address(), " within ",
+                       options_.startup_timeout.count(), " ms:\n", log()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+absl::Status GranarydProcess::Kill() {
+  if (pid_ <= 0) return absl::OkStatus();
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> GranarydProcess::Terminate(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return absl::FailedPreconditionError("granaryd is not running");
+  ::kill(pid_, SIGTERM);
+  std::optional<int> status = WaitFor(pid_, timeout);
+  if (!status.has_value()) {
+    Kill().IgnoreError();
+    return absl::DeadlineExceededError(
+        absl::StrCat("granaryd did not exit within ", timeout.count(), " ms of SIGTERM"));
+  }
+  pid_ = -1;
+  return *status;
+}
+
+absl::Status GranarydProcess::Restart() {
+  GRANARY_RETURN_IF_ERROR(Kill());
+  return Spawn();
+}
+
+absl::StatusOr<std::string> GranarydProcess::MetricsText() const {
+  return HttpGet(metrics_address(), "/metrics");
+}
+
+absl::StatusOr<double> GranarydProcess::Metric(std::string_view sample) const {
+  GRANARY_ASSIGN_OR_RETURN(std::string text, MetricsText());
+  return ParseMetric(text, sample);
+}
+
+absl::StatusOr<double> ParseMetric(std::string_view text, std::string_view sample) {
+  for (absl::string_view line : absl::StrSplit(AsAbsl(text), '\n')) {
+    if (line.empty() || line.front() == '#') continue;
+    size_t space = line.rfind(' ');
+    if (space == absl::string_view::npos || line.substr(0, space) != AsAbsl(sample)) continue;
+    double value = 0;
+    if (!absl::SimpleAtod(line.substr(space + 1), &value)) {
+      return absl::InvalidArgumentError(absl::StrCat("metric line '", line, "' has no number"));
+    }
+    return value;
+  }
+  return absl::NotFoundError(absl::StrCat("no metric sample '", AsAbsl(sample), "'"));
+}
+
+absl::StatusOr<ExitedProcess> RunGranaryd(const std::vector<std::string>& args,
+                                          std::chrono::milliseconds timeout) {
+  TempDir temp;
+  std::string log_path = temp.path() + "/stderr";
+  GRANARY_ASSIGN_OR_RETURN(pid_t pid, SpawnGranaryd(args, log_path));
+  std::optional<int> status = WaitFor(pid, timeout);
+  if (!status.has_value()) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return absl::DeadlineExceededError(absl::StrCat("granaryd ", absl::StrJoin(args, " "),
+                                                    " did not exit within ", timeout.count(),
+                                                    " ms:\n", ReadWholeFile(log_path)));
+  }
+  ExitedProcess result;
+  result.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+  result.stderr_text = ReadWholeFile(log_path);
+  return result;
+}
+
+}  // namespace granary::testing
