@@ -11,10 +11,8 @@
 namespace granary {
 namespace {
 
-void PutBigEndian(uint64_t value, int bytes, std::string* out) {
-  for (int shift = (bytes - 1) * 8; shift >= 0; shift -= 8) {
-    out->push_back(static_cast<char>((value >> shift) & 0xff));
-  }
+void PutBigEndian(uint64_t value, int bytes, char* out) {
+  for (int i = 0; i < bytes; ++i) out[i] = static_cast<char>(value >> (8 * (bytes - 1 - i)));
 }
 
 uint64_t GetBigEndian(std::string_view in, int bytes) {
@@ -26,12 +24,15 @@ uint64_t GetBigEndian(std::string_view in, int bytes) {
 }  // namespace
 
 std::string ChunkKey::Encode() const {
-  std::string out;
-  out.reserve(kEncodedSize);
-  PutBigEndian(dataset_version, 8, &out);
-  PutBigEndian(file_id, 8, &out);
-  PutBigEndian(chunk_index, 4, &out);
-  return out;
+  char out[kEncodedSize];
+  EncodeTo(out);
+  return std::string(out, kEncodedSize);
+}
+
+void ChunkKey::EncodeTo(char (&out)[kEncodedSize]) const {
+  PutBigEndian(dataset_version, 8, out);
+  PutBigEndian(file_id, 8, out + 8);
+  PutBigEndian(chunk_index, 4, out + 16);
 }
 
 absl::StatusOr<ChunkKey> ChunkKey::Decode(std::string_view encoded) {
@@ -47,9 +48,9 @@ absl::StatusOr<ChunkKey> ChunkKey::Decode(std::string_view encoded) {
 }
 
 std::string ChunkKey::VersionPrefix(uint64_t dataset_version) {
-  std::string out;
-  PutBigEndian(dataset_version, 8, &out);
-  return out;
+  char out[8];
+  PutBigEndian(dataset_version, 8, out);
+  return std::string(out, sizeof(out));
 }
 
 std::string ChunkKey::ToString() const {

@@ -24,6 +24,8 @@ struct ChunkKey {
 
   // The 20-byte index key.
   std::string Encode() const;
+  // The same bytes into `out`, without allocating (hot paths).
+  void EncodeTo(char (&out)[kEncodedSize]) const;
   // Fails with INVALID_ARGUMENT unless `encoded` is exactly kEncodedSize bytes.
   static absl::StatusOr<ChunkKey> Decode(std::string_view encoded);
   // The 8-byte prefix shared by every chunk of `dataset_version`.

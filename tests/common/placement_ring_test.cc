@@ -1,0 +1,92 @@
+#include "common/placement_ring.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace granary {
+namespace {
+
+std::vector<PlacementNode> Nodes(int count) {
+  std::vector<PlacementNode> nodes;
+  for (int i = 0; i < count; ++i) {
+    nodes.push_back({"node-" + std::to_string(i), static_cast<uint32_t>(1 + i % 4)});
+  }
+  return nodes;
+}
+
+std::vector<std::string> OwnerIds(const PlacementRing& ring, int keys) {
+  std::vector<std::string> owners;
+  for (int i = 0; i < keys; ++i) {
+    ChunkKey key{7, static_cast<uint64_t>(i / 16), static_cast<uint32_t>(i % 16)};
+    owners.push_back(ring.nodes()[ring.Owner(PlacementHash(key))].id);
+  }
+  return owners;
+}
+
+TEST(PlacementRing, RejectsBadMemberLists) {
+  EXPECT_EQ(PlacementRing::Build({}).status().code(), absl::StatusCode::kInvalidArgument);
+  auto duplicate = PlacementRing::Build({{"a", 1}, {"a", 2}});
+  EXPECT_NE(duplicate.status().message().find("'a'"), std::string::npos);
+  EXPECT_FALSE(PlacementRing::Build({{"", 1}}).ok());
+  auto heavy = PlacementRing::Build({{"a", 0}});
+  EXPECT_NE(heavy.status().message().find("weight 0"), std::string::npos);
+}
+
+TEST(PlacementRing, SameMembersInAnyOrderGiveTheSameOwners) {
+  auto nodes = Nodes(20);
+  auto forward = PlacementRing::Build(nodes);
+  std::reverse(nodes.begin(), nodes.end());
+  auto backward = PlacementRing::Build(nodes);
+  ASSERT_TRUE(forward.ok() && backward.ok());
+  EXPECT_EQ(OwnerIds(*forward, 20000), OwnerIds(*backward, 20000));
+}
+
+TEST(PlacementRing, LoadFollowsWeight) {
+  auto ring = PlacementRing::Build(Nodes(40));
+  ASSERT_TRUE(ring.ok());
+  std::map<std::string, int> load;
+  constexpr int kKeys = 400000;
+  for (const std::string& owner : OwnerIds(*ring, kKeys)) ++load[owner];
+  uint64_t total_weight = 0;
+  for (const auto& node : ring->nodes()) total_weight += node.weight;
+  for (const auto& node : ring->nodes()) {
+    double fair = static_cast<double>(kKeys) * node.weight / total_weight;
+    EXPECT_NEAR(load[node.id] / fair, 1.0, 0.12) << node.id;
+  }
+}
+
+TEST(PlacementRing, RemovingANodeMovesOnlyItsKeys) {
+  auto nodes = Nodes(30);
+  auto before = PlacementRing::Build(nodes);
+  nodes.erase(nodes.begin() + 11);
+  auto after = PlacementRing::Build(nodes);
+  auto owners_before = OwnerIds(*before, 100000);
+  auto owners_after = OwnerIds(*after, 100000);
+  for (size_t i = 0; i < owners_before.size(); ++i) {
+    if (owners_before[i] != "node-11") {
+      EXPECT_EQ(owners_before[i], owners_after[i]);
+    }
+  }
+}
+
+TEST(PlacementRing, OwnersAreDistinctAndStartWithTheOwner) {
+  auto ring = PlacementRing::Build(Nodes(5));
+  for (uint64_t hash : {0ull, 1ull << 63, ~0ull, 12345ull}) {
+    auto owners = ring->Owners(hash, 3);
+    ASSERT_EQ(owners.size(), 3u);
+    EXPECT_EQ(owners[0], ring->Owner(hash));
+    EXPECT_NE(owners[0], owners[1]);
+    EXPECT_NE(owners[1], owners[2]);
+    EXPECT_NE(owners[0], owners[2]);
+    EXPECT_EQ(ring->Owners(hash, 10).size(), 5u);
+  }
+}
+
+TEST(PlacementRing, SingleNodeOwnsEverything) {
+  auto ring = PlacementRing::Build({{"solo", 1}});
+  for (uint64_t hash : {0ull, ~0ull, 99ull}) EXPECT_EQ(ring->Owner(hash), 0u);
+}
+
+}  // namespace
+}  // namespace granary
