@@ -1,0 +1,256 @@
+// granary dataset add|ls|show|refresh|rm: the dataset catalog of granaryd.
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "cli/json_output.h"
+#include "cli/server_connection.h"
+#include "cli/table.h"
+#include "common/absl_compat.h"
+#include "common/chunk_key.h"
+#include "common/chunk_math.h"
+#include "common/size.h"
+#include "common/status.h"
+
+namespace granary::cli {
+namespace {
+
+struct AddOptions {
+  std::string name;
+  std::string source;
+  std::string chunk_size;
+  bool json = false;
+};
+
+struct NamedOptions {
+  std::string name;
+  bool json = false;
+};
+
+// granaryd resolves a relative path against its own working directory, so a
+// bare relative path is made absolute here, where the user meant it.
+std::string AbsoluteSource(const std::string& source) {
+  if (absl::StrContains(source, "://")) return source;
+  return std::filesystem::absolute(source).lexically_normal().string();
+}
+
+absl::StatusOr<uint32_t> ParseChunkSize(const std::string& text) {
+  if (text.empty()) return 0;  // The server's default.
+  GRANARY_ASSIGN_OR_RETURN(uint64_t bytes, ParseSize(text));
+  if (bytes < kMinChunkSize || bytes > kMaxChunkSize) {
+    return absl::OutOfRangeError(absl::StrCat("chunk size '", text, "' is out of range (",
+                                              FormatSize(kMinChunkSize), " to ",
+                                              FormatSize(kMaxChunkSize), ")"));
+  }
+  return static_cast<uint32_t>(bytes);
+}
+
+std::string FormatUnixMs(int64_t unix_ms) {
+  std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return text;
+}
+
+std::string CachedText(const v1::DatasetInfo& dataset) {
+  return absl::StrCat(FormatSize(dataset.cached_bytes()), " (",
+                      FormatPercent(Fraction(dataset.cached_bytes(), dataset.total_bytes())), ")");
+}
+
+void PrintDatasetDetails(const v1::DatasetInfo& dataset) {
+  std::vector<std::string> older;
+  for (uint64_t version : dataset.older_versions()) older.push_back(FormatVersion(version));
+  auto field = [](std::string_view label, std::string_view value) {
+    std::cout << absl::StreamFormat("%-15s %s\n", AsAbsl(label), AsAbsl(value));
+  };
+  field("name:", dataset.name());
+  field("source:", dataset.source());
+  field("version:", FormatVersion(dataset.version()));
+  field("registered:", FormatUnixMs(dataset.created_unix_ms()));
+  field("files:", absl::StrCat(dataset.file_count()));
+  field("directories:", absl::StrCat(dataset.directory_count()));
+  field("size:",
+        absl::StrCat(FormatSize(dataset.total_bytes()), " (", dataset.total_bytes(), " bytes)"));
+  field("chunk size:", FormatSize(dataset.chunk_size()));
+  field("chunks:", absl::StrCat(dataset.chunk_count()));
+  field("cached here:", CachedText(dataset));
+  field("older versions:", older.empty() ? "none" : absl::StrJoin(older, ", "));
+}
+
+absl::Status RunAdd(const GlobalOptions& global, const AddOptions& options) {
+  GRANARY_ASSIGN_OR_RETURN(uint32_t chunk_size, ParseChunkSize(options.chunk_size));
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  v1::AddDatasetRequest request;
+  request.set_name(options.name);
+  request.set_source(AbsoluteSource(options.source));
+  request.set_chunk_size(chunk_size);
+  v1::DatasetInfo dataset;
+  grpc::ClientContext context;
+  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().AddDataset(&context, request, &dataset)));
+  if (options.json) {
+    PrintJson(DatasetJson(dataset));
+  } else {
+    std::cout << absl::StreamFormat(
+        "registered dataset '%s': %d files, %d directories, %s in %d chunks of %s, version %s\n",
+        dataset.name(), dataset.file_count(), dataset.directory_count(),
+        FormatSize(dataset.total_bytes()), dataset.chunk_count(), FormatSize(dataset.chunk_size()),
+        FormatVersion(dataset.version()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunList(const GlobalOptions& global, bool json) {
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  v1::ListDatasetsResponse response;
+  grpc::ClientContext context;
+  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().ListDatasets(&context, {}, &response)));
+  if (json) {
+    PrintJson(DatasetListJson(response));
+    return absl::OkStatus();
+  }
+  if (response.datasets().empty()) {
+    std::cout << "no datasets; register one with: granary dataset add NAME SOURCE\n";
+    return absl::OkStatus();
+  }
+  using Align = Table::Align;
+  Table table({{"NAME"},
+               {"VERSION"},
+               {"FILES", Align::kRight},
+               {"SIZE", Align::kRight},
+               {"CACHED", Align::kRight},
+               {"SOURCE"}});
+  for (const v1::DatasetInfo& dataset : response.datasets()) {
+    table.AddRow({dataset.name(), FormatVersion(dataset.version()),
+                  absl::StrCat(dataset.file_count()), FormatSize(dataset.total_bytes()),
+                  FormatPercent(Fraction(dataset.cached_bytes(), dataset.total_bytes())),
+                  dataset.source()});
+  }
+  std::cout << table.Render();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::DatasetInfo> GetDataset(const ServerConnection& server,
+                                           const std::string& name) {
+  v1::GetDatasetRequest request;
+  request.set_name(name);
+  v1::DatasetInfo dataset;
+  grpc::ClientContext context;
+  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().GetDataset(&context, request, &dataset)));
+  return dataset;
+}
+
+absl::Status RunShow(const GlobalOptions& global, const NamedOptions& options) {
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  GRANARY_ASSIGN_OR_RETURN(v1::DatasetInfo dataset, GetDataset(server, options.name));
+  if (options.json) {
+    PrintJson(DatasetJson(dataset));
+  } else {
+    PrintDatasetDetails(dataset);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunRefresh(const GlobalOptions& global, const NamedOptions& options) {
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  // Asked first only to tell the user whether the source changed.
+  GRANARY_ASSIGN_OR_RETURN(v1::DatasetInfo before, GetDataset(server, options.name));
+  v1::RefreshDatasetRequest request;
+  request.set_name(options.name);
+  v1::DatasetInfo after;
+  grpc::ClientContext context;
+  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().RefreshDataset(&context, request, &after)));
+  bool changed = before.version() != after.version();
+  if (options.json) {
+    nlohmann::json document = DatasetJson(after);
+    document["changed"] = changed;
+    document["previous_version"] = FormatVersion(before.version());
+    PrintJson(document);
+  } else if (changed) {
+    std::cout << absl::StreamFormat(
+        "refreshed dataset '%s': version %s -> %s, %d files, %s; the old version stays readable "
+        "until the dataset is removed\n",
+        after.name(), FormatVersion(before.version()), FormatVersion(after.version()),
+        after.file_count(), FormatSize(after.total_bytes()));
+  } else {
+    std::cout << absl::StreamFormat("dataset '%s' is unchanged: version %s\n", after.name(),
+                                    FormatVersion(after.version()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunRemove(const GlobalOptions& global, const NamedOptions& options) {
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  v1::RemoveDatasetRequest request;
+  request.set_name(options.name);
+  v1::RemoveDatasetResponse response;
+  grpc::ClientContext context;
+  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().RemoveDataset(&context, request, &response)));
+  if (options.json) {
+    PrintJson(RemovedDatasetJson(options.name, response));
+  } else {
+    std::cout << absl::StreamFormat("removed dataset '%s', freed %s\n", options.name,
+                                    FormatSize(response.freed_bytes()));
+  }
+  return absl::OkStatus();
+}
+
+// Registers `name` under `parent` taking NAME and --json, to run `run`.
+void AddNamedCommand(CLI::App& parent, const std::string& name, const std::string& description,
+                     const GlobalOptions& global, Action& action,
+                     absl::Status (*run)(const GlobalOptions&, const NamedOptions&)) {
+  auto options = std::make_shared<NamedOptions>();
+  CLI::App* command = parent.add_subcommand(name, description);
+  command->add_option("NAME", options->name, "Dataset name")->required();
+  command->add_flag("--json", options->json, "Print one JSON document");
+  command->callback([&global, &action, options, run] {
+    action = [&global, options, run] { return run(global, *options); };
+  });
+}
+
+}  // namespace
+
+void AddDatasetCommands(CLI::App& app, const GlobalOptions& global, Action& action) {
+  CLI::App* dataset =
+      app.add_subcommand("dataset", "Register, list, show, refresh and remove datasets");
+  dataset->require_subcommand(1);
+
+  auto add_options = std::make_shared<AddOptions>();
+  CLI::App* add = dataset->add_subcommand("add", "Scan a source and register it as a dataset");
+  add->add_option("NAME", add_options->name, "Dataset name")->required();
+  add->add_option("SOURCE", add_options->source, "A directory (posix:///path or a bare path)")
+      ->required();
+  add->add_option("--chunk-size", add_options->chunk_size,
+                  "Chunk size, 1MiB to 64MiB (default 4MiB)");
+  add->add_flag("--json", add_options->json, "Print one JSON document");
+  add->callback([&global, &action, add_options] {
+    action = [&global, add_options] { return RunAdd(global, *add_options); };
+  });
+
+  auto list_json = std::make_shared<bool>(false);
+  CLI::App* list = dataset->add_subcommand("ls", "List datasets");
+  list->add_flag("--json", *list_json, "Print one JSON document");
+  list->callback([&global, &action, list_json] {
+    action = [&global, list_json] { return RunList(global, *list_json); };
+  });
+
+  AddNamedCommand(*dataset, "show", "Show one dataset", global, action, RunShow);
+  AddNamedCommand(*dataset, "refresh", "Rescan a dataset's source into a new version", global,
+                  action, RunRefresh);
+  AddNamedCommand(*dataset, "rm", "Remove a dataset and its cached chunks", global, action,
+                  RunRemove);
+}
+
+}  // namespace granary::cli

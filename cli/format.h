@@ -1,0 +1,32 @@
+// Small text formats the CLI shares between its tables, summaries and progress
+// lines: percentages, rates, durations and hit ratios.
+//
+// Thread-safety: pure functions.
+#ifndef GRANARY_CLI_FORMAT_H_
+#define GRANARY_CLI_FORMAT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace granary::cli {
+
+// `fraction` in [0, 1] as "42.5%".
+std::string FormatPercent(double fraction);
+
+// "12.3 MiB/s".
+std::string FormatRate(double bytes_per_second);
+
+// "0:07", "12:34", "1:02:03"; "--:--" for a negative or non-finite value, as
+// an ETA is before the rate is known.
+std::string FormatDuration(double seconds);
+
+// hits / (hits + misses), or nothing before the first read.
+std::optional<double> HitRatio(uint64_t hits, uint64_t misses);
+
+// `done` / `total` as a fraction; an empty total is complete.
+double Fraction(uint64_t done, uint64_t total);
+
+}  // namespace granary::cli
+
+#endif  // GRANARY_CLI_FORMAT_H_

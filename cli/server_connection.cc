@@ -1,0 +1,39 @@
+#include "cli/server_connection.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/absl_compat.h"
+#include "common/server_address.h"
+#include "common/status.h"
+#include "grpcpp/channel.h"
+
+namespace granary::cli {
+
+ServerConnection::ServerConnection(std::string address, std::unique_ptr<v1::Granary::Stub> stub)
+    : address_(std::move(address)), stub_(std::move(stub)) {}
+
+absl::StatusOr<ServerConnection> ServerConnection::Open(std::string_view explicit_address) {
+  std::string address = ResolveServerAddress(explicit_address);
+  GRANARY_ASSIGN_OR_RETURN(auto channel, MakeChannel(address));
+  return ServerConnection(std::move(address), v1::Granary::NewStub(channel));
+}
+
+absl::Status ServerConnection::Check(const grpc::Status& status) const {
+  return NameServerInError(FromGrpcStatus(status), address_);
+}
+
+absl::Status NameServerInError(const absl::Status& status, std::string_view address) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+      return absl::UnavailableError(absl::StrCat(
+          "granaryd at ", AsAbsl(address), " is unavailable (is it running?): ", status.message()));
+    case absl::StatusCode::kDeadlineExceeded:
+      return absl::DeadlineExceededError(absl::StrCat(
+          "granaryd at ", AsAbsl(address), " did not answer in time: ", status.message()));
+    default:
+      return status;
+  }
+}
+
+}  // namespace granary::cli

@@ -1,0 +1,47 @@
+// The CLI's connection to one granaryd: the resolved address (--server, else
+// $GRANARY_SERVER, else the local default socket), a stub for the Granary
+// service, and the wording of RPC errors, which must tell the user which server
+// could not be reached rather than gRPC's generic text alone.
+//
+// Thread-safety: the stub is thread-safe; the object itself is immutable.
+#ifndef GRANARY_CLI_SERVER_CONNECTION_H_
+#define GRANARY_CLI_SERVER_CONNECTION_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/support/status.h"
+#include "proto/granary.grpc.pb.h"
+
+namespace granary::cli {
+
+class ServerConnection {
+ public:
+  // Fails with INVALID_ARGUMENT when the address is malformed. Connecting is
+  // lazy: an unreachable server shows up as the first RPC's error.
+  static absl::StatusOr<ServerConnection> Open(std::string_view explicit_address);
+
+  v1::Granary::Stub& stub() const { return *stub_; }
+  const std::string& address() const { return address_; }
+
+  // The absl::Status of a finished RPC, worded by NameServerInError.
+  absl::Status Check(const grpc::Status& status) const;
+
+ private:
+  ServerConnection(std::string address, std::unique_ptr<v1::Granary::Stub> stub);
+
+  std::string address_;
+  std::shared_ptr<v1::Granary::Stub> stub_;
+};
+
+// `status` with the server's address in its message when the code means the
+// server is down, unreachable or not answering (UNAVAILABLE,
+// DEADLINE_EXCEEDED): gRPC's own text does not say which server it tried.
+absl::Status NameServerInError(const absl::Status& status, std::string_view address);
+
+}  // namespace granary::cli
+
+#endif  // GRANARY_CLI_SERVER_CONNECTION_H_
