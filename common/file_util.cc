@@ -1,0 +1,35 @@
+#include "common/file_util.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "common/absl_compat.h"
+#include "common/status.h"
+
+namespace granary {
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path, std::string_view what) {
+  std::string context = absl::StrCat(AsAbsl(what), " ", path);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, context);
+  std::string content;
+  char buffer[64 << 10];
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      absl::Status error = ErrnoStatus(errno, context);
+      ::close(fd);
+      return error;
+    }
+    if (n == 0) break;
+    content.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return content;
+}
+
+}  // namespace granary
