@@ -31,6 +31,16 @@
 
 namespace granary::store {
 
+// How space is found for a new chunk when the store is full.
+enum class EvictionMode {
+  // Inactive versions first, least recently used first; pinned never; a chunk
+  // of an active version is not admitted in place of another active chunk.
+  kDatasetAware,
+  // Plain least-recently-used over everything but pinned versions. Thrashes
+  // under epoch-style access; kept to measure against and for tests.
+  kLru,
+};
+
 struct StoreOptions {
   // Cache directories (one per NVMe drive); created if missing.
   std::vector<std::string> directories;
@@ -43,6 +53,12 @@ struct StoreOptions {
   // io_uring queue depth; a pread fallback is used where io_uring is forbidden.
   unsigned queue_depth = 64;
   bool use_io_uring = true;
+  // Largest chunk Insert() accepts. Open() fails when the capacity is smaller.
+  uint64_t max_chunk_bytes = 64ull << 20;
+  // Read and write segments with O_DIRECT, bypassing the page cache, where the
+  // filesystem supports it (chunks are 4 KiB-aligned in their segments).
+  bool direct_io = false;
+  EvictionMode eviction = EvictionMode::kDatasetAware;
 };
 
 enum class VersionState {
@@ -92,6 +108,9 @@ class ChunkStore {
 
   // Bytes of `dataset_version` held by this store.
   virtual uint64_t CachedBytes(uint64_t dataset_version) = 0;
+
+  // The keys of every indexed chunk of `dataset_version`, in key order.
+  virtual std::vector<ChunkKey> ChunksOf(uint64_t dataset_version) = 0;
 
   virtual StoreStats Stats() = 0;
 };

@@ -1,0 +1,54 @@
+// IoEngine moves chunk bytes between memory and segment files. A chunk is
+// split into pieces of kIoPieceBytes that are in flight together (io_uring,
+// up to the queue depth) or read one after another (pread), and a reader sees
+// each piece, in file order, as soon as it has landed: the store checksums a
+// chunk while the rest of it is still being read.
+//
+// Create() prefers io_uring and falls back to pread(2)/pwrite(2) when
+// io_uring_queue_init fails (some hosts forbid io_uring), logging that once.
+//
+// Thread-safety: all methods are safe to call concurrently.
+#ifndef GRANARY_CACHE_SERVER_STORE_IO_ENGINE_H_
+#define GRANARY_CACHE_SERVER_STORE_IO_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+
+namespace granary::store {
+
+// Large enough for NVMe to stream at full speed, small enough that a piece is
+// still in the CPU cache when it is checksummed.
+inline constexpr uint64_t kIoPieceBytes = 256 << 10;
+
+class IoEngine {
+ public:
+  // Called with each piece of a read, in file order.
+  using PieceSink = absl::FunctionRef<void(const char* data, uint64_t length)>;
+
+  // An io_uring engine with `queue_depth` entries per ring when `use_io_uring`
+  // and the kernel allows it, else the pread engine.
+  static std::unique_ptr<IoEngine> Create(bool use_io_uring, unsigned queue_depth);
+
+  virtual ~IoEngine() = default;
+
+  // Reads exactly dest.size() bytes at `offset` of `fd` into `dest`. For an
+  // O_DIRECT descriptor, `dest`, `offset` and the size must be block-aligned.
+  // DATA_LOSS if the file ends first.
+  virtual absl::Status Read(int fd, uint64_t offset, std::span<char> dest, PieceSink on_piece) = 0;
+
+  // Writes all of `src` at `offset` of `fd`; RESOURCE_EXHAUSTED when the disk
+  // is full.
+  virtual absl::Status Write(int fd, uint64_t offset, std::span<const char> src) = 0;
+
+  // "io_uring" or "pread".
+  virtual std::string_view name() const = 0;
+};
+
+}  // namespace granary::store
+
+#endif  // GRANARY_CACHE_SERVER_STORE_IO_ENGINE_H_
