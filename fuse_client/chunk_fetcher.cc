@@ -1,0 +1,63 @@
+#include "fuse_client/chunk_fetcher.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace granary::fuse {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+bool ChunkFetcher::server_down() const {
+  int64_t until = down_until_ns_.load(std::memory_order_relaxed);
+  return until != 0 && NowNs() < until;
+}
+
+void ChunkFetcher::MarkDown(const absl::Status& cause) {
+  int64_t previous = down_until_ns_.exchange(
+      NowNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(retry_after_).count());
+  if (previous == 0) {
+    GRANARY_LOG(WARNING) << "server " << client_->address() << " failed (" << cause
+                         << "); reading sources directly until it answers again";
+  }
+}
+
+absl::Status ChunkFetcher::Read(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
+                                std::span<char> out) {
+  absl::Status server_status = absl::UnavailableError("server marked down");
+  if (!server_down()) {
+    ChunkKey key{file.snapshot.manifest.version(), file.file_id, chunk_index};
+    server_status = client_->ReadChunk(key, offset_in_chunk, out);
+    if (server_status.ok()) {
+      if (down_until_ns_.exchange(0) != 0) {
+        GRANARY_LOG(INFO) << "server " << client_->address() << " answers again";
+      }
+      return server_status;
+    }
+    if (server_status.code() == absl::StatusCode::kFailedPrecondition) return server_status;
+    if (server_status.code() == absl::StatusCode::kUnavailable ||
+        server_status.code() == absl::StatusCode::kDeadlineExceeded) {
+      MarkDown(server_status);
+    } else {
+      GRANARY_LOG_FIRST_N(WARNING, 20)
+          << "server " << client_->address() << " failed chunk " << key.ToString() << " of "
+          << file.source.Path() << " (" << server_status << "); reading the source";
+    }
+  }
+  uint64_t offset = uint64_t{chunk_index} * file.snapshot.manifest.chunk_size() + offset_in_chunk;
+  absl::Status source_status = file.source.ReadExactly(offset, out);
+  if (source_status.ok()) return source_status;
+  GRANARY_LOG(ERROR) << "read of " << file.source.Path() << " [" << offset << ", +" << out.size()
+                     << ") failed: server: " << server_status << "; source: " << source_status;
+  if (source_status.code() == absl::StatusCode::kFailedPrecondition) return source_status;
+  return absl::UnavailableError(
+      absl::StrCat("server: ", server_status.ToString(), "; source: ", source_status.ToString()));
+}
+
+}  // namespace granary::fuse

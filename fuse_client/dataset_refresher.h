@@ -1,0 +1,53 @@
+// DatasetRefresher keeps the mount root in step with the server's datasets:
+// it lists them, fetches the manifest of every dataset version not mounted yet
+// and publishes the set to the InodeTable, so datasets registered after the
+// mount appear in its root and removed ones disappear from it (open files of
+// a removed or refreshed version keep their snapshot). With `only` set, just
+// that dataset is shown.
+//
+// Thread-safety: every method may be called concurrently; one refresh runs at
+// a time, and MaybeRefresh() never waits for another caller's refresh.
+#ifndef GRANARY_FUSE_CLIENT_DATASET_REFRESHER_H_
+#define GRANARY_FUSE_CLIENT_DATASET_REFRESHER_H_
+
+#include <chrono>
+#include <mutex>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/dataset_client.h"
+#include "fuse_client/inode_table.h"
+
+namespace granary::fuse {
+
+class DatasetRefresher {
+ public:
+  // `client` and `table` must outlive the refresher. `min_interval` bounds how
+  // often MaybeRefresh() asks the server.
+  DatasetRefresher(const DatasetClient* client, InodeTable* table, std::string only,
+                   std::chrono::milliseconds min_interval)
+      : client_(client), table_(table), only_(std::move(only)), min_interval_(min_interval) {}
+
+  // Refreshes now. Fails if the server cannot list the datasets, with
+  // NOT_FOUND if `only` is not among them, or if a manifest cannot be fetched
+  // (the datasets that could be fetched are published anyway).
+  absl::Status Refresh();
+
+  // Refreshes unless one ran less than `min_interval` ago or is running;
+  // errors are logged, and the root keeps its previous datasets.
+  void MaybeRefresh();
+
+ private:
+  absl::Status RefreshLocked();
+
+  const DatasetClient* const client_;
+  InodeTable* const table_;
+  const std::string only_;
+  const std::chrono::milliseconds min_interval_;
+  std::mutex mutex_;
+  std::chrono::steady_clock::time_point last_attempt_{};
+};
+
+}  // namespace granary::fuse
+
+#endif  // GRANARY_FUSE_CLIENT_DATASET_REFRESHER_H_

@@ -1,0 +1,309 @@
+#include "fuse_client/fuse_ops.h"
+
+#include <fcntl.h>
+#include <sys/statvfs.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace granary::fuse {
+
+namespace {
+
+constexpr double kImmutableTimeout = 86400.0;  // Inside a dataset version.
+constexpr double kRootTimeout = 1.0;           // Dataset names in the root.
+
+int ErrnoOf(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kFailedPrecondition ? ESTALE : EIO;
+}
+
+// What opendir() of the root captured, so one listing is consistent across
+// readdir calls while datasets come and go.
+struct RootListing {
+  std::vector<std::shared_ptr<const MountedDataset>> datasets;
+};
+
+}  // namespace
+
+struct Ops {
+  static GranaryFs& Fs(fuse_req_t req) { return *static_cast<GranaryFs*>(fuse_req_userdata(req)); }
+
+  static void FillEntry(const GranaryFs& fs, const MountedDataset& dataset, uint64_t node,
+                        double timeout, fuse_entry_param* entry) {
+    *entry = {};
+    entry->ino = dataset.InodeOf(node);
+    entry->generation = 1;
+    dataset.Stat(node, &entry->attr);
+    fs.table_->SetOwner(&entry->attr);
+    entry->attr_timeout = timeout;
+    entry->entry_timeout = timeout;
+  }
+
+  static void Init(void* userdata, fuse_conn_info* conn) {
+    (void)userdata;
+    conn->max_read = kMaxRead;
+    conn->max_write = kMaxRead;  // libfuse sizes the kernel's max_pages from it.
+    conn->max_readahead = UINT_MAX;
+    conn->time_gran = 1;
+    conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;  // Files never change: keep the page cache.
+    if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
+    if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+  }
+
+  static void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
+    GranaryFs& fs = Fs(req);
+    fuse_entry_param entry;
+    if (parent == kRootInode) {
+      fs.refresher_->MaybeRefresh();
+      std::shared_ptr<const MountedDataset> dataset = fs.table_->FindDataset(name);
+      if (dataset == nullptr) {
+        fuse_reply_err(req, ENOENT);
+        return;
+      }
+      FillEntry(fs, *dataset, 0, kRootTimeout, &entry);
+      fuse_reply_entry(req, &entry);
+      return;
+    }
+    InodeTable::Node dir = fs.table_->Resolve(parent);
+    if (dir.dataset == nullptr) {
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
+    std::optional<uint64_t> child = dir.dataset->Lookup(dir.node, name);
+    if (!child) {
+      entry = {};  // A negative entry: the name stays absent for good.
+      entry.entry_timeout = kImmutableTimeout;
+      fuse_reply_entry(req, &entry);
+      return;
+    }
+    FillEntry(fs, *dir.dataset, *child, kImmutableTimeout, &entry);
+    fuse_reply_entry(req, &entry);
+  }
+
+  static void GetAttr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+    GranaryFs& fs = Fs(req);
+    struct stat st;
+    if (ino == kRootInode) {
+      fs.table_->StatRoot(&st);
+      fuse_reply_attr(req, &st, kRootTimeout);
+      return;
+    }
+    InodeTable::Node node = fs.table_->Resolve(ino);
+    if (node.dataset == nullptr) {
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
+    node.dataset->Stat(node.node, &st);
+    fs.table_->SetOwner(&st);
+    fuse_reply_attr(req, &st, node.node == 0 ? kRootTimeout : kImmutableTimeout);
+  }
+
+  static void ReadLink(fuse_req_t req, fuse_ino_t ino) {
+    InodeTable::Node node = Fs(req).table_->Resolve(ino);
+    const ManifestEntry* entry = node.dataset ? node.dataset->EntryOf(node.node) : nullptr;
+    if (entry == nullptr || entry->type != EntryType::kSymlink) {
+      fuse_reply_err(req, EINVAL);
+      return;
+    }
+    fuse_reply_readlink(req, entry->symlink_target.c_str());
+  }
+
+  static void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    GranaryFs& fs = Fs(req);
+    if (ino == kRootInode) {
+      fs.refresher_->MaybeRefresh();
+      fi->fh = reinterpret_cast<uint64_t>(new RootListing{fs.table_->ListDatasets()});
+    } else {
+      InodeTable::Node node = fs.table_->Resolve(ino);
+      if (node.dataset == nullptr) {
+        fuse_reply_err(req, ESTALE);
+        return;
+      }
+      fi->fh = 0;
+      fi->cache_readdir = node.node != 0;
+      fi->keep_cache = fi->cache_readdir;
+    }
+    fuse_reply_open(req, fi);
+  }
+
+  static void ReleaseDir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+    delete reinterpret_cast<RootListing*>(fi->fh);
+    fuse_reply_err(req, 0);
+  }
+
+  // Lists [".", "..", children...] from index `offset` into a reply of at
+  // most `size` bytes; `plus` adds attributes (readdirplus).
+  static void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi,
+                      bool plus) {
+    GranaryFs& fs = Fs(req);
+    InodeTable::Node dir;
+    uint64_t count;
+    if (ino == kRootInode) {
+      count = reinterpret_cast<RootListing*>(fi->fh)->datasets.size();
+    } else {
+      dir = fs.table_->Resolve(ino);
+      if (dir.dataset == nullptr) {
+        fuse_reply_err(req, ESTALE);
+        return;
+      }
+      count = dir.dataset->Children(dir.node).size();
+    }
+    std::string buffer(size, '\0');
+    size_t used = 0;
+    for (uint64_t index = static_cast<uint64_t>(offset); index < count + 2; ++index) {
+      fuse_entry_param entry = {};
+      std::string_view name;
+      if (index < 2) {
+        name = index == 0 ? "." : "..";
+        entry.ino = index == 0 ? ino : kRootInode;
+        entry.attr.st_ino = entry.ino;
+        entry.attr.st_mode = S_IFDIR;
+      } else if (ino == kRootInode) {
+        const MountedDataset& dataset =
+            *reinterpret_cast<RootListing*>(fi->fh)->datasets[index - 2];
+        name = dataset.name();
+        FillEntry(fs, dataset, 0, kRootTimeout, &entry);
+      } else {
+        uint64_t child = dir.dataset->Children(dir.node)[index - 2];
+        name = dir.dataset->NameOf(child);
+        FillEntry(fs, *dir.dataset, child, kImmutableTimeout, &entry);
+      }
+      std::string name_z(name);
+      char* at = buffer.data() + used;
+      size_t room = size - used;
+      size_t needed =
+          plus ? fuse_add_direntry_plus(req, at, room, name_z.c_str(), &entry, index + 1)
+               : fuse_add_direntry(req, at, room, name_z.c_str(), &entry.attr, index + 1);
+      if (needed > room) break;
+      used += needed;
+    }
+    fuse_reply_buf(req, buffer.data(), used);
+  }
+
+  static void ReadDirPlain(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+                           fuse_file_info* fi) {
+    ReadDir(req, ino, size, offset, fi, false);
+  }
+  static void ReadDirPlus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
+                          fuse_file_info* fi) {
+    ReadDir(req, ino, size, offset, fi, true);
+  }
+
+  static void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    GranaryFs& fs = Fs(req);
+    if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) != 0) {
+      fuse_reply_err(req, EROFS);
+      return;
+    }
+    InodeTable::Node node = fs.table_->Resolve(ino);
+    if (node.dataset == nullptr) {
+      fuse_reply_err(req, ino == kRootInode ? EISDIR : ESTALE);
+      return;
+    }
+    const ManifestEntry* entry = node.dataset->EntryOf(node.node);
+    if (entry == nullptr || entry->type != EntryType::kFile) {
+      fuse_reply_err(req, entry != nullptr && entry->type == EntryType::kSymlink ? ELOOP : EISDIR);
+      return;
+    }
+    auto file = std::make_shared<OpenFile>(node.dataset, node.node);
+    fi->fh = reinterpret_cast<uint64_t>(new FileReader(std::move(file), fs.read_path_));
+    fi->keep_cache = 1;
+    fi->noflush = 1;
+    fuse_reply_open(req, fi);
+  }
+
+  static void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
+    FileReader& reader = *reinterpret_cast<FileReader*>(fi->fh);
+    absl::StatusOr<FileReader::Reply> reply = reader.Read(static_cast<uint64_t>(offset), size);
+    if (!reply.ok()) {
+      fuse_reply_err(req, ErrnoOf(reply.status()));
+      return;
+    }
+    fuse_reply_buf(req, reply->bytes.data(), reply->bytes.size());
+  }
+
+  static void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
+    delete reinterpret_cast<FileReader*>(fi->fh);
+    fuse_reply_err(req, 0);
+  }
+
+  static void StatFs(fuse_req_t req, fuse_ino_t) {
+    struct statvfs st = {};
+    st.f_bsize = st.f_frsize = kMaxRead;
+    for (const auto& dataset : Fs(req).table_->ListDatasets()) {
+      const Manifest& manifest = dataset->snapshot().manifest;
+      st.f_blocks += (manifest.total_bytes() + kMaxRead - 1) / kMaxRead;
+      st.f_files += manifest.entries().size();
+    }
+    st.f_namemax = NAME_MAX;
+    st.f_flag = ST_RDONLY;
+    fuse_reply_statfs(req, &st);
+  }
+
+  // Everything that would change the tree or a file.
+  static void ReadOnly(fuse_req_t req) { fuse_reply_err(req, EROFS); }
+  static void SetAttr(fuse_req_t req, fuse_ino_t, struct stat*, int, fuse_file_info*) {
+    ReadOnly(req);
+  }
+  static void MkNod(fuse_req_t req, fuse_ino_t, const char*, mode_t, dev_t) { ReadOnly(req); }
+  static void MkDir(fuse_req_t req, fuse_ino_t, const char*, mode_t) { ReadOnly(req); }
+  static void Unlink(fuse_req_t req, fuse_ino_t, const char*) { ReadOnly(req); }
+  static void SymLink(fuse_req_t req, const char*, fuse_ino_t, const char*) { ReadOnly(req); }
+  static void Rename(fuse_req_t req, fuse_ino_t, const char*, fuse_ino_t, const char*,
+                     unsigned int) {
+    ReadOnly(req);
+  }
+  static void Link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { ReadOnly(req); }
+  static void Write(fuse_req_t req, fuse_ino_t, const char*, size_t, off_t, fuse_file_info*) {
+    ReadOnly(req);
+  }
+  static void SetXattr(fuse_req_t req, fuse_ino_t, const char*, const char*, size_t, int) {
+    ReadOnly(req);
+  }
+  static void RemoveXattr(fuse_req_t req, fuse_ino_t, const char*) { ReadOnly(req); }
+  static void Create(fuse_req_t req, fuse_ino_t, const char*, mode_t, fuse_file_info*) {
+    ReadOnly(req);
+  }
+  static void Fallocate(fuse_req_t req, fuse_ino_t, int, off_t, off_t, fuse_file_info*) {
+    ReadOnly(req);
+  }
+};
+
+const fuse_lowlevel_ops& GranaryFs::Operations() {
+  static const fuse_lowlevel_ops ops = [] {
+    fuse_lowlevel_ops o = {};
+    o.init = Ops::Init;
+    o.lookup = Ops::Lookup;
+    o.getattr = Ops::GetAttr;
+    o.readlink = Ops::ReadLink;
+    o.opendir = Ops::OpenDir;
+    o.readdir = Ops::ReadDirPlain;
+    o.readdirplus = Ops::ReadDirPlus;
+    o.releasedir = Ops::ReleaseDir;
+    o.open = Ops::Open;
+    o.read = Ops::Read;
+    o.release = Ops::Release;
+    o.statfs = Ops::StatFs;
+    o.setattr = Ops::SetAttr;
+    o.mknod = Ops::MkNod;
+    o.mkdir = Ops::MkDir;
+    o.unlink = Ops::Unlink;
+    o.rmdir = Ops::Unlink;
+    o.symlink = Ops::SymLink;
+    o.rename = Ops::Rename;
+    o.link = Ops::Link;
+    o.write = Ops::Write;
+    o.setxattr = Ops::SetXattr;
+    o.removexattr = Ops::RemoveXattr;
+    o.create = Ops::Create;
+    o.fallocate = Ops::Fallocate;
+    return o;
+  }();
+  return ops;
+}
+
+}  // namespace granary::fuse

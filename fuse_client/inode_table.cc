@@ -1,0 +1,172 @@
+#include "fuse_client/inode_table.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace granary::fuse {
+namespace {
+
+// Every dataset root and the mount root show this mtime: the mount's start.
+const int64_t kMountTimeNs = [] {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
+}();
+
+void StatDirectory(int64_t mtime_ns, uint32_t mode, struct stat* out) {
+  *out = {};
+  out->st_mode = S_IFDIR | (mode & 07777);
+  out->st_nlink = 2;
+  out->st_mtim = {mtime_ns / 1000000000, mtime_ns % 1000000000};
+  out->st_ctim = out->st_atim = out->st_mtim;
+}
+
+std::string_view ParentOf(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
+}
+
+}  // namespace
+
+MountedDataset::MountedDataset(uint32_t slot, DatasetSnapshot snapshot)
+    : slot_(slot), snapshot_(std::move(snapshot)) {
+  const std::vector<ManifestEntry>& entries = snapshot_.manifest.entries();
+  manifest_has_root_ = !entries.empty() && entries[0].path.empty();
+  const uint64_t nodes = entries.size() + 1;
+  constexpr uint64_t kNoParent = ~uint64_t{0};
+  std::vector<uint64_t> parent(nodes, kNoParent);
+  std::vector<uint64_t> counts(nodes + 1, 0);
+  std::string_view last_parent_path;
+  uint64_t last_parent = 0;
+  for (uint64_t i = manifest_has_root_ ? 1 : 0; i < entries.size(); ++i) {
+    std::string_view parent_path = ParentOf(entries[i].path);
+    if (parent_path != last_parent_path || i == 0) {
+      if (parent_path.empty()) {
+        last_parent = 0;
+      } else {
+        std::optional<uint64_t> id = snapshot_.manifest.Find(parent_path);
+        last_parent = id && entries[*id].type == EntryType::kDirectory ? *id + 1 : kNoParent;
+      }
+      last_parent_path = parent_path;
+    }
+    if (last_parent == kNoParent) continue;  // An orphan: its directory is not listed.
+    parent[i + 1] = last_parent;
+    ++counts[last_parent + 1];
+  }
+  for (uint64_t n = 0; n < nodes; ++n) counts[n + 1] += counts[n];
+  child_begin_ = counts;
+  children_.resize(counts[nodes]);
+  for (uint64_t n = 1; n < nodes; ++n) {
+    if (parent[n] != kNoParent) children_[counts[parent[n]]++] = n;
+  }
+}
+
+const ManifestEntry* MountedDataset::EntryOf(uint64_t node) const {
+  if (node == 0) return manifest_has_root_ ? &snapshot_.manifest.entries()[0] : nullptr;
+  return &snapshot_.manifest.entries()[node - 1];
+}
+
+std::span<const uint64_t> MountedDataset::Children(uint64_t node) const {
+  if (node >= node_count()) return {};
+  return std::span<const uint64_t>(children_).subspan(child_begin_[node],
+                                                      child_begin_[node + 1] - child_begin_[node]);
+}
+
+std::string_view MountedDataset::NameOf(uint64_t node) const {
+  if (node == 0) return name();
+  std::string_view path = snapshot_.manifest.entries()[node - 1].path;
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+std::optional<uint64_t> MountedDataset::Lookup(uint64_t node, std::string_view name) const {
+  std::span<const uint64_t> children = Children(node);
+  auto it = std::lower_bound(
+      children.begin(), children.end(), name,
+      [this](uint64_t child, std::string_view wanted) { return NameOf(child) < wanted; });
+  if (it == children.end() || NameOf(*it) != name) return std::nullopt;
+  return *it;
+}
+
+void MountedDataset::Stat(uint64_t node, struct stat* out) const {
+  const ManifestEntry* entry = EntryOf(node);
+  if (entry == nullptr) {
+    StatDirectory(kMountTimeNs, 0555, out);
+  } else if (entry->type == EntryType::kDirectory) {
+    StatDirectory(entry->mtime_ns, entry->mode, out);
+  } else {
+    *out = {};
+    out->st_mode = (entry->type == EntryType::kSymlink ? S_IFLNK : S_IFREG) | (entry->mode & 07777);
+    out->st_nlink = 1;
+    out->st_size = static_cast<off_t>(
+        entry->type == EntryType::kSymlink ? entry->symlink_target.size() : entry->size);
+    out->st_blocks = (out->st_size + 511) / 512;
+    out->st_mtim = {entry->mtime_ns / 1000000000, entry->mtime_ns % 1000000000};
+    out->st_ctim = out->st_atim = out->st_mtim;
+  }
+  out->st_ino = InodeOf(node);
+  out->st_blksize = 1 << 20;
+}
+
+InodeTable::Node InodeTable::Resolve(uint64_t inode) const {
+  uint64_t slot_plus_one = inode >> 40;
+  if (slot_plus_one == 0) return {};
+  std::shared_lock lock(mutex_);
+  if (slot_plus_one > slots_.size()) return {};
+  const std::shared_ptr<const MountedDataset>& dataset = slots_[slot_plus_one - 1];
+  uint64_t node = inode & ((uint64_t{1} << 40) - 1);
+  if (node >= dataset->node_count()) return {};
+  return {dataset, node};
+}
+
+std::shared_ptr<const MountedDataset> InodeTable::FindDataset(std::string_view name) const {
+  std::shared_lock lock(mutex_);
+  auto it = root_.find(name);
+  return it == root_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<const MountedDataset>> InodeTable::ListDatasets() const {
+  std::shared_lock lock(mutex_);
+  std::vector<std::shared_ptr<const MountedDataset>> out;
+  out.reserve(root_.size());
+  for (const auto& [name, dataset] : root_) out.push_back(dataset);
+  return out;
+}
+
+std::shared_ptr<const MountedDataset> InodeTable::FindVersion(std::string_view name,
+                                                              uint64_t version) const {
+  std::shared_lock lock(mutex_);
+  for (const auto& dataset : slots_) {
+    if (dataset->name() == name && dataset->snapshot().manifest.version() == version) {
+      return dataset;
+    }
+  }
+  return nullptr;
+}
+
+void InodeTable::Publish(std::vector<std::shared_ptr<const MountedDataset>> datasets) {
+  std::map<std::string, std::shared_ptr<const MountedDataset>, std::less<>> root;
+  for (auto& dataset : datasets) root.emplace(dataset->name(), std::move(dataset));
+  std::unique_lock lock(mutex_);
+  root_ = std::move(root);
+}
+
+std::shared_ptr<const MountedDataset> InodeTable::Add(DatasetSnapshot snapshot) {
+  // Building the directory structure of a large manifest takes a while; only
+  // Add() changes slots_, so readers are blocked only for the push_back.
+  std::lock_guard add_lock(add_mutex_);
+  auto dataset = std::make_shared<const MountedDataset>(static_cast<uint32_t>(slots_.size()),
+                                                        std::move(snapshot));
+  std::unique_lock lock(mutex_);
+  slots_.push_back(dataset);
+  return dataset;
+}
+
+void InodeTable::StatRoot(struct stat* out) const {
+  StatDirectory(kMountTimeNs, 0555, out);
+  out->st_ino = kRootInode;
+  out->st_blksize = 1 << 20;
+  SetOwner(out);
+}
+
+}  // namespace granary::fuse

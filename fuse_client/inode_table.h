@@ -1,0 +1,115 @@
+// InodeTable numbers and names everything a granary-fuse mount shows: the
+// mount root, one directory per dataset, and every entry of each dataset's
+// manifest. Inode numbers are computed, not allocated: the mount root is 1,
+// and node n of the dataset version in slot s (slots are handed out in order
+// of first appearance and never reused) is ((s + 1) << 40) | n, where node 0
+// is the dataset's root and node i + 1 is manifest entry i. So an inode stays
+// valid, with the same number, for the life of the mount, and FORGET needs no
+// bookkeeping: a dataset version, once shown, is kept until unmount.
+//
+// The root lists the datasets last published; a dataset refreshed to a new
+// version gets a new slot (new inodes) while open files of the old one keep
+// reading the old version.
+//
+// Thread-safety: every method may be called concurrently.
+#ifndef GRANARY_FUSE_CLIENT_INODE_TABLE_H_
+#define GRANARY_FUSE_CLIENT_INODE_TABLE_H_
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/dataset_client.h"
+
+namespace granary::fuse {
+
+inline constexpr uint64_t kRootInode = 1;
+
+// One version of one dataset with the directory structure of its manifest.
+// Immutable once built.
+class MountedDataset {
+ public:
+  MountedDataset(uint32_t slot, DatasetSnapshot snapshot);
+
+  uint32_t slot() const { return slot_; }
+  const DatasetSnapshot& snapshot() const { return snapshot_; }
+  const std::string& name() const { return snapshot_.info.name(); }
+  uint64_t node_count() const { return child_begin_.size() - 1; }
+
+  uint64_t InodeOf(uint64_t node) const { return (uint64_t{slot_} + 1) << 40 | node; }
+  // The manifest entry of `node`, or nullptr for a dataset root the manifest
+  // does not list.
+  const ManifestEntry* EntryOf(uint64_t node) const;
+  // The file id of `node`: its index in the manifest.
+  static uint64_t FileIdOf(uint64_t node) { return node - 1; }
+
+  // Child `name` of directory `node`.
+  std::optional<uint64_t> Lookup(uint64_t node, std::string_view name) const;
+  // The children of directory `node`, in name order.
+  std::span<const uint64_t> Children(uint64_t node) const;
+  // The last path component of `node`.
+  std::string_view NameOf(uint64_t node) const;
+
+  void Stat(uint64_t node, struct stat* out) const;
+
+ private:
+  uint32_t slot_;
+  DatasetSnapshot snapshot_;
+  bool manifest_has_root_ = false;
+  std::vector<uint64_t> child_begin_;  // Per node, into children_; one extra at the end.
+  std::vector<uint64_t> children_;
+};
+
+class InodeTable {
+ public:
+  // `uid` and `gid` own every file (manifests do not record owners).
+  InodeTable(uid_t uid, gid_t gid) : uid_(uid), gid_(gid) {}
+
+  // The dataset version behind `inode` and the node inside it; nullptr for the
+  // mount root and unknown inodes.
+  struct Node {
+    std::shared_ptr<const MountedDataset> dataset;
+    uint64_t node = 0;
+  };
+  Node Resolve(uint64_t inode) const;
+
+  // The datasets currently listed in the root, by name.
+  std::shared_ptr<const MountedDataset> FindDataset(std::string_view name) const;
+  std::vector<std::shared_ptr<const MountedDataset>> ListDatasets() const;
+  // The mounted version of `name` if it is `version`.
+  std::shared_ptr<const MountedDataset> FindVersion(std::string_view name, uint64_t version) const;
+
+  // Makes the root list exactly `datasets` (each either returned by
+  // FindVersion or built by Add).
+  void Publish(std::vector<std::shared_ptr<const MountedDataset>> datasets);
+  // Gives `snapshot` a new slot; it shows in the root once published.
+  std::shared_ptr<const MountedDataset> Add(DatasetSnapshot snapshot);
+
+  void StatRoot(struct stat* out) const;
+  // Fills uid and gid of a stat filled by MountedDataset::Stat.
+  void SetOwner(struct stat* out) const {
+    out->st_uid = uid_;
+    out->st_gid = gid_;
+  }
+
+ private:
+  const uid_t uid_;
+  const gid_t gid_;
+  std::mutex add_mutex_;  // Serialises Add().
+  mutable std::shared_mutex mutex_;
+  std::vector<std::shared_ptr<const MountedDataset>> slots_;
+  std::map<std::string, std::shared_ptr<const MountedDataset>, std::less<>> root_;
+};
+
+}  // namespace granary::fuse
+
+#endif  // GRANARY_FUSE_CLIENT_INODE_TABLE_H_

@@ -1,0 +1,233 @@
+// granary-fuse MOUNTPOINT [--server ADDR] [--foreground] [--dataset NAME] [-o OPTS]
+//
+// Mounts every dataset of a granaryd (or one) as a read-only directory tree:
+// MOUNTPOINT/<dataset>/<path>. Without --foreground the process detaches once
+// the mount is ready; either way it exits non-zero with a one-line reason if
+// it cannot mount. SIGTERM, SIGINT and SIGHUP unmount cleanly, and so does
+// `fusermount3 -u MOUNTPOINT`.
+//
+// Non-root users need `user_allow_other` in /etc/fuse.conf for -o allow_other
+// (containers reading a mount made by another user need it).
+#include <fcntl.h>
+#include <malloc.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/dataset_client.h"
+#include "common/logging.h"
+#include "common/server_address.h"
+#include "common/size.h"
+#include "fuse_client/chunk_cache.h"
+#include "fuse_client/chunk_fetcher.h"
+#include "fuse_client/dataset_refresher.h"
+#include "fuse_client/fuse_ops.h"
+#include "fuse_client/inode_table.h"
+#include "fuse_client/readahead.h"
+
+namespace granary::fuse {
+namespace {
+
+struct Flags {
+  std::string mountpoint;
+  std::string server;
+  std::string dataset;
+  std::vector<std::string> options;
+  bool foreground = false;
+  std::string cache_size = "512MiB";
+  std::string readahead = "32MiB";
+  uint32_t read_ahead_kb = 8192;
+  uint32_t readahead_threads = 4;
+  uint32_t fuse_threads = 16;
+  uint32_t rpc_timeout_ms = 10000;
+  uint32_t retry_after_ms = 1000;
+  std::string log_file;
+};
+
+// Forks; the parent waits for the child to report the mount ready (exit 0)
+// or to fail (its reason, exit 1). Returns the fd the child reports on. Must
+// run before any thread exists (gRPC starts threads).
+int Detach() {
+  int report[2];
+  if (pipe(report) != 0) {
+    std::perror("granary-fuse: pipe");
+    std::exit(1);
+  }
+  pid_t child = fork();
+  if (child < 0) {
+    std::perror("granary-fuse: fork");
+    std::exit(1);
+  }
+  if (child > 0) {
+    close(report[1]);
+    char status = 1;
+    bool reported = read(report[0], &status, 1) == 1;
+    std::exit(reported && status == 0 ? 0 : 1);
+  }
+  close(report[0]);
+  setsid();
+  return report[1];
+}
+
+// Reports readiness to the waiting parent and leaves the terminal.
+void ReportReady(int report_fd, const std::string& log_file) {
+  int null_fd = open("/dev/null", O_RDWR);
+  int log_fd = log_file.empty() ? -1 : open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  dup2(null_fd, STDIN_FILENO);
+  dup2(null_fd, STDOUT_FILENO);
+  dup2(log_fd >= 0 ? log_fd : null_fd, STDERR_FILENO);
+  if (log_fd >= 0) close(log_fd);
+  close(null_fd);
+  char ok = 0;
+  if (write(report_fd, &ok, 1) != 1) {
+    GRANARY_LOG(WARNING) << "cannot report readiness";
+  }
+  close(report_fd);
+}
+
+// Raises the kernel readahead of the mount's backing device so sequential
+// reads arrive as parallel max_read requests rather than 128 KiB ones. Needs
+// root; otherwise the kernel default stays.
+void RaiseReadahead(const std::string& mountpoint, uint32_t read_ahead_kb) {
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line, device;
+  while (std::getline(mountinfo, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, point;
+    fields >> id >> parent >> dev >> root >> point;
+    if (point == mountpoint) device = dev;  // The last mount on it is ours.
+  }
+  if (device.empty()) return;
+  std::string path = absl::StrCat("/sys/class/bdi/", device, "/read_ahead_kb");
+  std::ofstream out(path);
+  out << read_ahead_kb << "\n";
+  out.flush();
+  if (!out) {
+    GRANARY_LOG(INFO) << "cannot raise " << path << " (not root?); kernel readahead stays default";
+  }
+}
+
+int Run(const Flags& flags, int report_fd) {
+  auto fail = [](const std::string& reason) {
+    std::fprintf(stderr, "granary-fuse: %s\n", reason.c_str());
+    return 1;
+  };
+  char resolved[PATH_MAX];
+  if (realpath(flags.mountpoint.c_str(), resolved) == nullptr) {
+    return fail(absl::StrCat("mount point ", flags.mountpoint, ": ", std::strerror(errno)));
+  }
+  const std::string mountpoint = resolved;
+  absl::StatusOr<uint64_t> cache_size = ParseSize(flags.cache_size);
+  if (!cache_size.ok()) return fail(std::string(cache_size.status().message()));
+  absl::StatusOr<uint64_t> readahead_bytes = ParseSize(flags.readahead);
+  if (!readahead_bytes.ok()) return fail(std::string(readahead_bytes.status().message()));
+
+  // Chunk buffers come and go at the read rate: keep them on the heap rather
+  // than mmap()ing and faulting in every one.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+
+  DatasetClient::Options client_options;
+  client_options.read_timeout = std::chrono::milliseconds(flags.rpc_timeout_ms);
+  absl::StatusOr<std::unique_ptr<DatasetClient>> client =
+      DatasetClient::Connect(ResolveServerAddress(flags.server), client_options);
+  if (!client.ok()) return fail(std::string(client.status().message()));
+
+  InodeTable table(getuid(), getgid());
+  DatasetRefresher refresher(client->get(), &table, flags.dataset, std::chrono::seconds(1));
+  if (absl::Status status = refresher.Refresh(); !status.ok()) {
+    return fail(
+        absl::StrCat("cannot load datasets from ", (*client)->address(), ": ", status.ToString()));
+  }
+  ChunkCache cache(*cache_size);
+  ChunkFetcher fetcher(client->get(), std::chrono::milliseconds(flags.retry_after_ms));
+  Readahead readahead(static_cast<int>(flags.readahead_threads), &cache, &fetcher);
+  GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, *readahead_bytes});
+
+  std::string options =
+      absl::StrCat("ro,default_permissions,fsname=granary,subtype=granary,max_read=", kMaxRead);
+  for (const std::string& option : flags.options) absl::StrAppend(&options, ",", option);
+  std::vector<std::string> arg_strings = {"granary-fuse", "-o", options};
+  std::vector<char*> argv;
+  for (std::string& arg : arg_strings) argv.push_back(arg.data());
+  fuse_args args = FUSE_ARGS_INIT(static_cast<int>(argv.size()), argv.data());
+  fuse_session* session =
+      fuse_session_new(&args, &GranaryFs::Operations(), sizeof(fuse_lowlevel_ops), &fs);
+  if (session == nullptr) return fail(absl::StrCat("bad mount options '", options, "'"));
+  if (fuse_set_signal_handlers(session) != 0) {
+    fuse_session_destroy(session);
+    return fail("cannot install signal handlers");
+  }
+  if (fuse_session_mount(session, mountpoint.c_str()) != 0) {
+    fuse_remove_signal_handlers(session);
+    fuse_session_destroy(session);
+    return fail(absl::StrCat("cannot mount on ", mountpoint));
+  }
+  if (geteuid() == 0) RaiseReadahead(mountpoint, flags.read_ahead_kb);
+  GRANARY_LOG(INFO) << "mounted " << table.ListDatasets().size() << " dataset(s) from "
+                    << (*client)->address() << " on " << mountpoint;
+  if (report_fd >= 0) ReportReady(report_fd, flags.log_file);
+
+  fuse_loop_config* loop = fuse_loop_cfg_create();
+  fuse_loop_cfg_set_max_threads(loop, flags.fuse_threads);
+  int result = fuse_session_loop_mt(session, loop);
+  fuse_loop_cfg_destroy(loop);
+  fuse_session_unmount(session);
+  fuse_remove_signal_handlers(session);
+  fuse_session_destroy(session);
+  GRANARY_LOG(INFO) << "unmounted " << mountpoint;
+  return result == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace granary::fuse
+
+int main(int argc, char** argv) {
+  granary::fuse::Flags flags;
+  CLI::App app("granary-fuse: every Granary dataset as a read-only directory", "granary-fuse");
+  app.add_option("mountpoint", flags.mountpoint, "Directory to mount on")->required();
+  app.add_option("--server", flags.server,
+                 "granaryd address: unix:PATH or HOST:PORT (default: $GRANARY_SERVER, else the "
+                 "local server)");
+  app.add_flag("-f,--foreground", flags.foreground, "Stay in the foreground");
+  app.add_option("--dataset", flags.dataset, "Mount only this dataset");
+  app.add_option("-o", flags.options, "Mount options, comma-separated (e.g. allow_other)")
+      ->delimiter(',');
+  app.add_option("--cache-size", flags.cache_size, "In-process chunk cache size")
+      ->capture_default_str();
+  app.add_option("--readahead", flags.readahead, "Readahead for sequential readers")
+      ->capture_default_str();
+  app.add_option("--readahead-threads", flags.readahead_threads, "Parallel readahead fetches")
+      ->capture_default_str();
+  app.add_option("--read-ahead-kb", flags.read_ahead_kb,
+                 "Kernel readahead of the mount (root only)")
+      ->capture_default_str();
+  app.add_option("--fuse-threads", flags.fuse_threads, "Maximum FUSE worker threads")
+      ->capture_default_str();
+  app.add_option("--rpc-timeout-ms", flags.rpc_timeout_ms, "Deadline of one chunk read")
+      ->capture_default_str();
+  app.add_option("--retry-server-ms", flags.retry_after_ms,
+                 "After the server fails, read sources directly this long before trying it again")
+      ->capture_default_str();
+  app.add_option("--log-file", flags.log_file, "Where a detached process logs");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+  int report_fd = flags.foreground ? -1 : granary::fuse::Detach();
+  return granary::fuse::Run(flags, report_fd);
+}

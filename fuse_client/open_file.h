@@ -1,0 +1,47 @@
+// OpenFile is the state of one file opened through granary-fuse that outlives
+// the FUSE request handling it: the dataset version it belongs to (kept alive
+// while the file is open), its manifest entry, and its source file for
+// fallback reads. Readahead tasks hold it too, so it lives until the last of
+// them is done.
+//
+// Thread-safety: immutable apart from `source`, which is thread-safe.
+#ifndef GRANARY_FUSE_CLIENT_OPEN_FILE_H_
+#define GRANARY_FUSE_CLIENT_OPEN_FILE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "fuse_client/chunk_cache.h"
+#include "fuse_client/chunk_fetcher.h"
+#include "fuse_client/inode_table.h"
+#include "fuse_client/source_file.h"
+
+namespace granary::fuse {
+
+struct OpenFile {
+  OpenFile(std::shared_ptr<const MountedDataset> mounted, uint64_t node)
+      : dataset(std::move(mounted)),
+        file_id(MountedDataset::FileIdOf(node)),
+        entry(*dataset->EntryOf(node)),
+        source(dataset->snapshot().info.source(), entry) {}
+
+  uint32_t chunk_size() const { return dataset->snapshot().manifest.chunk_size(); }
+  ChunkKey KeyOf(uint32_t chunk_index) const {
+    return {dataset->snapshot().manifest.version(), file_id, chunk_index};
+  }
+  FileRef ref() { return {dataset->snapshot(), file_id, source}; }
+
+  // Whole chunk `chunk_index`, from `cache` or fetched into it.
+  absl::StatusOr<std::shared_ptr<const Chunk>> LoadChunk(uint32_t chunk_index, ChunkCache& cache,
+                                                         ChunkFetcher& fetcher);
+
+  const std::shared_ptr<const MountedDataset> dataset;
+  const uint64_t file_id;
+  const ManifestEntry& entry;
+  SourceFile source;
+};
+
+}  // namespace granary::fuse
+
+#endif  // GRANARY_FUSE_CLIENT_OPEN_FILE_H_

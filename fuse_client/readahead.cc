@@ -1,0 +1,46 @@
+#include "fuse_client/readahead.h"
+
+namespace granary::fuse {
+
+Readahead::Readahead(int threads, ChunkCache* cache, ChunkFetcher* fetcher)
+    : cache_(cache), fetcher_(fetcher), max_queued_(static_cast<size_t>(threads) * 8) {
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+}
+
+Readahead::~Readahead() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    queue_.clear();
+  }
+  wake_.notify_all();
+  for (std::thread& thread : threads_) thread.join();
+}
+
+void Readahead::Schedule(std::shared_ptr<OpenFile> file, uint32_t chunk_index) {
+  if (cache_->Contains(file->KeyOf(chunk_index))) return;
+  {
+    std::lock_guard lock(mutex_);
+    if (queue_.size() >= max_queued_) return;
+    queue_.push_back(Task{std::move(file), chunk_index});
+  }
+  wake_.notify_one();
+}
+
+void Readahead::Work() {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    // Errors are not reported here: the reader that needs the chunk fetches
+    // it again and gets the error itself.
+    task.file->LoadChunk(task.chunk_index, *cache_, *fetcher_).IgnoreError();
+  }
+}
+
+}  // namespace granary::fuse

@@ -1,0 +1,57 @@
+// Readahead fetches chunks into the chunk cache in the background, ahead of
+// sequential readers, on a fixed pool of threads, so the next chunks of a file
+// are fetched in parallel while the reader consumes the current one. Requests
+// for chunks already cached or in flight are dropped, and so are requests
+// beyond a bounded queue: readahead is a hint, never a backlog.
+//
+// Thread-safety: Schedule() may be called concurrently. The destructor waits
+// for running fetches and drops queued ones.
+#ifndef GRANARY_FUSE_CLIENT_READAHEAD_H_
+#define GRANARY_FUSE_CLIENT_READAHEAD_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "fuse_client/chunk_cache.h"
+#include "fuse_client/chunk_fetcher.h"
+#include "fuse_client/open_file.h"
+
+namespace granary::fuse {
+
+class Readahead {
+ public:
+  // `cache` and `fetcher` must outlive this object.
+  Readahead(int threads, ChunkCache* cache, ChunkFetcher* fetcher);
+  ~Readahead();
+  Readahead(const Readahead&) = delete;
+  Readahead& operator=(const Readahead&) = delete;
+
+  // Fetches chunk `chunk_index` of `file` into the cache unless it is there.
+  void Schedule(std::shared_ptr<OpenFile> file, uint32_t chunk_index);
+
+ private:
+  struct Task {
+    std::shared_ptr<OpenFile> file;
+    uint32_t chunk_index;
+  };
+
+  void Work();
+
+  ChunkCache* const cache_;
+  ChunkFetcher* const fetcher_;
+  const size_t max_queued_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace granary::fuse
+
+#endif  // GRANARY_FUSE_CLIENT_READAHEAD_H_
