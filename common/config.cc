@@ -1,0 +1,163 @@
+#include "common/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/absl_compat.h"
+#include "common/defaults.h"
+#include "common/size.h"
+#include "common/status.h"
+
+namespace granary {
+namespace {
+
+using KeyParser = std::function<absl::Status(const YAML::Node&, GranarydConfig*)>;
+
+// Errors from the parsers below are prefixed with the origin and key by the caller.
+absl::StatusOr<std::string> Scalar(const YAML::Node& node) {
+  if (!node.IsScalar()) return absl::InvalidArgumentError("expected a single value");
+  return node.Scalar();
+}
+
+KeyParser StringKey(std::string GranarydConfig::*field) {
+  return [field](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+    GRANARY_ASSIGN_OR_RETURN(config->*field, Scalar(node));
+    return absl::OkStatus();
+  };
+}
+
+KeyParser AddressKey(std::string GranarydConfig::*field) {
+  return [field](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+    GRANARY_ASSIGN_OR_RETURN(std::string value, Scalar(node));
+    GRANARY_RETURN_IF_ERROR(ValidateHostPort("address", value));
+    config->*field = value;
+    return absl::OkStatus();
+  };
+}
+
+const std::map<std::string, KeyParser>& KeyParsers() {
+  static const auto* parsers = new std::map<std::string, KeyParser>{
+      {"data_dir", StringKey(&GranarydConfig::data_dir)},
+      {"socket", StringKey(&GranarydConfig::socket_path)},
+      {"node_id", StringKey(&GranarydConfig::node_id)},
+      {"group", StringKey(&GranarydConfig::group)},
+      {"members", StringKey(&GranarydConfig::members_file)},
+      {"etcd", StringKey(&GranarydConfig::etcd_url)},
+      {"listen", AddressKey(&GranarydConfig::listen)},
+      {"metrics_listen", AddressKey(&GranarydConfig::metrics_listen)},
+      {"capacity",
+       [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+         GRANARY_ASSIGN_OR_RETURN(std::string text, Scalar(node));
+         GRANARY_ASSIGN_OR_RETURN(config->capacity_bytes, ParseSize(text));
+         return absl::OkStatus();
+       }},
+      {"prewarm_parallelism",
+       [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+         GRANARY_ASSIGN_OR_RETURN(std::string text, Scalar(node));
+         uint32_t value = 0;
+         if (!absl::SimpleAtoi(text, &value) || value < 1 || value > 256) {
+           return absl::InvalidArgumentError(
+               absl::StrCat("'", text, "' is not a whole number from 1 to 256"));
+         }
+         config->prewarm_parallelism = value;
+         return absl::OkStatus();
+       }},
+      {"cache_dirs",
+       [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+         std::vector<std::string> dirs;
+         if (node.IsScalar()) {
+           dirs.push_back(node.Scalar());
+         } else if (node.IsSequence()) {
+           for (const YAML::Node& item : node) {
+             GRANARY_ASSIGN_OR_RETURN(std::string dir, Scalar(item));
+             dirs.push_back(dir);
+           }
+         } else {
+           return absl::InvalidArgumentError("expected a directory or a list of directories");
+         }
+         if (dirs.empty()) return absl::InvalidArgumentError("the list is empty");
+         config->cache_dirs = std::move(dirs);
+         return absl::OkStatus();
+       }},
+  };
+  return *parsers;
+}
+
+absl::Status ApplyRoot(const YAML::Node& root, std::string_view origin, GranarydConfig* config) {
+  if (root.IsNull()) return absl::OkStatus();
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AsAbsl(origin), ": expected a mapping of keys to values"));
+  }
+  const auto& parsers = KeyParsers();
+  for (const auto& item : root) {
+    std::string key = item.first.as<std::string>();
+    auto parser = parsers.find(key);
+    if (parser == parsers.end()) {
+      std::vector<std::string> known;
+      for (const auto& [name, unused] : parsers) known.push_back(name);
+      return absl::InvalidArgumentError(absl::StrCat(AsAbsl(origin), ": unknown key '", key,
+                                                     "' (known keys: ", absl::StrJoin(known, ", "),
+                                                     ")"));
+    }
+    absl::Status applied = parser->second(item.second, config);
+    if (!applied.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(AsAbsl(origin), ": key '", key, "': ", applied.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+GranarydConfig DefaultGranarydConfig() {
+  GranarydConfig config;
+  config.data_dir = DefaultDataDir();
+  config.socket_path = DefaultSocketPath();
+  config.listen = kDefaultListenAddress;
+  config.metrics_listen = kDefaultMetricsAddress;
+  return config;
+}
+
+absl::Status ValidateHostPort(std::string_view what, std::string_view value) {
+  size_t colon = value.rfind(':');
+  uint32_t port = 0;
+  if (colon == std::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(AsAbsl(value.substr(colon + 1)), &port) || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(AsAbsl(what), " '", AsAbsl(value), "' is not HOST:PORT"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view origin,
+                             GranarydConfig* config) {
+  // yaml-cpp reports malformed documents by throwing; nothing escapes this
+  // function.
+  try {
+    return ApplyRoot(YAML::Load(std::string(yaml)), origin, config);
+  } catch (const YAML::Exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(AsAbsl(origin), ": line ", error.mark.line + 1,
+                                                   ", column ", error.mark.column + 1, ": ",
+                                                   error.msg));
+  }
+}
+
+absl::Status ApplyConfigFile(const std::string& path, GranarydConfig* config) {
+  std::ifstream in(path);
+  if (!in) return ErrnoStatus(errno, absl::StrCat("config file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ApplyConfigYaml(text.str(), path, config);
+}
+
+}  // namespace granary

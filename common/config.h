@@ -1,0 +1,63 @@
+// GranarydConfig is everything that configures one granaryd: where its data
+// and cache directories are, how much it may cache, where it listens, and who
+// it is in the cluster. Values come from, in increasing precedence, the
+// embedded defaults (common/defaults.h), a YAML config file, and flags.
+//
+// The YAML file is a mapping of these keys (all optional):
+//   data_dir: /var/lib/granary        capacity: 200GiB
+//   listen: 0.0.0.0:7070              socket: /run/granary/granaryd.sock
+//   metrics_listen: 127.0.0.1:7071    cache_dirs: [/nvme0/granary, /nvme1/granary]
+//   node_id: node7                    group: rack3
+//   members: /etc/granary/members.yaml   etcd: http://10.0.0.1:2379
+//   prewarm_parallelism: 8
+// An unknown key, a value of the wrong kind, or a bad size or address is an
+// INVALID_ARGUMENT error naming the file, the key and the value.
+//
+// Thread-safety: plain values and pure functions.
+#ifndef GRANARY_COMMON_CONFIG_H_
+#define GRANARY_COMMON_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace granary {
+
+struct GranarydConfig {
+  std::string data_dir;
+  // Empty: <data_dir>/cache.
+  std::vector<std::string> cache_dirs;
+  // 0: 80% of the free space of the cache directories' filesystems at startup.
+  uint64_t capacity_bytes = 0;
+  std::string listen;          // TCP HOST:PORT, for peers.
+  std::string socket_path;     // Unix socket, for local clients.
+  std::string metrics_listen;  // HOST:PORT of the Prometheus endpoint.
+  std::string node_id;         // Empty: the host name.
+  std::string group;           // Empty: "default".
+  std::string members_file;
+  std::string etcd_url;
+  uint32_t prewarm_parallelism = 8;
+};
+
+// The embedded single-node default: DefaultDataDir(), DefaultSocketPath(),
+// kDefaultListenAddress, kDefaultMetricsAddress.
+GranarydConfig DefaultGranarydConfig();
+
+// Overlays the keys present in the YAML text on `config`. `origin` names the
+// text in errors (normally the file's path).
+absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view origin,
+                             GranarydConfig* config);
+
+// Reads `path` and applies it; NOT_FOUND or PERMISSION_DENIED naming the file
+// when it cannot be read.
+absl::Status ApplyConfigFile(const std::string& path, GranarydConfig* config);
+
+// Checks a HOST:PORT value; INVALID_ARGUMENT naming `what` and the value.
+absl::Status ValidateHostPort(std::string_view what, std::string_view value);
+
+}  // namespace granary
+
+#endif  // GRANARY_COMMON_CONFIG_H_
