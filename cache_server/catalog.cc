@@ -1,0 +1,263 @@
+#include "cache_server/catalog.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/absl_compat.h"
+#include "common/chunk_key.h"
+#include "common/status.h"
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+#include "rocksdb/write_batch.h"
+
+namespace granary {
+namespace {
+
+constexpr char kDatasetPrefix = 'd';
+constexpr char kManifestPrefix = 'm';
+
+void AppendBigEndian(uint64_t value, int bytes, std::string* out) {
+  for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>(value >> (8 * i)));
+}
+
+std::string DatasetKey(std::string_view name) {
+  std::string key(1, kDatasetPrefix);
+  key.append(name);
+  return key;
+}
+
+std::string ManifestPrefix(uint64_t version) {
+  std::string key(1, kManifestPrefix);
+  AppendBigEndian(version, 8, &key);
+  return key;
+}
+
+std::string ManifestPageKey(uint64_t version, uint32_t page) {
+  std::string key = ManifestPrefix(version);
+  AppendBigEndian(page, 4, &key);
+  return key;
+}
+
+absl::Status RocksStatus(const rocksdb::Status& status, std::string_view what) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("catalog: ", AsAbsl(what), ": ", status.ToString()));
+}
+
+v1::CatalogVersion VersionRecord(const Manifest& manifest, int64_t now_unix_ms) {
+  v1::CatalogVersion record;
+  record.set_version(manifest.version());
+  record.set_created_unix_ms(now_unix_ms);
+  record.set_file_count(manifest.file_count());
+  record.set_directory_count(manifest.directory_count());
+  record.set_total_bytes(manifest.total_bytes());
+  record.set_chunk_count(manifest.chunk_count());
+  record.set_entry_count(manifest.entries().size());
+  return record;
+}
+
+}  // namespace
+
+Catalog::Catalog(std::unique_ptr<rocksdb::DB> db) : db_(std::move(db)) {}
+
+Catalog::~Catalog() = default;
+
+absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path) {
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.compression = rocksdb::kNoCompression;
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status opened = rocksdb::DB::Open(options, path, &raw);
+  if (!opened.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot open the catalog at ", path, ": ", opened.ToString()));
+  }
+  std::unique_ptr<Catalog> catalog(new Catalog(std::unique_ptr<rocksdb::DB>(raw)));
+  std::unique_ptr<rocksdb::Iterator> it(raw->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(std::string(1, kDatasetPrefix)); it->Valid() && it->key()[0] == kDatasetPrefix;
+       it->Next()) {
+    v1::CatalogDataset record;
+    if (!record.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+      return absl::DataLossError(absl::StrCat("catalog at ", path, ": record of dataset '",
+                                              it->key().ToString().substr(1), "' does not parse"));
+    }
+    for (const v1::CatalogVersion& version : record.versions()) {
+      catalog->version_owner_[version.version()] = record.name();
+    }
+    catalog->datasets_[record.name()] = std::move(record);
+  }
+  GRANARY_RETURN_IF_ERROR(RocksStatus(it->status(), "reading datasets"));
+  return catalog;
+}
+
+absl::Status Catalog::WriteDataset(const v1::CatalogDataset& record, const Manifest* new_manifest,
+                                   const std::vector<uint64_t>& dropped_versions) {
+  rocksdb::WriteBatch batch;
+  if (new_manifest != nullptr) {
+    const std::vector<ManifestEntry>& entries = new_manifest->entries();
+    uint32_t page_index = 0;
+    for (size_t start = 0; start < entries.size(); start += kManifestPageEntries) {
+      v1::ManifestPage page;
+      size_t end = std::min(entries.size(), start + kManifestPageEntries);
+      for (size_t i = start; i < end; ++i) entries[i].ToProto(page.add_entries());
+      batch.Put(ManifestPageKey(new_manifest->version(), page_index++), page.SerializeAsString());
+    }
+  }
+  for (uint64_t version : dropped_versions) {
+    // Page keys are the prefix and 4 more bytes, so this bound is past them all.
+    batch.DeleteRange(ManifestPrefix(version), ManifestPrefix(version) + std::string(5, '\xff'));
+  }
+  if (record.versions().empty()) {
+    batch.Delete(DatasetKey(record.name()));
+  } else {
+    batch.Put(DatasetKey(record.name()), record.SerializeAsString());
+  }
+  rocksdb::WriteOptions options;
+  options.sync = true;
+  return RocksStatus(db_->Write(options, &batch),
+                     absl::StrCat("writing dataset '", record.name(), "'"));
+}
+
+absl::StatusOr<v1::CatalogDataset> Catalog::Create(const Manifest& manifest, int64_t now_unix_ms) {
+  const DatasetIdentity& identity = manifest.identity();
+  std::lock_guard lock(mu_);
+  if (datasets_.contains(identity.name)) {
+    return absl::AlreadyExistsError(absl::StrCat("dataset '", identity.name, "' already exists"));
+  }
+  v1::CatalogDataset record;
+  record.set_name(identity.name);
+  record.set_source(identity.source);
+  record.set_chunk_size(identity.chunk_size);
+  *record.add_versions() = VersionRecord(manifest, now_unix_ms);
+  GRANARY_RETURN_IF_ERROR(WriteDataset(record, &manifest, {}));
+  datasets_[record.name()] = record;
+  version_owner_[manifest.version()] = record.name();
+  return record;
+}
+
+absl::StatusOr<v1::CatalogDataset> Catalog::AddVersion(const Manifest& manifest,
+                                                       int64_t now_unix_ms) {
+  const std::string& name = manifest.identity().name;
+  std::lock_guard lock(mu_);
+  auto it = datasets_.find(name);
+  if (it == datasets_.end()) {
+    return absl::NotFoundError(absl::StrCat("dataset '", name, "' was removed"));
+  }
+  v1::CatalogDataset record = it->second;
+  bool known = false;
+  for (const v1::CatalogVersion& version : record.versions()) {
+    known = known || version.version() == manifest.version();
+  }
+  if (record.versions().rbegin()->version() == manifest.version()) return record;
+  if (known) {
+    // The source went back to an older version's content: make it current again.
+    auto* versions = record.mutable_versions();
+    auto old = std::find_if(versions->begin(), versions->end(),
+                            [&](const auto& v) { return v.version() == manifest.version(); });
+    v1::CatalogVersion moved = *old;
+    versions->erase(old);
+    *versions->Add() = moved;
+    GRANARY_RETURN_IF_ERROR(WriteDataset(record, nullptr, {}));
+  } else {
+    *record.add_versions() = VersionRecord(manifest, now_unix_ms);
+    GRANARY_RETURN_IF_ERROR(WriteDataset(record, &manifest, {}));
+    version_owner_[manifest.version()] = name;
+  }
+  it->second = record;
+  return record;
+}
+
+absl::StatusOr<v1::CatalogDataset> Catalog::Remove(std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto it = datasets_.find(AsAbsl(name));
+  if (it == datasets_.end()) {
+    return absl::NotFoundError(absl::StrCat("dataset '", AsAbsl(name), "' does not exist"));
+  }
+  v1::CatalogDataset removed = it->second;
+  v1::CatalogDataset tombstone;
+  tombstone.set_name(removed.name());
+  std::vector<uint64_t> versions;
+  for (const v1::CatalogVersion& version : removed.versions()) {
+    versions.push_back(version.version());
+  }
+  GRANARY_RETURN_IF_ERROR(WriteDataset(tombstone, nullptr, versions));
+  for (uint64_t version : versions) {
+    version_owner_.erase(version);
+    manifests_.erase(version);
+  }
+  datasets_.erase(it);
+  return removed;
+}
+
+absl::StatusOr<v1::CatalogDataset> Catalog::Get(std::string_view name) const {
+  std::lock_guard lock(mu_);
+  auto it = datasets_.find(AsAbsl(name));
+  if (it == datasets_.end()) {
+    return absl::NotFoundError(absl::StrCat("dataset '", AsAbsl(name), "' does not exist"));
+  }
+  return it->second;
+}
+
+std::vector<v1::CatalogDataset> Catalog::List() const {
+  std::vector<v1::CatalogDataset> all;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, record] : datasets_) all.push_back(record);
+  }
+  std::sort(all.begin(), all.end(),
+            [](const auto& a, const auto& b) { return a.name() < b.name(); });
+  return all;
+}
+
+absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::GetManifest(uint64_t version) {
+  v1::CatalogDataset record;
+  {
+    std::lock_guard lock(mu_);
+    if (auto loaded = manifests_.find(version); loaded != manifests_.end()) {
+      return loaded->second;
+    }
+    auto owner = version_owner_.find(version);
+    if (owner == version_owner_.end()) {
+      return absl::NotFoundError(absl::StrCat("no dataset has version ", FormatVersion(version)));
+    }
+    record = datasets_.at(owner->second);
+  }
+  // Loading a large manifest takes a while; it happens outside the lock, and
+  // two concurrent first loads of one version both succeed with equal results.
+  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest, LoadManifest(record, version));
+  std::lock_guard lock(mu_);
+  if (!version_owner_.contains(version)) {
+    return absl::NotFoundError(
+        absl::StrCat("dataset '", record.name(), "' was removed while being read"));
+  }
+  return manifests_.try_emplace(version, manifest).first->second;
+}
+
+absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::LoadManifest(
+    const v1::CatalogDataset& record, uint64_t version) {
+  std::vector<ManifestEntry> entries;
+  std::string prefix = ManifestPrefix(version);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    v1::ManifestPage page;
+    if (!page.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+      return absl::DataLossError(
+          absl::StrCat("catalog: a manifest page of dataset '", record.name(), "' does not parse"));
+    }
+    for (const v1::ManifestEntry& proto : page.entries()) {
+      GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry, ManifestEntry::FromProto(proto));
+      entries.push_back(std::move(entry));
+    }
+  }
+  GRANARY_RETURN_IF_ERROR(RocksStatus(it->status(), "reading a manifest"));
+  GRANARY_ASSIGN_OR_RETURN(
+      Manifest manifest,
+      Manifest::Build({record.name(), record.source(), record.chunk_size()}, std::move(entries)));
+  if (manifest.version() != version) {
+    return absl::DataLossError(absl::StrCat(
+        "catalog: the manifest of dataset '", record.name(), "' version ", FormatVersion(version),
+        " is damaged (it hashes to ", FormatVersion(manifest.version()), ")"));
+  }
+  return std::make_shared<const Manifest>(std::move(manifest));
+}
+
+}  // namespace granary

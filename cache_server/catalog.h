@@ -1,0 +1,82 @@
+// The Catalog is granaryd's durable record of datasets: for each name, its
+// source, chunk size and versions (oldest first, the last current), and the
+// manifest of every version, in RocksDB under <data-dir>/catalog.
+//
+// Layout: "d" + name -> v1::CatalogDataset; "m" + version (8 bytes, big-endian)
+// + page (4 bytes) -> v1::ManifestPage holding up to kManifestPageEntries
+// entries, in file-id order. A dataset and its manifests are written in one
+// synced batch, so a crash leaves either all of a registration or none.
+//
+// Manifests are loaded on first use and shared; a loaded manifest is rebuilt
+// and its version checked against the record, so a damaged catalog is reported
+// (DATA_LOSS) rather than served.
+//
+// Thread-safety: all methods are safe to call concurrently.
+#ifndef GRANARY_CACHE_SERVER_CATALOG_H_
+#define GRANARY_CACHE_SERVER_CATALOG_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "common/manifest.h"
+#include "proto/granary.pb.h"
+
+namespace rocksdb {
+class DB;
+}  // namespace rocksdb
+
+namespace granary {
+
+class Catalog {
+ public:
+  static constexpr size_t kManifestPageEntries = 4096;
+
+  // Opens or creates the catalog at `path`.
+  static absl::StatusOr<std::unique_ptr<Catalog>> Open(const std::string& path);
+  ~Catalog();
+  Catalog(const Catalog&) = delete;
+  Catalog& operator=(const Catalog&) = delete;
+
+  // Records a new dataset whose first version is `manifest`. ALREADY_EXISTS
+  // naming the dataset if the name is taken.
+  absl::StatusOr<v1::CatalogDataset> Create(const Manifest& manifest, int64_t now_unix_ms);
+
+  // Makes `manifest` the current version of its dataset (nothing changes when
+  // it already is). NOT_FOUND naming the dataset if it was removed meanwhile.
+  absl::StatusOr<v1::CatalogDataset> AddVersion(const Manifest& manifest, int64_t now_unix_ms);
+
+  // Deletes the dataset and all its manifests; returns what it was.
+  absl::StatusOr<v1::CatalogDataset> Remove(std::string_view name);
+
+  // NOT_FOUND naming the dataset if unknown.
+  absl::StatusOr<v1::CatalogDataset> Get(std::string_view name) const;
+  // Every dataset, by name.
+  std::vector<v1::CatalogDataset> List() const;
+
+  // The manifest of `version` of any dataset. NOT_FOUND if no dataset has it.
+  absl::StatusOr<std::shared_ptr<const Manifest>> GetManifest(uint64_t version);
+
+ private:
+  explicit Catalog(std::unique_ptr<rocksdb::DB> db);
+  absl::Status WriteDataset(const v1::CatalogDataset& record, const Manifest* new_manifest,
+                            const std::vector<uint64_t>& dropped_versions);
+  absl::StatusOr<std::shared_ptr<const Manifest>> LoadManifest(const v1::CatalogDataset& record,
+                                                               uint64_t version);
+
+  std::unique_ptr<rocksdb::DB> db_;
+  mutable std::mutex mu_;
+  // Guarded by mu_: every dataset by name, and which dataset each version is of.
+  absl::flat_hash_map<std::string, v1::CatalogDataset> datasets_;
+  absl::flat_hash_map<uint64_t, std::string> version_owner_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const Manifest>> manifests_;
+};
+
+}  // namespace granary
+
+#endif  // GRANARY_CACHE_SERVER_CATALOG_H_

@@ -1,0 +1,136 @@
+#include "cache_server/dataset_registry.h"
+
+#include <chrono>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "cache_server/source/posix_scanner.h"
+#include "cache_server/source/posix_source.h"
+#include "common/absl_compat.h"
+#include "common/chunk_math.h"
+#include "common/logging.h"
+#include "common/size.h"
+#include "common/status.h"
+
+namespace granary {
+namespace {
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+absl::Status ValidateDatasetName(std::string_view name) {
+  bool ok = !name.empty() && name.size() <= 128 && name.front() != '.' && name.front() != '-';
+  for (char c : name) {
+    ok = ok &&
+         (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-');
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("dataset name '", AsAbsl(name),
+                   "' is invalid: use 1-128 letters, digits, '.', '_' or '-', not starting "
+                   "with '.' or '-'"));
+}
+
+DatasetRegistry::DatasetRegistry(Catalog* catalog, store::ChunkStore* store,
+                                 VersionActivity* activity, int scan_threads)
+    : catalog_(catalog), store_(store), activity_(activity), scan_threads_(scan_threads) {}
+
+absl::StatusOr<Manifest> DatasetRegistry::Scan(std::string_view name, std::string_view source,
+                                               uint32_t chunk_size) {
+  GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(source));
+  auto started = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<ManifestEntry>> entries = ScanPosixTree(root, scan_threads_);
+  if (!entries.ok()) {
+    return absl::Status(entries.status().code(),
+                        absl::StrCat("dataset '", AsAbsl(name), "': ", entries.status().message()));
+  }
+  GRANARY_ASSIGN_OR_RETURN(
+      Manifest manifest,
+      Manifest::Build({std::string(name), std::string(source), chunk_size}, *std::move(entries)));
+  GRANARY_LOG(INFO)
+      << "scanned " << source << " for dataset '" << name << "': " << manifest.file_count()
+      << " files, " << manifest.directory_count() << " directories, "
+      << FormatSize(manifest.total_bytes()) << " in "
+      << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() << " s";
+  return manifest;
+}
+
+absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Add(std::string_view name, std::string_view source,
+                                                     uint32_t chunk_size) {
+  GRANARY_RETURN_IF_ERROR(ValidateDatasetName(name));
+  if (chunk_size == 0) chunk_size = kDefaultChunkSize;
+  if (chunk_size < kMinChunkSize || chunk_size > kMaxChunkSize) {
+    return absl::InvalidArgumentError(absl::StrCat("chunk size ", chunk_size,
+                                                   " is outside 1 MiB - 64 MiB (", kMinChunkSize,
+                                                   "-", kMaxChunkSize, " bytes)"));
+  }
+  // Fail fast on a taken name before a long scan; Create() checks again.
+  if (catalog_->Get(name).ok()) {
+    return absl::AlreadyExistsError(absl::StrCat("dataset '", AsAbsl(name), "' already exists"));
+  }
+  GRANARY_ASSIGN_OR_RETURN(Manifest manifest, Scan(name, source, chunk_size));
+  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, catalog_->Create(manifest, NowUnixMs()));
+  return Describe(record);
+}
+
+absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Refresh(std::string_view name) {
+  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, catalog_->Get(name));
+  GRANARY_ASSIGN_OR_RETURN(Manifest manifest, Scan(name, record.source(), record.chunk_size()));
+  GRANARY_ASSIGN_OR_RETURN(record, catalog_->AddVersion(manifest, NowUnixMs()));
+  return Describe(record);
+}
+
+absl::StatusOr<uint64_t> DatasetRegistry::Remove(std::string_view name) {
+  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, catalog_->Remove(name));
+  uint64_t freed = 0;
+  for (const v1::CatalogVersion& version : record.versions()) {
+    activity_->Forget(version.version());
+    absl::StatusOr<uint64_t> dropped = store_->RemoveVersion(version.version());
+    if (!dropped.ok()) {
+      // The catalog no longer names the version, so its chunks are unreachable
+      // and the store's eviction reclaims them.
+      GRANARY_LOG(WARNING) << "dataset '" << name
+                           << "' removed, but dropping its chunks failed: " << dropped.status();
+      continue;
+    }
+    freed += *dropped;
+  }
+  return freed;
+}
+
+absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Get(std::string_view name) {
+  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, catalog_->Get(name));
+  return Describe(record);
+}
+
+std::vector<v1::DatasetInfo> DatasetRegistry::List() {
+  std::vector<v1::DatasetInfo> infos;
+  for (const v1::CatalogDataset& record : catalog_->List()) infos.push_back(Describe(record));
+  return infos;
+}
+
+v1::DatasetInfo DatasetRegistry::Describe(const v1::CatalogDataset& record) {
+  const v1::CatalogVersion& current = *record.versions().rbegin();
+  v1::DatasetInfo info;
+  info.set_name(record.name());
+  info.set_source(record.source());
+  info.set_version(current.version());
+  info.set_chunk_size(record.chunk_size());
+  info.set_file_count(current.file_count());
+  info.set_directory_count(current.directory_count());
+  info.set_total_bytes(current.total_bytes());
+  info.set_chunk_count(current.chunk_count());
+  info.set_created_unix_ms(current.created_unix_ms());
+  for (int i = 0; i + 1 < record.versions_size(); ++i) {
+    info.add_older_versions(record.versions(i).version());
+  }
+  info.set_cached_bytes(store_->CachedBytes(current.version()));
+  return info;
+}
+
+}  // namespace granary

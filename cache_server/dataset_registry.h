@@ -1,0 +1,61 @@
+// DatasetRegistry implements the dataset operations of the API on top of the
+// catalog: registering a name for a source (scan, build the manifest, record
+// it), refreshing (a new version when the source changed; older versions stay
+// readable), removing (catalog records and cached chunks), and describing
+// datasets as v1::DatasetInfo with this node's cached bytes.
+//
+// Errors name what was wrong: INVALID_ARGUMENT for a bad name, source or chunk
+// size; ALREADY_EXISTS for a taken name; NOT_FOUND for an unknown dataset or a
+// missing source; PERMISSION_DENIED for an unreadable source.
+//
+// Thread-safety: all methods are safe to call concurrently; concurrent
+// registrations of one name leave exactly one.
+#ifndef GRANARY_CACHE_SERVER_DATASET_REGISTRY_H_
+#define GRANARY_CACHE_SERVER_DATASET_REGISTRY_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cache_server/catalog.h"
+#include "cache_server/store/chunk_store.h"
+#include "cache_server/version_activity.h"
+#include "proto/granary.pb.h"
+
+namespace granary {
+
+// INVALID_ARGUMENT naming the name unless it is 1-128 characters of
+// [A-Za-z0-9._-] not starting with '.' or '-' (names become directory names
+// under the mount).
+absl::Status ValidateDatasetName(std::string_view name);
+
+class DatasetRegistry {
+ public:
+  DatasetRegistry(Catalog* catalog, store::ChunkStore* store, VersionActivity* activity,
+                  int scan_threads);
+
+  // `chunk_size` 0 means kDefaultChunkSize.
+  absl::StatusOr<v1::DatasetInfo> Add(std::string_view name, std::string_view source,
+                                      uint32_t chunk_size);
+  absl::StatusOr<v1::DatasetInfo> Refresh(std::string_view name);
+  // Returns the bytes freed on this node.
+  absl::StatusOr<uint64_t> Remove(std::string_view name);
+  absl::StatusOr<v1::DatasetInfo> Get(std::string_view name);
+  std::vector<v1::DatasetInfo> List();
+
+ private:
+  absl::StatusOr<Manifest> Scan(std::string_view name, std::string_view source,
+                                uint32_t chunk_size);
+  v1::DatasetInfo Describe(const v1::CatalogDataset& record);
+
+  Catalog* const catalog_;
+  store::ChunkStore* const store_;
+  VersionActivity* const activity_;
+  const int scan_threads_;
+};
+
+}  // namespace granary
+
+#endif  // GRANARY_CACHE_SERVER_DATASET_REGISTRY_H_

@@ -1,0 +1,129 @@
+// granaryd: the Granary cache server of one node. With no arguments it runs a
+// working single-node cache with the embedded defaults (common/defaults.h);
+// a YAML config file and flags override them, flags last:
+//
+//   granaryd [--config FILE] [--data-dir DIR] [--capacity SIZE] [--listen HOST:PORT]
+//            [--socket PATH] [--node-id ID] [--group NAME] [--members FILE | --etcd URL]
+//            [--metrics-listen HOST:PORT] [--cache-dir DIR]...
+//
+// SIGTERM or SIGINT shut it down cleanly. Exit status 0 after a clean
+// shutdown, 2 for bad flags or configuration, 1 when the server cannot start.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "cache_server/server.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "common/size.h"
+
+namespace granary {
+namespace {
+
+struct Flags {
+  std::string config_file;
+  std::optional<std::string> data_dir, capacity, listen, socket, node_id, group, members, etcd,
+      metrics_listen;
+  std::vector<std::string> cache_dirs;
+};
+
+void Fail(int exit_code, absl::string_view reason) {
+  std::fprintf(stderr, "granaryd: %.*s\n", static_cast<int>(reason.size()), reason.data());
+  std::exit(exit_code);
+}
+
+// Defaults, then the config file, then flags.
+absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
+  GranarydConfig config = DefaultGranarydConfig();
+  if (!flags.config_file.empty()) {
+    absl::Status applied = ApplyConfigFile(flags.config_file, &config);
+    if (!applied.ok()) return applied;
+  }
+  if (flags.data_dir) config.data_dir = *flags.data_dir;
+  if (flags.capacity) {
+    absl::StatusOr<uint64_t> bytes = ParseSize(*flags.capacity);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--capacity: ", bytes.status().message()));
+    }
+    config.capacity_bytes = *bytes;
+  }
+  for (auto [name, value, field] :
+       {std::tuple{"--listen", &flags.listen, &config.listen},
+        std::tuple{"--metrics-listen", &flags.metrics_listen, &config.metrics_listen}}) {
+    if (!*value) continue;
+    absl::Status valid = ValidateHostPort(name, **value);
+    if (!valid.ok()) return valid;
+    *field = **value;
+  }
+  if (flags.socket) config.socket_path = *flags.socket;
+  if (flags.node_id) config.node_id = *flags.node_id;
+  if (flags.group) config.group = *flags.group;
+  if (flags.members) config.members_file = *flags.members;
+  if (flags.etcd) config.etcd_url = *flags.etcd;
+  if (!flags.cache_dirs.empty()) config.cache_dirs = flags.cache_dirs;
+  if (!config.members_file.empty() || !config.etcd_url.empty()) {
+    return absl::UnimplementedError(
+        "cluster membership (--members / --etcd, or 'members' / 'etcd' in the config) arrives "
+        "with the cluster; this granaryd runs a single node, which needs neither");
+  }
+  return config;
+}
+
+int Run(int argc, char** argv) {
+  Flags flags;
+  CLI::App app("granaryd: the Granary cache server of one node", "granaryd");
+  app.add_option("--config", flags.config_file, "YAML configuration file")
+      ->check(CLI::ExistingFile);
+  app.add_option("--data-dir", flags.data_dir, "Catalog, index and lock (default: state dir)");
+  app.add_option("--capacity", flags.capacity,
+                 "Cache capacity, e.g. 200GiB (default: 80% of the cache disks' free space)");
+  app.add_option("--listen", flags.listen, "TCP address for peers (default 127.0.0.1:7070)");
+  app.add_option("--socket", flags.socket, "Unix socket for local clients");
+  app.add_option("--metrics-listen", flags.metrics_listen,
+                 "Prometheus endpoint address (default 127.0.0.1:7071)");
+  app.add_option("--cache-dir", flags.cache_dirs,
+                 "Cache directory, repeatable, one per NVMe drive (default <data-dir>/cache)");
+  app.add_option("--node-id", flags.node_id, "This node's name (default: host name)");
+  app.add_option("--group", flags.group, "This node's cache group (default: 'default')");
+  auto* members = app.add_option("--members", flags.members, "Static cluster member list");
+  app.add_option("--etcd", flags.etcd, "etcd URL for cluster membership")->excludes(members);
+  // CLI11 reports bad flags by throwing; nothing escapes past here.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+
+  absl::StatusOr<GranarydConfig> config = BuildConfig(flags);
+  if (!config.ok()) Fail(2, config.status().message());
+
+  // Block the shutdown signals in every thread; this thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A client vanishing mid-write must not kill the server.
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<GranaryServer>> server = GranaryServer::Start(*config);
+  if (!server.ok()) Fail(1, server.status().message());
+  int received = 0;
+  sigwait(&signals, &received);
+  GRANARY_LOG(INFO) << "received " << (received == SIGTERM ? "SIGTERM" : "SIGINT")
+                    << ", shutting down";
+  (*server)->Shutdown();
+  GRANARY_LOG(INFO) << "stopped";
+  return 0;
+}
+
+}  // namespace
+}  // namespace granary
+
+int main(int argc, char** argv) { return granary::Run(argc, argv); }

@@ -1,0 +1,90 @@
+#include "cache_server/metrics.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace granary {
+namespace {
+
+// Values are integers: printed in full, never in exponent notation.
+void AppendMetric(std::string* out, const char* name, const char* type, const char* help,
+                  const std::string& value) {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
+                  value, "\n");
+}
+
+void Counter(std::string* out, const char* name, const char* help, uint64_t value) {
+  AppendMetric(out, name, "counter", help, absl::StrCat(value));
+}
+
+void Gauge(std::string* out, const char* name, const char* help, int64_t value) {
+  AppendMetric(out, name, "gauge", help, absl::StrCat(value));
+}
+
+}  // namespace
+
+void LatencyHistogram::Observe(double seconds) {
+  size_t bucket = 0;
+  while (bucket < kBounds.size() && seconds > kBounds[bucket]) ++bucket;
+  buckets_[bucket].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_nanos_.fetch_add(static_cast<uint64_t>(seconds * 1e9), std::memory_order_relaxed);
+}
+
+void LatencyHistogram::Render(const char* name, const char* help, std::string* out) const {
+  absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " histogram\n");
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= kBounds.size(); ++i) {
+    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    std::string bound = i < kBounds.size() ? absl::StrCat(kBounds[i]) : "+Inf";
+    absl::StrAppend(out, name, "_bucket{le=\"", bound, "\"} ", cumulative, "\n");
+  }
+  absl::StrAppend(out, name, "_sum ", sum_nanos_.load(std::memory_order_relaxed) / 1e9, "\n", name,
+                  "_count ", count_.load(std::memory_order_relaxed), "\n");
+}
+
+std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t dataset_count) const {
+  std::string out;
+  Counter(&out, "granary_cache_hits_total", "Chunk reads answered from the local store.",
+          hits.load());
+  Counter(&out, "granary_cache_misses_total", "Chunk reads that needed a source fetch.",
+          misses.load());
+  Counter(&out, "granary_bytes_from_cache_total", "Bytes of chunk reads answered from the store.",
+          bytes_from_cache.load());
+  Counter(&out, "granary_bytes_from_source_total", "Bytes fetched from dataset sources.",
+          bytes_from_source.load());
+  Counter(&out, "granary_source_reads_total", "Whole-chunk fetches from dataset sources.",
+          source_reads.load());
+  Counter(&out, "granary_source_errors_total", "Source fetches that failed.", source_errors.load());
+  Counter(&out, "granary_read_errors_total", "ReadChunk calls answered with an error.",
+          read_errors.load());
+  read_latency.Render("granary_read_latency_seconds",
+                      "Time to obtain a chunk for ReadChunk, hit or miss.", &out);
+  Gauge(&out, "granary_prewarm_running", "Prewarms in progress.",
+        static_cast<int64_t>(prewarm_running.load()));
+  Counter(&out, "granary_prewarm_chunks_fetched_total", "Chunks fetched by prewarms.",
+          prewarm_chunks_fetched.load());
+  Counter(&out, "granary_prewarm_bytes_fetched_total", "Bytes fetched by prewarms.",
+          prewarm_bytes_fetched.load());
+  Counter(&out, "granary_prewarm_chunks_skipped_total", "Chunks prewarms found already cached.",
+          prewarm_chunks_skipped.load());
+  Gauge(&out, "granary_prewarm_bytes_remaining", "Bytes the running prewarms still have to do.",
+        static_cast<int64_t>(prewarm_bytes_remaining.load()));
+  Gauge(&out, "granary_store_capacity_bytes", "Configured store capacity.",
+        static_cast<int64_t>(store.capacity_bytes));
+  Gauge(&out, "granary_store_used_bytes", "Bytes of live chunks in the store.",
+        static_cast<int64_t>(store.used_bytes));
+  Gauge(&out, "granary_store_disk_bytes", "Bytes of segment files on disk.",
+        static_cast<int64_t>(store.disk_bytes));
+  Gauge(&out, "granary_store_chunks", "Chunks in the store.",
+        static_cast<int64_t>(store.chunk_count));
+  Counter(&out, "granary_store_checksum_failures_total",
+          "Stored chunks dropped because their XXH3 did not verify.", store.checksum_failures);
+  Counter(&out, "granary_store_evicted_chunks_total", "Chunks evicted to make room.",
+          store.evicted_chunks);
+  Counter(&out, "granary_store_admissions_refused_total", "Chunks the store declined to admit.",
+          store.admissions_refused);
+  Gauge(&out, "granary_datasets", "Registered datasets.", static_cast<int64_t>(dataset_count));
+  return out;
+}
+
+}  // namespace granary

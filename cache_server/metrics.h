@@ -1,0 +1,70 @@
+// ServerMetrics are granaryd's counters and the read-latency histogram, and
+// their rendering as Prometheus text (exposition format 0.0.4). Store figures
+// (usage, capacity, checksum failures) are read from the store when rendering.
+//
+// Metric names (the contract dashboards and tests rely on):
+//   granary_cache_hits_total, granary_cache_misses_total       chunk reads
+//   granary_bytes_from_cache_total, granary_bytes_from_source_total
+//   granary_source_reads_total          whole-chunk fetches from sources
+//   granary_source_errors_total         fetches that failed
+//   granary_read_errors_total           ReadChunk calls answered with an error
+//   granary_read_latency_seconds        histogram of ReadChunk chunk lookups
+//   granary_prewarm_running             prewarms in progress
+//   granary_prewarm_chunks_fetched_total, granary_prewarm_bytes_fetched_total
+//   granary_prewarm_chunks_skipped_total  already cached when prewarm came
+//   granary_prewarm_bytes_remaining     of the prewarms in progress
+//   granary_store_capacity_bytes, granary_store_used_bytes,
+//   granary_store_disk_bytes, granary_store_chunks,
+//   granary_store_checksum_failures_total, granary_store_evicted_chunks_total,
+//   granary_store_admissions_refused_total
+//   granary_datasets
+//
+// Thread-safety: all methods are safe to call concurrently.
+#ifndef GRANARY_CACHE_SERVER_METRICS_H_
+#define GRANARY_CACHE_SERVER_METRICS_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "cache_server/store/chunk_store.h"
+
+namespace granary {
+
+// A Prometheus histogram with fixed bucket bounds, in seconds.
+class LatencyHistogram {
+ public:
+  static constexpr std::array<double, 14> kBounds = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
+
+  void Observe(double seconds);
+  void Render(const char* name, const char* help, std::string* out) const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kBounds.size() + 1> buckets_{};  // Last: +Inf.
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sum_nanos_{0};
+};
+
+struct ServerMetrics {
+  std::atomic<uint64_t> hits{0};
+  std::atomic<uint64_t> misses{0};
+  std::atomic<uint64_t> bytes_from_cache{0};
+  std::atomic<uint64_t> bytes_from_source{0};
+  std::atomic<uint64_t> source_reads{0};
+  std::atomic<uint64_t> source_errors{0};
+  std::atomic<uint64_t> read_errors{0};
+  std::atomic<int64_t> prewarm_running{0};
+  std::atomic<uint64_t> prewarm_chunks_fetched{0};
+  std::atomic<uint64_t> prewarm_bytes_fetched{0};
+  std::atomic<uint64_t> prewarm_chunks_skipped{0};
+  std::atomic<int64_t> prewarm_bytes_remaining{0};
+  LatencyHistogram read_latency;
+
+  std::string Render(const store::StoreStats& store, uint64_t dataset_count) const;
+};
+
+}  // namespace granary
+
+#endif  // GRANARY_CACHE_SERVER_METRICS_H_

@@ -1,0 +1,145 @@
+#include "cache_server/prewarm.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/chunk_math.h"
+#include "common/status.h"
+
+namespace granary {
+
+absl::StatusOr<std::vector<uint64_t>> SelectFiles(const Manifest& manifest,
+                                                  const std::vector<std::string>& paths) {
+  const std::vector<ManifestEntry>& entries = manifest.entries();
+  std::vector<bool> chosen(entries.size(), paths.empty());
+  for (const std::string& path : paths) {
+    GRANARY_ASSIGN_OR_RETURN(std::string clean, CleanDatasetPath(path));
+    std::optional<uint64_t> id = manifest.Find(clean);
+    if (!id.has_value()) {
+      return absl::NotFoundError(
+          absl::StrCat("dataset '", manifest.identity().name, "' has no path '", path, "'"));
+    }
+    chosen[*id] = true;
+    if (entries[*id].type == EntryType::kDirectory) {
+      // Entries are sorted by path, so a directory's descendants follow it.
+      std::string prefix = clean.empty() ? "" : clean + "/";
+      for (uint64_t i = *id + 1; i < entries.size(); ++i) {
+        if (entries[i].path.compare(0, prefix.size(), prefix) != 0) {
+          // '/' sorts before most characters but not all ("a-b" < "a/b"):
+          // keep looking past siblings that share the directory's name.
+          if (entries[i].path.compare(0, clean.size(), clean) == 0) continue;
+          break;
+        }
+        chosen[i] = true;
+      }
+    }
+  }
+  std::vector<uint64_t> files;
+  for (uint64_t i = 0; i < entries.size(); ++i) {
+    if (chosen[i] && entries[i].type == EntryType::kFile) files.push_back(i);
+  }
+  return files;
+}
+
+PrewarmJob::PrewarmJob(std::shared_ptr<const Manifest> manifest, std::vector<uint64_t> file_ids,
+                       unsigned parallelism, ReadThrough* read_through, store::ChunkStore* store,
+                       ServerMetrics* metrics)
+    : manifest_(std::move(manifest)),
+      read_through_(read_through),
+      store_(store),
+      metrics_(metrics),
+      started_(std::chrono::steady_clock::now()),
+      failed_(manifest_->entries().size(), false) {
+  uint32_t chunk_size = manifest_->chunk_size();
+  for (uint64_t file_id : file_ids) {
+    uint64_t size = manifest_->entries()[file_id].size;
+    for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
+      uint32_t length = ChunkLength(size, chunk_size, index);
+      chunks_.push_back({file_id, static_cast<uint32_t>(index), length});
+      bytes_total_ += length;
+    }
+  }
+  metrics_->prewarm_running.fetch_add(1);
+  metrics_->prewarm_bytes_remaining.fetch_add(static_cast<int64_t>(bytes_total_));
+  unsigned workers = std::max(1u, std::min<unsigned>(parallelism, chunks_.size()));
+  running_workers_ = workers;
+  for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+PrewarmJob::~PrewarmJob() {
+  Cancel();
+  for (std::thread& worker : workers_) worker.join();
+  metrics_->prewarm_running.fetch_sub(1);
+  metrics_->prewarm_bytes_remaining.fetch_sub(
+      static_cast<int64_t>(bytes_total_ - bytes_done_.load()));
+}
+
+void PrewarmJob::Cancel() { cancelled_.store(true); }
+
+bool PrewarmJob::WaitFor(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return done_cv_.wait_for(lock, timeout, [this] { return running_workers_ == 0; });
+}
+
+void PrewarmJob::Work() {
+  while (!cancelled_.load()) {
+    size_t next = next_chunk_.fetch_add(1);
+    if (next >= chunks_.size()) break;
+    const PlannedChunk& chunk = chunks_[next];
+    {
+      std::lock_guard lock(mu_);
+      if (failed_[chunk.file_id]) continue;
+    }
+    ChunkKey key{manifest_->version(), chunk.file_id, chunk.chunk_index};
+    if (store_->Contains(key)) {
+      chunks_already_cached_.fetch_add(1);
+      metrics_->prewarm_chunks_skipped.fetch_add(1);
+    } else {
+      absl::StatusOr<ReadThrough::ChunkData> fetched = read_through_->Fetch(*manifest_, key);
+      if (!fetched.ok()) {
+        RecordFailure(chunk.file_id, fetched.status());
+        continue;
+      }
+      bytes_fetched_.fetch_add(chunk.length);
+      metrics_->prewarm_chunks_fetched.fetch_add(1);
+      metrics_->prewarm_bytes_fetched.fetch_add(chunk.length);
+    }
+    bytes_done_.fetch_add(chunk.length);
+    chunks_done_.fetch_add(1);
+    metrics_->prewarm_bytes_remaining.fetch_sub(chunk.length);
+  }
+  std::lock_guard lock(mu_);
+  if (--running_workers_ == 0) done_cv_.notify_all();
+}
+
+void PrewarmJob::RecordFailure(uint64_t file_id, const absl::Status& status) {
+  std::lock_guard lock(mu_);
+  if (failed_[file_id]) return;
+  failed_[file_id] = true;
+  v1::FileFailure* failure = &failures_.emplace_back();
+  failure->set_path(manifest_->entries()[file_id].path);
+  failure->set_error(std::string(status.message()));
+}
+
+v1::PrewarmProgress PrewarmJob::Progress() const {
+  v1::PrewarmProgress progress;
+  std::lock_guard lock(mu_);
+  progress.set_finished(running_workers_ == 0);
+  progress.set_bytes_done(bytes_done_.load());
+  progress.set_bytes_total(bytes_total_);
+  progress.set_chunks_done(chunks_done_.load());
+  progress.set_chunks_total(chunks_.size());
+  progress.set_chunks_already_cached(chunks_already_cached_.load());
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  double rate = seconds > 0 ? static_cast<double>(bytes_fetched_.load()) / seconds : 0;
+  progress.set_bytes_per_second(rate);
+  uint64_t remaining = bytes_total_ - progress.bytes_done();
+  progress.set_eta_seconds(remaining == 0 ? 0
+                           : rate > 0     ? static_cast<double>(remaining) / rate
+                                          : -1);
+  for (const v1::FileFailure& failure : failures_) *progress.add_failures() = failure;
+  return progress;
+}
+
+}  // namespace granary

@@ -1,0 +1,94 @@
+// A PrewarmJob fetches chosen files of one dataset version into the local
+// store ahead of the jobs that will read them: worker threads (bounded by the
+// job's parallelism) walk the chunks, skip those already stored, and fetch the
+// rest through ReadThrough (so a prewarm and a reader missing the same chunk
+// share one source read). Because stored chunks are skipped, running a job
+// again after a crash or a cancellation fetches only what is still missing.
+//
+// A file whose chunk cannot be fetched is recorded as failed once, with the
+// error, and its remaining chunks are skipped; other files go on.
+//
+// Thread-safety: Progress(), Cancel() and WaitFor() may be called from any
+// thread while the job runs.
+#ifndef GRANARY_CACHE_SERVER_PREWARM_H_
+#define GRANARY_CACHE_SERVER_PREWARM_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cache_server/metrics.h"
+#include "cache_server/read_through.h"
+#include "cache_server/store/chunk_store.h"
+#include "common/manifest.h"
+#include "proto/granary.pb.h"
+
+namespace granary {
+
+// The file ids of `manifest` under `paths` (files, or directories meaning
+// everything below them); every file when `paths` is empty. INVALID_ARGUMENT
+// for a path that is not clean, NOT_FOUND naming a path the manifest lacks.
+absl::StatusOr<std::vector<uint64_t>> SelectFiles(const Manifest& manifest,
+                                                  const std::vector<std::string>& paths);
+
+class PrewarmJob {
+ public:
+  // Starts `parallelism` workers over the chunks of `file_ids`.
+  PrewarmJob(std::shared_ptr<const Manifest> manifest, std::vector<uint64_t> file_ids,
+             unsigned parallelism, ReadThrough* read_through, store::ChunkStore* store,
+             ServerMetrics* metrics);
+  // Cancels and joins the workers.
+  ~PrewarmJob();
+  PrewarmJob(const PrewarmJob&) = delete;
+  PrewarmJob& operator=(const PrewarmJob&) = delete;
+
+  // Stops handing out chunks; fetches under way complete.
+  void Cancel();
+  // Whether every worker has finished, waiting up to `timeout`.
+  bool WaitFor(std::chrono::milliseconds timeout);
+  // A snapshot; counters never decrease. `finished` is set once all workers
+  // are done, with the complete list of failures.
+  v1::PrewarmProgress Progress() const;
+
+ private:
+  struct PlannedChunk {
+    uint64_t file_id;
+    uint32_t chunk_index;
+    uint32_t length;
+  };
+  void Work();
+  void RecordFailure(uint64_t file_id, const absl::Status& status);
+
+  const std::shared_ptr<const Manifest> manifest_;
+  ReadThrough* const read_through_;
+  store::ChunkStore* const store_;
+  ServerMetrics* const metrics_;
+  const std::chrono::steady_clock::time_point started_;
+  std::vector<PlannedChunk> chunks_;
+  uint64_t bytes_total_ = 0;
+
+  std::atomic<size_t> next_chunk_{0};
+  std::atomic<bool> cancelled_{false};
+  std::atomic<uint64_t> bytes_done_{0};
+  std::atomic<uint64_t> bytes_fetched_{0};
+  std::atomic<uint64_t> chunks_done_{0};
+  std::atomic<uint64_t> chunks_already_cached_{0};
+
+  mutable std::mutex mu_;
+  std::condition_variable done_cv_;
+  unsigned running_workers_ = 0;           // Guarded by mu_.
+  std::vector<v1::FileFailure> failures_;  // Guarded by mu_.
+  std::vector<bool> failed_;               // By file id; guarded by mu_.
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace granary
+
+#endif  // GRANARY_CACHE_SERVER_PREWARM_H_

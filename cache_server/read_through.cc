@@ -1,0 +1,88 @@
+#include "cache_server/read_through.h"
+
+#include "absl/strings/str_cat.h"
+#include "cache_server/source/posix_source.h"
+#include "common/chunk_math.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace granary {
+
+absl::StatusOr<const ManifestEntry*> ChunkEntry(const Manifest& manifest, const ChunkKey& key) {
+  const std::vector<ManifestEntry>& entries = manifest.entries();
+  if (key.file_id >= entries.size()) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "chunk ", key.ToString(), ": file id ", key.file_id, " is past the end of dataset '",
+        manifest.identity().name, "' (", entries.size(), " entries)"));
+  }
+  const ManifestEntry& entry = entries[key.file_id];
+  if (entry.type != EntryType::kFile) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk ", key.ToString(), ": '", entry.path, "' is not a regular file"));
+  }
+  uint64_t chunks = ChunkCount(entry.size, manifest.chunk_size());
+  if (key.chunk_index >= chunks) {
+    return absl::OutOfRangeError(absl::StrCat("chunk ", key.ToString(), ": file '", entry.path,
+                                              "' has ", chunks, " chunks"));
+  }
+  return &entry;
+}
+
+ReadThrough::ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetrics* metrics,
+                         VersionActivity* activity)
+    : catalog_(catalog), store_(store), metrics_(metrics), activity_(activity) {}
+
+absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key) {
+  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
+                           catalog_->GetManifest(key.dataset_version));
+  GRANARY_RETURN_IF_ERROR(ChunkEntry(*manifest, key).status());
+  activity_->Touch(key.dataset_version);
+  absl::StatusOr<std::string> stored = store_->Read(key);
+  if (stored.ok()) {
+    metrics_->hits.fetch_add(1, std::memory_order_relaxed);
+    metrics_->bytes_from_cache.fetch_add(stored->size(), std::memory_order_relaxed);
+    return Chunk{std::make_shared<const std::string>(*std::move(stored)), true};
+  }
+  if (!absl::IsNotFound(stored.status())) {
+    GRANARY_LOG(WARNING) << "store read of " << key.ToString()
+                         << " failed, reading the source: " << stored.status();
+  }
+  metrics_->misses.fetch_add(1, std::memory_order_relaxed);
+  GRANARY_ASSIGN_OR_RETURN(ChunkData data, Fetch(*manifest, key));
+  return Chunk{std::move(data), false};
+}
+
+absl::StatusOr<ReadThrough::ChunkData> ReadThrough::Fetch(const Manifest& manifest,
+                                                          const ChunkKey& key) {
+  return flights_.Do(key, [&] { return FetchOnce(manifest, key); });
+}
+
+absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& manifest,
+                                                              const ChunkKey& key) {
+  // A flight for this key may have stored it between our miss and this flight.
+  if (store_->Contains(key)) {
+    absl::StatusOr<std::string> stored = store_->Read(key);
+    if (stored.ok()) return std::make_shared<const std::string>(*std::move(stored));
+  }
+  GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry, ChunkEntry(manifest, key));
+  GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(manifest.identity().source));
+  uint32_t chunk_size = manifest.chunk_size();
+  metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
+  absl::StatusOr<std::string> data =
+      ReadPosixFileRange(root, *entry, static_cast<uint64_t>(key.chunk_index) * chunk_size,
+                         ChunkLength(entry->size, chunk_size, key.chunk_index));
+  if (!data.ok()) {
+    metrics_->source_errors.fetch_add(1, std::memory_order_relaxed);
+    return absl::Status(data.status().code(), absl::StrCat("dataset '", manifest.identity().name,
+                                                           "': ", data.status().message()));
+  }
+  metrics_->bytes_from_source.fetch_add(data->size(), std::memory_order_relaxed);
+  absl::StatusOr<bool> stored = store_->Insert(key, *data);
+  if (!stored.ok()) {
+    GRANARY_LOG_FIRST_N(WARNING, 10)
+        << "cannot store " << key.ToString() << ": " << stored.status();
+  }
+  return std::make_shared<const std::string>(*std::move(data));
+}
+
+}  // namespace granary

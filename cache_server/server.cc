@@ -1,0 +1,192 @@
+#include "cache_server/server.h"
+
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cache_server/catalog.h"
+#include "cache_server/data_dir_lock.h"
+#include "cache_server/dataset_registry.h"
+#include "cache_server/metrics.h"
+#include "cache_server/read_through.h"
+#include "cache_server/service.h"
+#include "cache_server/store/chunk_store.h"
+#include "cache_server/version_activity.h"
+#include "common/http.h"
+#include "common/logging.h"
+#include "common/server_address.h"
+#include "common/size.h"
+#include "common/status.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+
+namespace granary {
+namespace {
+
+// A version nobody read or prewarmed for this long stops counting as active.
+constexpr std::chrono::minutes kActiveAfterLastUse{5};
+constexpr int kScanThreads = 16;
+constexpr std::chrono::seconds kShutdownGrace{5};
+
+// The default capacity: 80% of the free space on the cache directories'
+// filesystems (each filesystem counted once), so the cache never fills a disk.
+absl::StatusOr<uint64_t> DefaultCapacity(const std::vector<std::string>& dirs) {
+  std::set<unsigned long> seen;
+  uint64_t free_bytes = 0;
+  for (const std::string& dir : dirs) {
+    struct statvfs fs;
+    if (::statvfs(dir.c_str(), &fs) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("cache directory ", dir));
+    }
+    if (seen.insert(fs.f_fsid).second) free_bytes += uint64_t{fs.f_bavail} * fs.f_frsize;
+  }
+  return free_bytes / 10 * 8;
+}
+
+// Creates the socket's directory and clears a stale socket file left by a
+// crash; FAILED_PRECONDITION if a live server answers on it.
+absl::Status PrepareSocket(const std::string& path) {
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), error);
+  if (error) {
+    return ErrnoStatus(error.value(), absl::StrCat("cannot create the directory of socket ", path));
+  }
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path ", path, " is longer than ",
+                                                   sizeof(address.sun_path) - 1, " bytes"));
+  }
+  if (!std::filesystem::exists(path, error)) return absl::OkStatus();
+  path.copy(address.sun_path, path.size());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  bool live = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  if (fd >= 0) ::close(fd);
+  if (live) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("another server is listening on socket ", path, "; choose another --socket"));
+  }
+  std::filesystem::remove(path, error);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Declared in the order they are built; destroyed in reverse.
+struct GranaryServer::Parts {
+  GranarydConfig config;
+  std::unique_ptr<DataDirLock> lock;
+  std::unique_ptr<store::ChunkStore> store;
+  std::unique_ptr<Catalog> catalog;
+  ServerMetrics metrics;
+  std::unique_ptr<VersionActivity> activity;
+  std::unique_ptr<DatasetRegistry> registry;
+  std::unique_ptr<ReadThrough> read_through;
+  std::unique_ptr<GranaryService> service;
+  std::unique_ptr<grpc::Server> grpc_server;
+  HttpServer metrics_http;
+  bool running = false;
+};
+
+GranaryServer::GranaryServer(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+GranaryServer::~GranaryServer() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const GranarydConfig& config) {
+  auto parts = std::make_unique<Parts>();
+  parts->config = config;
+  GranarydConfig& c = parts->config;
+  if (c.cache_dirs.empty()) c.cache_dirs.push_back(c.data_dir + "/cache");
+  if (c.node_id.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    c.node_id = host;
+  }
+  if (c.group.empty()) c.group = "default";
+
+  GRANARY_ASSIGN_OR_RETURN(parts->lock, DataDirLock::Acquire(c.data_dir));
+  for (const std::string& dir : c.cache_dirs) {
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error) {
+      return ErrnoStatus(error.value(), absl::StrCat("cannot create cache directory ", dir));
+    }
+  }
+  store::StoreOptions store_options;
+  store_options.directories = c.cache_dirs;
+  store_options.index_path = c.data_dir + "/index";
+  if (c.capacity_bytes == 0) {
+    GRANARY_ASSIGN_OR_RETURN(c.capacity_bytes, DefaultCapacity(c.cache_dirs));
+  }
+  store_options.capacity_bytes = c.capacity_bytes;
+  GRANARY_ASSIGN_OR_RETURN(parts->store, store::ChunkStore::Open(store_options));
+  GRANARY_ASSIGN_OR_RETURN(parts->catalog, Catalog::Open(c.data_dir + "/catalog"));
+  parts->activity = std::make_unique<VersionActivity>(parts->store.get(), kActiveAfterLastUse);
+  parts->registry = std::make_unique<DatasetRegistry>(parts->catalog.get(), parts->store.get(),
+                                                      parts->activity.get(), kScanThreads);
+  parts->read_through = std::make_unique<ReadThrough>(parts->catalog.get(), parts->store.get(),
+                                                      &parts->metrics, parts->activity.get());
+  parts->service = std::make_unique<GranaryService>(
+      NodeIdentity{c.node_id, c.group, c.listen}, c.prewarm_parallelism, parts->catalog.get(),
+      parts->registry.get(), parts->read_through.get(), parts->store.get(), &parts->metrics,
+      parts->activity.get());
+
+  GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.AddListeningPort("unix:" + c.socket_path, grpc::InsecureServerCredentials());
+  int tcp_port = 0;
+  builder.AddListeningPort(c.listen, grpc::InsecureServerCredentials(), &tcp_port);
+  builder.RegisterService(parts->service.get());
+  parts->grpc_server = builder.BuildAndStart();
+  if (parts->grpc_server == nullptr || tcp_port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", c.listen,
+                                               " and unix:", c.socket_path, " (address in use?)"));
+  }
+  parts->running = true;
+
+  Parts* raw = parts.get();
+  parts->metrics_http.Handle("GET", "/metrics", [raw](const HttpRequest&) {
+    HttpResponse response;
+    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    response.body = raw->metrics.Render(raw->store->Stats(), raw->catalog->List().size());
+    return response;
+  });
+  absl::Status metrics_started = parts->metrics_http.Start(c.metrics_listen);
+  if (!metrics_started.ok()) {
+    GranaryServer cleanup(std::move(parts));
+    return absl::Status(metrics_started.code(),
+                        absl::StrCat("metrics endpoint: ", metrics_started.message()));
+  }
+  store::StoreStats stats = parts->store->Stats();
+  GRANARY_LOG(INFO) << "granaryd node '" << c.node_id << "' (group '" << c.group
+                    << "') serving unix:" << c.socket_path << " and " << c.listen
+                    << ", metrics on http://" << c.metrics_listen << "/metrics; data in "
+                    << c.data_dir << ", cache in " << absl::StrJoin(c.cache_dirs, ", ") << " ("
+                    << FormatSize(stats.capacity_bytes) << ", io " << stats.io_engine << ")";
+  return std::unique_ptr<GranaryServer>(new GranaryServer(std::move(parts)));
+}
+
+void GranaryServer::Shutdown() {
+  if (parts_ == nullptr || !parts_->running) return;
+  parts_->running = false;
+  parts_->grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+  parts_->grpc_server->Wait();
+  parts_->metrics_http.Stop();
+  std::error_code ignored;
+  std::filesystem::remove(parts_->config.socket_path, ignored);
+  parts_.reset();
+}
+
+}  // namespace granary

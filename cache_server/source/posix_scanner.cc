@@ -1,0 +1,205 @@
+#include "cache_server/source/posix_scanner.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace granary {
+namespace {
+
+int64_t MtimeNs(const struct stat& st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+std::string JoinPath(const std::string& dir, const char* name) {
+  return dir.empty() ? std::string(name) : absl::StrCat(dir, "/", name);
+}
+
+// The shared state of one scan: a queue of directories still to list, and the
+// first error, which stops every worker.
+class Scan {
+ public:
+  Scan(const std::string& root, int root_fd) : root_(root), root_fd_(root_fd) {}
+
+  void Run(int threads) {
+    queue_.push_back("");
+    std::vector<std::thread> workers;
+    for (int i = 0; i < threads; ++i) workers.emplace_back([this] { Work(); });
+    for (std::thread& worker : workers) worker.join();
+  }
+
+  absl::StatusOr<std::vector<ManifestEntry>> Result() && {
+    if (!error_.ok()) return error_;
+    return std::move(entries_);
+  }
+
+ private:
+  void Work() {
+    std::vector<ManifestEntry> found;
+    std::vector<std::string> subdirs;
+    while (true) {
+      std::string dir;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [this] { return !queue_.empty() || busy_ == 0 || !error_.ok(); });
+        if (queue_.empty() || !error_.ok()) break;
+        dir = std::move(queue_.front());
+        queue_.pop_front();
+        ++busy_;
+      }
+      found.clear();
+      subdirs.clear();
+      absl::Status listed = ListDirectory(dir, &found, &subdirs);
+      std::lock_guard lock(mu_);
+      --busy_;
+      if (!listed.ok() && error_.ok()) error_ = listed;
+      for (std::string& subdir : subdirs) queue_.push_back(std::move(subdir));
+      std::move(found.begin(), found.end(), std::back_inserter(entries_));
+      cv_.notify_all();
+    }
+    cv_.notify_all();
+  }
+
+  // Appends the entries of `dir` (relative to the root) to `found`, and its
+  // subdirectories to `subdirs`.
+  absl::Status ListDirectory(const std::string& dir, std::vector<ManifestEntry>* found,
+                             std::vector<std::string>* subdirs) {
+    std::string full = dir.empty() ? root_ : absl::StrCat(root_, "/", dir);
+    int fd = dir.empty()
+                 ? ::dup(root_fd_)
+                 : ::openat(root_fd_, dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      // A directory removed while the scan runs is simply not there.
+      if (errno == ENOENT) return absl::OkStatus();
+      return ErrnoStatus(errno, absl::StrCat("cannot read source directory ", full));
+    }
+    DIR* stream = ::fdopendir(fd);
+    if (stream == nullptr) {
+      int error = errno;
+      ::close(fd);
+      return ErrnoStatus(error, absl::StrCat("cannot read source directory ", full));
+    }
+    absl::Status status;
+    while (true) {
+      errno = 0;
+      struct dirent* item = ::readdir(stream);
+      if (item == nullptr) {
+        if (errno != 0) status = ErrnoStatus(errno, absl::StrCat("cannot list ", full));
+        break;
+      }
+      if (std::strcmp(item->d_name, ".") == 0 || std::strcmp(item->d_name, "..") == 0) continue;
+      struct stat st;
+      if (::fstatat(::dirfd(stream), item->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) continue;
+        status = ErrnoStatus(errno, absl::StrCat("cannot stat ", full, "/", item->d_name));
+        break;
+      }
+      ManifestEntry entry;
+      entry.path = JoinPath(dir, item->d_name);
+      entry.mode = st.st_mode;
+      entry.mtime_ns = MtimeNs(st);
+      if (S_ISREG(st.st_mode)) {
+        entry.type = EntryType::kFile;
+        entry.size = static_cast<uint64_t>(st.st_size);
+      } else if (S_ISDIR(st.st_mode)) {
+        entry.type = EntryType::kDirectory;
+        subdirs->push_back(entry.path);
+      } else if (S_ISLNK(st.st_mode)) {
+        std::string target(static_cast<size_t>(st.st_size) + 1, '\0');
+        ssize_t n = ::readlinkat(::dirfd(stream), item->d_name, target.data(), target.size());
+        if (n < 0) {
+          status =
+              ErrnoStatus(errno, absl::StrCat("cannot read symlink ", full, "/", item->d_name));
+          break;
+        }
+        target.resize(static_cast<size_t>(n));
+        if (!SymlinkStaysInside(entry.path, target)) {
+          GRANARY_LOG(INFO) << "skipping symlink " << full << "/" << item->d_name << " -> "
+                            << target << ": it leaves the source";
+          continue;
+        }
+        entry.type = EntryType::kSymlink;
+        entry.size = target.size();
+        entry.symlink_target = std::move(target);
+      } else {
+        GRANARY_LOG(INFO) << "skipping " << full << "/" << item->d_name
+                          << ": not a file, directory or symlink";
+        continue;
+      }
+      found->push_back(std::move(entry));
+    }
+    ::closedir(stream);
+    return status;
+  }
+
+  const std::string& root_;
+  const int root_fd_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  int busy_ = 0;
+  absl::Status error_;
+  std::vector<ManifestEntry> entries_;
+};
+
+}  // namespace
+
+bool SymlinkStaysInside(const std::string& link_path, const std::string& target) {
+  if (target.empty() || target.front() == '/') return false;
+  std::vector<std::string> parts = absl::StrSplit(link_path, '/', absl::SkipEmpty());
+  if (!parts.empty()) parts.pop_back();  // The link's own name.
+  for (absl::string_view part : absl::StrSplit(target, '/', absl::SkipEmpty())) {
+    if (part == ".") continue;
+    if (part == "..") {
+      if (parts.empty()) return false;
+      parts.pop_back();
+    } else {
+      parts.emplace_back(part);
+    }
+  }
+  return true;
+}
+
+absl::StatusOr<std::vector<ManifestEntry>> ScanPosixTree(const std::string& root, int threads) {
+  struct stat st;
+  if (::stat(root.c_str(), &st) != 0) {
+    int error = errno;
+    if (error == ENOENT || error == ENOTDIR) {
+      return absl::NotFoundError(absl::StrCat("source directory ", root, " does not exist"));
+    }
+    return ErrnoStatus(error, absl::StrCat("source directory ", root));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("source ", root, " is not a directory"));
+  }
+  int root_fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root_fd < 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot read source directory ", root));
+  }
+  Scan scan(root, root_fd);
+  scan.Run(std::max(1, threads));
+  ::close(root_fd);
+  GRANARY_ASSIGN_OR_RETURN(std::vector<ManifestEntry> entries, std::move(scan).Result());
+  ManifestEntry root_entry;
+  root_entry.type = EntryType::kDirectory;
+  root_entry.mode = st.st_mode;
+  root_entry.mtime_ns = MtimeNs(st);
+  entries.push_back(std::move(root_entry));
+  return entries;
+}
+
+}  // namespace granary
