@@ -2,9 +2,8 @@
 //
 // Placement: every dataset version has at most one open segment, in the cache
 // directory holding the fewest bytes; chunks are appended to it (block-aligned
-// and zero-padded) until it reaches segment_bytes, when it is closed, synced
-// and marked sealed. So a segment holds one version only, and eviction can
-// reclaim whole segments (see eviction_policy.h).
+// and zero-padded) until it reaches segment_bytes, when it is closed. So a segment holds one
+// version only, and eviction can reclaim whole segments (see eviction_policy.h).
 //
 // Capacity: disk bytes are the sum of segment file sizes, reserved under the
 // lock before a chunk is written; a reservation that would pass the capacity
@@ -18,12 +17,12 @@
 // index whose every entry points at complete bytes: the kernel keeps what was
 // written, and RocksDB's write-ahead log keeps the index. No fsync is needed
 // for that, which keeps inserts fast. Against power loss, which can drop
-// unsynced file data, a segment is fdatasync'ed and marked sealed when it is
-// closed; on open, every chunk of an unsealed segment is read and verified
-// (those are at most one segment per version that was being written), bad
-// entries are dropped, tails past the last indexed chunk are truncated, and
-// segment files the index does not reference are deleted. Reads verify XXH3
-// regardless, so even an undetected fault becomes a miss, not wrong bytes.
+// unsynced file data, a segment is fdatasync'ed and marked sealed in the
+// background once it is closed (segment_sealer.h); on open, every chunk of an unsealed segment is
+// read and verified (those are at most one segment per version that was being written), bad entries
+// are dropped, tails past the last indexed chunk are truncated, and segment files the index does
+// not reference are deleted. Reads verify XXH3 regardless, so even an undetected fault becomes a
+// miss, not wrong bytes.
 //
 // Locking: one mutex guards the in-memory bookkeeping and orders every index
 // mutation; segment I/O, checksumming and fdatasync run outside it. Readers
@@ -54,6 +53,7 @@
 #include "cache_server/store/eviction_policy.h"
 #include "cache_server/store/io_engine.h"
 #include "cache_server/store/segment_file.h"
+#include "cache_server/store/segment_sealer.h"
 #include "common/absl_compat.h"
 #include "common/hash.h"
 #include "common/logging.h"
@@ -131,9 +131,8 @@ class SegmentChunkStore final : public ChunkStore {
       : options_(options),
         index_(std::move(index)),
         io_(std::move(io)),
+        sealer_(*index_),
         directory_bytes_(options.directories.size(), 0) {}
-
-  ~SegmentChunkStore() override;
 
   // Rebuilds the bookkeeping from the index and the segment files, repairing
   // what a crash left behind (see the top of this file).
@@ -177,9 +176,8 @@ class SegmentChunkStore final : public ChunkStore {
   absl::Status ReclaimLocked(uint64_t segment_id);
   // Drops `key` if the index still maps it to `location`.
   void DropLocked(std::string_view key, const v1::ChunkLocation& location);
-  // Whether the segment is closed, idle and unsealed; marks it sealed if so.
-  bool ClaimSealLocked(Segment& segment);
-  void Seal(SegmentFile& file);
+  // Hands the segment to the sealer once it is closed and idle.
+  void MaybeSealLocked(Segment& segment);
 
   absl::Status WriteChunk(SegmentFile& file, uint64_t offset, std::string_view data);
   // The chunk's bytes; DATA_LOSS when they do not match its checksum.
@@ -188,6 +186,7 @@ class SegmentChunkStore final : public ChunkStore {
   const StoreOptions options_;
   const std::unique_ptr<ChunkIndex> index_;
   const std::unique_ptr<IoEngine> io_;
+  SegmentSealer sealer_;
 
   std::mutex mu_;
   std::condition_variable insert_done_;
@@ -209,20 +208,6 @@ class SegmentChunkStore final : public ChunkStore {
   std::atomic<uint64_t> admissions_refused_{0};
   std::atomic<uint64_t> evicted_chunks_{0};
 };
-
-SegmentChunkStore::~SegmentChunkStore() {
-  // A clean shutdown seals the open segments, so the next open need not
-  // verify them.
-  std::vector<std::shared_ptr<SegmentFile>> to_seal;
-  {
-    std::lock_guard lock(mu_);
-    for (auto& [id, segment] : segments_) {
-      segment.accepting = false;
-      if (ClaimSealLocked(segment)) to_seal.push_back(segment.file);
-    }
-  }
-  for (auto& file : to_seal) Seal(*file);
-}
 
 VersionState SegmentChunkStore::StateLocked(uint64_t dataset_version) const {
   auto it = version_states_.find(dataset_version);
@@ -334,23 +319,13 @@ void SegmentChunkStore::DropLocked(std::string_view key, const v1::ChunkLocation
   }
 }
 
-bool SegmentChunkStore::ClaimSealLocked(Segment& segment) {
+void SegmentChunkStore::MaybeSealLocked(Segment& segment) {
   if (segment.accepting || segment.sealed || segment.pending_writes > 0 ||
       segment.live_chunks == 0) {
-    return false;
+    return;
   }
   segment.sealed = true;
-  return true;
-}
-
-void SegmentChunkStore::Seal(SegmentFile& file) {
-  absl::Status status = file.Sync();
-  if (status.ok()) status = index_->MarkSealed(file.id());
-  if (!status.ok()) {
-    GRANARY_LOG(WARNING) << "chunk store: sealing segment failed, it will be verified on the next "
-                            "open: "
-                         << status.message();
-  }
+  sealer_.Seal(segment.file);
 }
 
 absl::Status SegmentChunkStore::WriteChunk(SegmentFile& file, uint64_t offset,
@@ -467,7 +442,6 @@ absl::StatusOr<bool> SegmentChunkStore::Insert(const ChunkKey& key, std::string_
   location.set_xxh3(xxh3);
   location.set_dataset_version(key.dataset_version);
   location.set_last_use_unix_ms(NowMs());
-  bool seal = false;
   {
     std::lock_guard lock(mu_);
     inserting_.erase(encoded);
@@ -488,9 +462,8 @@ absl::StatusOr<bool> SegmentChunkStore::Insert(const ChunkKey& key, std::string_
       segment.accepting = false;
       open_segments_.erase(key.dataset_version);
     }
-    seal = ClaimSealLocked(segment);
+    MaybeSealLocked(segment);
   }
-  if (seal) Seal(*placement.file);
   if (!status.ok()) {
     return absl::Status(status.code(),
                         absl::StrCat("storing chunk ", key.ToString(), ": ", status.message()));
@@ -639,10 +612,7 @@ absl::Status SegmentChunkStore::Recover() {
     }
     GRANARY_ASSIGN_OR_RETURN(uint64_t size, file->Size());
     if (size > segment.end) GRANARY_RETURN_IF_ERROR(file->Truncate(segment.end));
-    if (!was_sealed) {
-      GRANARY_RETURN_IF_ERROR(file->Sync());
-      GRANARY_RETURN_IF_ERROR(index_->MarkSealed(id));
-    }
+    if (!was_sealed) sealer_.Seal(file);
     disk_bytes_ += segment.end;
     directory_bytes_[directory] += segment.end;
     used_bytes_ += segment.live_bytes;

@@ -1,0 +1,141 @@
+// Bytes flipped in segment files on disk make reads miss, never return wrong
+// data, and drop the entry.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+
+#include "cache_server/store/chunk_store.h"
+#include "cache_server/store/segment_file.h"
+#include "tests/store/store_test_util.h"
+
+namespace granary::store {
+namespace {
+
+using testing::ChunkBytes;
+using testing::ScratchDir;
+using testing::SmallStoreOptions;
+
+constexpr uint32_t kChunks = 24;
+constexpr uint64_t kChunkBytes = 50000;
+
+ChunkKey Key(uint32_t chunk) { return {.dataset_version = 9, .file_id = 1, .chunk_index = chunk}; }
+
+std::vector<std::filesystem::path> SegmentFiles(const StoreOptions& options) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(options.directories[0])) {
+    if (SegmentFile::ParseFileName(entry.path().filename().string())) files.push_back(entry.path());
+  }
+  return files;
+}
+
+// Inverts one byte at each of `count` random offsets of every segment file.
+void FlipBytes(const StoreOptions& options, int count, std::mt19937_64& random) {
+  for (const auto& path : SegmentFiles(options)) {
+    const int fd = ::open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0) << path;
+    const uint64_t size = std::filesystem::file_size(path);
+    for (int i = 0; i < count; ++i) {
+      const off_t at = static_cast<off_t>(random() % size);
+      char byte;
+      ASSERT_EQ(::pread(fd, &byte, 1, at), 1);
+      byte = static_cast<char>(~byte);
+      ASSERT_EQ(::pwrite(fd, &byte, 1, at), 1);
+    }
+    ::close(fd);
+  }
+}
+
+// Reads every chunk: each read is the right bytes or a NOT_FOUND miss.
+// Returns the number of misses.
+uint64_t ReadAllExpectingNoWrongBytes(ChunkStore& store) {
+  uint64_t misses = 0;
+  for (uint32_t i = 0; i < kChunks; ++i) {
+    auto read = store.Read(Key(i));
+    if (read.ok()) {
+      EXPECT_TRUE(*read == ChunkBytes(Key(i), kChunkBytes)) << "wrong bytes for chunk " << i;
+    } else {
+      EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound) << read.status();
+      EXPECT_FALSE(store.Contains(Key(i))) << "a corrupt chunk must be dropped";
+      ++misses;
+    }
+  }
+  return misses;
+}
+
+// (direct_io, reopen): corrupt while the store is open or while it is closed.
+class Corruption : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+
+TEST_P(Corruption, FlippedBytesAreMissesNeverWrongData) {
+  const auto [direct_io, reopen] = GetParam();
+  ScratchDir dir;
+  StoreOptions options = SmallStoreOptions(dir, 8 << 20, 64 << 10);
+  options.direct_io = direct_io;
+  std::mt19937_64 random(42);
+  auto store = ChunkStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (uint32_t i = 0; i < kChunks; ++i) {
+    ASSERT_TRUE(*(*store)->Insert(Key(i), ChunkBytes(Key(i), kChunkBytes)));
+  }
+  if (reopen) store->reset();
+  FlipBytes(options, 3, random);
+  if (reopen) {
+    store = ChunkStore::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status();
+  }
+  const uint64_t misses = ReadAllExpectingNoWrongBytes(**store);
+  EXPECT_GT(misses, 0u);
+  EXPECT_EQ((*store)->Stats().checksum_failures, misses);
+  // A second pass finds the same chunks gone, now as plain misses.
+  EXPECT_EQ(ReadAllExpectingNoWrongBytes(**store), misses);
+  EXPECT_EQ((*store)->Stats().checksum_failures, misses);
+  // A dropped chunk can be stored again.
+  for (uint32_t i = 0; i < kChunks; ++i) {
+    ASSERT_TRUE((*store)->Insert(Key(i), ChunkBytes(Key(i), kChunkBytes)).ok());
+  }
+  EXPECT_EQ(ReadAllExpectingNoWrongBytes(**store), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, Corruption,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "Direct" : "Buffered") +
+                                  (std::get<1>(info.param) ? "WhileClosed" : "WhileOpen");
+                         });
+
+TEST(Corruption, TruncatedSegmentIsAMiss) {
+  ScratchDir dir;
+  const StoreOptions options = SmallStoreOptions(dir, 8 << 20, 64 << 10);
+  auto store = ChunkStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (uint32_t i = 0; i < kChunks; ++i) {
+    ASSERT_TRUE(*(*store)->Insert(Key(i), ChunkBytes(Key(i), kChunkBytes)));
+  }
+  for (const auto& path : SegmentFiles(options)) std::filesystem::resize_file(path, 4096);
+  EXPECT_EQ(ReadAllExpectingNoWrongBytes(**store), kChunks);
+}
+
+TEST(Corruption, DeletedSegmentIsAMissAfterReopen) {
+  ScratchDir dir;
+  const StoreOptions options = SmallStoreOptions(dir, 8 << 20, 64 << 10);
+  {
+    auto store = ChunkStore::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (uint32_t i = 0; i < kChunks; ++i) {
+      ASSERT_TRUE(*(*store)->Insert(Key(i), ChunkBytes(Key(i), kChunkBytes)));
+    }
+  }
+  const auto files = SegmentFiles(options);
+  ASSERT_GT(files.size(), 1u);
+  std::filesystem::remove(files[0]);
+  auto store = ChunkStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  const uint64_t misses = ReadAllExpectingNoWrongBytes(**store);
+  EXPECT_GT(misses, 0u);
+  EXPECT_LT(misses, kChunks);
+}
+
+}  // namespace
+}  // namespace granary::store
