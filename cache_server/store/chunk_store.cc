@@ -63,6 +63,9 @@
 namespace granary::store {
 namespace {
 
+// O_DIRECT staging buffers kept for reuse.
+constexpr uint64_t kIdleBufferBytes = 128 << 20;
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -187,6 +190,7 @@ class SegmentChunkStore final : public ChunkStore {
   const std::unique_ptr<ChunkIndex> index_;
   const std::unique_ptr<IoEngine> io_;
   SegmentSealer sealer_;
+  AlignedBufferPool buffers_{kIdleBufferBytes};
 
   std::mutex mu_;
   std::condition_variable insert_done_;
@@ -331,10 +335,13 @@ void SegmentChunkStore::MaybeSealLocked(Segment& segment) {
 absl::Status SegmentChunkStore::WriteChunk(SegmentFile& file, uint64_t offset,
                                            std::string_view data) {
   if (file.direct_io()) {
-    AlignedBuffer buffer(data.size());
-    std::memcpy(buffer.data(), data.data(), data.size());
-    std::memset(buffer.data() + data.size(), 0, buffer.size() - data.size());
-    return io_->Write(file.fd(), offset, {buffer.data(), buffer.size()});
+    std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(data.size());
+    const uint64_t padded = RoundUpToBlock(data.size());
+    std::memcpy(buffer->data(), data.data(), data.size());
+    std::memset(buffer->data() + data.size(), 0, padded - data.size());
+    absl::Status written = io_->Write(file.fd(), offset, {buffer->data(), padded});
+    buffers_.Give(std::move(buffer));
+    return written;
   }
   const uint64_t whole_blocks = data.size() / kBlockBytes * kBlockBytes;
   GRANARY_RETURN_IF_ERROR(io_->Write(file.fd(), offset, {data.data(), whole_blocks}));
@@ -350,15 +357,17 @@ absl::StatusOr<std::string> SegmentChunkStore::ReadVerified(SegmentFile& file,
   Xxh3Stream hash;
   absl::Status status;
   if (file.direct_io()) {
-    AlignedBuffer buffer(location.length());
+    std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(location.length());
     uint64_t copied = 0;
-    status = io_->Read(file.fd(), location.offset(), {buffer.data(), buffer.size()},
-                       [&](const char* piece, uint64_t length) {
-                         const uint64_t useful = std::min(length, data.size() - copied);
-                         std::memcpy(data.data() + copied, piece, useful);
-                         hash.Update(piece, useful);
-                         copied += useful;
-                       });
+    status =
+        io_->Read(file.fd(), location.offset(), {buffer->data(), RoundUpToBlock(location.length())},
+                  [&](const char* piece, uint64_t length) {
+                    const uint64_t useful = std::min(length, data.size() - copied);
+                    std::memcpy(data.data() + copied, piece, useful);
+                    hash.Update(piece, useful);
+                    copied += useful;
+                  });
+    buffers_.Give(std::move(buffer));
   } else {
     status = io_->Read(file.fd(), location.offset(), {data.data(), data.size()},
                        [&](const char* piece, uint64_t length) { hash.Update(piece, length); });

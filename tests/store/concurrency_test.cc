@@ -1,0 +1,101 @@
+// Eight threads read, write, evict and remove overlapping chunks at once; run
+// under ThreadSanitizer by scripts/test.sh. Every successful read must return
+// exactly the bytes of its key.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "cache_server/store/chunk_store.h"
+#include "tests/store/store_test_util.h"
+
+namespace granary::store {
+namespace {
+
+using testing::ChunkBytes;
+using testing::ScratchDir;
+using testing::SmallStoreOptions;
+
+constexpr int kThreads = 8;
+constexpr int kOperationsPerThread = 1500;
+constexpr uint32_t kChunksPerVersion = 48;
+
+uint64_t LengthOf(const ChunkKey& key) { return 1 + (key.chunk_index * 7919) % (48 << 10); }
+
+class Concurrency : public ::testing::TestWithParam<bool> {};
+
+TEST_P(Concurrency, OverlappingReadersAndWritersSeeOnlyWholeChunks) {
+  ScratchDir dir;
+  StoreOptions options = SmallStoreOptions(dir, 1 << 20, 64 << 10);
+  options.directories = {dir.Sub("nvme0"), dir.Sub("nvme1")};
+  options.segment_bytes = 128 << 10;
+  options.use_io_uring = GetParam();
+  auto opened = ChunkStore::Open(options);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  ChunkStore& store = **opened;
+  std::atomic<uint64_t> hits{0};
+  std::atomic<uint64_t> wrong{0};
+  std::atomic<uint64_t> errors{0};
+
+  auto work = [&](int thread) {
+    std::mt19937_64 random(thread);
+    for (int op = 0; op < kOperationsPerThread; ++op) {
+      const ChunkKey key{.dataset_version = 1 + random() % 3,
+                         .file_id = 0,
+                         .chunk_index = static_cast<uint32_t>(random() % kChunksPerVersion)};
+      switch (random() % 16) {
+        case 0:
+          store.SetVersionState(key.dataset_version,
+                                static_cast<VersionState>(random() % 2));  // Never pinned.
+          break;
+        case 1:
+          if (op % 50 == 0 && !store.RemoveVersion(key.dataset_version).ok()) errors++;
+          break;
+        case 2:
+          store.Contains(key);
+          store.CachedBytes(key.dataset_version);
+          store.Stats();
+          break;
+        case 3:
+        case 4:
+        case 5:
+        case 6:
+        case 7:
+          if (!store.Insert(key, ChunkBytes(key, LengthOf(key))).ok()) errors++;
+          break;
+        default:
+          if (auto read = store.Read(key); read.ok()) {
+            hits++;
+            if (*read != ChunkBytes(key, LengthOf(key))) wrong++;
+          } else if (read.status().code() != absl::StatusCode::kNotFound) {
+            errors++;
+          }
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(work, t);
+  for (auto& thread : threads) thread.join();
+
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(errors, 0u);
+  EXPECT_GT(hits, 0u);
+  const StoreStats stats = store.Stats();
+  EXPECT_EQ(stats.checksum_failures, 0u);
+  EXPECT_LE(stats.disk_bytes, options.capacity_bytes);
+  EXPECT_EQ(stats.disk_bytes, testing::SegmentFileBytes(options));
+  uint64_t indexed_bytes = 0;
+  for (uint64_t version : {1, 2, 3}) {
+    for (const ChunkKey& key : store.ChunksOf(version)) indexed_bytes += LengthOf(key);
+    EXPECT_EQ(store.CachedBytes(version) > 0, !store.ChunksOf(version).empty());
+  }
+  EXPECT_EQ(stats.used_bytes, indexed_bytes);
+}
+
+INSTANTIATE_TEST_SUITE_P(IoEngines, Concurrency, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "IoUring" : "Pread"; });
+
+}  // namespace
+}  // namespace granary::store

@@ -1,0 +1,96 @@
+// A real writer process is SIGKILLed at random moments, many times over the
+// same store; after each kill the reopened store must index only complete
+// chunks whose checksums verify and whose bytes are the ones written.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "cache_server/store/chunk_store.h"
+#include "tests/store/crash_workload.h"
+#include "tests/store/store_test_util.h"
+
+namespace granary::store {
+namespace {
+
+using testing::ChunkBytes;
+using testing::CrashChunkLength;
+using testing::CrashStoreOptions;
+using testing::ScratchDir;
+
+constexpr int kRounds = 30;
+
+// Starts the writer with its standard output on `ready_fd`'s pipe.
+pid_t StartWriter(const std::string& root, int seed, int& ready_fd) {
+  const std::string seed_text = std::to_string(seed);
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) return -1;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(pipe_fds[1], STDOUT_FILENO);
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    ::execl(GRANARY_STORE_CRASH_WRITER, GRANARY_STORE_CRASH_WRITER, root.c_str(), seed_text.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(pipe_fds[1]);
+  ready_fd = pipe_fds[0];
+  return pid;
+}
+
+// Blocks until the writer has opened the store (or died).
+void AwaitReady(int ready_fd) {
+  char byte;
+  while (::read(ready_fd, &byte, 1) == 1 && byte != '\n') {
+  }
+}
+
+TEST(Crash, KilledWriterLeavesOnlyCompleteVerifiedChunks) {
+  ScratchDir dir;
+  const std::string root = dir.path().string();
+  const StoreOptions options = CrashStoreOptions(root);
+  std::mt19937_64 random(99);
+  uint64_t verified = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    int ready_fd = -1;
+    const pid_t writer = StartWriter(root, round, ready_fd);
+    ASSERT_GT(writer, 0);
+    // One round in four kills the writer while it opens and recovers the
+    // store; the others while it writes.
+    if (round % 4 != 0) AwaitReady(ready_fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(random() % 200));
+    ASSERT_EQ(::kill(writer, SIGKILL), 0);
+    ::close(ready_fd);
+    int status = 0;
+    ASSERT_EQ(::waitpid(writer, &status, 0), writer);
+    ASSERT_TRUE(WIFSIGNALED(status))
+        << "the writer exited early with status " << WEXITSTATUS(status) << " in round " << round;
+
+    auto store = ChunkStore::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (uint64_t version : testing::kCrashVersions) {
+      for (const ChunkKey& key : (*store)->ChunksOf(version)) {
+        auto read = (*store)->Read(key);
+        ASSERT_TRUE(read.ok()) << key.ToString() << " in round " << round << ": " << read.status();
+        ASSERT_TRUE(*read == ChunkBytes(key, CrashChunkLength(key)))
+            << key.ToString() << " in round " << round;
+        ++verified;
+      }
+    }
+    const StoreStats stats = (*store)->Stats();
+    EXPECT_EQ(stats.checksum_failures, 0u);
+    EXPECT_LE(testing::SegmentFileBytes(options), options.capacity_bytes);
+    EXPECT_EQ(stats.disk_bytes, testing::SegmentFileBytes(options));
+  }
+  EXPECT_GT(verified, 0u);
+  RecordProperty("chunks_verified", std::to_string(verified));
+}
+
+}  // namespace
+}  // namespace granary::store
