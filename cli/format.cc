@@ -8,7 +8,11 @@
 
 namespace granary::cli {
 
-std::string FormatPercent(double fraction) { return absl::StrFormat("%.1f%%", fraction * 100); }
+std::string FormatPercent(double fraction) {
+  // Rounded down, so that nothing short of complete reads "100.0%"; the
+  // epsilon absorbs binary error such as 0.425 * 1000 = 424.999...
+  return absl::StrFormat("%.1f%%", std::floor(fraction * 1000 + 1e-6) / 10);
+}
 
 std::string FormatRate(double bytes_per_second) {
   uint64_t rounded =

@@ -11,7 +11,7 @@
 
 namespace granary::cli {
 
-// `fraction` in [0, 1] as "42.5%".
+// `fraction` in [0, 1] as "42.5%", rounded down to a tenth of a percent.
 std::string FormatPercent(double fraction);
 
 // "12.3 MiB/s".

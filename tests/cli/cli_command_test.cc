@@ -1,0 +1,343 @@
+// Every granary command run as the real binary against a real granaryd: exit
+// statuses, --json documents parsed back, bytes read through the cache compared
+// with the source, and the one-line reasons of the error paths.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/granaryd_process.h"
+
+namespace granary {
+namespace {
+
+using nlohmann::json;
+using testing::GranarydProcess;
+using testing::TempDir;
+
+struct CliResult {
+  int exit_code = -1;  // -1: killed by a signal.
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs the granary binary with `args`, standard output and error captured.
+// `server_env`, if set, becomes $GRANARY_SERVER; otherwise it is unset.
+CliResult RunGranary(const std::vector<std::string>& args, const char* server_env = nullptr) {
+  TempDir capture;
+  std::string out_path = capture.path() + "/out";
+  std::string err_path = capture.path() + "/err";
+  std::vector<std::string> argv_storage{GRANARY_CLI_PATH};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& arg : argv_storage) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    if (server_env != nullptr) {
+      ::setenv("GRANARY_SERVER", server_env, 1);
+    } else {
+      ::unsetenv("GRANARY_SERVER");
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CliResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = ReadFile(out_path);
+  result.err = ReadFile(err_path);
+  return result;
+}
+
+// One reason on one line, prefixed with the program's name.
+void ExpectOneLineError(const CliResult& result, const std::string& mentions) {
+  EXPECT_NE(result.exit_code, 0) << result.out;
+  EXPECT_TRUE(result.err.starts_with("granary: ")) << result.err;
+  ASSERT_FALSE(result.err.empty());
+  EXPECT_EQ(result.err.find('\n'), result.err.size() - 1) << result.err;
+  EXPECT_NE(result.err.find(mentions), std::string::npos) << result.err;
+}
+
+json ParseJson(const CliResult& result) {
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  return json::parse(result.out);  // Throws, failing the test, unless one document.
+}
+
+std::string RandomBytes(size_t size, uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::string bytes(size, '\0');
+  for (char& byte : bytes) byte = static_cast<char>(random());
+  return bytes;
+}
+
+void WriteFile(const std::filesystem::path& path, const std::string& bytes) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = GranarydProcess::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server).release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    // Files of several chunks (1 MiB chunks), an exact chunk, small, empty and
+    // nested files.
+    files_ = {
+        {"a.txt", "hello granary\n"},
+        {"empty", ""},
+        {"nested/one_chunk.bin", RandomBytes(1 << 20, 1)},
+        {"nested/deep/dir/multi.bin", RandomBytes((5 << 19) + 3, 2)},
+    };
+    for (int i = 0; i < 20; ++i) {
+      files_[absl::StrCat("many/file", i, ".bin")] = RandomBytes(1000 + 37 * i, 100 + i);
+    }
+    for (const auto& [path, bytes] : files_) WriteFile(source() / path, bytes);
+  }
+
+  std::filesystem::path source() const { return std::filesystem::path(source_dir_.path()); }
+
+  // granary --server <the test's server> args...
+  static CliResult Granary(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--server", server_->socket_address()});
+    return RunGranary(args);
+  }
+
+  uint64_t TotalBytes() const {
+    uint64_t total = 0;
+    for (const auto& [path, bytes] : files_) total += bytes.size();
+    return total;
+  }
+
+  json AddDataset(const std::string& name) {
+    return ParseJson(
+        Granary({"dataset", "add", name, source().string(), "--chunk-size", "1MiB", "--json"}));
+  }
+
+  static GranarydProcess* server_;
+  TempDir source_dir_;
+  std::map<std::string, std::string> files_;
+};
+
+GranarydProcess* CliTest::server_ = nullptr;
+
+TEST_F(CliTest, DatasetAddListShowRefreshRemove) {
+  json added = AddDataset("life");
+  EXPECT_EQ(added["name"], "life");
+  EXPECT_EQ(added["file_count"], files_.size());
+  EXPECT_EQ(added["total_bytes"], TotalBytes());
+  EXPECT_EQ(added["chunk_size"], 1 << 20);
+  std::string version = added["version"];
+  EXPECT_EQ(version.size(), 16u);
+
+  json listed = ParseJson(Granary({"dataset", "ls", "--json"}));
+  bool found = false;
+  for (const json& dataset : listed["datasets"]) found |= dataset["name"] == "life";
+  EXPECT_TRUE(found) << listed.dump();
+
+  json shown = ParseJson(Granary({"dataset", "show", "life", "--json"}));
+  EXPECT_EQ(shown["version"], version);
+  EXPECT_EQ(shown["source"], source().string());
+
+  json unchanged = ParseJson(Granary({"dataset", "refresh", "life", "--json"}));
+  EXPECT_EQ(unchanged["changed"], false);
+  EXPECT_EQ(unchanged["version"], version);
+
+  WriteFile(source() / "added_later.txt", "new\n");
+  json refreshed = ParseJson(Granary({"dataset", "refresh", "life", "--json"}));
+  EXPECT_EQ(refreshed["changed"], true);
+  EXPECT_EQ(refreshed["previous_version"], version);
+  EXPECT_NE(refreshed["version"], version);
+  EXPECT_EQ(refreshed["file_count"], files_.size() + 1);
+
+  CliResult human = Granary({"dataset", "ls"});
+  EXPECT_EQ(human.exit_code, 0) << human.err;
+  EXPECT_NE(human.out.find("NAME"), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("life"), std::string::npos) << human.out;
+
+  json removed = ParseJson(Granary({"dataset", "rm", "life", "--json"}));
+  EXPECT_EQ(removed["removed"], true);
+  ExpectOneLineError(Granary({"dataset", "show", "life"}), "life");
+}
+
+TEST_F(CliTest, PrewarmReachesOneHundredPercentThenEverythingIsCached) {
+  json added = AddDataset("warm");
+  CliResult first = Granary({"prewarm", "warm", "--json"});
+  json done = ParseJson(first);
+  EXPECT_EQ(done["finished"], true);
+  EXPECT_DOUBLE_EQ(done["percent"].get<double>(), 100.0);
+  EXPECT_EQ(done["bytes_done"], TotalBytes());
+  EXPECT_EQ(done["bytes_total"], TotalBytes());
+  EXPECT_EQ(done["chunks_total"], added["chunk_count"]);
+  EXPECT_TRUE(done["failures"].empty());
+  // Not a terminal: plain progress lines on stderr, ending at 100%.
+  EXPECT_NE(first.err.find("prewarm warm: 100.0%"), std::string::npos) << first.err;
+
+  json again = ParseJson(Granary({"prewarm", "warm", "--json"}));
+  EXPECT_DOUBLE_EQ(again["percent"].get<double>(), 100.0);
+  EXPECT_EQ(again["chunks_already_cached"], again["chunks_total"]);
+
+  json shown = ParseJson(Granary({"dataset", "show", "warm", "--json"}));
+  EXPECT_EQ(shown["cached_bytes"], TotalBytes());
+
+  json located = ParseJson(Granary({"locate", "warm", "--json"}));
+  EXPECT_EQ(located["name"], "warm");
+  EXPECT_EQ(located["total_bytes"], TotalBytes());
+  ASSERT_EQ(located["nodes"].size(), 1u);
+  EXPECT_DOUBLE_EQ(located["nodes"][0]["node_fraction"].get<double>(), 1.0);
+
+  CliResult summary = Granary({"prewarm", "warm"});
+  EXPECT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_NE(summary.out.find("prewarmed 'warm': 100.0%"), std::string::npos) << summary.out;
+}
+
+TEST_F(CliTest, PrewarmOfSomePathsAndTargets) {
+  AddDataset("partial");
+  json some =
+      ParseJson(Granary({"prewarm", "partial", "--paths", "nested/deep", "a.txt", "--json"}));
+  EXPECT_EQ(some["bytes_total"],
+            files_["nested/deep/dir/multi.bin"].size() + files_["a.txt"].size());
+  EXPECT_DOUBLE_EQ(some["percent"].get<double>(), 100.0);
+
+  json status = ParseJson(Granary({"status", "--json"}));
+  ASSERT_EQ(status["nodes"].size(), 1u);
+  std::string node = status["nodes"][0]["node_id"];
+  std::string group = status["nodes"][0]["group"];
+  EXPECT_EQ(ParseJson(Granary({"prewarm", "partial", "--group", group, "--json"}))["percent"],
+            100.0);
+  EXPECT_EQ(ParseJson(Granary({"prewarm", "partial", "--nodes", node, "--json"}))["percent"],
+            100.0);
+  ExpectOneLineError(Granary({"prewarm", "partial", "--group", "no-such-group"}), "no-such-group");
+  ExpectOneLineError(Granary({"prewarm", "partial", "--nodes", node + ",no-such-node"}),
+                     "no-such-node");
+}
+
+TEST_F(CliTest, PrewarmListsEveryFailedFileAndFails) {
+  AddDataset("broken");
+  std::filesystem::remove(source() / "a.txt");
+  WriteFile(source() / "many/file3.bin", "changed since registration");
+
+  CliResult human = Granary({"prewarm", "broken"});
+  EXPECT_NE(human.exit_code, 0);
+  // Progress lines come first; the reason is the last line.
+  EXPECT_TRUE(human.err.ends_with("\ngranary: 2 files of 'broken' failed to prewarm\n"))
+      << human.err;
+  EXPECT_NE(human.out.find("  a.txt: "), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("  many/file3.bin: "), std::string::npos) << human.out;
+
+  CliResult result = Granary({"prewarm", "broken", "--json"});
+  EXPECT_NE(result.exit_code, 0);
+  json document = json::parse(result.out);
+  EXPECT_EQ(document["finished"], true);
+  EXPECT_LT(document["percent"].get<double>(), 100.0);
+  std::set<std::string> failed;
+  for (const json& failure : document["failures"]) failed.insert(failure["path"]);
+  EXPECT_EQ(failed, (std::set<std::string>{"a.txt", "many/file3.bin"}));
+}
+
+TEST_F(CliTest, CatReturnsTheSourceBytesOfEveryFile) {
+  AddDataset("read");
+  for (const auto& [path, bytes] : files_) {
+    CliResult result = Granary({"cat", "read/" + path});
+    ASSERT_EQ(result.exit_code, 0) << path << ": " << result.err;
+    EXPECT_EQ(result.out, bytes) << path;
+    EXPECT_TRUE(result.err.empty()) << result.err;
+  }
+  ExpectOneLineError(Granary({"cat", "read/nested"}), "is a directory");
+  ExpectOneLineError(Granary({"cat", "read/no/such/file"}), "no/such/file");
+  ExpectOneLineError(Granary({"cat", "read"}), "NAME/PATH");
+}
+
+TEST_F(CliTest, StatusCountsHitsAfterReads) {
+  AddDataset("stats");
+  ParseJson(Granary({"prewarm", "stats", "--json"}));
+  ASSERT_EQ(Granary({"cat", "stats/a.txt"}).exit_code, 0);
+  json status = ParseJson(Granary({"status", "--json"}));
+  EXPECT_GE(status["dataset_count"], 1);
+  ASSERT_EQ(status["nodes"].size(), 1u);
+  const json& node = status["nodes"][0];
+  EXPECT_EQ(node["state"], "up");
+  EXPECT_GT(node["used_bytes"], 0);
+  EXPECT_GE(node["hits"], 1);
+  EXPECT_FALSE(status["hit_ratio"].is_null());
+
+  CliResult human = Granary({"status"});
+  EXPECT_EQ(human.exit_code, 0) << human.err;
+  EXPECT_NE(human.out.find("hit ratio: "), std::string::npos) << human.out;
+}
+
+TEST_F(CliTest, ServerComesFromTheEnvironmentWithoutFlag) {
+  CliResult result = RunGranary({"status", "--json"}, server_->socket_address().c_str());
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(json::parse(result.out)["nodes"].size(), 1u);
+}
+
+TEST_F(CliTest, BadInputFailsWithOneLineReason) {
+  ExpectOneLineError(Granary({"dataset", "show", "nope"}), "nope");
+  ExpectOneLineError(Granary({"dataset", "refresh", "nope"}), "nope");
+  ExpectOneLineError(Granary({"dataset", "rm", "nope"}), "nope");
+  ExpectOneLineError(Granary({"locate", "nope"}), "nope");
+  ExpectOneLineError(Granary({"prewarm", "nope"}), "nope");
+  ExpectOneLineError(Granary({"cat", "nope/a.txt"}), "nope");
+
+  ExpectOneLineError(Granary({"dataset", "add", "sized", source().string(), "--chunk-size", "4XB"}),
+                     "4XB");
+  ExpectOneLineError(
+      Granary({"dataset", "add", "sized", source().string(), "--chunk-size", "512KiB"}), "512KiB");
+  ExpectOneLineError(Granary({"dataset", "add", "missing", source().string() + "/no-such-dir"}),
+                     "no-such-dir");
+
+  AddDataset("dup");
+  ExpectOneLineError(Granary({"dataset", "add", "dup", source().string()}), "dup");
+
+  CliResult usage = Granary({"dataset", "add", "only-a-name"});
+  ExpectOneLineError(usage, "SOURCE");
+  EXPECT_EQ(usage.exit_code, 2);
+}
+
+TEST(CliWithoutServer, UnreachableServerIsNamed) {
+  TempDir dir;
+  std::string address = "unix:" + dir.path() + "/no.sock";
+  for (std::vector<std::string> command : std::vector<std::vector<std::string>>{
+           {"status"}, {"dataset", "ls"}, {"prewarm", "x"}, {"cat", "x/y"}, {"locate", "x"}}) {
+    command.insert(command.begin(), {"--server", address});
+    ExpectOneLineError(RunGranary(command), address);
+  }
+  ExpectOneLineError(RunGranary({"--server", "no-port", "status"}), "no-port");
+}
+
+}  // namespace
+}  // namespace granary

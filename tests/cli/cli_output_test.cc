@@ -1,0 +1,142 @@
+// The CLI's formatting pieces and its interrupt handling, in-process.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "cli/format.h"
+#include "cli/interrupt_watcher.h"
+#include "cli/json_output.h"
+#include "cli/progress_bar.h"
+#include "cli/table.h"
+
+namespace granary::cli {
+namespace {
+
+TEST(Table, AlignsColumnsWithoutTrailingSpaces) {
+  Table table({{"NAME"}, {"SIZE", Table::Align::kRight}, {"SOURCE"}});
+  table.AddRow({"imagenet", "140.2 GiB", "/data/imagenet"});
+  table.AddRow({"c4", "3 B", "/x"});
+  EXPECT_EQ(table.Render(),
+            "NAME           SIZE  SOURCE\n"
+            "imagenet  140.2 GiB  /data/imagenet\n"
+            "c4              3 B  /x\n");
+}
+
+TEST(Format, PercentRateDurationAndRatios) {
+  EXPECT_EQ(FormatPercent(0.425), "42.5%");
+  EXPECT_EQ(FormatPercent(1.0), "100.0%");
+  EXPECT_EQ(FormatPercent(0.99999), "99.9%");
+  EXPECT_EQ(FormatRate(3.5 * 1024 * 1024), "3.5 MiB/s");
+  EXPECT_EQ(FormatDuration(7), "0:07");
+  EXPECT_EQ(FormatDuration(754), "12:34");
+  EXPECT_EQ(FormatDuration(3723), "1:02:03");
+  EXPECT_EQ(FormatDuration(-1), "--:--");
+  EXPECT_FALSE(HitRatio(0, 0).has_value());
+  EXPECT_DOUBLE_EQ(*HitRatio(3, 1), 0.75);
+  EXPECT_DOUBLE_EQ(Fraction(0, 0), 1.0);
+  EXPECT_DOUBLE_EQ(Fraction(1, 4), 0.25);
+}
+
+v1::PrewarmProgress Progress(uint64_t done, uint64_t total, bool finished) {
+  v1::PrewarmProgress progress;
+  progress.set_bytes_done(done);
+  progress.set_bytes_total(total);
+  progress.set_bytes_per_second(1024 * 1024);
+  progress.set_eta_seconds(static_cast<double>(total - done) / (1024 * 1024));
+  progress.set_finished(finished);
+  return progress;
+}
+
+TEST(ProgressBar, FiguresAndBar) {
+  EXPECT_EQ(ProgressFigures(Progress(2 << 20, 8 << 20, false)),
+            "25.0%  2.0 MiB / 8.0 MiB  1.0 MiB/s  ETA 0:06");
+  EXPECT_EQ(ProgressFigures(Progress(8 << 20, 8 << 20, true)),
+            "100.0%  8.0 MiB / 8.0 MiB  1.0 MiB/s  ETA 0:00");
+  EXPECT_EQ(ProgressBarText(0.5, 12), "[#####-----]");
+  EXPECT_EQ(ProgressBarText(1.5, 6), "[####]");
+}
+
+std::string ReadAll(std::FILE* file) {
+  std::rewind(file);
+  std::string text;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) text.append(buffer, n);
+  return text;
+}
+
+TEST(ProgressBar, PlainLinesAreRateLimitedAndEndWithTheLastProgress) {
+  std::FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  ProgressBar bar(out, /*interactive=*/false, "ds");
+  bar.Update(Progress(1, 4, false));
+  bar.Update(Progress(2, 4, false));  // Too soon after the first: not drawn.
+  bar.Update(Progress(4, 4, true));
+  bar.Finish();
+  EXPECT_EQ(ReadAll(out),
+            "prewarm ds: 25.0%  1 B / 4 B  1.0 MiB/s  ETA 0:00\n"
+            "prewarm ds: 100.0%  4 B / 4 B  1.0 MiB/s  ETA 0:00\n");
+  std::fclose(out);
+}
+
+TEST(ProgressBar, InteractiveRedrawsOneLine) {
+  std::FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  ProgressBar bar(out, /*interactive=*/true, "ds");
+  bar.Update(Progress(4, 4, true));
+  bar.Finish();
+  std::string text = ReadAll(out);
+  EXPECT_EQ(text.front(), '\r');
+  EXPECT_EQ(text.back(), '\n');
+  EXPECT_NE(text.find("ds [#"), std::string::npos) << text;
+  EXPECT_NE(text.find("100.0%"), std::string::npos) << text;
+  std::fclose(out);
+}
+
+TEST(Json, PrewarmDocumentSaysPercentAndListsFailures) {
+  v1::PrewarmProgress progress = Progress(4, 4, true);
+  v1::FileFailure* failure = progress.add_failures();
+  failure->set_path("a/b");
+  failure->set_error("permission denied");
+  nlohmann::json document = PrewarmJson("ds", progress, 1.5);
+  EXPECT_EQ(document["percent"], 100.0);
+  EXPECT_EQ(document["failures"][0]["path"], "a/b");
+  EXPECT_EQ(document["name"], "ds");
+}
+
+TEST(Json, StatusHitRatioIsNullBeforeAnyRead) {
+  v1::StatusResponse status;
+  status.add_nodes()->set_node_id("n1");
+  EXPECT_TRUE(StatusJson(status)["hit_ratio"].is_null());
+  status.mutable_nodes(0)->set_hits(3);
+  status.mutable_nodes(0)->set_misses(1);
+  EXPECT_DOUBLE_EQ(StatusJson(status)["hit_ratio"].get<double>(), 0.75);
+}
+
+TEST(InterruptWatcher, RunsTheCallbackOnSigintThenRestoresTheHandler) {
+  struct sigaction before {};
+  sigaction(SIGINT, nullptr, &before);
+  std::atomic<int> calls{0};
+  {
+    auto watcher = InterruptWatcher::Start([&calls] { calls.fetch_add(1); });
+    ASSERT_TRUE(watcher.ok()) << watcher.status();
+    EXPECT_FALSE((*watcher)->interrupted());
+    ::kill(::getpid(), SIGINT);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!(*watcher)->interrupted() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_TRUE((*watcher)->interrupted());
+  }
+  EXPECT_EQ(calls.load(), 1);
+  struct sigaction after {};
+  sigaction(SIGINT, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, before.sa_handler);
+}
+
+}  // namespace
+}  // namespace granary::cli
