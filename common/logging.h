@@ -32,17 +32,27 @@ class LogMessage {
   std::ostringstream stream_;
 };
 
+// Turns the stream expression into void for the ternary in GRANARY_LOG; '&'
+// binds more loosely than '<<', so the whole message is streamed first.
+struct LogVoidify {
+  void operator&(std::ostream&) {}
+};
+
 }  // namespace granary
 
-#define GRANARY_LOG(severity)                                        \
-  if (!::granary::LogEnabled(::granary::LogSeverity::k##severity)) { \
-  } else                                                             \
-    ::granary::LogMessage(::granary::LogSeverity::k##severity, __FILE__, __LINE__).stream()
+// The ternary (rather than an if) keeps the macro a single expression, safe
+// inside an unbraced if/else.
+#define GRANARY_LOG(severity)                                                              \
+  !::granary::LogEnabled(::granary::LogSeverity::k##severity)                              \
+      ? (void)0                                                                            \
+      : ::granary::LogVoidify() &                                                          \
+            ::granary::LogMessage(::granary::LogSeverity::k##severity, __FILE__, __LINE__) \
+                .stream()
 
-#define GRANARY_LOG_FIRST_N(severity, n)                                          \
-  if (static std::atomic<int> granary_log_count_{0};                              \
-      granary_log_count_.fetch_add(1, std::memory_order_relaxed) >= (n)) {        \
-  } else                                                                          \
+#define GRANARY_LOG_FIRST_N(severity, n)                                   \
+  if (static std::atomic<int> granary_log_count_{0};                       \
+      granary_log_count_.fetch_add(1, std::memory_order_relaxed) >= (n)) { \
+  } else                                                                   \
     GRANARY_LOG(severity)
 
 #endif  // GRANARY_COMMON_LOGGING_H_

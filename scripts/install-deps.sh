@@ -9,6 +9,7 @@ packages=(
   librocksdb-dev liburing-dev libxxhash-dev libfuse3-dev fuse3
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libcpp-httplib-dev
+  etcd-server
   python3 curl procps psmisc
 )
 
