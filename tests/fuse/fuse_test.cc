@@ -1,0 +1,371 @@
+// granary-fuse over real mounts and a real granaryd: the tree and every byte
+// match the source, reads survive the server's death, writes fail with EROFS,
+// and a PyTorch DataLoader reads correct samples.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+#include "tests/fuse/fuse_mount.h"
+#include "tests/support/granaryd_process.h"
+
+namespace granary::testing {
+namespace {
+
+constexpr uint32_t kChunk = 1u << 20;
+
+std::string RandomBytes(size_t size, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string bytes(size, '\0');
+  for (size_t i = 0; i < size; i += 8) {
+    uint64_t word = rng();
+    std::memcpy(bytes.data() + i, &word, std::min<size_t>(8, size - i));
+  }
+  return bytes;
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Output and exit code of `sh -c command`.
+std::pair<int, std::string> Shell(const std::string& command) {
+  std::string output;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+absl::Status AddDataset(GranarydProcess& server, const std::string& name,
+                        const std::string& source) {
+  auto stub = server.SocketStub();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  v1::AddDatasetRequest request;
+  request.set_name(name);
+  request.set_source(source);
+  request.set_chunk_size(kChunk);
+  v1::DatasetInfo info;
+  grpc::Status status = stub->AddDataset(&context, request, &info);
+  if (!status.ok()) return absl::InternalError("AddDataset: " + status.error_message());
+  return absl::OkStatus();
+}
+
+// One granaryd, a source tree registered as dataset "ds" with 1 MiB chunks,
+// and a mount of it.
+class MountedTree : public ::testing::Test {
+ protected:
+  // Fills `source_` before the dataset is registered.
+  virtual void BuildTree() = 0;
+
+  void SetUp() override {
+    source_ = source_dir_.path() + "/src";
+    BuildTree();
+    if (HasFatalFailure()) return;
+    auto server = GranarydProcess::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    ASSERT_TRUE(AddDataset(*server_, "ds", source_).ok());
+    Mount();
+  }
+
+  void Mount() {
+    auto mount = FuseMount::Start(server_->socket_address(),
+                                  {"--rpc-timeout-ms", "3000", "--retry-server-ms", "500"}, "ds");
+    ASSERT_TRUE(mount.ok()) << mount.status();
+    mount_ = *std::move(mount);
+    mounted_ = mount_->path() + "/ds";
+  }
+
+  TempDir source_dir_;
+  std::string source_;
+  std::unique_ptr<GranarydProcess> server_;
+  std::unique_ptr<FuseMount> mount_;  // Destroyed (unmounted) first.
+  std::string mounted_;
+};
+
+// ------------------------------------------------------------ the whole tree
+
+class FuseTreeTest : public MountedTree {
+ protected:
+  void BuildTree() override {
+    WriteFile(source_ + "/empty", "");
+    WriteFile(source_ + "/sub/empty too", "");
+    WriteFile(source_ + "/chunk_exact", RandomBytes(kChunk, 1));
+    WriteFile(source_ + "/chunk_minus_1", RandomBytes(kChunk - 1, 2));
+    WriteFile(source_ + "/chunk_plus_1", RandomBytes(kChunk + 1, 3));
+    WriteFile(source_ + "/two_chunks_exact", RandomBytes(2 * kChunk, 4));
+    WriteFile(source_ + "/name with spaces.txt", "spaces\n");
+    WriteFile(source_ + "/ünïcødé 文件 ✓.bin", RandomBytes(5000, 5));
+    WriteFile(source_ + "/dir with spaces/ñandú/数据.txt", "non-ascii\n");
+    std::filesystem::create_directories(source_ + "/empty_dir");
+    std::filesystem::create_directories(source_ + "/sub/empty_nested/also_empty");
+    std::string deep = source_ + "/deep";
+    for (int level = 1; level <= 40; ++level) deep += "/d" + std::to_string(level);
+    WriteFile(deep + "/leaf.txt", "forty levels down\n");
+    for (int i = 0; i < 10000; ++i) {
+      char name[32];
+      std::snprintf(name, sizeof(name), "/many/f%05d", i);
+      WriteFile(source_ + name, RandomBytes(1 + i % 300, 100 + i));
+    }
+    // Over 1 GiB: sparse, with random blocks every 96 MiB and at the very end.
+    const uint64_t big_size = (1ull << 30) + (3ull << 20) + 12345;
+    int fd = open((source_ + "/big.bin").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0640);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, static_cast<off_t>(big_size)), 0);
+    for (uint64_t at = 0; at < big_size; at += 96ull << 20) {
+      std::string block = RandomBytes(kChunk, at);
+      ASSERT_EQ(pwrite(fd, block.data(), block.size(), static_cast<off_t>(at)),
+                static_cast<ssize_t>(block.size()));
+    }
+    std::string tail = RandomBytes(4096, 7);
+    ASSERT_EQ(pwrite(fd, tail.data(), tail.size(), static_cast<off_t>(big_size - tail.size())),
+              4096);
+    close(fd);
+    chmod((source_ + "/chunk_exact").c_str(), 0600);
+    chmod((source_ + "/sub").c_str(), 0750);
+  }
+};
+
+TEST_F(FuseTreeTest, DiffIsCleanAndSizesAndModesMatch) {
+  auto started = std::chrono::steady_clock::now();
+  auto [diff_code, diff_output] = Shell("diff -r '" + source_ + "' '" + mounted_ + "'");
+  EXPECT_EQ(diff_code, 0) << diff_output.substr(0, 4000);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::printf("diff -r of the whole tree (1 GiB file included) took %.1f s\n", seconds);
+
+  // ls -lR's size and mode columns, for files (sizes) and directories (modes).
+  const std::string listing =
+      "find . -type f -printf '%p %M %s\\n' -o -type d -printf '%p %M\\n' | LC_ALL=C sort";
+  auto [source_code, source_listing] = Shell("cd '" + source_ + "' && " + listing);
+  auto [mount_code, mount_listing] = Shell("cd '" + mounted_ + "' && " + listing);
+  ASSERT_EQ(source_code, 0);
+  ASSERT_EQ(mount_code, 0);
+  EXPECT_EQ(source_listing, mount_listing);
+  EXPECT_NE(mount_listing.find("./many/f09999 "), std::string::npos);
+  EXPECT_NE(mount_listing.find("/d40/leaf.txt -rw"), std::string::npos);
+  EXPECT_NE(mount_listing.find("./chunk_exact -rw------- 1048576"), std::string::npos);
+
+  struct stat st1, st2;
+  ASSERT_EQ(stat((mounted_ + "/chunk_plus_1").c_str(), &st1), 0);
+  ASSERT_EQ(stat((mounted_ + "/chunk_plus_1").c_str(), &st2), 0);
+  EXPECT_EQ(st1.st_ino, st2.st_ino);
+}
+
+// ------------------------------------------------------------ reads
+
+class FuseReadTest : public MountedTree {
+ protected:
+  void BuildTree() override {
+    WriteFile(source_ + "/empty", "");
+    WriteFile(source_ + "/chunk_minus_1", RandomBytes(kChunk - 1, 2));
+    WriteFile(source_ + "/chunk_exact", RandomBytes(kChunk, 1));
+    WriteFile(source_ + "/chunk_plus_1", RandomBytes(kChunk + 1, 3));
+    WriteFile(source_ + "/odd", RandomBytes(3 * kChunk + 17, 4));
+    for (int i = 0; i < 4; ++i) {
+      WriteFile(source_ + "/big" + std::to_string(i) + ".bin",
+                RandomBytes(48 * kChunk + i, 10 + i));
+    }
+    for (int i = 0; i < 300; ++i) {
+      WriteFile(source_ + "/samples/s" + std::to_string(i), RandomBytes(1 + (i * 977) % 65536, i));
+    }
+  }
+
+  std::vector<std::string> Files() const {
+    return {"empty",    "chunk_minus_1", "chunk_exact", "chunk_plus_1", "odd",
+            "big0.bin", "big1.bin",      "big2.bin",    "big3.bin"};
+  }
+};
+
+TEST_F(FuseReadTest, RandomPreadsMatchSource) {
+  std::vector<std::string> files = Files();
+  std::vector<std::string> contents;
+  std::vector<int> fds;
+  for (const std::string& name : files) {
+    contents.push_back(ReadWhole(source_ + "/" + name));
+    fds.push_back(open((mounted_ + "/" + name).c_str(), O_RDONLY));
+    ASSERT_GE(fds.back(), 0) << name;
+  }
+  std::mt19937_64 rng(42);
+  std::string buffer(4 * kChunk, '\0');
+  for (int i = 0; i < 10000; ++i) {
+    size_t f = rng() % files.size();
+    const std::string& want = contents[f];
+    uint64_t offset = want.empty() ? 0 : rng() % (want.size() + 2);
+    if (i % 4 == 0 && want.size() > kChunk) offset = kChunk - (rng() % 64);  // Straddle a chunk.
+    size_t length = 1 + rng() % (i % 10 == 0 ? buffer.size() : 200000);
+    ssize_t n = pread(fds[f], buffer.data(), length, static_cast<off_t>(offset));
+    size_t expected = offset >= want.size() ? 0 : std::min<size_t>(length, want.size() - offset);
+    ASSERT_EQ(n, static_cast<ssize_t>(expected)) << files[f] << " @" << offset << "+" << length;
+    ASSERT_EQ(0, std::memcmp(buffer.data(), want.data() + std::min<size_t>(offset, want.size()),
+                             expected))
+        << files[f] << " @" << offset << "+" << length;
+  }
+  for (int fd : fds) close(fd);
+}
+
+TEST_F(FuseReadTest, EightConcurrentReaders) {
+  std::vector<std::string> files = Files();
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 8; ++r) {
+    readers.emplace_back([&, r] {
+      // Readers 0-3 share big0.bin; the others read files of their own.
+      for (const std::string& name :
+           {files[r < 4 ? 5 : 5 + r - 4], files[r % files.size()], std::string("odd")}) {
+        if (ReadWhole(mounted_ + "/" + name) != ReadWhole(source_ + "/" + name)) ++mismatches;
+      }
+    });
+  }
+  for (std::thread& reader : readers) reader.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST_F(FuseReadTest, WritesOfEveryKindFailWithErofs) {
+  const std::string file = mounted_ + "/chunk_exact";
+  auto expect_erofs = [](int result, const char* what) {
+    EXPECT_EQ(result, -1) << what;
+    EXPECT_EQ(errno, EROFS) << what << ": " << std::strerror(errno);
+  };
+  expect_erofs(open(file.c_str(), O_WRONLY), "open O_WRONLY");
+  expect_erofs(open(file.c_str(), O_RDWR), "open O_RDWR");
+  expect_erofs(open(file.c_str(), O_RDONLY | O_TRUNC), "open O_TRUNC");
+  expect_erofs(open((mounted_ + "/new").c_str(), O_WRONLY | O_CREAT, 0644), "create");
+  expect_erofs(mkdir((mounted_ + "/newdir").c_str(), 0755), "mkdir");
+  expect_erofs(rmdir((mounted_ + "/samples").c_str()), "rmdir");
+  expect_erofs(unlink(file.c_str()), "unlink");
+  expect_erofs(rename(file.c_str(), (mounted_ + "/renamed").c_str()), "rename");
+  expect_erofs(link(file.c_str(), (mounted_ + "/hardlink").c_str()), "link");
+  expect_erofs(symlink("chunk_exact", (mounted_ + "/symlink").c_str()), "symlink");
+  expect_erofs(truncate(file.c_str(), 0), "truncate");
+  expect_erofs(chmod(file.c_str(), 0777), "chmod");
+  expect_erofs(chown(file.c_str(), 1, 1), "chown");
+  expect_erofs(utimes(file.c_str(), nullptr), "utimes");
+  expect_erofs(setxattr(file.c_str(), "user.x", "1", 1, 0), "setxattr");
+  expect_erofs(mknod((mounted_ + "/fifo").c_str(), S_IFIFO | 0644, 0), "mknod");
+  expect_erofs(mkdir((mount_->path() + "/new_dataset").c_str(), 0755), "mkdir in the root");
+  EXPECT_EQ(ReadWhole(file), ReadWhole(source_ + "/chunk_exact"));
+}
+
+TEST_F(FuseReadTest, ChangedSourceFileReadsAsEstale) {
+  // Not read before, so nothing of it is cached anywhere.
+  const std::string name = "/samples/s7";
+  struct timeval times[2] = {{1000, 0}, {1000, 0}};
+  ASSERT_EQ(utimes((source_ + name).c_str(), times), 0);
+  int fd = open((mounted_ + name).c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  char byte;
+  EXPECT_EQ(pread(fd, &byte, 1, 0), -1);
+  EXPECT_EQ(errno, ESTALE) << std::strerror(errno);
+  close(fd);
+}
+
+TEST_F(FuseReadTest, DatasetsAddedLaterAppearInTheRoot) {
+  const std::string other = source_dir_.path() + "/other";
+  WriteFile(other + "/hello.txt", "hello\n");
+  ASSERT_TRUE(AddDataset(*server_, "later", other).ok());
+  // The root is refreshed at most once a second.
+  std::string text;
+  for (int i = 0; i < 50 && text.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    text = ReadWhole(mount_->path() + "/later/hello.txt");
+  }
+  EXPECT_EQ(text, "hello\n");
+  auto [code, listing] = Shell("ls '" + mount_->path() + "'");
+  EXPECT_EQ(listing, "ds\nlater\n");
+}
+
+TEST_F(FuseReadTest, ServerKilledMidReadThenRestarted) {
+  const std::string name = "/big1.bin";
+  const std::string want = ReadWhole(source_ + name);
+  int fd = open((mounted_ + name).c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::string got(want.size(), '\0');
+  size_t done = 0;
+  constexpr size_t kStep = 256 << 10;
+  while (done < want.size()) {
+    if (done == 4 * kChunk) {
+      ASSERT_TRUE(server_->Kill().ok());
+    }
+    ssize_t n =
+        pread(fd, got.data() + done, std::min(kStep, want.size() - done), static_cast<off_t>(done));
+    ASSERT_GT(n, 0) << "at " << done << ": " << std::strerror(errno);
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  EXPECT_TRUE(got == want);
+  // A file never touched before is read entirely while the server is dead.
+  EXPECT_EQ(ReadWhole(mounted_ + "/big2.bin"), ReadWhole(source_ + "/big2.bin"));
+  EXPECT_EQ(ReadWhole(mounted_ + "/samples/s1"), ReadWhole(source_ + "/samples/s1"));
+  EXPECT_NE(mount_->log().find("reading sources directly"), std::string::npos) << mount_->log();
+  struct stat st;
+  EXPECT_EQ(stat(mounted_.c_str(), &st), 0);  // Not ENOTCONN.
+
+  ASSERT_TRUE(server_->Restart().ok());
+  bool back = false;
+  for (int i = 10; i < 300 && !back; ++i) {
+    const std::string sample = "/samples/s" + std::to_string(i);
+    ASSERT_EQ(ReadWhole(mounted_ + sample), ReadWhole(source_ + sample));
+    back = mount_->log().find("answers again") != std::string::npos;
+    if (!back) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(back) << mount_->log();
+}
+
+TEST_F(FuseReadTest, PyTorchDataLoaderSamplesMatchSource) {
+  auto [code, output] = Shell("/usr/bin/python3 '" GRANARY_FUSE_TEST_DIR "/dataloader_check.py' '" +
+                              mounted_ + "/samples' '" + source_ + "/samples'");
+  EXPECT_EQ(code, 0) << output;
+  EXPECT_NE(output.find("ok 300"), std::string::npos) << output;
+}
+
+TEST_F(FuseReadTest, SigtermUnmountsCleanly) {
+  ASSERT_EQ(kill(mount_->pid(), SIGTERM), 0);
+  for (int i = 0; i < 200 && mount_->Running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(mount_->Running());
+  auto [code, mounts] = Shell("grep -c ' " + mount_->path() + " ' /proc/self/mountinfo");
+  EXPECT_EQ(mounts, "0\n");
+}
+
+TEST_F(FuseReadTest, FusermountUnmounts) {
+  absl::StatusOr<int> exit_code = mount_->Unmount();
+  ASSERT_TRUE(exit_code.ok()) << exit_code.status();
+  EXPECT_EQ(*exit_code, 0) << mount_->log();
+}
+
+}  // namespace
+}  // namespace granary::testing
