@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libcpp-httplib-dev
   etcd-server
   python3 curl procps psmisc
+  python3-torch bindfs
 )
 
 missing=()
