@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Configures and builds Granary into build/ (Ninja, ccache). Extra arguments go
-# to cmake's configure step, e.g. -DGRANARY_SANITIZE=thread.
+# to cmake's configure step, e.g. -DGRANARY_SANITIZE=thread. GRANARY_BUILD_DIR
+# picks another build directory; GRANARY_BUILD_TARGETS (space-separated) builds
+# only those targets.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build_dir="${GRANARY_BUILD_DIR:-$root/build}"
 export CCACHE_BASEDIR="$root"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 cmake -S "$root" -B "$build_dir" -G Ninja "$@" >/dev/null
-cmake --build "$build_dir" -j"$(nproc)"
+targets=()
+for target in ${GRANARY_BUILD_TARGETS:-}; do targets+=(--target "$target"); done
+cmake --build "$build_dir" -j"$(nproc)" "${targets[@]}"

@@ -7,3 +7,9 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/build.sh"
 ctest --test-dir "$root/build" --output-on-failure -j2 --timeout 600
+
+# The chunk store's concurrency test under ThreadSanitizer, in its own build.
+GRANARY_BUILD_DIR="$root/build-tsan" GRANARY_BUILD_TARGETS=store_concurrency_test \
+  bash "$root/scripts/build.sh" -DGRANARY_SANITIZE=thread -DGRANARY_BUILD_BENCH=OFF
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/store/tsan.supp" \
+  "$root/build-tsan/tests/store/store_concurrency_test"

@@ -134,8 +134,14 @@ class SegmentChunkStore final : public ChunkStore {
       : options_(options),
         index_(std::move(index)),
         io_(std::move(io)),
-        sealer_(*index_),
-        directory_bytes_(options.directories.size(), 0) {}
+        directory_bytes_(options.directories.size(), 0),
+        sealer_([this](uint64_t segment_id) {
+          // Under the lock like every index mutation: RocksDB would otherwise
+          // merge concurrent writes on one thread, which TSan cannot follow
+          // in the uninstrumented library.
+          std::lock_guard lock(mu_);
+          return index_->MarkSealed(segment_id);
+        }) {}
 
   // Rebuilds the bookkeeping from the index and the segment files, repairing
   // what a crash left behind (see the top of this file).
@@ -189,7 +195,6 @@ class SegmentChunkStore final : public ChunkStore {
   const StoreOptions options_;
   const std::unique_ptr<ChunkIndex> index_;
   const std::unique_ptr<IoEngine> io_;
-  SegmentSealer sealer_;
   AlignedBufferPool buffers_{kIdleBufferBytes};
 
   std::mutex mu_;
@@ -211,6 +216,9 @@ class SegmentChunkStore final : public ChunkStore {
   std::atomic<uint64_t> inserts_{0};
   std::atomic<uint64_t> admissions_refused_{0};
   std::atomic<uint64_t> evicted_chunks_{0};
+
+  // Last, so that its thread stops before anything it uses is destroyed.
+  SegmentSealer sealer_;
 };
 
 VersionState SegmentChunkStore::StateLocked(uint64_t dataset_version) const {

@@ -4,7 +4,8 @@
 
 namespace granary::store {
 
-SegmentSealer::SegmentSealer(ChunkIndex& index) : index_(index), thread_([this] { Run(); }) {}
+SegmentSealer::SegmentSealer(std::function<absl::Status(uint64_t segment_id)> mark_sealed)
+    : mark_sealed_(std::move(mark_sealed)), thread_([this] { Run(); }) {}
 
 SegmentSealer::~SegmentSealer() {
   {
@@ -32,7 +33,7 @@ void SegmentSealer::Run() {
     queue_.pop_front();
     lock.unlock();
     absl::Status status = segment->Sync();
-    if (status.ok()) status = index_.MarkSealed(segment->id());
+    if (status.ok()) status = mark_sealed_(segment->id());
     if (!status.ok()) {
       GRANARY_LOG(WARNING) << "chunk store: cannot seal " << segment->path()
                            << ", the next open will verify it: " << status.message();

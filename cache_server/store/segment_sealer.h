@@ -1,6 +1,7 @@
 // SegmentSealer makes closed segments durable off the write path: on a
-// background thread it fdatasyncs each segment handed to it and then marks it
-// sealed in the index, so that the next open need not verify its chunks.
+// background thread it fdatasyncs each segment handed to it and then has it
+// marked sealed in the index, so that the next open need not verify its
+// chunks.
 //
 // Segments still queued when the sealer is destroyed stay unsealed; that is
 // safe, it only means the next open verifies them.
@@ -11,19 +12,21 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
 
-#include "cache_server/store/chunk_index.h"
+#include "absl/status/status.h"
 #include "cache_server/store/segment_file.h"
 
 namespace granary::store {
 
 class SegmentSealer {
  public:
-  // `index` must outlive the sealer.
-  explicit SegmentSealer(ChunkIndex& index);
+  // `mark_sealed` records that a segment's bytes are durable; it runs on the
+  // sealer's thread.
+  explicit SegmentSealer(std::function<absl::Status(uint64_t segment_id)> mark_sealed);
   ~SegmentSealer();
   SegmentSealer(const SegmentSealer&) = delete;
   SegmentSealer& operator=(const SegmentSealer&) = delete;
@@ -34,7 +37,7 @@ class SegmentSealer {
  private:
   void Run();
 
-  ChunkIndex& index_;
+  const std::function<absl::Status(uint64_t segment_id)> mark_sealed_;
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<SegmentFile>> queue_;  // Guarded by mu_.
