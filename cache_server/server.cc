@@ -36,7 +36,9 @@ namespace {
 // A version nobody read or prewarmed for this long stops counting as active.
 constexpr std::chrono::minutes kActiveAfterLastUse{5};
 constexpr int kScanThreads = 16;
-constexpr std::chrono::seconds kShutdownGrace{5};
+// How long a shutdown lets calls in flight finish. gRPC also waits this long
+// for clients that keep idle connections open, so it stays short.
+constexpr std::chrono::seconds kShutdownGrace{2};
 
 // The default capacity: 80% of the free space on the cache directories'
 // filesystems (each filesystem counted once), so the cache never fills a disk.

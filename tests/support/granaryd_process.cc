@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -170,27 +171,51 @@ absl::Status GranarydProcess::Spawn() {
   return serving;
 }
 
+namespace {
+
+// Whether something accepts connections on the Unix socket at `path`.
+bool SocketAccepts(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) return false;
+  path.copy(address.sun_path, path.size());
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  ::close(fd);
+  return connected;
+}
+
+}  // namespace
+
 absl::Status GranarydProcess::WaitUntilServing() {
+  // Polls the socket itself rather than gRPC: a gRPC channel that failed to
+  // connect backs off for a second or more before trying again.
   auto deadline = Clock::now() + options_.startup_timeout;
-  std::unique_ptr<v1::Granary::Stub> stub = SocketStub();
-  while (true) {
+  while (!SocketAccepts(socket_path_)) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       return absl::InternalError(
           absl::StrCat("granaryd exited during startup (wait status ", status, "):\n", log()));
     }
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-    v1::StatusResponse response;
-    if (stub->Status(&context, v1::StatusRequest(), &response).ok()) return absl::OkStatus();
     if (Clock::now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("granaryd did not answer on ", socket_address(), " within ",
                        options_.startup_timeout.count(), " ms:\n", log()));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + options_.startup_timeout);
+  v1::StatusResponse response;
+  grpc::Status answered = SocketStub()->Status(&context, v1::StatusRequest(), &response);
+  if (!answered.ok()) {
+    return absl::UnavailableError(absl::StrCat("granaryd accepts connections on ", socket_address(),
+                                               " but Status failed: ", answered.error_message(),
+                                               "\n", log()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GranarydProcess::Kill() {

@@ -1,0 +1,124 @@
+// granaryd as a process: flags and config file errors, the data-directory
+// lock, and clean shutdown on SIGTERM.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+
+#include "grpcpp/client_context.h"
+#include "tests/server/server_test_util.h"
+#include "tests/support/granaryd_process.h"
+
+namespace granary::testing {
+namespace {
+
+// Runs granaryd with a config file holding `yaml` and expects it to exit with
+// status 2 and a one-line reason containing `named`.
+void ExpectConfigRejected(const std::string& yaml, const std::string& named) {
+  TempDir dir;
+  std::string path = dir.path() + "/granaryd.yaml";
+  WriteSourceFile(dir.path(), "granaryd.yaml", yaml);
+  auto run = RunGranaryd(
+      {"--config", path, "--data-dir", dir.path() + "/data", "--socket", dir.path() + "/s.sock"});
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->exit_code, 2) << run->stderr_text;
+  EXPECT_NE(run->stderr_text.find(named), std::string::npos) << run->stderr_text;
+  EXPECT_NE(run->stderr_text.find(path), std::string::npos) << run->stderr_text;
+}
+
+TEST(GranarydProcessTest, ConfigFileErrorsNameTheKeyAndValue) {
+  ExpectConfigRejected("capacity: 12XB\n", "'capacity'");
+  ExpectConfigRejected("capacity: 12XB\n", "12XB");
+  ExpectConfigRejected("colour: blue\n", "unknown key 'colour'");
+  ExpectConfigRejected("listen: nowhere\n", "'nowhere'");
+  ExpectConfigRejected("cache_dirs: {a: b}\n", "'cache_dirs'");
+  ExpectConfigRejected("prewarm_parallelism: 0\n", "'prewarm_parallelism'");
+  ExpectConfigRejected("data_dir: [unclosed\n", "line ");
+  ExpectConfigRejected("- just\n- a list\n", "mapping");
+}
+
+TEST(GranarydProcessTest, BadFlagsAndMissingConfigAreRefused) {
+  auto missing = RunGranaryd({"--config", "/no/such/granaryd.yaml"});
+  ASSERT_TRUE(missing.ok());
+  EXPECT_NE(missing->exit_code, 0);
+  EXPECT_NE(missing->stderr_text.find("/no/such/granaryd.yaml"), std::string::npos);
+  auto bad_size = RunGranaryd({"--capacity", "lots"});
+  ASSERT_TRUE(bad_size.ok());
+  EXPECT_EQ(bad_size->exit_code, 2);
+  EXPECT_NE(bad_size->stderr_text.find("--capacity"), std::string::npos) << bad_size->stderr_text;
+  auto unknown = RunGranaryd({"--frobnicate"});
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_NE(unknown->exit_code, 0);
+  EXPECT_NE(unknown->stderr_text.find("frobnicate"), std::string::npos);
+}
+
+TEST(GranarydProcessTest, ClusterMembershipFlagsSayTheyArriveWithTheCluster) {
+  auto run = RunGranaryd({"--members", "/etc/granary/members.yaml"});
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->exit_code, 2);
+  EXPECT_NE(run->stderr_text.find("arrives with the cluster"), std::string::npos)
+      << run->stderr_text;
+}
+
+TEST(GranarydProcessTest, SecondInstanceOnTheSameDataDirIsRefused) {
+  auto first = GranarydProcess::Start();
+  ASSERT_TRUE(first.ok()) << first.status();
+  TempDir other;
+  auto second =
+      RunGranaryd({"--data-dir", (*first)->data_dir(), "--socket", other.path() + "/s.sock",
+                   "--listen", "127.0.0.1:" + std::to_string(FreeTcpPort()), "--metrics-listen",
+                   "127.0.0.1:" + std::to_string(FreeTcpPort())});
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->exit_code, 1);
+  EXPECT_NE(second->stderr_text.find("another granaryd (pid " + std::to_string((*first)->pid())),
+            std::string::npos)
+      << second->stderr_text;
+  EXPECT_NE(second->stderr_text.find((*first)->data_dir()), std::string::npos);
+  // The first one is unaffected.
+  EXPECT_TRUE((*first)->MetricsText().ok());
+}
+
+TEST(GranarydProcessTest, SigtermShutsDownCleanly) {
+  auto server = GranarydProcess::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto status = (*server)->Terminate();
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_TRUE(WIFEXITED(*status));
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << (*server)->log();
+  EXPECT_FALSE(std::filesystem::exists((*server)->socket_path()));
+  EXPECT_NE((*server)->log().find("shutting down"), std::string::npos);
+  // The lock went with it: the data directory is usable again at once.
+  ASSERT_TRUE((*server)->Restart().ok());
+}
+
+TEST(GranarydProcessTest, ConfigFileSetsTheServer) {
+  TempDir dir;
+  int port = FreeTcpPort();
+  WriteSourceFile(dir.path(), "granaryd.yaml",
+                  "data_dir: " + dir.path() + "/data\nsocket: " + dir.path() +
+                      "/s.sock\nlisten: 127.0.0.1:" + std::to_string(FreeTcpPort()) +
+                      "\nmetrics_listen: 127.0.0.1:" + std::to_string(port) +
+                      "\ncapacity: 256MiB\nnode_id: node-a\ngroup: rack-1\ncache_dirs: [" +
+                      dir.path() + "/nvme0, " + dir.path() + "/nvme1]\n");
+  // Flags override the file, so GranarydProcess's data dir, socket and
+  // addresses win; the file's other values take effect.
+  GranarydOptions options;
+  options.extra_args = {"--config", dir.path() + "/granaryd.yaml"};
+  auto server = GranarydProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<v1::Granary::Stub> stub = (*server)->SocketStub();
+  grpc::ClientContext context;
+  v1::StatusResponse status;
+  ASSERT_TRUE(stub->Status(&context, v1::StatusRequest(), &status).ok());
+  ASSERT_EQ(status.nodes_size(), 1);
+  EXPECT_EQ(status.nodes(0).node_id(), "node-a");
+  EXPECT_EQ(status.nodes(0).group(), "rack-1");
+  EXPECT_EQ(status.nodes(0).capacity_bytes(), 256u << 20);
+  EXPECT_EQ(status.nodes(0).state(), "up");
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/nvme0"));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() + "/nvme1"));
+  EXPECT_EQ(*(*server)->Metric("granary_store_capacity_bytes"), 256u << 20);
+}
+
+}  // namespace
+}  // namespace granary::testing

@@ -1,0 +1,208 @@
+// The read path under concurrency and crashes: single-flight misses, prewarm
+// progress, and prewarm resumed after kill -9.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "grpcpp/client_context.h"
+#include "tests/server/server_test_util.h"
+#include "tests/support/granaryd_process.h"
+
+namespace granary::testing {
+namespace {
+
+constexpr uint32_t kChunk = 1 << 20;
+
+class ReadPathTest : public ::testing::Test {
+ protected:
+  void StartServer() {
+    auto server = GranarydProcess::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = server_->SocketStub();
+  }
+
+  // Registers `name` over the source root and returns its manifest entries.
+  std::vector<v1::ManifestEntry> Register(const std::string& name, uint32_t chunk_size) {
+    v1::DatasetInfo info;
+    grpc::Status added = AddDataset(stub_.get(), name, root_, chunk_size, &info);
+    EXPECT_TRUE(added.ok()) << added.error_message();
+    version_ = info.version();
+    std::vector<v1::ManifestEntry> entries;
+    EXPECT_TRUE(GetManifest(stub_.get(), name, 0, &entries).ok());
+    return entries;
+  }
+
+  uint64_t FileId(const std::vector<v1::ManifestEntry>& entries, const std::string& path) {
+    for (uint64_t id = 0; id < entries.size(); ++id) {
+      if (entries[id].path() == path) return id;
+    }
+    ADD_FAILURE() << "no entry " << path;
+    return 0;
+  }
+
+  TempDir source_;
+  std::string root_ = source_.path();
+  std::unique_ptr<GranarydProcess> server_;
+  std::unique_ptr<v1::Granary::Stub> stub_;
+  uint64_t version_ = 0;
+};
+
+TEST_F(ReadPathTest, SixteenConcurrentMissesOfOneChunkReadTheSourceOnce) {
+  StartServer();
+  std::string content = PatternBytes(16u << 20, 3);  // One 16 MiB chunk: a slow fetch.
+  WriteSourceFile(root_, "big.bin", content);
+  auto entries = Register("big", 16u << 20);
+  uint64_t id = FileId(entries, "big.bin");
+  std::vector<ReadResult> results(16);
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 16; ++i) {
+    readers.emplace_back([&, i] {
+      std::unique_ptr<v1::Granary::Stub> stub = server_->SocketStub();
+      results[i] = ReadChunk(stub.get(), version_, id, 0);
+    });
+  }
+  for (std::thread& reader : readers) reader.join();
+  for (const ReadResult& result : results) {
+    ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+    EXPECT_TRUE(result.data == content);
+  }
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 1);
+  EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), content.size());
+}
+
+TEST_F(ReadPathTest, PrewarmProgressIsMonotoneAndEndsAtExactlyOneHundredPercent) {
+  StartServer();
+  for (int i = 0; i < 20; ++i) {
+    WriteSourceFile(root_, "part/" + std::to_string(i), PatternBytes(kChunk + 1000 * i, i));
+  }
+  WriteSourceFile(root_, "other/x", PatternBytes(3 * kChunk, 99));
+  WriteSourceFile(root_, "empty", "");
+  auto entries = Register("train", kChunk);
+
+  v1::PrewarmRequest request;
+  request.set_name("train");
+  request.add_paths("part");
+  request.set_parallelism(4);
+  std::vector<v1::PrewarmProgress> progress;
+  grpc::Status status = Prewarm(stub_.get(), request, &progress);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_FALSE(progress.empty());
+  for (size_t i = 1; i < progress.size(); ++i) {
+    EXPECT_GE(progress[i].bytes_done(), progress[i - 1].bytes_done());
+    EXPECT_GE(progress[i].chunks_done(), progress[i - 1].chunks_done());
+    EXPECT_FALSE(progress[i - 1].finished());
+  }
+  const v1::PrewarmProgress& last = progress.back();
+  EXPECT_TRUE(last.finished());
+  EXPECT_EQ(last.chunks_total(), 39u);  // part/0 is one chunk, the 19 others two.
+  EXPECT_EQ(last.chunks_done(), last.chunks_total());
+  EXPECT_EQ(last.bytes_done(), last.bytes_total());
+  EXPECT_EQ(last.failures_size(), 0);
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 39);
+
+  // Everything is cached now: a second prewarm of the whole dataset fetches
+  // only the other directory.
+  request.clear_paths();
+  progress.clear();
+  ASSERT_TRUE(Prewarm(stub_.get(), request, &progress).ok());
+  EXPECT_EQ(progress.back().chunks_already_cached(), 39u);
+  EXPECT_EQ(progress.back().chunks_done(), 42u);
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 42);
+  EXPECT_EQ(*server_->Metric("granary_prewarm_bytes_remaining"), 0);
+
+  // Reads after prewarm are hits.
+  ReadResult read = ReadChunk(stub_.get(), version_, FileId(entries, "other/x"), 2);
+  ASSERT_TRUE(read.status.ok());
+  EXPECT_TRUE(read.from_cache);
+}
+
+TEST_F(ReadPathTest, PrewarmListsEveryFailedFileAndFinishesTheRest) {
+  StartServer();
+  WriteSourceFile(root_, "good", PatternBytes(2 * kChunk, 1));
+  WriteSourceFile(root_, "gone", PatternBytes(kChunk, 2));
+  WriteSourceFile(root_, "changed", PatternBytes(kChunk, 3));
+  Register("train", kChunk);
+  std::filesystem::remove(root_ + "/gone");
+  WriteSourceFile(root_, "changed", "different now");
+  v1::PrewarmRequest request;
+  request.set_name("train");
+  std::vector<v1::PrewarmProgress> progress;
+  ASSERT_TRUE(Prewarm(stub_.get(), request, &progress).ok());
+  const v1::PrewarmProgress& last = progress.back();
+  EXPECT_TRUE(last.finished());
+  EXPECT_EQ(last.chunks_done(), 2u);
+  ASSERT_EQ(last.failures_size(), 2);
+  std::set<std::string> failed{last.failures(0).path(), last.failures(1).path()};
+  EXPECT_EQ(failed, (std::set<std::string>{"gone", "changed"}));
+  EXPECT_NE(last.failures(0).error().find(last.failures(0).path()), std::string::npos);
+}
+
+TEST_F(ReadPathTest, PrewarmAfterKillNineFetchesOnlyTheMissingChunks) {
+  StartServer();
+  for (int i = 0; i < 64; ++i) {
+    WriteSourceFile(root_, "f" + std::to_string(i), PatternBytes(4 * kChunk, i));
+  }
+  Register("train", kChunk);
+  v1::PrewarmRequest request;
+  request.set_name("train");
+  request.set_parallelism(1);
+
+  // Kill the server as soon as the prewarm is under way.
+  {
+    grpc::ClientContext context;
+    auto reader = stub_->Prewarm(&context, request);
+    v1::PrewarmProgress progress;
+    while (reader->Read(&progress) && progress.chunks_done() == 0) {
+    }
+    ASSERT_GT(progress.chunks_done(), 0u);
+    ASSERT_LT(progress.chunks_done(), progress.chunks_total()) << "prewarm finished too soon";
+    ASSERT_TRUE(server_->Kill().ok());
+    EXPECT_FALSE(reader->Finish().ok());
+  }
+  ASSERT_TRUE(server_->Restart().ok());
+  stub_ = server_->SocketStub();
+  std::vector<v1::PrewarmProgress> progress;
+  ASSERT_TRUE(Prewarm(stub_.get(), request, &progress).ok());
+  const v1::PrewarmProgress& last = progress.back();
+  EXPECT_EQ(last.chunks_done(), 256u);
+  EXPECT_GT(last.chunks_already_cached(), 0u);
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"),
+            last.chunks_total() - last.chunks_already_cached());
+}
+
+TEST_F(ReadPathTest, CancelledPrewarmStopsServerSideWork) {
+  StartServer();
+  for (int i = 0; i < 64; ++i) {
+    WriteSourceFile(root_, "f" + std::to_string(i), PatternBytes(4 * kChunk, i));
+  }
+  Register("train", kChunk);
+  v1::PrewarmRequest request;
+  request.set_name("train");
+  request.set_parallelism(1);
+  {
+    grpc::ClientContext context;
+    auto reader = stub_->Prewarm(&context, request);
+    v1::PrewarmProgress progress;
+    while (reader->Read(&progress) && progress.chunks_done() == 0) {
+    }
+    context.TryCancel();
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  // The server notices within a progress interval and stops its workers.
+  double running = 1;
+  for (int i = 0; i < 100 && running != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    running = *server_->Metric("granary_prewarm_running");
+  }
+  EXPECT_EQ(running, 0);
+  double fetched = *server_->Metric("granary_source_reads_total");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), fetched);
+  EXPECT_LT(fetched, 256);
+}
+
+}  // namespace
+}  // namespace granary::testing

@@ -1,0 +1,50 @@
+// Helpers for granaryd's integration tests: source trees on disk and typed
+// wrappers over the gRPC calls that keep the grpc::Status for code checks.
+//
+// Thread-safety: the call wrappers are safe to use concurrently with one stub.
+#ifndef GRANARY_TESTS_SERVER_SERVER_TEST_UTIL_H_
+#define GRANARY_TESTS_SERVER_SERVER_TEST_UTIL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "proto/granary.grpc.pb.h"
+
+namespace granary::testing {
+
+// `size` bytes that differ with `seed` and position, so misplaced bytes show.
+std::string PatternBytes(size_t size, uint32_t seed);
+// Writes `content` to root/relative, creating parent directories.
+void WriteSourceFile(const std::string& root, const std::string& relative,
+                     const std::string& content);
+std::string ReadSourceFile(const std::string& path);
+
+struct ReadResult {
+  grpc::Status status;
+  std::string data;
+  bool from_cache = false;
+  int messages = 0;
+};
+ReadResult ReadChunk(v1::Granary::Stub* stub, uint64_t version, uint64_t file_id,
+                     uint32_t chunk_index, uint32_t offset = 0, uint32_t length = 0);
+
+// Reads a whole file of the manifest chunk by chunk; the first failing
+// status, if any, in `status`.
+ReadResult ReadWholeFile(v1::Granary::Stub* stub, uint64_t version, uint64_t file_id, uint64_t size,
+                         uint32_t chunk_size);
+
+grpc::Status AddDataset(v1::Granary::Stub* stub, const std::string& name, const std::string& source,
+                        uint32_t chunk_size, v1::DatasetInfo* info);
+
+// The manifest of `name` (version 0: current), all pages concatenated.
+grpc::Status GetManifest(v1::Granary::Stub* stub, const std::string& name, uint64_t version,
+                         std::vector<v1::ManifestEntry>* entries, v1::DatasetInfo* info = nullptr);
+
+// Every progress message of one prewarm.
+grpc::Status Prewarm(v1::Granary::Stub* stub, const v1::PrewarmRequest& request,
+                     std::vector<v1::PrewarmProgress>* progress);
+
+}  // namespace granary::testing
+
+#endif  // GRANARY_TESTS_SERVER_SERVER_TEST_UTIL_H_

@@ -1,0 +1,159 @@
+// Unit tests of granaryd's parts that need no running server: configuration,
+// the posix scanner, single-flight and prewarm path selection.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "cache_server/prewarm.h"
+#include "cache_server/single_flight.h"
+#include "cache_server/source/posix_scanner.h"
+#include "cache_server/source/posix_source.h"
+#include "common/config.h"
+#include "tests/server/server_test_util.h"
+#include "tests/support/granaryd_process.h"
+
+namespace granary {
+namespace {
+
+using testing::TempDir;
+using testing::WriteSourceFile;
+
+TEST(Config, YamlOverridesDefaultsKeyByKey) {
+  GranarydConfig config = DefaultGranarydConfig();
+  std::string default_socket = config.socket_path;
+  ASSERT_TRUE(ApplyConfigYaml("capacity: 2GiB\nlisten: 0.0.0.0:9000\ncache_dirs: /nvme\n"
+                              "prewarm_parallelism: 16\ngroup: rack7\n",
+                              "test.yaml", &config)
+                  .ok());
+  EXPECT_EQ(config.capacity_bytes, 2ull << 30);
+  EXPECT_EQ(config.listen, "0.0.0.0:9000");
+  EXPECT_EQ(config.cache_dirs, std::vector<std::string>{"/nvme"});
+  EXPECT_EQ(config.prewarm_parallelism, 16u);
+  EXPECT_EQ(config.group, "rack7");
+  EXPECT_EQ(config.socket_path, default_socket);
+  EXPECT_TRUE(ApplyConfigYaml("", "empty.yaml", &config).ok());
+}
+
+TEST(Config, ErrorsNameOriginKeyAndValue) {
+  GranarydConfig config;
+  absl::Status status = ApplyConfigYaml("capacity: huge\n", "my.yaml", &config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("my.yaml: key 'capacity'"), absl::string_view::npos);
+  EXPECT_NE(status.message().find("huge"), absl::string_view::npos);
+  status = ApplyConfigYaml("socket: [a, b]\n", "my.yaml", &config);
+  EXPECT_NE(status.message().find("'socket'"), absl::string_view::npos) << status;
+  status = ApplyConfigFile("/no/such.yaml", &config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+}
+
+TEST(PosixSource, RootOfAcceptsPosixUrlsAndAbsolutePathsOnly) {
+  EXPECT_EQ(*PosixRootOf("posix:///data/set/"), "/data/set");
+  EXPECT_EQ(*PosixRootOf("/data"), "/data");
+  EXPECT_EQ(*PosixRootOf("/"), "/");
+  EXPECT_FALSE(PosixRootOf("s3://bucket/prefix").ok());
+  EXPECT_FALSE(PosixRootOf("data").ok());
+  EXPECT_FALSE(PosixRootOf("posix://relative").ok());
+}
+
+TEST(PosixScanner, SymlinksStayInsideOnlyLexically) {
+  EXPECT_TRUE(SymlinkStaysInside("a/link", "b"));
+  EXPECT_TRUE(SymlinkStaysInside("a/link", "../b"));
+  EXPECT_TRUE(SymlinkStaysInside("a/b/link", "../../c/./d"));
+  EXPECT_FALSE(SymlinkStaysInside("link", "../outside"));
+  EXPECT_FALSE(SymlinkStaysInside("a/link", "../../outside"));
+  EXPECT_FALSE(SymlinkStaysInside("a/link", "/etc/passwd"));
+  EXPECT_FALSE(SymlinkStaysInside("a/link", ""));
+}
+
+TEST(PosixScanner, ScansATreeInParallelCompletely) {
+  TempDir dir;
+  for (int d = 0; d < 50; ++d) {
+    for (int f = 0; f < 40; ++f) {
+      WriteSourceFile(dir.path(), "d" + std::to_string(d) + "/s/f" + std::to_string(f),
+                      std::string(f, 'x'));
+    }
+  }
+  auto started = std::chrono::steady_clock::now();
+  auto entries = ScanPosixTree(dir.path(), 8);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  size_t files = 0, dirs = 0;
+  for (const ManifestEntry& entry : *entries) {
+    (entry.type == EntryType::kFile ? files : dirs)++;
+  }
+  EXPECT_EQ(files, 2000u);
+  EXPECT_EQ(dirs, 1u + 50 + 50);
+  // 1 million files must register in under 60 s; this is 1/500 of that.
+  EXPECT_LT(seconds, 60.0 / 500);
+}
+
+TEST(PosixScanner, MissingRootIsNotFound) {
+  auto entries = ScanPosixTree("/no/such/dir", 4);
+  EXPECT_EQ(entries.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(entries.status().message().find("/no/such/dir"), absl::string_view::npos);
+}
+
+TEST(SingleFlight, ConcurrentCallersShareOneCall) {
+  SingleFlight<int, int> flights;
+  std::atomic<int> calls{0};
+  std::atomic<int> arrived{0};
+  std::vector<std::thread> threads;
+  std::vector<int> results(16);
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      arrived.fetch_add(1);
+      results[i] = flights.Do(7, [&] {
+        // Hold the flight open until every caller has arrived.
+        while (arrived.load() < 16) std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        return ++calls * 100;
+      });
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(calls.load(), 1);
+  for (int result : results) EXPECT_EQ(result, 100);
+  // Once done, a new call runs again.
+  EXPECT_EQ(flights.Do(7, [&] { return ++calls * 100; }), 200);
+}
+
+TEST(Prewarm, SelectFilesTakesDirectoriesWholeAndOnlyThem) {
+  std::vector<ManifestEntry> entries;
+  auto add = [&](std::string path, EntryType type) {
+    ManifestEntry entry;
+    entry.path = std::move(path);
+    entry.type = type;
+    entries.push_back(std::move(entry));
+  };
+  add("", EntryType::kDirectory);
+  add("a", EntryType::kDirectory);
+  add("a/x", EntryType::kFile);
+  add("a/y/z", EntryType::kFile);
+  add("a/y", EntryType::kDirectory);
+  add("a-b", EntryType::kFile);
+  add("ab", EntryType::kFile);
+  add("b", EntryType::kFile);
+  auto manifest = Manifest::Build({"d", "/src", 1 << 20}, entries);
+  ASSERT_TRUE(manifest.ok());
+  auto paths_of = [&](std::vector<std::string> paths) {
+    std::vector<std::string> out;
+    absl::StatusOr<std::vector<uint64_t>> selected = SelectFiles(*manifest, paths);
+    EXPECT_TRUE(selected.ok()) << selected.status();
+    for (uint64_t id : selected.value_or(std::vector<uint64_t>{})) {
+      out.push_back(manifest->entries()[id].path);
+    }
+    return out;
+  };
+  EXPECT_EQ(paths_of({"a"}), (std::vector<std::string>{"a/x", "a/y/z"}));
+  EXPECT_EQ(paths_of({"a/y/", "b"}), (std::vector<std::string>{"a/y/z", "b"}));
+  EXPECT_EQ(paths_of({}).size(), 5u);
+  EXPECT_EQ(SelectFiles(*manifest, {"c"}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(SelectFiles(*manifest, {"../a"}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace granary
