@@ -7,10 +7,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
+#include "common/cluster_token.h"
 #include "common/defaults.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/client_interceptor.h"
 
 namespace granary {
 
@@ -21,25 +23,67 @@ std::string ResolveServerAddress(std::string_view explicit_address) {
   return absl::StrCat("unix:", DefaultSocketPath());
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(std::string_view address) {
+namespace {
+
+// Adds the cluster token to the initial metadata of every call.
+class TokenInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit TokenInterceptor(const std::string* bearer) : bearer_(bearer) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace(kAuthorizationMetadata, *bearer_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* bearer_;
+};
+
+class TokenInterceptorFactory : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptorFactory(std::string_view token) : bearer_(BearerValue(token)) {}
+
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new TokenInterceptor(&bearer_);
+  }
+
+ private:
+  const std::string bearer_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(std::string_view address,
+                                                           std::string_view cluster_token) {
   if (absl::StartsWith(AsAbsl(address), "unix:")) {
     if (address.size() == 5) {
-      return absl::InvalidArgumentError(absl::StrCat("server address '", AsAbsl(address),
-                                                     "' names no socket path"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("server address '", AsAbsl(address), "' names no socket path"));
     }
   } else {
     size_t colon = address.rfind(':');
     uint32_t port = 0;
     if (colon == std::string_view::npos || colon == 0 ||
         !absl::SimpleAtoi(AsAbsl(address.substr(colon + 1)), &port) || port == 0 || port > 65535) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "server address '", AsAbsl(address), "' is neither unix:PATH nor HOST:PORT"));
+      return absl::InvalidArgumentError(absl::StrCat("server address '", AsAbsl(address),
+                                                     "' is neither unix:PATH nor HOST:PORT"));
     }
   }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  return grpc::CreateCustomChannel(std::string(address), grpc::InsecureChannelCredentials(), args);
+  if (cluster_token.empty()) {
+    return grpc::CreateCustomChannel(std::string(address), grpc::InsecureChannelCredentials(),
+                                     args);
+  }
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<TokenInterceptorFactory>(cluster_token));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      std::string(address), grpc::InsecureChannelCredentials(), args, std::move(interceptors));
 }
 
 }  // namespace granary

@@ -28,8 +28,10 @@ inline constexpr int kMaxMessageBytes = 72 << 20;
 std::string ResolveServerAddress(std::string_view explicit_address);
 
 // Fails with INVALID_ARGUMENT naming the address unless it is "unix:PATH" or
-// "HOST:PORT".
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(std::string_view address);
+// "HOST:PORT". With a non-empty `cluster_token` every call on the channel
+// carries it (common/cluster_token.h).
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(std::string_view address,
+                                                           std::string_view cluster_token = {});
 
 }  // namespace granary
 
