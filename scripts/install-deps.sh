@@ -12,6 +12,7 @@ packages=(
   etcd-server
   python3 curl procps psmisc
   python3-torch bindfs
+  slurm-wlm munge
 )
 
 missing=()
