@@ -191,6 +191,8 @@ class SegmentChunkStore final : public ChunkStore {
   absl::Status WriteChunk(SegmentFile& file, uint64_t offset, std::string_view data);
   // The chunk's bytes; DATA_LOSS when they do not match its checksum.
   absl::StatusOr<std::string> ReadVerified(SegmentFile& file, const v1::ChunkLocation& location);
+  // Reads the chunk into `out` (location.length() bytes) and verifies it.
+  absl::Status ReadVerifiedInto(SegmentFile& file, const v1::ChunkLocation& location, char* out);
 
   const StoreOptions options_;
   const std::unique_ptr<ChunkIndex> index_;
@@ -361,31 +363,46 @@ absl::Status SegmentChunkStore::WriteChunk(SegmentFile& file, uint64_t offset,
 
 absl::StatusOr<std::string> SegmentChunkStore::ReadVerified(SegmentFile& file,
                                                             const v1::ChunkLocation& location) {
-  std::string data(location.length(), '\0');
+  absl::Status status;
+  std::string data;
+  // Filled in place: zeroing a multi-megabyte string first would cost as
+  // much as a third of a page-cache read.
+  data.resize_and_overwrite(location.length(), [&](char* out, size_t length) {
+    status = ReadVerifiedInto(file, location, out);
+    return length;
+  });
+  GRANARY_RETURN_IF_ERROR(status);
+  return data;
+}
+
+absl::Status SegmentChunkStore::ReadVerifiedInto(SegmentFile& file,
+                                                 const v1::ChunkLocation& location, char* out) {
+  const uint64_t length = location.length();
   Xxh3Stream hash;
   absl::Status status;
   if (file.direct_io()) {
-    std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(location.length());
+    std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(length);
     uint64_t copied = 0;
-    status =
-        io_->Read(file.fd(), location.offset(), {buffer->data(), RoundUpToBlock(location.length())},
-                  [&](const char* piece, uint64_t length) {
-                    const uint64_t useful = std::min(length, data.size() - copied);
-                    std::memcpy(data.data() + copied, piece, useful);
-                    hash.Update(piece, useful);
-                    copied += useful;
-                  });
+    status = io_->Read(file.fd(), /*direct=*/true, location.offset(),
+                       {buffer->data(), RoundUpToBlock(length)},
+                       [&](const char* piece, uint64_t piece_length) {
+                         const uint64_t useful = std::min(piece_length, length - copied);
+                         std::memcpy(out + copied, piece, useful);
+                         hash.Update(piece, useful);
+                         copied += useful;
+                       });
     buffers_.Give(std::move(buffer));
   } else {
-    status = io_->Read(file.fd(), location.offset(), {data.data(), data.size()},
-                       [&](const char* piece, uint64_t length) { hash.Update(piece, length); });
+    status = io_->Read(
+        file.fd(), /*direct=*/false, location.offset(), {out, length},
+        [&](const char* piece, uint64_t piece_length) { hash.Update(piece, piece_length); });
   }
   GRANARY_RETURN_IF_ERROR(status);
   if (hash.Digest() != location.xxh3()) {
     return absl::DataLossError(
         absl::StrCat("checksum mismatch in ", file.path(), " at offset ", location.offset()));
   }
-  return data;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> SegmentChunkStore::Read(const ChunkKey& key) {
@@ -610,7 +627,8 @@ absl::Status SegmentChunkStore::Recover() {
     for (const auto& [key, location] : chunks[id]) {
       if (!was_sealed) {
         verified++;
-        if (!ReadVerified(*file, location).ok()) {
+        if (auto data = ReadVerified(*file, location); !data.ok()) {
+          if (data.status().code() == absl::StatusCode::kDataLoss) checksum_failures_++;
           dropped++;
           GRANARY_RETURN_IF_ERROR(index_->Delete(key, id));
           continue;

@@ -1,8 +1,8 @@
-// IoEngine moves chunk bytes between memory and segment files. A chunk is
-// split into pieces of kIoPieceBytes that are in flight together (io_uring,
-// up to the queue depth) or read one after another (pread), and a reader sees
-// each piece, in file order, as soon as it has landed: the store checksums a
-// chunk while the rest of it is still being read.
+// IoEngine moves chunk bytes between memory and segment files. A transfer is
+// split into pieces (PieceBytes) that are in flight together (io_uring, up to
+// the queue depth) or done one after another (pread), and a reader sees each
+// piece, in file order, as soon as it has landed: the store checksums a chunk
+// while the rest of it is still being read.
 //
 // Create() prefers io_uring and falls back to pread(2)/pwrite(2) when
 // io_uring_queue_init fails (some hosts forbid io_uring), logging that once.
@@ -21,9 +21,17 @@
 
 namespace granary::store {
 
-// Large enough for NVMe to stream at full speed, small enough that a piece is
-// still in the CPU cache when it is checksummed.
-inline constexpr uint64_t kIoPieceBytes = 256 << 10;
+// Pieces are large enough for NVMe to stream at full speed and small enough to
+// still be in the CPU cache when they are checksummed; a small chunk is still
+// cut in four, so that checksumming overlaps its reading too.
+inline constexpr uint64_t kMaxPieceBytes = 256 << 10;
+inline constexpr uint64_t kMinPieceBytes = 32 << 10;
+
+inline constexpr uint64_t PieceBytes(uint64_t transfer_bytes) {
+  const uint64_t quarter = (transfer_bytes / 4 + 4095) / 4096 * 4096;
+  return quarter < kMinPieceBytes ? kMinPieceBytes
+                                  : (quarter > kMaxPieceBytes ? kMaxPieceBytes : quarter);
+}
 
 class IoEngine {
  public:
@@ -36,10 +44,11 @@ class IoEngine {
 
   virtual ~IoEngine() = default;
 
-  // Reads exactly dest.size() bytes at `offset` of `fd` into `dest`. For an
-  // O_DIRECT descriptor, `dest`, `offset` and the size must be block-aligned.
-  // DATA_LOSS if the file ends first.
-  virtual absl::Status Read(int fd, uint64_t offset, std::span<char> dest, PieceSink on_piece) = 0;
+  // Reads exactly dest.size() bytes at `offset` of `fd` into `dest`. `direct`
+  // says `fd` was opened with O_DIRECT; then `dest`, `offset` and the size
+  // must be block-aligned. DATA_LOSS if the file ends first.
+  virtual absl::Status Read(int fd, bool direct, uint64_t offset, std::span<char> dest,
+                            PieceSink on_piece) = 0;
 
   // Writes all of `src` at `offset` of `fd`; RESOURCE_EXHAUSTED when the disk
   // is full.

@@ -13,16 +13,18 @@ namespace {
 
 class PreadIoEngine final : public IoEngine {
  public:
-  absl::Status Read(int fd, uint64_t offset, std::span<char> dest, PieceSink on_piece) override;
+  absl::Status Read(int fd, bool direct, uint64_t offset, std::span<char> dest,
+                    PieceSink on_piece) override;
   absl::Status Write(int fd, uint64_t offset, std::span<const char> src) override;
   std::string_view name() const override { return "pread"; }
 };
 
-absl::Status PreadIoEngine::Read(int fd, uint64_t offset, std::span<char> dest,
+absl::Status PreadIoEngine::Read(int fd, bool /*direct*/, uint64_t offset, std::span<char> dest,
                                  PieceSink on_piece) {
+  const uint64_t piece_bytes = PieceBytes(dest.size());
   uint64_t done = 0;
   while (done < dest.size()) {
-    const uint64_t piece = std::min<uint64_t>(kIoPieceBytes, dest.size() - done);
+    const uint64_t piece = std::min<uint64_t>(piece_bytes, dest.size() - done);
     uint64_t landed = 0;
     while (landed < piece) {
       const ssize_t n = ::pread(fd, dest.data() + done + landed, piece - landed,

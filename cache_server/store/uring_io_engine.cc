@@ -24,12 +24,22 @@ struct Ring {
 
 class UringIoEngine final : public IoEngine {
  public:
+  enum class Kind {
+    kWrite,
+    kDirectRead,
+    // Served from the page cache, or read into it, by io_uring's kernel
+    // workers (IOSQE_ASYNC): their copying on one core overlaps with the
+    // caller checksumming earlier pieces on another.
+    kBufferedRead,
+  };
+
   explicit UringIoEngine(unsigned queue_depth) : queue_depth_(queue_depth) {}
 
   absl::StatusOr<std::unique_ptr<Ring>> NewRing() const;
   void Return(std::unique_ptr<Ring> ring);
 
-  absl::Status Read(int fd, uint64_t offset, std::span<char> dest, PieceSink on_piece) override;
+  absl::Status Read(int fd, bool direct, uint64_t offset, std::span<char> dest,
+                    PieceSink on_piece) override;
   absl::Status Write(int fd, uint64_t offset, std::span<const char> src) override;
   std::string_view name() const override { return "io_uring"; }
 
@@ -40,7 +50,7 @@ class UringIoEngine final : public IoEngine {
   // sees them in order. Sets `ring_reusable` to false when the ring failed
   // with requests possibly still in flight: it is then torn down, never
   // reused.
-  absl::Status Transfer(Ring& ring, bool write, int fd, uint64_t offset, char* buffer,
+  absl::Status Transfer(Ring& ring, Kind kind, int fd, uint64_t offset, char* buffer,
                         uint64_t length, const PieceSink* on_piece, bool& ring_reusable);
 
   const unsigned queue_depth_;
@@ -75,12 +85,12 @@ void UringIoEngine::Return(std::unique_ptr<Ring> ring) {
   idle_.push_back(std::move(ring));
 }
 
-absl::Status UringIoEngine::Read(int fd, uint64_t offset, std::span<char> dest,
+absl::Status UringIoEngine::Read(int fd, bool direct, uint64_t offset, std::span<char> dest,
                                  PieceSink on_piece) {
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Ring> ring, Borrow());
   bool ring_reusable = true;
-  absl::Status status = Transfer(*ring, /*write=*/false, fd, offset, dest.data(), dest.size(),
-                                 &on_piece, ring_reusable);
+  absl::Status status = Transfer(*ring, direct ? Kind::kDirectRead : Kind::kBufferedRead, fd,
+                                 offset, dest.data(), dest.size(), &on_piece, ring_reusable);
   if (ring_reusable) Return(std::move(ring));
   return status;
 }
@@ -89,19 +99,19 @@ absl::Status UringIoEngine::Write(int fd, uint64_t offset, std::span<const char>
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Ring> ring, Borrow());
   bool ring_reusable = true;
   // The kernel only reads from the buffer of a write.
-  absl::Status status = Transfer(*ring, /*write=*/true, fd, offset, const_cast<char*>(src.data()),
+  absl::Status status = Transfer(*ring, Kind::kWrite, fd, offset, const_cast<char*>(src.data()),
                                  src.size(), nullptr, ring_reusable);
   if (ring_reusable) Return(std::move(ring));
   return status;
 }
 
-absl::Status UringIoEngine::Transfer(Ring& ring, bool write, int fd, uint64_t offset, char* buffer,
+absl::Status UringIoEngine::Transfer(Ring& ring, Kind kind, int fd, uint64_t offset, char* buffer,
                                      uint64_t length, const PieceSink* on_piece,
                                      bool& ring_reusable) {
-  const uint64_t count = (length + kIoPieceBytes - 1) / kIoPieceBytes;
-  auto piece_length = [&](uint64_t i) {
-    return std::min(kIoPieceBytes, length - i * kIoPieceBytes);
-  };
+  const bool write = kind == Kind::kWrite;
+  const uint64_t piece_bytes = PieceBytes(length);
+  const uint64_t count = (length + piece_bytes - 1) / piece_bytes;
+  auto piece_length = [&](uint64_t i) { return std::min(piece_bytes, length - i * piece_bytes); };
   std::vector<uint64_t> landed(count, 0);  // Bytes of each piece transferred so far.
   uint64_t next_to_submit = 0;
   uint64_t next_to_deliver = 0;
@@ -112,12 +122,13 @@ absl::Status UringIoEngine::Transfer(Ring& ring, bool write, int fd, uint64_t of
   // queue_depth_ pieces are in flight.
   auto queue = [&](uint64_t i) {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring.ring);
-    const uint64_t at = i * kIoPieceBytes + landed[i];
+    const uint64_t at = i * piece_bytes + landed[i];
     const unsigned bytes = static_cast<unsigned>(piece_length(i) - landed[i]);
     if (write) {
       io_uring_prep_write(sqe, fd, buffer + at, bytes, offset + at);
     } else {
       io_uring_prep_read(sqe, fd, buffer + at, bytes, offset + at);
+      if (kind == Kind::kBufferedRead) io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
     }
     io_uring_sqe_set_data64(sqe, i);
     ++in_flight;
@@ -148,7 +159,7 @@ absl::Status UringIoEngine::Transfer(Ring& ring, bool write, int fd, uint64_t of
       } else if (cqe->res == 0) {
         if (status.ok()) {
           status = absl::DataLossError(absl::StrCat(
-              "segment ends at ", offset + i * kIoPieceBytes + landed[i], ", inside a chunk"));
+              "segment ends at ", offset + i * piece_bytes + landed[i], ", inside a chunk"));
         }
       } else {
         landed[i] += static_cast<uint64_t>(cqe->res);
@@ -159,7 +170,7 @@ absl::Status UringIoEngine::Transfer(Ring& ring, bool write, int fd, uint64_t of
     while (status.ok() && next_to_deliver < count &&
            landed[next_to_deliver] == piece_length(next_to_deliver)) {
       if (on_piece != nullptr) {
-        (*on_piece)(buffer + next_to_deliver * kIoPieceBytes, piece_length(next_to_deliver));
+        (*on_piece)(buffer + next_to_deliver * piece_bytes, piece_length(next_to_deliver));
       }
       ++next_to_deliver;
     }
