@@ -349,16 +349,17 @@ absl::Status SegmentChunkStore::WriteChunk(SegmentFile& file, uint64_t offset,
     const uint64_t padded = RoundUpToBlock(data.size());
     std::memcpy(buffer->data(), data.data(), data.size());
     std::memset(buffer->data() + data.size(), 0, padded - data.size());
-    absl::Status written = io_->Write(file.fd(), offset, {buffer->data(), padded});
+    absl::Status written = io_->Write(file.fd(), /*direct=*/true, offset, {buffer->data(), padded});
     buffers_.Give(std::move(buffer));
     return written;
   }
   const uint64_t whole_blocks = data.size() / kBlockBytes * kBlockBytes;
-  GRANARY_RETURN_IF_ERROR(io_->Write(file.fd(), offset, {data.data(), whole_blocks}));
+  GRANARY_RETURN_IF_ERROR(
+      io_->Write(file.fd(), /*direct=*/false, offset, {data.data(), whole_blocks}));
   if (whole_blocks == data.size()) return absl::OkStatus();
   char last_block[kBlockBytes] = {};
   std::memcpy(last_block, data.data() + whole_blocks, data.size() - whole_blocks);
-  return io_->Write(file.fd(), offset + whole_blocks, {last_block, kBlockBytes});
+  return io_->Write(file.fd(), /*direct=*/false, offset + whole_blocks, {last_block, kBlockBytes});
 }
 
 absl::StatusOr<std::string> SegmentChunkStore::ReadVerified(SegmentFile& file,

@@ -21,16 +21,21 @@
 
 namespace granary::store {
 
-// Pieces are large enough for NVMe to stream at full speed and small enough to
-// still be in the CPU cache when they are checksummed; a small chunk is still
-// cut in four, so that checksumming overlaps its reading too.
-inline constexpr uint64_t kMaxPieceBytes = 256 << 10;
-inline constexpr uint64_t kMinPieceBytes = 32 << 10;
+// Pieces read through the page cache are small enough to still be in the CPU
+// cache when they are checksummed, and a small chunk is still cut in four, so
+// that checksumming overlaps with reading. O_DIRECT pieces go to the device as
+// they are, so they are larger: the device is the bottleneck, and it serves
+// few large requests faster than many small ones.
+inline constexpr uint64_t kMaxBufferedPieceBytes = 256 << 10;
+inline constexpr uint64_t kMinBufferedPieceBytes = 32 << 10;
+inline constexpr uint64_t kMaxDirectPieceBytes = 1 << 20;
 
-inline constexpr uint64_t PieceBytes(uint64_t transfer_bytes) {
+inline constexpr uint64_t PieceBytes(uint64_t transfer_bytes, bool direct) {
+  if (direct) return kMaxDirectPieceBytes;
   const uint64_t quarter = (transfer_bytes / 4 + 4095) / 4096 * 4096;
-  return quarter < kMinPieceBytes ? kMinPieceBytes
-                                  : (quarter > kMaxPieceBytes ? kMaxPieceBytes : quarter);
+  return quarter < kMinBufferedPieceBytes
+             ? kMinBufferedPieceBytes
+             : (quarter > kMaxBufferedPieceBytes ? kMaxBufferedPieceBytes : quarter);
 }
 
 class IoEngine {
@@ -50,9 +55,9 @@ class IoEngine {
   virtual absl::Status Read(int fd, bool direct, uint64_t offset, std::span<char> dest,
                             PieceSink on_piece) = 0;
 
-  // Writes all of `src` at `offset` of `fd`; RESOURCE_EXHAUSTED when the disk
-  // is full.
-  virtual absl::Status Write(int fd, uint64_t offset, std::span<const char> src) = 0;
+  // Writes all of `src` at `offset` of `fd` (with the alignment rules of Read
+  // when `direct`); RESOURCE_EXHAUSTED when the disk is full.
+  virtual absl::Status Write(int fd, bool direct, uint64_t offset, std::span<const char> src) = 0;
 
   // "io_uring" or "pread".
   virtual std::string_view name() const = 0;

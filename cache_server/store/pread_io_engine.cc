@@ -15,13 +15,13 @@ class PreadIoEngine final : public IoEngine {
  public:
   absl::Status Read(int fd, bool direct, uint64_t offset, std::span<char> dest,
                     PieceSink on_piece) override;
-  absl::Status Write(int fd, uint64_t offset, std::span<const char> src) override;
+  absl::Status Write(int fd, bool direct, uint64_t offset, std::span<const char> src) override;
   std::string_view name() const override { return "pread"; }
 };
 
-absl::Status PreadIoEngine::Read(int fd, bool /*direct*/, uint64_t offset, std::span<char> dest,
+absl::Status PreadIoEngine::Read(int fd, bool direct, uint64_t offset, std::span<char> dest,
                                  PieceSink on_piece) {
-  const uint64_t piece_bytes = PieceBytes(dest.size());
+  const uint64_t piece_bytes = PieceBytes(dest.size(), direct);
   uint64_t done = 0;
   while (done < dest.size()) {
     const uint64_t piece = std::min<uint64_t>(piece_bytes, dest.size() - done);
@@ -43,7 +43,8 @@ absl::Status PreadIoEngine::Read(int fd, bool /*direct*/, uint64_t offset, std::
   return absl::OkStatus();
 }
 
-absl::Status PreadIoEngine::Write(int fd, uint64_t offset, std::span<const char> src) {
+absl::Status PreadIoEngine::Write(int fd, bool /*direct*/, uint64_t offset,
+                                  std::span<const char> src) {
   uint64_t done = 0;
   while (done < src.size()) {
     const ssize_t n =

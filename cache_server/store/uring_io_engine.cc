@@ -24,15 +24,6 @@ struct Ring {
 
 class UringIoEngine final : public IoEngine {
  public:
-  enum class Kind {
-    kWrite,
-    kDirectRead,
-    // Served from the page cache, or read into it, by io_uring's kernel
-    // workers (IOSQE_ASYNC): their copying on one core overlaps with the
-    // caller checksumming earlier pieces on another.
-    kBufferedRead,
-  };
-
   explicit UringIoEngine(unsigned queue_depth) : queue_depth_(queue_depth) {}
 
   absl::StatusOr<std::unique_ptr<Ring>> NewRing() const;
@@ -40,17 +31,19 @@ class UringIoEngine final : public IoEngine {
 
   absl::Status Read(int fd, bool direct, uint64_t offset, std::span<char> dest,
                     PieceSink on_piece) override;
-  absl::Status Write(int fd, uint64_t offset, std::span<const char> src) override;
+  absl::Status Write(int fd, bool direct, uint64_t offset, std::span<const char> src) override;
   std::string_view name() const override { return "io_uring"; }
 
  private:
   absl::StatusOr<std::unique_ptr<Ring>> Borrow();
 
   // Reads into, or writes from, `buffer` in pieces; `on_piece` (reads only)
-  // sees them in order. Sets `ring_reusable` to false when the ring failed
-  // with requests possibly still in flight: it is then torn down, never
+  // sees them in order. Buffered reads are handed to io_uring's kernel
+  // workers (IOSQE_ASYNC): their copying from the page cache on one core
+  // overlaps with the caller checksumming earlier pieces on another. Sets `ring_reusable` to false
+  // when the ring failed with requests possibly still in flight: it is then torn down, never
   // reused.
-  absl::Status Transfer(Ring& ring, Kind kind, int fd, uint64_t offset, char* buffer,
+  absl::Status Transfer(Ring& ring, bool write, bool direct, int fd, uint64_t offset, char* buffer,
                         uint64_t length, const PieceSink* on_piece, bool& ring_reusable);
 
   const unsigned queue_depth_;
@@ -89,27 +82,26 @@ absl::Status UringIoEngine::Read(int fd, bool direct, uint64_t offset, std::span
                                  PieceSink on_piece) {
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Ring> ring, Borrow());
   bool ring_reusable = true;
-  absl::Status status = Transfer(*ring, direct ? Kind::kDirectRead : Kind::kBufferedRead, fd,
-                                 offset, dest.data(), dest.size(), &on_piece, ring_reusable);
+  absl::Status status = Transfer(*ring, /*write=*/false, direct, fd, offset, dest.data(),
+                                 dest.size(), &on_piece, ring_reusable);
   if (ring_reusable) Return(std::move(ring));
   return status;
 }
 
-absl::Status UringIoEngine::Write(int fd, uint64_t offset, std::span<const char> src) {
+absl::Status UringIoEngine::Write(int fd, bool direct, uint64_t offset, std::span<const char> src) {
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<Ring> ring, Borrow());
   bool ring_reusable = true;
   // The kernel only reads from the buffer of a write.
-  absl::Status status = Transfer(*ring, Kind::kWrite, fd, offset, const_cast<char*>(src.data()),
-                                 src.size(), nullptr, ring_reusable);
+  absl::Status status = Transfer(*ring, /*write=*/true, direct, fd, offset,
+                                 const_cast<char*>(src.data()), src.size(), nullptr, ring_reusable);
   if (ring_reusable) Return(std::move(ring));
   return status;
 }
 
-absl::Status UringIoEngine::Transfer(Ring& ring, Kind kind, int fd, uint64_t offset, char* buffer,
-                                     uint64_t length, const PieceSink* on_piece,
+absl::Status UringIoEngine::Transfer(Ring& ring, bool write, bool direct, int fd, uint64_t offset,
+                                     char* buffer, uint64_t length, const PieceSink* on_piece,
                                      bool& ring_reusable) {
-  const bool write = kind == Kind::kWrite;
-  const uint64_t piece_bytes = PieceBytes(length);
+  const uint64_t piece_bytes = PieceBytes(length, direct);
   const uint64_t count = (length + piece_bytes - 1) / piece_bytes;
   auto piece_length = [&](uint64_t i) { return std::min(piece_bytes, length - i * piece_bytes); };
   std::vector<uint64_t> landed(count, 0);  // Bytes of each piece transferred so far.
@@ -128,7 +120,7 @@ absl::Status UringIoEngine::Transfer(Ring& ring, Kind kind, int fd, uint64_t off
       io_uring_prep_write(sqe, fd, buffer + at, bytes, offset + at);
     } else {
       io_uring_prep_read(sqe, fd, buffer + at, bytes, offset + at);
-      if (kind == Kind::kBufferedRead) io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
+      if (!direct) io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
     }
     io_uring_sqe_set_data64(sqe, i);
     ++in_flight;
