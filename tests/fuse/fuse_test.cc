@@ -196,7 +196,7 @@ class FuseReadTest : public MountedTree {
     WriteFile(source_ + "/odd", RandomBytes(3 * kChunk + 17, 4));
     for (int i = 0; i < 4; ++i) {
       WriteFile(source_ + "/big" + std::to_string(i) + ".bin",
-                RandomBytes(48 * kChunk + i, 10 + i));
+                RandomBytes(24 * kChunk + i, 10 + i));
     }
     for (int i = 0; i < 300; ++i) {
       WriteFile(source_ + "/samples/s" + std::to_string(i), RandomBytes(1 + (i * 977) % 65536, i));

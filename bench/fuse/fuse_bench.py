@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""End-to-end benchmark of granary-fuse, in one run on the same files.
+
+  1 MiB sequential and 128 KiB random reads of one file
+    - through granary-fuse, chunks in granaryd's local cache, the mount's page
+      cache dropped (posix_fadvise DONTNEED on the mount's file);
+    - through bindfs over the source (its page cache dropped the same way);
+    - straight from the source file, warm in the page cache;
+  a repeated read through granary-fuse (keep_cache: the kernel's page cache);
+  stat latency (first stat of a file: a FUSE lookup; and a cached stat);
+  time to mount a dataset of FILES files until a file in it can be stat()ed.
+
+Usage (as root; installs bindfs if missing):
+  /usr/bin/python3 bench/fuse/fuse_bench.py [--build build] [--size-mib 1024]
+      [--files 1000000] [--workdir /var/tmp/granary-fuse-bench]
+Prints one line per measurement and the ratios against the targets.
+"""
+import argparse
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+MIB = 1 << 20
+
+
+def log(text):
+    print(text, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise RuntimeError("timed out waiting for " + what)
+
+
+def drop_file_cache(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def sequential_read(path, block):
+    buf = bytearray(block)
+    view = memoryview(buf)
+    fd = os.open(path, os.O_RDONLY)
+    total = 0
+    start = time.perf_counter()
+    while True:
+        n = os.readv(fd, [view])
+        if n == 0:
+            break
+        total += n
+    elapsed = time.perf_counter() - start
+    os.close(fd)
+    return total / elapsed / 1e9
+
+
+def random_read(path, block, seed=7):
+    size = os.path.getsize(path)
+    offsets = [i * block for i in range(size // block)]
+    random.Random(seed).shuffle(offsets)
+    buf = bytearray(block)
+    fd = os.open(path, os.O_RDONLY)
+    start = time.perf_counter()
+    total = 0
+    for offset in offsets:
+        total += os.preadv(fd, [buf], offset)
+    elapsed = time.perf_counter() - start
+    os.close(fd)
+    return total / elapsed / 1e9
+
+
+def stat_latency_us(paths):
+    start = time.perf_counter()
+    for path in paths:
+        os.stat(path)
+    return (time.perf_counter() - start) / len(paths) * 1e6
+
+
+class Granaryd:
+    def __init__(self, build, workdir):
+        self.socket = os.path.join(workdir, "granaryd.sock")
+        self.address = "unix:" + self.socket
+        self.log = open(os.path.join(workdir, "granaryd.log"), "w")
+        self.proc = subprocess.Popen(
+            [os.path.join(build, "granaryd"), "--data-dir", os.path.join(workdir, "data"),
+             "--socket", self.socket, "--listen", "127.0.0.1:%d" % free_port(),
+             "--metrics-listen", "127.0.0.1:%d" % free_port(), "--capacity", "16GiB"],
+            stderr=self.log, stdout=self.log)
+        self.cli = [os.path.join(build, "granary"), "--server", self.address]
+        wait_for(lambda: subprocess.run(self.cli + ["status"], capture_output=True).returncode == 0,
+                 30, "granaryd")
+
+    def add(self, name, source, chunk_size):
+        subprocess.run(self.cli + ["dataset", "add", name, source, "--chunk-size", chunk_size],
+                       check=True, capture_output=True)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def unmount(path):
+    if subprocess.run(["fusermount3", "-u", path], capture_output=True).returncode != 0:
+        subprocess.run(["fusermount", "-u", path], capture_output=True)
+        subprocess.run(["fusermount3", "-uz", path], capture_output=True)
+
+
+def mount_granary(build, server, mountpoint, dataset, extra=()):
+    """Mounts (the process detaches once ready) and returns seconds taken."""
+    os.makedirs(mountpoint, exist_ok=True)
+    start = time.perf_counter()
+    subprocess.run([os.path.join(build, "granary-fuse"), mountpoint, "--server", server,
+                    "--dataset", dataset, *extra], check=True)
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--files", type=int, default=1000000)
+    parser.add_argument("--workdir", default="/var/tmp/granary-fuse-bench")
+    args = parser.parse_args()
+    build = os.path.abspath(args.build)
+    if shutil.which("bindfs") is None:
+        subprocess.run(["apt-get", "install", "-y", "-qq", "bindfs"], check=True)
+
+    work = args.workdir
+    for mnt in ("mnt", "bindfs", "mnt1m"):
+        unmount(os.path.join(work, mnt))
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.join(work, "src"))
+    data_file = os.path.join(work, "src", "data.bin")
+    with open(data_file, "wb") as f:
+        for _ in range(args.size_mib):
+            f.write(os.urandom(MIB))
+    server = Granaryd(build, work)
+    mnt = os.path.join(work, "mnt")
+    bind = os.path.join(work, "bindfs")
+    mnt1m = os.path.join(work, "mnt1m")
+    results = {}
+    try:
+        server.add("bench", os.path.join(work, "src"), "4MiB")
+        mount_granary(build, server.address, mnt, "bench")
+        os.makedirs(bind)
+        subprocess.run(["bindfs", os.path.join(work, "src"), bind], check=True)
+        via_mount = os.path.join(mnt, "bench", "data.bin")
+        via_bindfs = os.path.join(bind, "data.bin")
+
+        # Fill granaryd's cache (the first read goes through to the source)
+        # and the source's page cache.
+        sequential_read(via_mount, MIB)
+        sequential_read(data_file, MIB)
+
+        results["direct_seq"] = sequential_read(data_file, MIB)
+        results["direct_rand"] = random_read(data_file, 128 << 10)
+        drop_file_cache(via_mount)
+        results["granary_seq"] = sequential_read(via_mount, MIB)
+        results["granary_repeat"] = sequential_read(via_mount, MIB)
+        drop_file_cache(via_mount)
+        results["granary_rand"] = random_read(via_mount, 128 << 10)
+        drop_file_cache(via_bindfs)
+        results["bindfs_seq"] = sequential_read(via_bindfs, MIB)
+        drop_file_cache(via_bindfs)
+        results["bindfs_rand"] = random_read(via_bindfs, 128 << 10)
+        for key in ("direct_seq", "direct_rand", "granary_seq", "granary_repeat", "granary_rand",
+                    "bindfs_seq", "bindfs_rand"):
+            log("%-16s %6.2f GB/s" % (key, results[key]))
+
+        # Stat latency over a many-file dataset.
+        small = os.path.join(work, "small")
+        names = ["d%03d/f%05d" % (i % 100, i) for i in range(args.files)]
+        for d in range(min(100, args.files)):
+            os.makedirs(os.path.join(small, "d%03d" % d), exist_ok=True)
+        for name in names:
+            os.close(os.open(os.path.join(small, name), os.O_CREAT | os.O_WRONLY, 0o644))
+        start = time.perf_counter()
+        server.add("many", small, "4MiB")
+        log("registering %d files took %.1f s" % (args.files, time.perf_counter() - start))
+        results["mount_s"] = mount_granary(build, server.address, mnt1m, "many")
+        start = time.perf_counter()
+        os.stat(os.path.join(mnt1m, "many", names[-1]))
+        results["mount_s"] += time.perf_counter() - start
+        log("mount of %d files until the first stat: %.3f s" % (args.files, results["mount_s"]))
+        sample = [os.path.join(mnt1m, "many", n) for n in random.Random(3).sample(names, 10000)]
+        results["stat_first_us"] = stat_latency_us(sample)
+        results["stat_cached_us"] = stat_latency_us(sample)
+        log("stat, first (FUSE lookup): %.1f us; cached: %.1f us" %
+            (results["stat_first_us"], results["stat_cached_us"]))
+    finally:
+        for m in (mnt, bind, mnt1m):
+            unmount(m)
+        server.stop()
+
+    log("")
+    log("ratios: seq vs bindfs %.2fx (target >= 2); random vs bindfs %.2fx (target >= 2); "
+        "repeated vs page cache %.2fx (target >= 0.8); mount %.2f s (target < 2); "
+        "stat %.1f us first, %.1f us cached (target < 20)" %
+        (results["granary_seq"] / results["bindfs_seq"],
+         results["granary_rand"] / results["bindfs_rand"],
+         results["granary_repeat"] / results["direct_seq"], results["mount_s"],
+         results["stat_first_us"], results["stat_cached_us"]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
