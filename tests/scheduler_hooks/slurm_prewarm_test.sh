@@ -1,0 +1,186 @@
+#!/bin/bash
+# The Slurm hooks of deploy/slurm against real daemons on localhost: munged (as
+# the munge user), slurmctld and slurmd (Slurm 22.05) and granaryd, all on a
+# temporary directory. granary-slurm-features publishes the cached dataset ds0
+# as a node feature; a job submitted with --comment=granary:ds0,ds1 gets
+# job_submit.lua's --prefer for ds0 (no node holds ds1 yet), PrologSlurmctld
+# prewarms both onto the job's node before the job script starts, and the
+# script finds ds1 fully cached (granary locate --json). Every daemon is
+# stopped on exit, whatever happens.
+#
+# Usage: slurm_prewarm_test.sh GRANARYD GRANARY DEPLOY_SLURM_DIR
+# Needs root (munged runs as the munge user, the daemons as root).
+set -euo pipefail
+
+granaryd="$1"
+granary="$2"
+hooks="$3"
+
+fail() {
+  echo "FAIL: $*" >&2
+  for log in "${tmp}"/log/*; do echo "--- ${log}" >&2; tail -n 30 "${log}" >&2 || true; done
+  exit 1
+}
+
+tmp="$(mktemp -d)"
+chmod 755 "${tmp}"
+pids=()
+cleanup() {
+  local pid
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    pid="${pids[i]}"
+    kill -TERM "${pid}" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "${pid}" 2>/dev/null || true
+  done
+  if [[ -f "${tmp}/munge/munged.pid" ]]; then kill -KILL "$(cat "${tmp}/munge/munged.pid")" 2>/dev/null || true; fi
+  rm -rf "${tmp}"
+}
+trap cleanup EXIT
+
+[[ "$(id -u)" -eq 0 ]] || fail "needs root to run munged as munge and slurmd"
+for tool in munged slurmctld slurmd sbatch scontrol; do
+  command -v "${tool}" >/dev/null || fail "${tool} is not installed (scripts/install-deps.sh)"
+done
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# Waits up to $1 seconds for the command in the remaining arguments to succeed.
+wait_for() {
+  local seconds="$1"
+  shift
+  for _ in $(seq $((seconds * 10))); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+
+mkdir -p "${tmp}/log" "${tmp}/munge" "${tmp}/etc" "${tmp}/state" "${tmp}/spool" "${tmp}/source"
+
+# munge, with a key of its own.
+dd if=/dev/urandom of="${tmp}/munge/munge.key" bs=1024 count=1 status=none
+chown -R munge:munge "${tmp}/munge"
+chmod 755 "${tmp}/munge"
+chmod 400 "${tmp}/munge/munge.key"
+runuser -u munge -- munged --foreground --socket="${tmp}/munge/munge.sock" \
+  --key-file="${tmp}/munge/munge.key" --pid-file="${tmp}/munge/munged.pid" \
+  --seed-file="${tmp}/munge/munged.seed" --log-file="${tmp}/munge/munged.log" \
+  >"${tmp}/log/munged" 2>&1 &
+pids+=($!)
+wait_for 10 test -S "${tmp}/munge/munge.sock" || fail "munged did not start"
+
+# granaryd as Slurm's node "localhost".
+export GRANARY_SERVER="unix:${tmp}/granaryd.sock"
+"${granaryd}" --data-dir "${tmp}/granary" --socket "${tmp}/granaryd.sock" \
+  --listen "127.0.0.1:$(free_port)" --metrics-listen "127.0.0.1:$(free_port)" \
+  --node-id localhost --group rack-a >"${tmp}/log/granaryd" 2>&1 &
+pids+=($!)
+wait_for 20 "${granary}" status || fail "granaryd did not start"
+
+# Two datasets: ds0 prewarmed now (it becomes a node feature), ds1 for the job.
+mkdir -p "${tmp}/source/ds0" "${tmp}/source/ds1/train"
+head -c $((2 << 20)) /dev/urandom >"${tmp}/source/ds0/a.bin"
+head -c $((1 << 20)) /dev/urandom >"${tmp}/source/ds1/train/a.bin"
+head -c $((5 << 20)) /dev/urandom >"${tmp}/source/ds1/train/b.bin"
+head -c 4097 /dev/urandom >"${tmp}/source/ds1/labels.txt"
+"${granary}" dataset add ds0 "${tmp}/source/ds0" >/dev/null
+"${granary}" dataset add ds1 "${tmp}/source/ds1" >/dev/null
+"${granary}" prewarm ds0 --json >/dev/null
+
+# Slurm, configured in the temporary directory.
+ctld_port="$(free_port)"
+slurmd_port="$(free_port)"
+cat >"${tmp}/etc/slurm.conf" <<CONF
+ClusterName=granarytest
+SlurmctldHost=localhost
+SlurmctldPort=${ctld_port}
+SlurmdPort=${slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=${tmp}/munge/munge.sock
+StateSaveLocation=${tmp}/state
+SlurmdSpoolDir=${tmp}/spool
+SlurmctldPidFile=${tmp}/slurmctld.pid
+SlurmdPidFile=${tmp}/slurmd.pid
+SlurmctldLogFile=${tmp}/log/slurmctld
+SlurmdLogFile=${tmp}/log/slurmd
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/backfill
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+$(grep -v '^#' "${hooks}/slurm.conf.granary" | grep . | sed "s|/etc/slurm/|${tmp}/etc/|")
+NodeName=localhost CPUs=2 State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+CONF
+cp "${hooks}/job_submit.lua" "${tmp}/etc/job_submit.lua"
+# The prolog as installed, with this test's CLI, server, Slurm configuration
+# and log.
+cat >"${tmp}/etc/granary-prolog-slurmctld" <<PROLOG
+#!/bin/bash
+export GRANARY='${granary}' GRANARY_SERVER='${GRANARY_SERVER}' GRANARY_HOOK_LOG='${tmp}/order.log'
+export SLURM_CONF='${tmp}/etc/slurm.conf'
+exec '${hooks}/granary-prolog-slurmctld'
+PROLOG
+chmod 755 "${tmp}/etc/granary-prolog-slurmctld"
+export SLURM_CONF="${tmp}/etc/slurm.conf"
+export GRANARY_SLURM_FEATURES="${tmp}/slurm-features"
+
+slurmctld -D -i >"${tmp}/log/slurmctld.out" 2>&1 &
+pids+=($!)
+slurmd -D -N localhost >"${tmp}/log/slurmd.out" 2>&1 &
+pids+=($!)
+node_idle() { scontrol show node localhost | grep -q 'State=IDLE'; }
+wait_for 60 node_idle || fail "slurm node localhost did not become idle"
+
+# Node features: ds0 is cached, ds1 is not.
+GRANARY="${granary}" "${hooks}/granary-slurm-features" >"${tmp}/log/features" 2>&1 ||
+  fail "granary-slurm-features failed"
+features="$(scontrol show node localhost | grep -o 'AvailableFeatures=[^ ]*')"
+[[ "${features}" == "AvailableFeatures=granary_ds0" ]] || fail "node features: ${features}"
+[[ "$(cat "${GRANARY_SLURM_FEATURES}")" == "granary_ds0" ]] || fail "features state file"
+
+# The job: records when it starts and what it finds.
+cat >"${tmp}/job.sh" <<JOB
+#!/bin/bash
+echo "job started" >>'${tmp}/order.log'
+'${granary}' locate ds1 --json >'${tmp}/locate.json'
+JOB
+chmod 755 "${tmp}/job.sh"
+job="$(sbatch --parsable --comment=granary:ds0,ds1 --output="${tmp}/log/job.out" "${tmp}/job.sh")" ||
+  fail "sbatch refused the job"
+prefer="$(scontrol show job "${job}" | grep -o 'Prefer=[^ ]*' || true)"
+[[ "${prefer}" == "Prefer=granary_ds0" ]] || fail "job_submit.lua did not set --prefer: $(scontrol show job "${job}")"
+job_done() { scontrol show job "${job}" | grep -qE 'JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)'; }
+wait_for 90 job_done || fail "job ${job} did not finish: $(scontrol show job "${job}")"
+scontrol show job "${job}" | grep -q 'JobState=COMPLETED' ||
+  fail "job ${job} did not complete: $(scontrol show job "${job}")"
+
+# The prewarm ran, and finished, before the job script started.
+grep -q "prewarmed 'ds1'" "${tmp}/order.log" || fail "no prewarm in $(cat "${tmp}/order.log")"
+order="$(grep -oE "prewarming 'ds1'|prewarmed 'ds1'|job started" "${tmp}/order.log" | paste -sd'|' -)"
+[[ "${order}" == "prewarming 'ds1'|prewarmed 'ds1'|job started" ]] || fail "order: ${order}"
+
+# The script found ds1 fully cached on its node.
+/usr/bin/python3 - "${tmp}/locate.json" <<'CHECK' || fail "ds1 not fully cached: $(cat "${tmp}/locate.json")"
+import json, sys
+locate = json.load(open(sys.argv[1]))
+total = locate["total_bytes"]
+node = [n for n in locate["nodes"] if n["node_id"] == "localhost"][0]
+assert total == (1 << 20) + (5 << 20) + 4097, total
+assert node["cached_bytes"] == total and node["node_fraction"] == 1.0, node
+CHECK
+
+echo "PASS: job ${job} preferred granary_ds0; ds1 prewarmed before the job and found fully cached"
