@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
-#include "common/chunk_math.h"
+#include "common/chunk_reads.h"
 #include "common/server_address.h"
 #include "common/status.h"
 #include "grpcpp/channel.h"
@@ -23,7 +23,7 @@ void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds timeout
 
 absl::StatusOr<std::unique_ptr<DatasetClient>> DatasetClient::Connect(std::string_view address,
                                                                       Options options) {
-  GRANARY_ASSIGN_OR_RETURN(auto channel, MakeChannel(address));
+  GRANARY_ASSIGN_OR_RETURN(auto channel, MakeChannel(address, options.cluster_token));
   return std::unique_ptr<DatasetClient>(
       new DatasetClient(std::string(address), options, std::move(channel)));
 }
@@ -151,21 +151,11 @@ absl::Status DatasetClient::ReadChunk(const ChunkKey& key, uint32_t offset_in_ch
 
 absl::StatusOr<size_t> DatasetClient::Read(const DatasetSnapshot& snapshot, uint64_t file_id,
                                            uint64_t offset, std::span<char> out) const {
-  const std::vector<ManifestEntry>& entries = snapshot.manifest.entries();
-  if (file_id >= entries.size() || entries[file_id].type != EntryType::kFile) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "file id ", file_id, " is not a file of dataset '", snapshot.info.name(), "'"));
-  }
-  const ManifestEntry& entry = entries[file_id];
-  size_t done = 0;
-  for (const ChunkSlice& slice :
-       SliceRange(entry.size, snapshot.manifest.chunk_size(), offset, out.size())) {
-    ChunkKey key{snapshot.manifest.version(), file_id, slice.chunk_index};
-    GRANARY_RETURN_IF_ERROR(
-        ReadChunk(key, slice.offset_in_chunk, out.subspan(slice.offset_in_range, slice.length)));
-    done += slice.length;
-  }
-  return done;
+  return ReadFileThroughChunks(
+      snapshot.manifest, file_id, offset, out,
+      [this](const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> piece) {
+        return ReadChunk(key, offset_in_chunk, piece);
+      });
 }
 
 }  // namespace granary

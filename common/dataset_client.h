@@ -48,6 +48,9 @@ class DatasetClient {
     // Deadline of one ReadChunk call (one chunk or part of one); a miss is
     // read through from the source, which may be slow.
     std::chrono::milliseconds read_timeout{30000};
+    // Sent on every call when non-empty (common/cluster_token.h); TCP
+    // servers of a cluster with a token require it.
+    std::string cluster_token;
   };
 
   // Connects lazily: no RPC is made here. Fails with INVALID_ARGUMENT on a

@@ -1,0 +1,77 @@
+// ChunkRouter sends each chunk read straight to the chunk's owner in the
+// reader's own cache group, so traffic stays under the switch and only the
+// owner ever reads a miss from the source. The local node is reached over its
+// Unix socket, others over TCP, through one pooled DatasetClient per member.
+//
+// Failover: if the owner does not answer (unreachable, deadline, transport or
+// server fault), the next owner on the ring is asked, up to `attempts` owners.
+// A member that failed is tried last for `suspect_period`, so a dead node
+// costs one deadline, not one per read, and is routed around within seconds.
+// Answers that would be the same everywhere (OUT_OF_RANGE, INVALID_ARGUMENT,
+// FAILED_PRECONDITION for a changed source file, PERMISSION_DENIED) are
+// returned at once. When no owner answers the result is UNAVAILABLE, and the
+// caller reads the source itself.
+//
+// Thread-safety: all methods may be called concurrently; UpdateMembers()
+// swaps the view without blocking reads in flight.
+#ifndef GRANARY_COMMON_CHUNK_ROUTER_H_
+#define GRANARY_COMMON_CHUNK_ROUTER_H_
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "common/cluster_map.h"
+#include "common/dataset_client.h"
+
+namespace granary {
+
+class ChunkRouter {
+ public:
+  struct Options {
+    std::string group = kDefaultGroup;  // The reader's cache group.
+    std::string local_node_id;          // Reached at local_address instead of its TCP address.
+    std::string local_address;          // "unix:PATH" of the local granaryd.
+    size_t attempts = 2;                // Owners tried per chunk: the owner and one replica.
+    std::chrono::milliseconds suspect_period{3000};
+    DatasetClient::Options client;  // Deadlines and the cluster token.
+  };
+
+  ChunkRouter(Options options, std::shared_ptr<const ClusterMap> members);
+
+  void UpdateMembers(std::shared_ptr<const ClusterMap> members);
+  std::shared_ptr<const ClusterMap> members() const;
+
+  // Reads `out.size()` bytes at `offset_in_chunk` of chunk `key` from its
+  // owners, as described above.
+  absl::Status ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out);
+
+  // The member ids that own `key` in the reader's group, in the order they
+  // would be asked now.
+  std::vector<std::string> Route(const ChunkKey& key);
+
+ private:
+  absl::StatusOr<const DatasetClient*> ClientFor(const Member& member);
+  bool IsSuspect(const std::string& member_id);
+  void MarkSuspect(const std::string& member_id);
+  std::vector<const Member*> OrderedOwners(const ClusterMap& members, const ChunkKey& key);
+
+  const Options options_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<const ClusterMap> members_;
+  // By address; clients are never destroyed while the router lives, so
+  // pointers handed out stay valid.
+  absl::flat_hash_map<std::string, std::unique_ptr<DatasetClient>> clients_;
+  absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> suspect_until_;
+};
+
+// Whether an error from one owner is worth asking another owner about.
+bool ShouldTryAnotherOwner(const absl::Status& status);
+
+}  // namespace granary
+
+#endif  // GRANARY_COMMON_CHUNK_ROUTER_H_
