@@ -18,7 +18,8 @@ namespace granary::cli {
 
 // Options that precede the command and apply to all of them.
 struct GlobalOptions {
-  std::string server;  // --server ADDR; empty: $GRANARY_SERVER, else local.
+  std::string server;      // --server ADDR; empty: $GRANARY_SERVER, else local.
+  std::string token_file;  // --token-file FILE; empty: $GRANARY_TOKEN_FILE, else none.
 };
 
 using Action = std::function<absl::Status()>;

@@ -61,7 +61,8 @@ void PrintStatus(const v1::StatusResponse& status) {
 }
 
 absl::Status RunStatus(const GlobalOptions& global, bool json) {
-  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
+                           ServerConnection::Open(global.server, global.token_file));
   v1::StatusResponse status;
   grpc::ClientContext context;
   GRANARY_RETURN_IF_ERROR(server.Check(server.stub().Status(&context, {}, &status)));
@@ -96,7 +97,8 @@ void PrintLocate(const v1::LocateResponse& locate) {
 }
 
 absl::Status RunLocate(const GlobalOptions& global, const LocateOptions& options) {
-  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
+                           ServerConnection::Open(global.server, global.token_file));
   v1::LocateRequest request;
   request.set_name(options.name);
   v1::LocateResponse locate;

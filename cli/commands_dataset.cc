@@ -92,7 +92,8 @@ void PrintDatasetDetails(const v1::DatasetInfo& dataset) {
 
 absl::Status RunAdd(const GlobalOptions& global, const AddOptions& options) {
   GRANARY_ASSIGN_OR_RETURN(uint32_t chunk_size, ParseChunkSize(options.chunk_size));
-  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
+                           ServerConnection::Open(global.server, global.token_file));
   v1::AddDatasetRequest request;
   request.set_name(options.name);
   request.set_source(AbsoluteSource(options.source));
@@ -113,7 +114,8 @@ absl::Status RunAdd(const GlobalOptions& global, const AddOptions& options) {
 }
 
 absl::Status RunList(const GlobalOptions& global, bool json) {
-  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
+                           ServerConnection::Open(global.server, global.token_file));
   v1::ListDatasetsResponse response;
   grpc::ClientContext context;
   GRANARY_RETURN_IF_ERROR(server.Check(server.stub().ListDatasets(&context, {}, &response)));
@@ -153,7 +155,8 @@ absl::StatusOr<v1::DatasetInfo> GetDataset(const ServerConnection& server,
 }
 
 absl::Status RunShow(const GlobalOptions& global, const NamedOptions& options) {
-  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
+                           ServerConnection::Open(global.server, global.token_file));
   GRANARY_ASSIGN_OR_RETURN(v1::DatasetInfo dataset, GetDataset(server, options.name));
   if (options.json) {
     PrintJson(DatasetJson(dataset));
@@ -164,7 +167,8 @@ absl::Status RunShow(const GlobalOptions& global, const NamedOptions& options) {
 }
 
 absl::Status RunRefresh(const GlobalOptions& global, const NamedOptions& options) {
-  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
+                           ServerConnection::Open(global.server, global.token_file));
   // Asked first only to tell the user whether the source changed.
   GRANARY_ASSIGN_OR_RETURN(v1::DatasetInfo before, GetDataset(server, options.name));
   v1::RefreshDatasetRequest request;
@@ -192,7 +196,8 @@ absl::Status RunRefresh(const GlobalOptions& global, const NamedOptions& options
 }
 
 absl::Status RunRemove(const GlobalOptions& global, const NamedOptions& options) {
-  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
+                           ServerConnection::Open(global.server, global.token_file));
   v1::RemoveDatasetRequest request;
   request.set_name(options.name);
   v1::RemoveDatasetResponse response;

@@ -74,7 +74,8 @@ void PrintSummary(const std::string& name, const v1::PrewarmProgress& progress, 
 }
 
 absl::Status RunPrewarm(const GlobalOptions& global, const PrewarmOptions& options) {
-  GRANARY_ASSIGN_OR_RETURN(ServerConnection server, ServerConnection::Open(global.server));
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
+                           ServerConnection::Open(global.server, global.token_file));
   if (!options.group.empty() || !options.nodes.empty()) {
     GRANARY_RETURN_IF_ERROR(CheckTarget(server, options));
   }

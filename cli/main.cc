@@ -35,6 +35,9 @@ int main(int argc, char** argv) {
   app.add_option("--server", global.server,
                  "granaryd address, unix:PATH or HOST:PORT (default: $GRANARY_SERVER, else the "
                  "local socket)");
+  app.add_option("--token-file", global.token_file,
+                 "File holding the cluster token that TCP servers require (default: "
+                 "$GRANARY_TOKEN_FILE, else none)");
 
   granary::cli::Action action;
   granary::cli::AddDatasetCommands(app, global, action);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
+#include "common/cluster_token.h"
 #include "common/server_address.h"
 #include "common/status.h"
 #include "grpcpp/channel.h"
@@ -13,9 +14,11 @@ namespace granary::cli {
 ServerConnection::ServerConnection(std::string address, std::unique_ptr<v1::Granary::Stub> stub)
     : address_(std::move(address)), stub_(std::move(stub)) {}
 
-absl::StatusOr<ServerConnection> ServerConnection::Open(std::string_view explicit_address) {
+absl::StatusOr<ServerConnection> ServerConnection::Open(std::string_view explicit_address,
+                                                        std::string_view token_file) {
   std::string address = ResolveServerAddress(explicit_address);
-  GRANARY_ASSIGN_OR_RETURN(auto channel, MakeChannel(address));
+  GRANARY_ASSIGN_OR_RETURN(std::string token, ResolveClusterToken(token_file));
+  GRANARY_ASSIGN_OR_RETURN(auto channel, MakeChannel(address, token));
   return ServerConnection(std::move(address), v1::Granary::NewStub(channel));
 }
 

@@ -20,9 +20,13 @@ namespace granary::cli {
 
 class ServerConnection {
  public:
-  // Fails with INVALID_ARGUMENT when the address is malformed. Connecting is
-  // lazy: an unreachable server shows up as the first RPC's error.
-  static absl::StatusOr<ServerConnection> Open(std::string_view explicit_address);
+  // `token_file` (else $GRANARY_TOKEN_FILE) holds the cluster token that TCP
+  // servers of a cluster require (common/cluster_token.h); neither: no token.
+  // Fails with INVALID_ARGUMENT when the address is malformed, or with the
+  // token file's error. Connecting is lazy: an unreachable server shows up as
+  // the first RPC's error.
+  static absl::StatusOr<ServerConnection> Open(std::string_view explicit_address,
+                                               std::string_view token_file);
 
   v1::Granary::Stub& stub() const { return *stub_; }
   const std::string& address() const { return address_; }

@@ -305,6 +305,12 @@ TEST_F(CliTest, ServerComesFromTheEnvironmentWithoutFlag) {
   EXPECT_EQ(json::parse(result.out)["nodes"].size(), 1u);
 }
 
+TEST_F(CliTest, ReachesTheServerOverTcpToo) {
+  CliResult result = RunGranary({"--server", server_->tcp_address(), "status", "--json"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(json::parse(result.out)["nodes"].size(), 1u);
+}
+
 TEST_F(CliTest, BadInputFailsWithOneLineReason) {
   ExpectOneLineError(Granary({"dataset", "show", "nope"}), "nope");
   ExpectOneLineError(Granary({"dataset", "refresh", "nope"}), "nope");
@@ -322,6 +328,9 @@ TEST_F(CliTest, BadInputFailsWithOneLineReason) {
 
   AddDataset("dup");
   ExpectOneLineError(Granary({"dataset", "add", "dup", source().string()}), "dup");
+
+  ExpectOneLineError(Granary({"--token-file", source().string() + "/no-token", "status"}),
+                     "no-token");
 
   CliResult usage = Granary({"dataset", "add", "only-a-name"});
   ExpectOneLineError(usage, "SOURCE");
