@@ -15,10 +15,24 @@ functions in slurmscriptd, outside slurmctld's locks, so they may call scontrol
 and granary. The other functions are required by the plugin and do nothing.
 
 GRANARY and GRANARY_SERVER in slurmctld's environment name the CLI and the
-granaryd to ask (default: granary on PATH and the local socket).
+granaryd to ask (default: granary on PATH and the local socket); log lines go
+to slurmctld's log and, when GRANARY_HOOK_LOG names a file, there too.
 --]]
 
 local granary = os.getenv("GRANARY") or "granary"
+local hook_log = os.getenv("GRANARY_HOOK_LOG")
+
+local function log(error, format, ...)
+  local line = string.format(format, ...)
+  if error then slurm.log_error("%s", line) else slurm.log_info("%s", line) end
+  if hook_log ~= nil then
+    local file = io.open(hook_log, "a")
+    if file ~= nil then
+      file:write(os.date("!%Y-%m-%dT%H:%M:%SZ ") .. line .. "\n")
+      file:close()
+    end
+  end
+end
 
 local function shell_quote(text)
   return "'" .. string.gsub(text, "'", "'\\''") .. "'"
@@ -83,19 +97,20 @@ function slurm_bb_pre_run(job_id, job_script)
   local job, ok = run("scontrol show job -o " .. shell_quote(tostring(job_id)))
   local nodelist = ok and string.match(job, " NodeList=(%S+)") or nil
   if nodelist == nil or nodelist == "(null)" then
-    slurm.log_info("granary: JobId=%s has no nodes; nothing prewarmed", tostring(job_id))
+    log(false, "granary: JobId=%s has no nodes; nothing prewarmed", tostring(job_id))
     return slurm.SUCCESS
   end
   local hosts = run("scontrol show hostnames " .. shell_quote(nodelist) .. " | paste -sd, -")
   hosts = string.gsub(hosts, "%s+$", "")
   for _, dataset in ipairs(datasets) do
+    log(false, "granary: JobId=%s prewarming '%s' on %s", tostring(job_id), dataset, hosts)
     local output, prewarmed = run(granary .. " prewarm " .. shell_quote(dataset) ..
                                   " --nodes " .. shell_quote(hosts) .. " --json")
     if prewarmed then
-      slurm.log_info("granary: JobId=%s prewarmed %s on %s", tostring(job_id), dataset, hosts)
+      log(false, "granary: JobId=%s prewarmed '%s' on %s", tostring(job_id), dataset, hosts)
     else
-      slurm.log_error("granary: JobId=%s prewarm of %s failed, the job reads through the cache: %s",
-                      tostring(job_id), dataset, output)
+      log(true, "granary: JobId=%s prewarm of '%s' failed, the job reads through the cache: %s",
+          tostring(job_id), dataset, output)
     end
   end
   return slurm.SUCCESS

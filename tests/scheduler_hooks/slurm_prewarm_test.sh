@@ -5,8 +5,11 @@
 # as a node feature; a job submitted with --comment=granary:ds0,ds1 gets
 # job_submit.lua's --prefer for ds0 (no node holds ds1 yet), PrologSlurmctld
 # prewarms both onto the job's node before the job script starts, and the
-# script finds ds1 fully cached (granary locate --json). Every daemon is
-# stopped on exit, whatever happens.
+# script finds ds1 fully cached (granary locate --json). A second job, of user
+# nobody (Slurm refuses burst buffers to root), asks for ds2 with a
+# "#BB_LUA granary ds2" directive: burst_buffer.lua's pre_run prewarms it
+# before that job starts, and it is then fully cached. Every daemon is stopped
+# on exit, whatever happens.
 #
 # Usage: slurm_prewarm_test.sh GRANARYD GRANARY DEPLOY_SLURM_DIR
 # Needs root (munged runs as the munge user, the daemons as root).
@@ -86,8 +89,11 @@ head -c $((2 << 20)) /dev/urandom >"${tmp}/source/ds0/a.bin"
 head -c $((1 << 20)) /dev/urandom >"${tmp}/source/ds1/train/a.bin"
 head -c $((5 << 20)) /dev/urandom >"${tmp}/source/ds1/train/b.bin"
 head -c 4097 /dev/urandom >"${tmp}/source/ds1/labels.txt"
+mkdir -p "${tmp}/source/ds2"
+head -c $((3 << 20)) /dev/urandom >"${tmp}/source/ds2/c.bin"
 "${granary}" dataset add ds0 "${tmp}/source/ds0" >/dev/null
 "${granary}" dataset add ds1 "${tmp}/source/ds1" >/dev/null
+"${granary}" dataset add ds2 "${tmp}/source/ds2" >/dev/null
 "${granary}" prewarm ds0 --json >/dev/null
 
 # Slurm, configured in the temporary directory.
@@ -124,8 +130,10 @@ JobAcctGatherType=jobacct_gather/none
 $(grep -v '^#' "${hooks}/slurm.conf.granary" | grep . | sed "s|/etc/slurm/|${tmp}/etc/|")
 NodeName=localhost CPUs=2 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+BurstBufferType=burst_buffer/lua
 CONF
-cp "${hooks}/job_submit.lua" "${tmp}/etc/job_submit.lua"
+cp "${hooks}/job_submit.lua" "${hooks}/burst_buffer.lua" "${tmp}/etc/"
+: >"${tmp}/etc/burst_buffer.conf"
 # The prolog as installed, with this test's CLI, server, Slurm configuration
 # and log.
 cat >"${tmp}/etc/granary-prolog-slurmctld" <<PROLOG
@@ -137,6 +145,12 @@ PROLOG
 chmod 755 "${tmp}/etc/granary-prolog-slurmctld"
 export SLURM_CONF="${tmp}/etc/slurm.conf"
 export GRANARY_SLURM_FEATURES="${tmp}/slurm-features"
+# For burst_buffer.lua, which runs in slurmctld's environment.
+export GRANARY="${granary}" GRANARY_HOOK_LOG="${tmp}/bb/order.log"
+mkdir -p "${tmp}/bb"
+touch "${GRANARY_HOOK_LOG}"
+chmod 777 "${tmp}/bb"
+chmod 666 "${GRANARY_HOOK_LOG}"
 
 slurmctld -D -i >"${tmp}/log/slurmctld.out" 2>&1 &
 pids+=($!)
@@ -173,14 +187,37 @@ grep -q "prewarmed 'ds1'" "${tmp}/order.log" || fail "no prewarm in $(cat "${tmp
 order="$(grep -oE "prewarming 'ds1'|prewarmed 'ds1'|job started" "${tmp}/order.log" | paste -sd'|' -)"
 [[ "${order}" == "prewarming 'ds1'|prewarmed 'ds1'|job started" ]] || fail "order: ${order}"
 
-# The script found ds1 fully cached on its node.
-/usr/bin/python3 - "${tmp}/locate.json" <<'CHECK' || fail "ds1 not fully cached: $(cat "${tmp}/locate.json")"
+# Whether the job's `granary locate --json` ($1) found all $2 bytes on localhost.
+fully_cached() {
+  /usr/bin/python3 - "$1" "$2" <<'CHECK'
 import json, sys
 locate = json.load(open(sys.argv[1]))
 total = locate["total_bytes"]
 node = [n for n in locate["nodes"] if n["node_id"] == "localhost"][0]
-assert total == (1 << 20) + (5 << 20) + 4097, total
+assert total == int(sys.argv[2]), total
 assert node["cached_bytes"] == total and node["node_fraction"] == 1.0, node
 CHECK
+}
+fully_cached "${tmp}/locate.json" $(((1 << 20) + (5 << 20) + 4097)) ||
+  fail "ds1 not fully cached: $(cat "${tmp}/locate.json")"
 
-echo "PASS: job ${job} preferred granary_ds0; ds1 prewarmed before the job and found fully cached"
+# The burst buffer path: ds2 is cold until the job's pre_run.
+"${granary}" locate ds2 --json | grep -q '"cached_bytes": *0' || fail "ds2 is not cold"
+cat >"${tmp}/bb/job.sh" <<JOB
+#!/bin/bash
+#BB_LUA granary ds2
+echo "job started" >>'${tmp}/bb/order.log'
+JOB
+chmod 755 "${tmp}/bb/job.sh"
+job="$(cd "${tmp}/bb" && runuser -u nobody -- sbatch --parsable --output="${tmp}/bb/job.out" \
+  "${tmp}/bb/job.sh" 2>"${tmp}/log/sbatch")" || fail "sbatch refused the burst buffer job"
+wait_for 90 job_done || fail "job ${job} did not finish: $(scontrol show job "${job}")"
+scontrol show job "${job}" | grep -q 'JobState=COMPLETED' ||
+  fail "job ${job} did not complete: $(scontrol show job "${job}")"
+order="$(grep -oE "prewarming 'ds2'|prewarmed 'ds2'|job started" "${tmp}/bb/order.log" | paste -sd'|' -)"
+[[ "${order}" == "prewarming 'ds2'|prewarmed 'ds2'|job started" ]] || fail "burst buffer order: ${order}"
+"${granary}" locate ds2 --json >"${tmp}/locate_bb.json"
+fully_cached "${tmp}/locate_bb.json" $((3 << 20)) ||
+  fail "ds2 not fully cached: $(cat "${tmp}/locate_bb.json")"
+
+echo "PASS: prolog job preferred granary_ds0, found ds1 prewarmed; burst buffer job ran after ds2 was prewarmed"
