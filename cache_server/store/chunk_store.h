@@ -7,15 +7,24 @@
 // Contract:
 //  - Every Read() verifies the chunk's XXH3. A mismatch is a miss: the entry is
 //    dropped and counted, and wrong bytes are never returned.
-//  - Bytes on disk never exceed the configured capacity.
+//  - Bytes of segment files on disk never exceed the configured capacity.
+//    Space is reclaimed a whole segment at a time, with no compaction: every
+//    segment holds chunks of one dataset version only, so it has one version
+//    state and one last use (eviction_policy.h). Keep segment_bytes small next
+//    to the capacity (the default 256 MiB suits capacities of tens of GiB and
+//    up).
 //  - Eviction is dataset-aware: inactive versions go first, least recently used
 //    first; pinned versions are never evicted; when the store is full of active
 //    data, a new chunk of an active version is not admitted in place of another
-//    active chunk (so epoch-style random access does not thrash).
+//    active chunk (so epoch-style random access does not thrash). A version is
+//    inactive until SetVersionState says otherwise; the state persists.
 //  - After a crash at any moment, reopening yields an index that points only at
-//    complete chunks whose checksums verify.
+//    complete chunks whose checksums verify: a chunk's bytes are written before
+//    its index entry, and segments not yet synced are verified on open
+//    (chunk_store.cc explains why this needs no fsync per chunk).
 //
-// Thread-safety: all methods are safe to call concurrently.
+// Thread-safety: all methods are safe to call concurrently. Reads of different
+// chunks, and the I/O of inserts, run in parallel.
 #ifndef GRANARY_CACHE_SERVER_STORE_CHUNK_STORE_H_
 #define GRANARY_CACHE_SERVER_STORE_CHUNK_STORE_H_
 
@@ -90,7 +99,8 @@ class ChunkStore {
   virtual ~ChunkStore() = default;
 
   // The chunk's verified bytes, or NOT_FOUND on a miss (absent, or dropped
-  // because its checksum did not verify).
+  // because its checksum did not verify or its segment could not be read).
+  // Other errors only when the index itself fails.
   virtual absl::StatusOr<std::string> Read(const ChunkKey& key) = 0;
 
   // Whether the index holds `key` (without reading or verifying it).
@@ -98,12 +108,14 @@ class ChunkStore {
 
   // Stores `data` under `key`. Returns true if stored (or already present),
   // false if the admission rule declined it. INVALID_ARGUMENT for a chunk over
-  // 64 MiB; RESOURCE_EXHAUSTED when the disk itself is full.
+  // max_chunk_bytes; RESOURCE_EXHAUSTED when the disk itself is full. A second
+  // insert of a key being inserted waits for the first.
   virtual absl::StatusOr<bool> Insert(const ChunkKey& key, std::string_view data) = 0;
 
   virtual void SetVersionState(uint64_t dataset_version, VersionState state) = 0;
 
-  // Drops every chunk of `dataset_version`; returns the bytes freed.
+  // Drops every chunk of `dataset_version` and forgets its state; returns the
+  // chunk bytes freed. Chunks inserted while it runs may survive it.
   virtual absl::StatusOr<uint64_t> RemoveVersion(uint64_t dataset_version) = 0;
 
   // Bytes of `dataset_version` held by this store.

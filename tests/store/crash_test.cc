@@ -23,7 +23,7 @@ using testing::CrashChunkLength;
 using testing::CrashStoreOptions;
 using testing::ScratchDir;
 
-constexpr int kRounds = 30;
+constexpr int kRounds = 20;
 
 // Starts the writer with its standard output on `ready_fd`'s pipe.
 pid_t StartWriter(const std::string& root, int seed, int& ready_fd) {
@@ -64,7 +64,7 @@ TEST(Crash, KilledWriterLeavesOnlyCompleteVerifiedChunks) {
     // One round in four kills the writer while it opens and recovers the
     // store; the others while it writes.
     if (round % 4 != 0) AwaitReady(ready_fd);
-    std::this_thread::sleep_for(std::chrono::milliseconds(random() % 200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(random() % 150));
     ASSERT_EQ(::kill(writer, SIGKILL), 0);
     ::close(ready_fd);
     int status = 0;
