@@ -87,9 +87,13 @@ struct Fixture {
   }
 };
 
+// Created by the first benchmark that needs it; main() destroys it, which
+// stops the server and removes the temporary directories.
+std::unique_ptr<Fixture> shared_fixture;
+
 Fixture& Shared() {
-  static Fixture* fixture = new Fixture();
-  return *fixture;
+  if (shared_fixture == nullptr) shared_fixture = std::make_unique<Fixture>();
+  return *shared_fixture;
 }
 
 size_t ReadChunkOverGrpc(v1::Granary::Stub* stub, uint64_t version, uint64_t file_id,
@@ -260,6 +264,7 @@ int main(int argc, char** argv) {
   reporter.PrintRatio("cold: gRPC read-through / source pread",
                       "BM_ColdReadThroughGrpcUnixSocket/min_time:2.000/real_time",
                       "BM_ColdSourceDirect/min_time:2.000/real_time");
+  granary::shared_fixture.reset();
   benchmark::Shutdown();
   return 0;
 }

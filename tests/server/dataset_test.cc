@@ -220,7 +220,10 @@ TEST_F(DatasetTest, CatalogSurvivesARestart) {
   ASSERT_TRUE(first.status.ok());
   auto exit_status = server_->Terminate();
   ASSERT_TRUE(exit_status.ok()) << exit_status.status();
-  ASSERT_TRUE(server_->Restart().ok());
+  {
+    absl::Status restarted = server_->Restart();
+    ASSERT_TRUE(restarted.ok()) << restarted;
+  }
   stub_ = server_->SocketStub();
   EXPECT_EQ(Entries("train").size(), entries.size());
   ReadResult again = ReadWholeFile(stub_.get(), info.version(), entries["a.bin"].first,

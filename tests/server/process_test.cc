@@ -88,7 +88,8 @@ TEST(GranarydProcessTest, SigtermShutsDownCleanly) {
   EXPECT_FALSE(std::filesystem::exists((*server)->socket_path()));
   EXPECT_NE((*server)->log().find("shutting down"), std::string::npos);
   // The lock went with it: the data directory is usable again at once.
-  ASSERT_TRUE((*server)->Restart().ok());
+  absl::Status restarted = (*server)->Restart();
+  ASSERT_TRUE(restarted.ok()) << restarted;
 }
 
 TEST(GranarydProcessTest, ConfigFileSetsTheServer) {

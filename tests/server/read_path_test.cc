@@ -162,7 +162,10 @@ TEST_F(ReadPathTest, PrewarmAfterKillNineFetchesOnlyTheMissingChunks) {
     ASSERT_TRUE(server_->Kill().ok());
     EXPECT_FALSE(reader->Finish().ok());
   }
-  ASSERT_TRUE(server_->Restart().ok());
+  {
+    absl::Status restarted = server_->Restart();
+    ASSERT_TRUE(restarted.ok()) << restarted;
+  }
   stub_ = server_->SocketStub();
   std::vector<v1::PrewarmProgress> progress;
   ASSERT_TRUE(Prewarm(stub_.get(), request, &progress).ok());

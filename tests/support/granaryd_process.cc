@@ -206,10 +206,17 @@ absl::Status GranarydProcess::WaitUntilServing() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + options_.startup_timeout);
-  v1::StatusResponse response;
-  grpc::Status answered = SocketStub()->Status(&context, v1::StatusRequest(), &response);
+  // Channels share subchannels: one may still hold the connection to a
+  // previous run of this server and fail a call once with a broken pipe, so
+  // Status is retried until the deadline.
+  grpc::Status answered;
+  do {
+    grpc::ClientContext context;
+    context.set_wait_for_ready(true);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    v1::StatusResponse response;
+    answered = SocketStub()->Status(&context, v1::StatusRequest(), &response);
+  } while (!answered.ok() && Clock::now() < deadline);
   if (!answered.ok()) {
     return absl::UnavailableError(absl::StrCat("granaryd accepts connections on ", socket_address(),
                                                " but Status failed: ", answered.error_message(),
