@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
 #include "cli/server_connection.h"
+#include "common/cluster_token.h"
 #include "common/dataset_client.h"
 #include "common/manifest.h"
 #include "common/server_address.h"
@@ -74,7 +75,10 @@ absl::Status RunCat(const GlobalOptions& global, const CatOptions& options) {
   std::string name = options.target.substr(0, slash);
   std::string path = options.target.substr(slash + 1);
   std::string address = ResolveServerAddress(global.server);
-  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<DatasetClient> client, DatasetClient::Connect(address));
+  DatasetClient::Options client_options;
+  GRANARY_ASSIGN_OR_RETURN(client_options.cluster_token, ResolveClusterToken(global.token_file));
+  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<DatasetClient> client,
+                           DatasetClient::Connect(address, client_options));
   absl::StatusOr<DatasetSnapshot> snapshot = client->GetManifest(name);
   if (!snapshot.ok()) return NameServerInError(snapshot.status(), address);
   GRANARY_ASSIGN_OR_RETURN(uint64_t file_id, FindFile(*snapshot, path));

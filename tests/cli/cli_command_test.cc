@@ -329,8 +329,9 @@ TEST_F(CliTest, BadInputFailsWithOneLineReason) {
   AddDataset("dup");
   ExpectOneLineError(Granary({"dataset", "add", "dup", source().string()}), "dup");
 
-  ExpectOneLineError(Granary({"--token-file", source().string() + "/no-token", "status"}),
-                     "no-token");
+  std::string no_token = source().string() + "/no-token";
+  ExpectOneLineError(Granary({"--token-file", no_token, "status"}), "no-token");
+  ExpectOneLineError(Granary({"--token-file", no_token, "cat", "dup/a.txt"}), "no-token");
 
   CliResult usage = Granary({"dataset", "add", "only-a-name"});
   ExpectOneLineError(usage, "SOURCE");
