@@ -22,20 +22,15 @@
 namespace granary::store {
 
 // Pieces read through the page cache are small enough to still be in the CPU
-// cache when they are checksummed, and a small chunk is still cut in four, so
-// that checksumming overlaps with reading. O_DIRECT pieces go to the device as
-// they are, so they are larger: the device is the bottleneck, and it serves
-// few large requests faster than many small ones.
+// cache when they are checksummed. O_DIRECT pieces go to the device as they
+// are, so they are larger: the device is the bottleneck, and it serves few
+// large requests faster than many small ones. Chunks are not cut finer than
+// that: each piece costs a system call or an io_uring request.
 inline constexpr uint64_t kMaxBufferedPieceBytes = 256 << 10;
-inline constexpr uint64_t kMinBufferedPieceBytes = 32 << 10;
 inline constexpr uint64_t kMaxDirectPieceBytes = 1 << 20;
 
-inline constexpr uint64_t PieceBytes(uint64_t transfer_bytes, bool direct) {
-  if (direct) return kMaxDirectPieceBytes;
-  const uint64_t quarter = (transfer_bytes / 4 + 4095) / 4096 * 4096;
-  return quarter < kMinBufferedPieceBytes
-             ? kMinBufferedPieceBytes
-             : (quarter > kMaxBufferedPieceBytes ? kMaxBufferedPieceBytes : quarter);
+inline constexpr uint64_t PieceBytes(bool direct) {
+  return direct ? kMaxDirectPieceBytes : kMaxBufferedPieceBytes;
 }
 
 class IoEngine {

@@ -21,7 +21,7 @@ class PreadIoEngine final : public IoEngine {
 
 absl::Status PreadIoEngine::Read(int fd, bool direct, uint64_t offset, std::span<char> dest,
                                  PieceSink on_piece) {
-  const uint64_t piece_bytes = PieceBytes(dest.size(), direct);
+  const uint64_t piece_bytes = PieceBytes(direct);
   uint64_t done = 0;
   while (done < dest.size()) {
     const uint64_t piece = std::min<uint64_t>(piece_bytes, dest.size() - done);

@@ -38,9 +38,11 @@ class UringIoEngine final : public IoEngine {
   absl::StatusOr<std::unique_ptr<Ring>> Borrow();
 
   // Reads into, or writes from, `buffer` in pieces; `on_piece` (reads only)
-  // sees them in order. Buffered reads are handed to io_uring's kernel
-  // workers (IOSQE_ASYNC): their copying from the page cache on one core
-  // overlaps with the caller checksumming earlier pieces on another. Sets `ring_reusable` to false
+  // sees them in order. Buffered reads of several pieces are handed to
+  // io_uring's kernel workers (IOSQE_ASYNC): their copying from the page
+  // cache on one core overlaps with the caller checksumming earlier pieces on
+  // another. A single piece is read inline, as the hand-off would gain
+  // nothing. Sets `ring_reusable` to false
   // when the ring failed with requests possibly still in flight: it is then torn down, never
   // reused.
   absl::Status Transfer(Ring& ring, bool write, bool direct, int fd, uint64_t offset, char* buffer,
@@ -101,7 +103,7 @@ absl::Status UringIoEngine::Write(int fd, bool direct, uint64_t offset, std::spa
 absl::Status UringIoEngine::Transfer(Ring& ring, bool write, bool direct, int fd, uint64_t offset,
                                      char* buffer, uint64_t length, const PieceSink* on_piece,
                                      bool& ring_reusable) {
-  const uint64_t piece_bytes = PieceBytes(length, direct);
+  const uint64_t piece_bytes = PieceBytes(direct);
   const uint64_t count = (length + piece_bytes - 1) / piece_bytes;
   auto piece_length = [&](uint64_t i) { return std::min(piece_bytes, length - i * piece_bytes); };
   std::vector<uint64_t> landed(count, 0);  // Bytes of each piece transferred so far.
@@ -120,7 +122,7 @@ absl::Status UringIoEngine::Transfer(Ring& ring, bool write, bool direct, int fd
       io_uring_prep_write(sqe, fd, buffer + at, bytes, offset + at);
     } else {
       io_uring_prep_read(sqe, fd, buffer + at, bytes, offset + at);
-      if (!direct) io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
+      if (!direct && count > 1) io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
     }
     io_uring_sqe_set_data64(sqe, i);
     ++in_flight;
