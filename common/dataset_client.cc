@@ -64,6 +64,7 @@ absl::StatusOr<DatasetSnapshot> DatasetClient::GetManifest(std::string_view name
   while (reader->Read(&page)) {
     if (first) {
       info = std::move(*page.mutable_dataset());
+      entries.reserve(info.file_count() + info.directory_count() + 1);
       first = false;
     }
     for (const v1::ManifestEntry& proto : page.entries()) {

@@ -47,6 +47,14 @@ absl::StatusOr<std::shared_ptr<const Chunk>> ChunkCache::GetOrFetch(const ChunkK
   return slot->result;
 }
 
+std::shared_ptr<const Chunk> ChunkCache::GetIfCached(const ChunkKey& key) {
+  std::lock_guard lock(mutex_);
+  auto it = slots_.find(key);
+  if (it == slots_.end() || !it->second->done) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second->lru_position);
+  return *it->second->result;
+}
+
 bool ChunkCache::Contains(const ChunkKey& key) {
   std::lock_guard lock(mutex_);
   return slots_.contains(key);

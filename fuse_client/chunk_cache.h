@@ -45,6 +45,8 @@ class ChunkCache {
   // The chunk named by `key`: cached, in flight (waits for it) or fetched now
   // with `fetch`.
   absl::StatusOr<std::shared_ptr<const Chunk>> GetOrFetch(const ChunkKey& key, const Fetch& fetch);
+  // The chunk if it is cached; never waits.
+  std::shared_ptr<const Chunk> GetIfCached(const ChunkKey& key);
   // True if `key` is cached or being fetched.
   bool Contains(const ChunkKey& key);
 
