@@ -2,8 +2,9 @@
 //
 // Placement: every dataset version has at most one open segment, in the cache
 // directory holding the fewest bytes; chunks are appended to it (block-aligned
-// and zero-padded) until it reaches segment_bytes, when it is closed. So a segment holds one
-// version only, and eviction can reclaim whole segments (see eviction_policy.h).
+// and zero-padded) until it reaches segment_bytes, when it is closed. So a
+// segment holds one version only, and eviction can reclaim whole segments (see
+// eviction_policy.h).
 //
 // Capacity: disk bytes are the sum of segment file sizes, reserved under the
 // lock before a chunk is written; a reservation that would pass the capacity
@@ -18,11 +19,12 @@
 // written, and RocksDB's write-ahead log keeps the index. No fsync is needed
 // for that, which keeps inserts fast. Against power loss, which can drop
 // unsynced file data, a segment is fdatasync'ed and marked sealed in the
-// background once it is closed (segment_sealer.h); on open, every chunk of an unsealed segment is
-// read and verified (those are at most one segment per version that was being written), bad entries
-// are dropped, tails past the last indexed chunk are truncated, and segment files the index does
-// not reference are deleted. Reads verify XXH3 regardless, so even an undetected fault becomes a
-// miss, not wrong bytes.
+// background once it is closed (segment_sealer.h). On open, every chunk of an
+// unsealed segment (one being written or waiting to be synced) is read and
+// verified and bad entries are dropped; tails past the last indexed chunk are
+// truncated, and segment files the index does not reference are deleted.
+// Reads verify XXH3 regardless, so even an undetected fault becomes a miss,
+// not wrong bytes.
 //
 // Locking: one mutex guards the in-memory bookkeeping and orders every index
 // mutation; segment I/O, checksumming and fdatasync run outside it. Readers
