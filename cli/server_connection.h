@@ -38,7 +38,7 @@ class ServerConnection {
   ServerConnection(std::string address, std::unique_ptr<v1::Granary::Stub> stub);
 
   std::string address_;
-  std::shared_ptr<v1::Granary::Stub> stub_;
+  std::unique_ptr<v1::Granary::Stub> stub_;
 };
 
 // `status` with the server's address in its message when the code means the
