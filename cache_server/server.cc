@@ -26,6 +26,7 @@
 #include "common/server_address.h"
 #include "common/size.h"
 #include "common/status.h"
+#include "grpc/grpc.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -147,6 +148,9 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  // gRPC sets SO_REUSEPORT by default, which would let a second server bind
+  // the same TCP port and silently take half the connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort("unix:" + c.socket_path, grpc::InsecureServerCredentials());
   int tcp_port = 0;
   builder.AddListeningPort(c.listen, grpc::InsecureServerCredentials(), &tcp_port);

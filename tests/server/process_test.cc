@@ -78,6 +78,20 @@ TEST(GranarydProcessTest, SecondInstanceOnTheSameDataDirIsRefused) {
   EXPECT_TRUE((*first)->MetricsText().ok());
 }
 
+TEST(GranarydProcessTest, TcpPortInUseIsRefused) {
+  auto first = GranarydProcess::Start();
+  ASSERT_TRUE(first.ok()) << first.status();
+  TempDir other;
+  auto second = RunGranaryd({"--data-dir", other.path() + "/data", "--socket",
+                             other.path() + "/s.sock", "--listen", (*first)->tcp_address(),
+                             "--metrics-listen", "127.0.0.1:" + std::to_string(FreeTcpPort())});
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->exit_code, 1);
+  EXPECT_NE(second->stderr_text.find("cannot listen on " + (*first)->tcp_address()),
+            std::string::npos)
+      << second->stderr_text;
+}
+
 TEST(GranarydProcessTest, SigtermShutsDownCleanly) {
   auto server = GranarydProcess::Start();
   ASSERT_TRUE(server.ok()) << server.status();
