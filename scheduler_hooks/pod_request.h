@@ -1,0 +1,33 @@
+// What a Kubernetes pod asks of Granary, read from its annotations:
+//   granary.io/datasets: "imagenet, coco"   datasets the pod reads (comma-separated)
+//   granary.io/locality: "required"          only nodes whose cache group holds
+//                                            enough of them may run the pod
+// Any other value of granary.io/locality (or none) means "preferred": nodes are
+// scored, never removed.
+//
+// Thread-safety: pure function.
+#ifndef GRANARY_SCHEDULER_HOOKS_POD_REQUEST_H_
+#define GRANARY_SCHEDULER_HOOKS_POD_REQUEST_H_
+
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace granary::hooks {
+
+inline constexpr char kDatasetsAnnotation[] = "granary.io/datasets";
+inline constexpr char kLocalityAnnotation[] = "granary.io/locality";
+
+struct PodRequest {
+  std::vector<std::string> datasets;  // Trimmed, without empties or repeats, in order.
+  bool locality_required = false;
+};
+
+// Reads the annotations of `pod` (a v1.Pod as JSON). A pod without metadata,
+// annotations or the annotations above asks for nothing; this never fails.
+PodRequest ReadPodRequest(const nlohmann::json& pod);
+
+}  // namespace granary::hooks
+
+#endif  // GRANARY_SCHEDULER_HOOKS_POD_REQUEST_H_
