@@ -2,19 +2,18 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <cerrno>
-#include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/absl_compat.h"
 #include "common/defaults.h"
+#include "common/file_util.h"
 #include "common/size.h"
 #include "common/status.h"
+#include "common/yaml_status.h"
 
 namespace granary {
 namespace {
@@ -146,18 +145,20 @@ absl::Status ApplyConfigYaml(std::string_view yaml, std::string_view origin,
   try {
     return ApplyRoot(YAML::Load(std::string(yaml)), origin, config);
   } catch (const YAML::Exception& error) {
-    return absl::InvalidArgumentError(absl::StrCat(AsAbsl(origin), ": line ", error.mark.line + 1,
-                                                   ", column ", error.mark.column + 1, ": ",
-                                                   error.msg));
+    return YamlErrorStatus(origin, error);
   }
 }
 
+absl::Status YamlErrorStatus(std::string_view origin, const YAML::Exception& error) {
+  return absl::InvalidArgumentError(absl::StrCat(AsAbsl(origin), ": line ", error.mark.line + 1,
+                                                 ", column ", error.mark.column + 1, ": ",
+                                                 error.msg));
+}
+
 absl::Status ApplyConfigFile(const std::string& path, GranarydConfig* config) {
-  std::ifstream in(path);
-  if (!in) return ErrnoStatus(errno, absl::StrCat("config file ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ApplyConfigYaml(text.str(), path, config);
+  auto text = ReadFileToString(path, "config file");
+  if (!text.ok()) return text.status();
+  return ApplyConfigYaml(*text, path, config);
 }
 
 }  // namespace granary

@@ -8,6 +8,7 @@
 #include "common/absl_compat.h"
 #include "common/config.h"
 #include "common/file_util.h"
+#include "common/yaml_status.h"
 
 namespace granary {
 namespace {
@@ -85,9 +86,7 @@ absl::StatusOr<std::vector<Member>> ParseMembersYaml(std::string_view yaml,
   try {
     return ParseRoot(YAML::Load(std::string(yaml)), origin);
   } catch (const YAML::Exception& error) {
-    return absl::InvalidArgumentError(absl::StrCat(AsAbsl(origin), ": line ", error.mark.line + 1,
-                                                   ", column ", error.mark.column + 1, ": ",
-                                                   error.msg));
+    return YamlErrorStatus(origin, error);
   }
 }
 

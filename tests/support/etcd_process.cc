@@ -5,12 +5,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/server_address.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -89,10 +88,7 @@ std::string EtcdProcess::endpoint() const {
 }
 
 std::string EtcdProcess::log() const {
-  std::ifstream in(temp_.path() + "/etcd.log");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return ReadFileToString(temp_.path() + "/etcd.log", "etcd log").value_or("");
 }
 
 }  // namespace granary::testing

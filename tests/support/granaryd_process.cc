@@ -1,10 +1,8 @@
 #include "tests/support/granaryd_process.h"
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -13,9 +11,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -23,70 +19,18 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/absl_compat.h"
+#include "common/file_util.h"
 #include "common/http.h"
 #include "common/server_address.h"
 #include "common/status.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "tests/support/child_process.h"
 
 namespace granary::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Forks and execs granaryd with `args`, its stdout and stderr appended to
-// `log_path`. The child dies with the test process (PR_SET_PDEATHSIG).
-absl::StatusOr<pid_t> SpawnGranaryd(const std::vector<std::string>& args,
-                                    const std::string& log_path) {
-  std::string binary = GranarydPath();
-  std::vector<std::string> argv_storage{binary};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& arg : argv_storage) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", log_path));
-  pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    int error = errno;
-    ::close(log_fd);
-    return ErrnoStatus(error, "fork");
-  }
-  if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    int null_fd = ::open("/dev/null", O_RDONLY);
-    ::dup2(null_fd, 0);
-    ::dup2(log_fd, 1);
-    ::dup2(log_fd, 2);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  ::close(log_fd);
-  return pid;
-}
-
-// Waits up to `timeout` for `pid`; returns its wait status, or nullopt.
-std::optional<int> WaitFor(pid_t pid, std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (true) {
-    int status = 0;
-    pid_t done = ::waitpid(pid, &status, WNOHANG);
-    if (done == pid) return status;
-    if (done < 0 && errno != EINTR) return std::nullopt;
-    if (Clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
 
 }  // namespace
 
@@ -143,7 +87,9 @@ std::string GranarydProcess::metrics_address() const {
   return absl::StrCat("127.0.0.1:", metrics_port_);
 }
 
-std::string GranarydProcess::log() const { return ReadWholeFile(log_path_); }
+std::string GranarydProcess::log() const {
+  return ReadFileToString(log_path_, "granaryd log").value_or("");
+}
 
 std::shared_ptr<grpc::Channel> GranarydProcess::SocketChannel() const {
   return *MakeChannel(socket_address());
@@ -165,7 +111,7 @@ absl::Status GranarydProcess::Spawn() {
   std::vector<std::string> args{"--data-dir", data_dir_,     "--socket",         socket_path_,
                                 "--listen",   tcp_address(), "--metrics-listen", metrics_address()};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
-  GRANARY_ASSIGN_OR_RETURN(pid_, SpawnGranaryd(args, log_path_));
+  GRANARY_ASSIGN_OR_RETURN(pid_, SpawnChild(GranarydPath(), args, log_path_));
   absl::Status serving = WaitUntilServing();
   if (!serving.ok()) Kill().IgnoreError();
   return serving;
@@ -238,7 +184,7 @@ absl::Status GranarydProcess::Kill() {
 absl::StatusOr<int> GranarydProcess::Terminate(std::chrono::milliseconds timeout) {
   if (pid_ <= 0) return absl::FailedPreconditionError("granaryd is not running");
   ::kill(pid_, SIGTERM);
-  std::optional<int> status = WaitFor(pid_, timeout);
+  std::optional<int> status = WaitForExit(pid_, timeout);
   if (!status.has_value()) {
     Kill().IgnoreError();
     return absl::DeadlineExceededError(
@@ -280,18 +226,18 @@ absl::StatusOr<ExitedProcess> RunGranaryd(const std::vector<std::string>& args,
                                           std::chrono::milliseconds timeout) {
   TempDir temp;
   std::string log_path = temp.path() + "/stderr";
-  GRANARY_ASSIGN_OR_RETURN(pid_t pid, SpawnGranaryd(args, log_path));
-  std::optional<int> status = WaitFor(pid, timeout);
+  GRANARY_ASSIGN_OR_RETURN(pid_t pid, SpawnChild(GranarydPath(), args, log_path));
+  std::optional<int> status = WaitForExit(pid, timeout);
   if (!status.has_value()) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    return absl::DeadlineExceededError(absl::StrCat("granaryd ", absl::StrJoin(args, " "),
-                                                    " did not exit within ", timeout.count(),
-                                                    " ms:\n", ReadWholeFile(log_path)));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "granaryd ", absl::StrJoin(args, " "), " did not exit within ", timeout.count(), " ms:\n",
+        ReadFileToString(log_path, "granaryd log").value_or("")));
   }
   ExitedProcess result;
   result.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
-  result.stderr_text = ReadWholeFile(log_path);
+  result.stderr_text = ReadFileToString(log_path, "granaryd log").value_or("");
   return result;
 }
 
