@@ -21,7 +21,7 @@ hooks="$3"
 
 fail() {
   echo "FAIL: $*" >&2
-  for log in "${tmp}"/log/*; do echo "--- ${log}" >&2; tail -n 30 "${log}" >&2 || true; done
+  for log in "${tmp}"/log/* "${tmp}/order.log" "${tmp}/bb/order.log"; do echo "--- ${log}" >&2; tail -n 30 "${log}" >&2 || true; done
   exit 1
 }
 

@@ -1,0 +1,251 @@
+#!/usr/bin/python3
+"""Checks deploy/: every Kubernetes manifest parses and holds together (mount
+propagation, the scheduler's extender stanza, ports and paths consistent across
+objects and with the binaries' flags), the systemd units name real flags, and
+the Slurm hooks are well formed.
+
+Usage: deploy_manifests_test.py DEPLOY_DIR GRANARYD GRANARY_FUSE GRANARY_EXTENDER
+"""
+import configparser
+import glob
+import os
+import re
+import subprocess
+import sys
+import unittest
+import urllib.parse
+
+import yaml
+
+DEPLOY, GRANARYD, GRANARY_FUSE, EXTENDER = sys.argv[1:5]
+NAMESPACE = "granary-system"
+
+
+def load_all():
+    """(file name, document) for every document of every manifest."""
+    documents = []
+    for path in sorted(glob.glob(os.path.join(DEPLOY, "kubernetes", "*.yaml"))):
+        with open(path) as f:
+            for document in yaml.safe_load_all(f):
+                if document is not None:
+                    documents.append((os.path.basename(path), document))
+    return documents
+
+
+DOCUMENTS = load_all()
+
+
+def find(kind, name):
+    matches = [d for _, d in DOCUMENTS if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(matches) == 1, "%d %s/%s" % (len(matches), kind, name)
+    return matches[0]
+
+
+def container(workload, name):
+    spec = workload["spec"]["template"]["spec"]
+    matches = [c for c in spec.get("initContainers", []) + spec["containers"] if c["name"] == name]
+    assert len(matches) == 1, name
+    return matches[0]
+
+
+def flag_value(args, flag):
+    """The value of --flag=V or --flag V in an argument list."""
+    for i, arg in enumerate(args):
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+        if arg == flag:
+            return args[i + 1]
+    raise AssertionError("%s not in %s" % (flag, args))
+
+
+def help_text(binary):
+    return subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
+
+
+def long_flags(args):
+    return {a.split("=", 1)[0] for a in args if a.startswith("--")}
+
+
+class KubernetesTest(unittest.TestCase):
+    def test_every_document_is_a_named_object_in_the_namespace(self):
+        self.assertGreaterEqual(len(DOCUMENTS), 15)
+        cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+        for path, document in DOCUMENTS:
+            for key in ("apiVersion", "kind", "metadata"):
+                self.assertIn(key, document, path)
+            self.assertTrue(document["metadata"].get("name"), path)
+            if document["kind"] in cluster_scoped:
+                continue
+            namespace = document["metadata"].get("namespace")
+            # The scheduler reads the authentication ConfigMap in kube-system;
+            # the example job runs in the user's namespace.
+            allowed = {NAMESPACE, "kube-system"} if document["kind"] == "RoleBinding" else {NAMESPACE}
+            if path == "training-job.yaml":
+                allowed = {"default"}
+            self.assertIn(namespace, allowed, "%s %s" % (path, document["metadata"]["name"]))
+        find("Namespace", NAMESPACE)
+
+    def test_daemonset_runs_granaryd_and_fuse_with_bidirectional_propagation(self):
+        daemonset = find("DaemonSet", "granary-node")
+        spec = daemonset["spec"]["template"]["spec"]
+        self.assertEqual(daemonset["spec"]["selector"]["matchLabels"],
+                         {k: v for k, v in daemonset["spec"]["template"]["metadata"]["labels"].items()
+                          if k in daemonset["spec"]["selector"]["matchLabels"]})
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        fuse = container(daemonset, "granary-fuse")
+        self.assertTrue(fuse["securityContext"]["privileged"])
+        mounts = {m["mountPath"]: m for m in fuse["volumeMounts"]}
+        self.assertEqual(fuse["args"][0], "/mnt/granary")
+        self.assertEqual(mounts["/mnt/granary"]["mountPropagation"], "Bidirectional")
+        self.assertEqual(volumes[mounts["/mnt/granary"]["name"]]["hostPath"]["path"], "/mnt/granary")
+        self.assertEqual(volumes[mounts["/dev/fuse"]["name"]]["hostPath"]["type"], "CharDevice")
+
+        granaryd = container(daemonset, "granaryd")
+        data = {m["mountPath"]: m["name"] for m in granaryd["volumeMounts"]}
+        self.assertEqual(volumes[data["/var/lib/granary"]]["hostPath"]["path"], "/var/lib/granary")
+        # The node id is the Kubernetes node name, as the extender's node names.
+        self.assertEqual(flag_value(granaryd["args"], "--node-id"), "$(NODE_NAME)")
+        self.assertEqual(granaryd["env"][0]["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName")
+
+        # Ports and paths agree with granaryd's configuration.
+        config = yaml.safe_load(find("ConfigMap", "granaryd-config")["data"]["granaryd.yaml"])
+        ports = {p["name"]: p["containerPort"] for p in granaryd["ports"]}
+        self.assertEqual(int(config["listen"].rsplit(":", 1)[1]), ports["peer"])
+        self.assertEqual(int(config["metrics_listen"].rsplit(":", 1)[1]), ports["metrics"])
+        self.assertEqual(flag_value(fuse["args"], "--server"), "unix:" + config["socket"])
+        socket_dir = os.path.dirname(config["socket"])
+        self.assertIn(socket_dir, {m["mountPath"] for m in granaryd["volumeMounts"]})
+        self.assertIn(socket_dir, mounts)
+        config_mount = [m for m in granaryd["volumeMounts"] if m["name"] == "config"][0]
+        self.assertEqual(flag_value(granaryd["args"], "--config"),
+                         config_mount["mountPath"] + "/granaryd.yaml")
+        self.assertTrue(config["cache_dirs"][0].startswith(config["data_dir"]))
+
+        # Every flag exists in the binaries.
+        self.assertTrue(long_flags(granaryd["args"]) <= set(re.findall(r"--[a-z-]+", help_text(GRANARYD))))
+        self.assertTrue(long_flags(fuse["args"]) <= set(re.findall(r"--[a-z-]+", help_text(GRANARY_FUSE))))
+
+        service = find("Service", "granary-node")
+        self.assertEqual(service["spec"]["selector"], daemonset["spec"]["selector"]["matchLabels"])
+        self.assertEqual(service["spec"]["ports"][0]["targetPort"], "peer")
+
+    def test_extender_deployment_service_and_scheduler_configuration_agree(self):
+        deployment = find("Deployment", "granary-extender")
+        extender = container(deployment, "granary-extender")
+        self.assertTrue(long_flags(extender["args"]) <=
+                        set(re.findall(r"--[a-z-]+", help_text(EXTENDER))))
+        listen_port = int(flag_value(extender["args"], "--listen").rsplit(":", 1)[1])
+        container_port = {p["name"]: p["containerPort"] for p in extender["ports"]}["http"]
+        self.assertEqual(listen_port, container_port)
+        self.assertEqual(extender["readinessProbe"]["httpGet"]["path"], "/healthz")
+
+        service = find("Service", "granary-extender")
+        self.assertEqual(service["spec"]["selector"], deployment["spec"]["selector"]["matchLabels"])
+        self.assertEqual(service["spec"]["ports"][0]["targetPort"], "http")
+
+        # granaryd through its Service, on the peer port.
+        server = flag_value(extender["args"], "--server")
+        node_service = find("Service", "granary-node")
+        self.assertEqual(server, "granary-node.%s.svc:%d" % (NAMESPACE, node_service["spec"]["ports"][0]["port"]))
+
+        config = yaml.safe_load(find("ConfigMap", "granary-scheduler-config")["data"]["config.yaml"])
+        self.assertEqual(config["apiVersion"], "kubescheduler.config.k8s.io/v1")
+        self.assertEqual(config["kind"], "KubeSchedulerConfiguration")
+        self.assertEqual(config["profiles"][0]["schedulerName"], "granary-scheduler")
+        [stanza] = config["extenders"]
+        self.assertIs(stanza["ignorable"], True)
+        self.assertIs(stanza["nodeCacheCapable"], True)
+        self.assertEqual(stanza["filterVerb"], "filter")
+        self.assertEqual(stanza["prioritizeVerb"], "prioritize")
+        self.assertGreaterEqual(stanza["weight"], 1)
+        self.assertIs(stanza["enableHTTPS"], False)
+        url = urllib.parse.urlparse(stanza["urlPrefix"])
+        self.assertEqual(url.scheme, "http")
+        self.assertEqual(url.hostname, "granary-extender.%s.svc" % NAMESPACE)
+        self.assertEqual(url.port, service["spec"]["ports"][0]["port"])
+        self.assertEqual(url.path, "")  # The extender serves /filter and /prioritize.
+        self.assertEqual(config["leaderElection"]["resourceNamespace"], NAMESPACE)
+
+        scheduler = find("Deployment", "granary-scheduler")
+        self.assertEqual(scheduler["spec"]["template"]["spec"]["serviceAccountName"], "granary-scheduler")
+        command = container(scheduler, "kube-scheduler")["command"]
+        volume = scheduler["spec"]["template"]["spec"]["volumes"][0]
+        self.assertEqual(volume["configMap"]["name"], "granary-scheduler-config")
+        self.assertIn("--config=/etc/granary-scheduler/config.yaml", command)
+        find("ServiceAccount", "granary-scheduler")
+        bindings = [d for _, d in DOCUMENTS if d["kind"] == "ClusterRoleBinding"]
+        self.assertEqual({b["roleRef"]["name"] for b in bindings},
+                         {"system:kube-scheduler", "system:volume-scheduler"})
+
+    def test_training_job_prewarms_its_datasets_and_mounts_host_to_container(self):
+        job = find("Job", "resnet-train")
+        template = job["spec"]["template"]
+        self.assertEqual(template["spec"]["schedulerName"], "granary-scheduler")
+        datasets = template["metadata"]["annotations"]["granary.io/datasets"]
+        self.assertTrue(datasets)
+        init = container(job, "granary-prewarm")
+        env = {e["name"]: e for e in init["env"]}
+        self.assertEqual(env["GRANARY_DATASETS"]["valueFrom"]["fieldRef"]["fieldPath"],
+                         "metadata.annotations['granary.io/datasets']")
+        self.assertIn('granary prewarm "$dataset"', init["command"][-1])
+        config = yaml.safe_load(find("ConfigMap", "granaryd-config")["data"]["granaryd.yaml"])
+        self.assertEqual(env["GRANARY_SERVER"]["value"], "unix:" + config["socket"])
+        trainer = container(job, "trainer")
+        [mount] = [m for m in trainer["volumeMounts"] if m["mountPath"] == "/data"]
+        self.assertEqual(mount["mountPropagation"], "HostToContainer")
+        self.assertTrue(mount["readOnly"])
+        volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+        self.assertEqual(volumes[mount["name"]]["hostPath"]["path"], "/mnt/granary")
+
+
+class SystemdTest(unittest.TestCase):
+    def unit(self, name):
+        parser = configparser.ConfigParser(strict=False, interpolation=None)
+        parser.optionxform = str
+        parser.read(os.path.join(DEPLOY, "systemd", name))
+        return parser
+
+    def test_granaryd_unit(self):
+        unit = self.unit("granaryd.service")
+        command = unit["Service"]["ExecStart"].split()
+        self.assertTrue(command[0].endswith("/granaryd"))
+        self.assertTrue(long_flags(command) <= set(re.findall(r"--[a-z-]+", help_text(GRANARYD))))
+        self.assertEqual(flag_value(command, "--socket"), "/run/granary/granaryd.sock")
+        self.assertEqual(unit["Install"]["WantedBy"], "multi-user.target")
+
+    def test_fuse_template_unit_mounts_its_instance(self):
+        unit = self.unit("granary-fuse@.service")
+        command = unit["Service"]["ExecStart"].split()
+        self.assertTrue(command[0].endswith("/granary-fuse"))
+        # %f: the instance name unescaped as a path (granary-fuse@mnt-granary -> /mnt/granary).
+        self.assertEqual(command[1], "%f")
+        self.assertIn("--foreground", command)
+        self.assertEqual(flag_value(command, "--server"), "unix:/run/granary/granaryd.sock")
+        self.assertTrue(long_flags(command) <= set(re.findall(r"--[a-z-]+", help_text(GRANARY_FUSE))))
+        self.assertIn("granaryd.service", unit["Unit"]["Requires"])
+
+
+class SlurmTest(unittest.TestCase):
+    def test_conf_lines_name_the_shipped_hooks(self):
+        with open(os.path.join(DEPLOY, "slurm", "slurm.conf.granary")) as f:
+            lines = dict(l.strip().split("=", 1) for l in f if l.strip() and not l.startswith("#"))
+        self.assertEqual(lines["JobSubmitPlugins"], "lua")
+        self.assertTrue(os.access(os.path.join(DEPLOY, "slurm", os.path.basename(lines["PrologSlurmctld"])),
+                                  os.X_OK))
+
+    def test_burst_buffer_defines_the_22_05_functions(self):
+        with open(os.path.join(DEPLOY, "slurm", "burst_buffer.lua")) as f:
+            text = f.read()
+        for signature in ("slurm_bb_job_process(job_script)", "slurm_bb_pools()",
+                          "slurm_bb_job_teardown(job_id, job_script, hurry)",
+                          "slurm_bb_setup(job_id, uid, gid, pool, bb_size, job_script)",
+                          "slurm_bb_data_in(job_id, job_script)", "slurm_bb_real_size(job_id)",
+                          "slurm_bb_paths(job_id, job_script, path_file)",
+                          "slurm_bb_pre_run(job_id, job_script)",
+                          "slurm_bb_post_run(job_id, job_script)",
+                          "slurm_bb_data_out(job_id, job_script)", "slurm_bb_get_status(...)"):
+            self.assertIn("function " + signature, text)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1])

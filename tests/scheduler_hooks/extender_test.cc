@@ -1,0 +1,394 @@
+// The granary-extender binary over real HTTP against a real granaryd holding
+// real datasets, some partially prewarmed. Request bodies are shaped like
+// kube-scheduler's: a full v1.Pod as its informer holds it, candidates as a
+// NodeList of full v1.Node objects or as NodeNames (nodeCacheCapable), and every
+// field of every reply is checked.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/child_process.h"
+#include "tests/support/granaryd_process.h"
+
+namespace granary {
+namespace {
+
+using nlohmann::json;
+using testing::GranarydProcess;
+using testing::TempDir;
+
+constexpr uint64_t kMiB = 1 << 20;
+
+void WriteFile(const std::string& path, uint64_t size) {
+  std::ofstream out(path, std::ios::binary);
+  std::string block(kMiB, 'g');
+  for (uint64_t i = 0; i < size / kMiB; ++i) out.write(block.data(), block.size());
+}
+
+// Registers `name` over `files` (name, MiB) and prewarms `prewarm` of them.
+void AddDataset(GranarydProcess& server, const std::string& root, const std::string& name,
+                const std::vector<std::pair<std::string, int>>& files,
+                const std::vector<std::string>& prewarm) {
+  std::string source = root + "/" + name;
+  std::filesystem::create_directories(source);
+  for (const auto& [file, mib] : files) WriteFile(source + "/" + file, mib * kMiB);
+  auto stub = server.SocketStub();
+  {
+    grpc::ClientContext context;
+    v1::AddDatasetRequest request;
+    request.set_name(name);
+    request.set_source(source);
+    v1::DatasetInfo info;
+    grpc::Status status = stub->AddDataset(&context, request, &info);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  if (prewarm.empty()) return;
+  grpc::ClientContext context;
+  v1::PrewarmRequest request;
+  request.set_name(name);
+  for (const std::string& path : prewarm) request.add_paths(path);
+  auto reader = stub->Prewarm(&context, request);
+  v1::PrewarmProgress progress;
+  while (reader->Read(&progress)) {
+  }
+  grpc::Status status = reader->Finish();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(progress.failures_size(), 0);
+}
+
+// A running granary-extender, SIGKILLed by the destructor if still running.
+class ExtenderProcess {
+ public:
+  explicit ExtenderProcess(const std::string& server) {
+    port_ = testing::FreeTcpPort();
+    log_path_ = temp_.path() + "/extender.log";
+    auto pid = testing::SpawnChild(GRANARY_EXTENDER_PATH,
+                                   {"--server", server, "--listen", address()}, log_path_);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    if (pid.ok()) pid_ = *pid;
+    httplib::Client client("127.0.0.1", port_);
+    for (int i = 0; i < 200; ++i) {
+      if (auto result = client.Get("/healthz"); result && result->status == 200) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "granary-extender did not answer /healthz: " << log();
+  }
+  ~ExtenderProcess() {
+    if (pid_ > 0) testing::KillChild(pid_);
+  }
+
+  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  std::string log() const {
+    std::ifstream in(log_path_);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  // POSTs `body` to `path`; the HTTP status and body.
+  std::pair<int, std::string> Post(const std::string& path, const std::string& body) const {
+    httplib::Client client("127.0.0.1", port_);
+    auto result = client.Post(path, body, "application/json");
+    if (!result) return {-1, httplib::to_string(result.error())};
+    return {result->status, result->body};
+  }
+  json PostJson(const std::string& path, const json& body) const {
+    auto [status, reply] = Post(path, body.dump());
+    EXPECT_EQ(status, 200) << reply;
+    json parsed = json::parse(reply, nullptr, false);
+    EXPECT_FALSE(parsed.is_discarded()) << reply;
+    return parsed;
+  }
+  // SIGTERM; the exit code, or -1.
+  int Terminate() {
+    ::kill(pid_, SIGTERM);
+    auto status = testing::WaitForExit(pid_, std::chrono::seconds(10));
+    if (!status) return -1;
+    pid_ = -1;
+    return WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+  }
+
+ private:
+  TempDir temp_;
+  std::string log_path_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+// A pending pod as kube-scheduler's informer holds it (Go omits the empty
+// TypeMeta), with `annotations`.
+json Pod(const json& annotations) {
+  json pod = json::parse(R"({
+    "metadata": {
+      "name": "resnet-train-0", "namespace": "ml", "uid": "1d6f3a52-7f0e-4a8f-9a57-5d8c0b7e2f11",
+      "resourceVersion": "48213", "creationTimestamp": "2026-11-30T04:00:00Z",
+      "labels": {"app": "resnet", "job-name": "resnet-train"},
+      "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "resnet-train",
+        "uid": "9e1c2b3a-0d4f-4e5a-8b6c-7d8e9f0a1b2c", "controller": true,
+        "blockOwnerDeletion": true}]
+    },
+    "spec": {
+      "volumes": [{"name": "granary", "hostPath": {"path": "/mnt/granary", "type": "Directory"}},
+        {"name": "kube-api-access-x7k2p", "projected": {"sources": [{"serviceAccountToken":
+          {"expirationSeconds": 3607, "path": "token"}}], "defaultMode": 420}}],
+      "containers": [{"name": "trainer", "image": "registry.example.com/resnet:2.1",
+        "command": ["python3", "train.py", "--data", "/data/imagenet"],
+        "resources": {"limits": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "8"},
+                      "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "8"}},
+        "volumeMounts": [{"name": "granary", "readOnly": true, "mountPath": "/data",
+                          "mountPropagation": "HostToContainer"},
+                         {"name": "kube-api-access-x7k2p", "readOnly": true,
+                          "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
+        "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+        "imagePullPolicy": "IfNotPresent"}],
+      "restartPolicy": "Never", "terminationGracePeriodSeconds": 30, "dnsPolicy": "ClusterFirst",
+      "serviceAccountName": "default", "serviceAccount": "default", "securityContext": {},
+      "schedulerName": "default-scheduler",
+      "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                       "effect": "NoExecute", "tolerationSeconds": 300}],
+      "priority": 0, "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority"
+    },
+    "status": {"phase": "Pending", "qosClass": "Guaranteed",
+      "conditions": [{"type": "PodScheduled", "status": "False", "lastProbeTime": null,
+        "lastTransitionTime": "2026-11-30T04:00:01Z", "reason": "Unschedulable",
+        "message": "0/2 nodes are available"}]}
+  })");
+  pod["metadata"]["annotations"] = annotations;
+  return pod;
+}
+
+json Node(const std::string& name, const std::string& ip) {
+  return {
+      {"metadata",
+       {{"name", name},
+        {"uid", "uid-" + name},
+        {"resourceVersion", "48100"},
+        {"creationTimestamp", "2026-11-01T00:00:00Z"},
+        {"labels",
+         {{"kubernetes.io/hostname", name},
+          {"kubernetes.io/os", "linux"},
+          {"topology.kubernetes.io/zone", "rack-a"}}}}},
+      {"spec", {{"podCIDR", "10.244.1.0/24"}, {"podCIDRs", json::array({"10.244.1.0/24"})}}},
+      {"status",
+       {{"capacity", {{"cpu", "96"}, {"memory", "1056766524Ki"}, {"nvidia.com/gpu", "8"}}},
+        {"allocatable", {{"cpu", "95"}, {"memory", "1056664124Ki"}, {"nvidia.com/gpu", "8"}}},
+        {"conditions", json::array({{{"type", "Ready"},
+                                     {"status", "True"},
+                                     {"lastHeartbeatTime", "2026-11-30T03:59:00Z"},
+                                     {"lastTransitionTime", "2026-11-01T00:01:00Z"},
+                                     {"reason", "KubeletReady"},
+                                     {"message", "kubelet is posting ready status"}}})},
+        {"addresses",
+         {{{"type", "InternalIP"}, {"address", ip}}, {{"type", "Hostname"}, {"address", name}}}},
+        {"nodeInfo", {{"kubeletVersion", "v1.29.4"}, {"architecture", "amd64"}}}}}};
+}
+
+// ExtenderArgs in the NodeList form (nodeCacheCapable: false).
+json ListArgs(const json& annotations) {
+  return {{"Pod", Pod(annotations)},
+          {"Nodes",
+           {{"metadata", json::object()},
+            {"items", json::array({Node("node-a", "10.0.0.1"), Node("node-b", "10.0.0.2")})}}},
+          {"NodeNames", nullptr}};
+}
+
+// ExtenderArgs in the NodeNames form (nodeCacheCapable: true).
+json NameArgs(const json& annotations) {
+  return {{"Pod", Pod(annotations)},
+          {"Nodes", nullptr},
+          {"NodeNames", json::array({"node-a", "node-b"})}};
+}
+
+json Priorities(int a, int b) {
+  return {{{"Host", "node-a"}, {"Score", a}}, {{"Host", "node-b"}, {"Score", b}}};
+}
+
+// One granaryd as node "node-a" in group "rack-a"; "node-b" is a Kubernetes
+// node without Granary. Datasets (MiB):
+//   half:    a.bin 3 (prewarmed), b.bin 1  -> 75% cached
+//   full:    c.bin 4 (prewarmed)           -> 100%
+//   quarter: d.bin 1 (prewarmed), e.bin 3  -> 25%
+class ExtenderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    sources_ = new TempDir();
+    auto server =
+        GranarydProcess::Start({.extra_args = {"--node-id", "node-a", "--group", "rack-a"}});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+    AddDataset(*server_, sources_->path(), "half", {{"a.bin", 3}, {"b.bin", 1}}, {"a.bin"});
+    AddDataset(*server_, sources_->path(), "full", {{"c.bin", 4}}, {"c.bin"});
+    AddDataset(*server_, sources_->path(), "quarter", {{"d.bin", 1}, {"e.bin", 3}}, {"d.bin"});
+    extender_ = new ExtenderProcess(server_->socket_address());
+  }
+  static void TearDownTestSuite() {
+    delete extender_;
+    delete server_;
+    delete sources_;
+  }
+
+  static TempDir* sources_;
+  static GranarydProcess* server_;
+  static ExtenderProcess* extender_;
+};
+
+TempDir* ExtenderTest::sources_ = nullptr;
+GranarydProcess* ExtenderTest::server_ = nullptr;
+ExtenderProcess* ExtenderTest::extender_ = nullptr;
+
+TEST_F(ExtenderTest, PrioritizeScoresNodesByCachedShare) {
+  EXPECT_EQ(extender_->PostJson("/prioritize", NameArgs({{"granary.io/datasets", "half"}})),
+            Priorities(7, 0));
+  EXPECT_EQ(extender_->PostJson("/prioritize", NameArgs({{"granary.io/datasets", "full"}})),
+            Priorities(10, 0));
+  EXPECT_EQ(extender_->PostJson("/prioritize", ListArgs({{"granary.io/datasets", "quarter"}})),
+            Priorities(2, 0));
+}
+
+TEST_F(ExtenderTest, PrioritizeWeighsSeveralDatasetsByBytes) {
+  // (3 + 4) MiB cached of (4 + 4) MiB: 87.5%.
+  EXPECT_EQ(extender_->PostJson("/prioritize", ListArgs({{"granary.io/datasets", "half, full"}})),
+            Priorities(8, 0));
+  // An unknown dataset among known ones is left out.
+  EXPECT_EQ(extender_->PostJson("/prioritize",
+                                NameArgs({{"granary.io/datasets", "full,no-such-dataset"}})),
+            Priorities(10, 0));
+}
+
+TEST_F(ExtenderTest, NoOrUnknownDatasetsGetNeutralScores) {
+  EXPECT_EQ(extender_->PostJson("/prioritize", NameArgs(json::object())), Priorities(0, 0));
+  EXPECT_EQ(extender_->PostJson("/prioritize", ListArgs({{"granary.io/datasets", ""}})),
+            Priorities(0, 0));
+  EXPECT_EQ(
+      extender_->PostJson("/prioritize", NameArgs({{"granary.io/datasets", "no-such-dataset"}})),
+      Priorities(0, 0));
+}
+
+TEST_F(ExtenderTest, FilterWithoutRequiredLocalityKeepsEveryNode) {
+  json args = ListArgs({{"granary.io/datasets", "quarter"}});
+  json reply = extender_->PostJson("/filter", args);
+  EXPECT_EQ(reply, (json{{"Nodes", args["Nodes"]},
+                         {"NodeNames", nullptr},
+                         {"FailedNodes", json::object()},
+                         {"FailedAndUnresolvableNodes", json::object()},
+                         {"Error", ""}}));
+
+  reply = extender_->PostJson("/filter", NameArgs({{"granary.io/datasets", "quarter"}}));
+  EXPECT_EQ(reply, (json{{"Nodes", nullptr},
+                         {"NodeNames", json::array({"node-a", "node-b"})},
+                         {"FailedNodes", json::object()},
+                         {"FailedAndUnresolvableNodes", json::object()},
+                         {"Error", ""}}));
+}
+
+TEST_F(ExtenderTest, FilterWithRequiredLocalityRemovesNodesWithoutTheData) {
+  json annotations = {{"granary.io/datasets", "half"}, {"granary.io/locality", "required"}};
+  const json unresolvable = {
+      {"node-b", "granary: not a Granary cache node, and the pod requires locality of half"}};
+
+  json reply = extender_->PostJson("/filter", NameArgs(annotations));
+  EXPECT_EQ(reply, (json{{"Nodes", nullptr},
+                         {"NodeNames", json::array({"node-a"})},
+                         {"FailedNodes", json::object()},
+                         {"FailedAndUnresolvableNodes", unresolvable},
+                         {"Error", ""}}));
+
+  json args = ListArgs(annotations);
+  reply = extender_->PostJson("/filter", args);
+  json passed = args["Nodes"];
+  passed["items"] = json::array({args["Nodes"]["items"][0]});  // node-a's object, unchanged.
+  EXPECT_EQ(reply, (json{{"Nodes", passed},
+                         {"NodeNames", nullptr},
+                         {"FailedNodes", json::object()},
+                         {"FailedAndUnresolvableNodes", unresolvable},
+                         {"Error", ""}}));
+}
+
+TEST_F(ExtenderTest, FilterWithRequiredLocalityBelowThresholdRemovesEveryNode) {
+  json reply = extender_->PostJson("/filter", NameArgs({{"granary.io/datasets", "quarter"},
+                                                        {"granary.io/locality", "required"}}));
+  EXPECT_EQ(
+      reply,
+      (json{
+          {"Nodes", nullptr},
+          {"NodeNames", json::array()},
+          {"FailedNodes", json::object()},
+          {"FailedAndUnresolvableNodes",
+           {{"node-a", "granary: cache group 'rack-a' holds 25% of quarter; the pod requires 50%"},
+            {"node-b",
+             "granary: not a Granary cache node, and the pod requires locality of "
+             "quarter"}}},
+          {"Error", ""}}));
+}
+
+TEST_F(ExtenderTest, FilterWithRequiredLocalityOfUnknownDatasetKeepsEveryNode) {
+  json reply = extender_->PostJson("/filter", NameArgs({{"granary.io/datasets", "no-such-dataset"},
+                                                        {"granary.io/locality", "required"}}));
+  EXPECT_EQ(reply["NodeNames"], json::array({"node-a", "node-b"}));
+  EXPECT_EQ(reply["FailedAndUnresolvableNodes"], json::object());
+  EXPECT_EQ(reply["Error"], "");
+}
+
+TEST_F(ExtenderTest, MalformedRequestsAreRefusedWithTheReason) {
+  auto [status, body] = extender_->Post("/prioritize", "{not json");
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(body, "request body is not a JSON ExtenderArgs object\n");
+  std::tie(status, body) = extender_->Post("/filter", R"({"Pod": {}})");
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(body, "ExtenderArgs has neither Nodes nor NodeNames\n");
+  std::tie(status, body) =
+      extender_->Post("/filter", R"({"Pod": {}, "Nodes": {"items": [{"spec": {}}]}})");
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(body, "a node in ExtenderArgs.Nodes has no metadata.name\n");
+  std::tie(status, body) = extender_->Post("/prioritize", R"({"NodeNames": [1]})");
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(body, "ExtenderArgs.NodeNames holds a non-string\n");
+  std::tie(status, body) = extender_->Post("/bind", "{}");
+  EXPECT_EQ(status, 404);
+  // The server keeps serving.
+  EXPECT_EQ(extender_->PostJson("/prioritize", NameArgs({{"granary.io/datasets", "full"}})),
+            Priorities(10, 0));
+}
+
+TEST(ExtenderUnreachableTest, UnreachableServerGivesNeutralAnswersAndALogLine) {
+  TempDir dir;
+  ExtenderProcess extender("unix:" + dir.path() + "/no-granaryd.sock");
+  json annotations = {{"granary.io/datasets", "half"}, {"granary.io/locality", "required"}};
+  EXPECT_EQ(extender.PostJson("/prioritize", NameArgs(annotations)), Priorities(0, 0));
+  json reply = extender.PostJson("/filter", NameArgs(annotations));
+  EXPECT_EQ(reply, (json{{"Nodes", nullptr},
+                         {"NodeNames", json::array({"node-a", "node-b"})},
+                         {"FailedNodes", json::object()},
+                         {"FailedAndUnresolvableNodes", json::object()},
+                         {"Error", ""}}));
+  EXPECT_NE(extender.log().find("cannot locate dataset 'half', answering neutrally"),
+            std::string::npos)
+      << extender.log();
+  EXPECT_EQ(extender.Terminate(), 0);
+}
+
+TEST(ExtenderFlagsTest, UnusableListenAddressFailsWithTheReason) {
+  TempDir dir;
+  auto pid =
+      testing::SpawnChild(GRANARY_EXTENDER_PATH, {"--listen", "no-port"}, dir.path() + "/log");
+  ASSERT_TRUE(pid.ok());
+  auto status = testing::WaitForExit(*pid, std::chrono::seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(WEXITSTATUS(*status), 1);
+  std::ifstream in(dir.path() + "/log");
+  std::string log(std::istreambuf_iterator<char>(in), {});
+  EXPECT_NE(log.find("granary-extender: address 'no-port' is not HOST:PORT"), std::string::npos)
+      << log;
+}
+
+}  // namespace
+}  // namespace granary
