@@ -3,9 +3,9 @@
 # builds, starts granaryd (its embedded default configuration, or a private
 # one under a temporary directory if the default one is taken), generates a
 # deterministic sample dataset, registers it, prewarms it with a progress bar,
-# reads every file back through the cache with `granary cat` and compares it
-# with the source, prints `granary status` with the hit ratio, then stops the
-# server and removes what it created.
+# mounts every dataset with granary-fuse and reads every file back through the
+# mount, comparing it with the source, prints `granary status` with the hit
+# ratio, then unmounts, stops the server and removes what it created.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build_dir="${GRANARY_BUILD_DIR:-$root/build}"
@@ -19,12 +19,16 @@ step "building"
 GRANARY_BUILD_DIR="$build_dir" bash "$root/scripts/build.sh"
 granary="$build_dir/granary"
 granaryd="$build_dir/granaryd"
+granary_fuse="$build_dir/granary-fuse"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/granary-demo.XXXXXX")"
 server_pid=""
-server_args=()
+mount_dir="$work/mnt"
 cleanup() {
   local status=$?
+  if mountpoint -q "$mount_dir" 2>/dev/null; then
+    fusermount3 -u "$mount_dir" 2>/dev/null || fusermount3 -uz "$mount_dir" 2>/dev/null || true
+  fi
   if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
     # The default data directory outlives the demo: leave no dataset behind.
     "$granary" dataset rm "$dataset" >/dev/null 2>&1 || true
@@ -112,17 +116,25 @@ step "granary dataset add $dataset $source_dir"
 step "granary prewarm $dataset"
 "$granary" prewarm "$dataset"
 
-step "reading every file back through the cache and comparing it with the source"
+step "granary-fuse $mount_dir"
+mkdir -p "$mount_dir"
+"$granary_fuse" "$mount_dir" --log-file "$work/granary-fuse.log"
+ls "$mount_dir"
+
+step "reading every file back through the mount and comparing it with the source"
 count=0
 while IFS= read -r -d '' file; do
   relative="${file#"$source_dir"/}"
-  if ! "$granary" cat "$dataset/$relative" | cmp -s - "$file"; then
+  if ! cmp -s "$mount_dir/$dataset/$relative" "$file"; then
     echo "demo: $relative differs from its source" >&2
     exit 1
   fi
   count=$((count + 1))
 done < <(find "$source_dir" -type f -print0 | sort -z)
-echo "all $count files match their source byte for byte"
+diff -r "$source_dir" "$mount_dir/$dataset"
+echo "all $count files read through $mount_dir/$dataset match their source byte for byte"
+echo "one through the CLI too: granary cat $dataset/labels.txt"
+"$granary" cat "$dataset/labels.txt" | head -3
 
 step "granary locate $dataset"
 "$granary" locate "$dataset"
@@ -130,7 +142,8 @@ step "granary locate $dataset"
 step "granary status"
 "$granary" status
 
-step "stopping granaryd"
+step "unmounting and stopping granaryd"
+fusermount3 -u "$mount_dir"
 "$granary" dataset rm "$dataset"
 kill -TERM "$server_pid"
 wait "$server_pid"

@@ -24,6 +24,18 @@ class ReadPathTest : public ::testing::Test {
     stub_ = server_->SocketStub();
   }
 
+  // 1 GiB in 1,024 chunks, registered as "train": one prewarm worker takes far
+  // longer than the first progress interval to fetch it all, even on a fast,
+  // quiet machine, so a test can interrupt a prewarm that is under way.
+  static constexpr int kLongPrewarmChunks = 1024;
+  void RegisterLongPrewarmDataset() {
+    constexpr int kChunksPerFile = 8;
+    for (int i = 0; i < kLongPrewarmChunks / kChunksPerFile; ++i) {
+      WriteSourceFile(root_, "f" + std::to_string(i), PatternBytes(kChunksPerFile * kChunk, i));
+    }
+    Register("train", kChunk);
+  }
+
   // Registers `name` over the source root and returns its manifest entries.
   std::vector<v1::ManifestEntry> Register(const std::string& name, uint32_t chunk_size) {
     v1::DatasetInfo info;
@@ -142,10 +154,7 @@ TEST_F(ReadPathTest, PrewarmListsEveryFailedFileAndFinishesTheRest) {
 
 TEST_F(ReadPathTest, PrewarmAfterKillNineFetchesOnlyTheMissingChunks) {
   StartServer();
-  for (int i = 0; i < 64; ++i) {
-    WriteSourceFile(root_, "f" + std::to_string(i), PatternBytes(4 * kChunk, i));
-  }
-  Register("train", kChunk);
+  RegisterLongPrewarmDataset();
   v1::PrewarmRequest request;
   request.set_name("train");
   request.set_parallelism(1);
@@ -170,7 +179,7 @@ TEST_F(ReadPathTest, PrewarmAfterKillNineFetchesOnlyTheMissingChunks) {
   std::vector<v1::PrewarmProgress> progress;
   ASSERT_TRUE(Prewarm(stub_.get(), request, &progress).ok());
   const v1::PrewarmProgress& last = progress.back();
-  EXPECT_EQ(last.chunks_done(), 256u);
+  EXPECT_EQ(last.chunks_done(), static_cast<uint64_t>(kLongPrewarmChunks));
   EXPECT_GT(last.chunks_already_cached(), 0u);
   EXPECT_EQ(*server_->Metric("granary_source_reads_total"),
             last.chunks_total() - last.chunks_already_cached());
@@ -178,10 +187,7 @@ TEST_F(ReadPathTest, PrewarmAfterKillNineFetchesOnlyTheMissingChunks) {
 
 TEST_F(ReadPathTest, CancelledPrewarmStopsServerSideWork) {
   StartServer();
-  for (int i = 0; i < 64; ++i) {
-    WriteSourceFile(root_, "f" + std::to_string(i), PatternBytes(4 * kChunk, i));
-  }
-  Register("train", kChunk);
+  RegisterLongPrewarmDataset();
   v1::PrewarmRequest request;
   request.set_name("train");
   request.set_parallelism(1);
@@ -204,7 +210,7 @@ TEST_F(ReadPathTest, CancelledPrewarmStopsServerSideWork) {
   double fetched = *server_->Metric("granary_source_reads_total");
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(*server_->Metric("granary_source_reads_total"), fetched);
-  EXPECT_LT(fetched, 256);
+  EXPECT_LT(fetched, kLongPrewarmChunks);
 }
 
 }  // namespace
