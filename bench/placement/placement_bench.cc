@@ -118,6 +118,16 @@ void BM_LookupWithKeyHash(benchmark::State& state) {
 }
 BENCHMARK(BM_LookupWithKeyHash);
 
+void BM_PlacementHash(benchmark::State& state) {
+  uint64_t i = 0;
+  for (auto _ : state) {
+    ChunkKey key{0x5eed, i / 64, static_cast<uint32_t>(i % 64)};
+    benchmark::DoNotOptimize(PlacementHash(key));
+    ++i;
+  }
+}
+BENCHMARK(BM_PlacementHash);
+
 void BM_Build(benchmark::State& state) {
   auto nodes = ClusterNodes(kNodes);
   for (auto _ : state) benchmark::DoNotOptimize(PlacementRing::Build(nodes));
