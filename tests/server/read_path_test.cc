@@ -28,12 +28,25 @@ class ReadPathTest : public ::testing::Test {
   // longer than the first progress interval to fetch it all, even on a fast,
   // quiet machine, so a test can interrupt a prewarm that is under way.
   static constexpr int kLongPrewarmChunks = 1024;
-  void RegisterLongPrewarmDataset() {
+  v1::PrewarmRequest RegisterLongPrewarmDataset() {
     constexpr int kChunksPerFile = 8;
     for (int i = 0; i < kLongPrewarmChunks / kChunksPerFile; ++i) {
       WriteSourceFile(root_, "f" + std::to_string(i), PatternBytes(kChunksPerFile * kChunk, i));
     }
     Register("train", kChunk);
+    v1::PrewarmRequest request;
+    request.set_name("train");
+    request.set_parallelism(1);
+    return request;
+  }
+
+  // Reads progress until some chunks are done (or the stream ends); returns
+  // the last message.
+  static v1::PrewarmProgress AwaitFirstChunks(grpc::ClientReader<v1::PrewarmProgress>* reader) {
+    v1::PrewarmProgress progress;
+    while (reader->Read(&progress) && progress.chunks_done() == 0) {
+    }
+    return progress;
   }
 
   // Registers `name` over the source root and returns its manifest entries.
@@ -154,18 +167,13 @@ TEST_F(ReadPathTest, PrewarmListsEveryFailedFileAndFinishesTheRest) {
 
 TEST_F(ReadPathTest, PrewarmAfterKillNineFetchesOnlyTheMissingChunks) {
   StartServer();
-  RegisterLongPrewarmDataset();
-  v1::PrewarmRequest request;
-  request.set_name("train");
-  request.set_parallelism(1);
+  v1::PrewarmRequest request = RegisterLongPrewarmDataset();
 
   // Kill the server as soon as the prewarm is under way.
   {
     grpc::ClientContext context;
     auto reader = stub_->Prewarm(&context, request);
-    v1::PrewarmProgress progress;
-    while (reader->Read(&progress) && progress.chunks_done() == 0) {
-    }
+    v1::PrewarmProgress progress = AwaitFirstChunks(reader.get());
     ASSERT_GT(progress.chunks_done(), 0u);
     ASSERT_LT(progress.chunks_done(), progress.chunks_total()) << "prewarm finished too soon";
     ASSERT_TRUE(server_->Kill().ok());
@@ -187,16 +195,11 @@ TEST_F(ReadPathTest, PrewarmAfterKillNineFetchesOnlyTheMissingChunks) {
 
 TEST_F(ReadPathTest, CancelledPrewarmStopsServerSideWork) {
   StartServer();
-  RegisterLongPrewarmDataset();
-  v1::PrewarmRequest request;
-  request.set_name("train");
-  request.set_parallelism(1);
+  v1::PrewarmRequest request = RegisterLongPrewarmDataset();
   {
     grpc::ClientContext context;
     auto reader = stub_->Prewarm(&context, request);
-    v1::PrewarmProgress progress;
-    while (reader->Read(&progress) && progress.chunks_done() == 0) {
-    }
+    AwaitFirstChunks(reader.get());
     context.TryCancel();
     EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
