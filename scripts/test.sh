@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# The test command: installs every dependency (idempotent), builds, and runs the
-# whole GoogleTest suite through ctest, then the store's concurrency tests in a
-# ThreadSanitizer build.
+# The test command: installs every dependency (idempotent), builds, runs the
+# chunk store's concurrency test in a ThreadSanitizer build, then the whole
+# suite through ctest (whose summary closes the output).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/build.sh"
-ctest --test-dir "$root/build" --output-on-failure -j2 --timeout 600
 
 # The chunk store's concurrency test under ThreadSanitizer, in its own build.
 GRANARY_BUILD_DIR="$root/build-tsan" GRANARY_BUILD_TARGETS=store_concurrency_test \
   bash "$root/scripts/build.sh" -DGRANARY_SANITIZE=thread -DGRANARY_BUILD_BENCH=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/store/tsan.supp" \
   "$root/build-tsan/tests/store/store_concurrency_test"
+
+ctest --test-dir "$root/build" --output-on-failure -j2 --timeout 600
