@@ -6,7 +6,10 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build_dir="${GRANARY_BUILD_DIR:-$root/build}"
+# Paths relative to the checkout and no working directory in the hash, so a
+# fresh clone in another folder reuses what an earlier build compiled.
 export CCACHE_BASEDIR="$root"
+export CCACHE_NOHASHDIR=true
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 cmake -S "$root" -B "$build_dir" -G Ninja "$@" >/dev/null
 targets=()
