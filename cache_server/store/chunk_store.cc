@@ -180,6 +180,10 @@ class SegmentChunkStore final : public ChunkStore {
   };
 
   VersionState StateLocked(uint64_t dataset_version) const;
+  // The usage of every segment, or of those with no write in progress.
+  std::vector<SegmentUsage> UsageLocked(bool only_idle) const;
+  // Takes `bytes` off the version's live bytes, forgetting it at zero.
+  void ForgetVersionBytesLocked(uint64_t dataset_version, uint64_t bytes);
   // Reserves `bytes` in the version's open segment (reclaiming others or
   // opening a new one as needed); nullopt when the policy declines.
   absl::StatusOr<std::optional<Placement>> ReserveLocked(uint64_t dataset_version, uint64_t bytes);
@@ -230,19 +234,30 @@ VersionState SegmentChunkStore::StateLocked(uint64_t dataset_version) const {
   return it == version_states_.end() ? VersionState::kInactive : it->second;
 }
 
+std::vector<SegmentUsage> SegmentChunkStore::UsageLocked(bool only_idle) const {
+  std::vector<SegmentUsage> usage;
+  for (const auto& [id, segment] : segments_) {
+    if (only_idle && segment.pending_writes > 0) continue;
+    usage.push_back({.id = id,
+                     .file_bytes = segment.end,
+                     .last_use_ms = segment.last_use_ms,
+                     .state = StateLocked(segment.dataset_version)});
+  }
+  return usage;
+}
+
+void SegmentChunkStore::ForgetVersionBytesLocked(uint64_t dataset_version, uint64_t bytes) {
+  if (auto it = version_bytes_.find(dataset_version); it != version_bytes_.end()) {
+    it->second -= bytes;
+    if (it->second == 0) version_bytes_.erase(it);
+  }
+}
+
 absl::StatusOr<std::optional<SegmentChunkStore::Placement>> SegmentChunkStore::ReserveLocked(
     uint64_t dataset_version, uint64_t bytes) {
   if (disk_bytes_ + bytes > options_.capacity_bytes) {
-    std::vector<SegmentUsage> reclaimable;
-    for (const auto& [id, segment] : segments_) {
-      if (segment.pending_writes > 0) continue;
-      reclaimable.push_back({.id = id,
-                             .file_bytes = segment.end,
-                             .last_use_ms = segment.last_use_ms,
-                             .state = StateLocked(segment.dataset_version)});
-    }
     auto victims = ChooseVictims(options_.eviction, bytes, options_.capacity_bytes - disk_bytes_,
-                                 std::move(reclaimable));
+                                 UsageLocked(/*only_idle=*/true));
     if (!victims) return std::nullopt;
     for (uint64_t id : *victims) {
       evicted_chunks_ += segments_.at(id).live_chunks;
@@ -295,10 +310,7 @@ absl::Status SegmentChunkStore::ReclaimLocked(uint64_t segment_id) {
   directory_bytes_[segment.directory] -= segment.end;
   used_bytes_ -= segment.live_bytes;
   chunk_count_ -= segment.live_chunks;
-  if (auto it = version_bytes_.find(segment.dataset_version); it != version_bytes_.end()) {
-    it->second -= segment.live_bytes;
-    if (it->second == 0) version_bytes_.erase(it);
-  }
+  ForgetVersionBytesLocked(segment.dataset_version, segment.live_bytes);
   if (auto it = open_segments_.find(segment.dataset_version);
       it != open_segments_.end() && it->second == segment_id) {
     open_segments_.erase(it);
@@ -324,10 +336,7 @@ void SegmentChunkStore::DropLocked(std::string_view key, const v1::ChunkLocation
   segment.live_chunks--;
   used_bytes_ -= location.length();
   chunk_count_--;
-  if (auto v = version_bytes_.find(segment.dataset_version); v != version_bytes_.end()) {
-    v->second -= location.length();
-    if (v->second == 0) version_bytes_.erase(v);
-  }
+  ForgetVersionBytesLocked(segment.dataset_version, location.length());
   if (segment.live_chunks == 0 && !segment.accepting && segment.pending_writes == 0) {
     if (absl::Status reclaimed = ReclaimLocked(location.segment_id()); !reclaimed.ok()) {
       GRANARY_LOG(ERROR) << "chunk store: " << reclaimed.message();
@@ -663,14 +672,7 @@ absl::Status SegmentChunkStore::Recover() {
   }
 
   if (disk_bytes_ > options_.capacity_bytes) {
-    std::vector<SegmentUsage> usage;
-    for (const auto& [id, segment] : segments_) {
-      usage.push_back({.id = id,
-                       .file_bytes = segment.end,
-                       .last_use_ms = segment.last_use_ms,
-                       .state = StateLocked(segment.dataset_version)});
-    }
-    for (uint64_t id : OverflowOrder(std::move(usage))) {
+    for (uint64_t id : OverflowOrder(UsageLocked(/*only_idle=*/false))) {
       if (disk_bytes_ <= options_.capacity_bytes) break;
       evicted_chunks_ += segments_.at(id).live_chunks;
       GRANARY_RETURN_IF_ERROR(ReclaimLocked(id));
