@@ -627,6 +627,7 @@ absl::Status SegmentChunkStore::Recover() {
 
   uint64_t verified = 0;
   uint64_t dropped = 0;
+  std::string scratch;  // Where unsealed chunks are read to be verified.
   for (const auto& [id, directory] : files) {
     GRANARY_ASSIGN_OR_RETURN(
         std::shared_ptr<SegmentFile> file,
@@ -639,8 +640,10 @@ absl::Status SegmentChunkStore::Recover() {
     for (const auto& [key, location] : chunks[id]) {
       if (!was_sealed) {
         verified++;
-        if (auto data = ReadVerified(*file, location); !data.ok()) {
-          if (data.status().code() == absl::StatusCode::kDataLoss) checksum_failures_++;
+        scratch.resize(location.length());
+        if (absl::Status checked = ReadVerifiedInto(*file, location, scratch.data());
+            !checked.ok()) {
+          if (checked.code() == absl::StatusCode::kDataLoss) checksum_failures_++;
           dropped++;
           GRANARY_RETURN_IF_ERROR(index_->Delete(key, id));
           continue;
