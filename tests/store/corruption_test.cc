@@ -48,6 +48,13 @@ void FlipBytes(const StoreOptions& options, int count, std::mt19937_64& random) 
   }
 }
 
+// Stores every chunk; each must be admitted.
+void InsertAll(ChunkStore& store) {
+  for (uint32_t i = 0; i < kChunks; ++i) {
+    ASSERT_TRUE(*store.Insert(Key(i), ChunkBytes(Key(i), kChunkBytes)));
+  }
+}
+
 // Reads every chunk: each read is the right bytes or a NOT_FOUND miss.
 // Returns the number of misses.
 uint64_t ReadAllExpectingNoWrongBytes(ChunkStore& store) {
@@ -76,9 +83,7 @@ TEST_P(Corruption, FlippedBytesAreMissesNeverWrongData) {
   std::mt19937_64 random(42);
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
-  for (uint32_t i = 0; i < kChunks; ++i) {
-    ASSERT_TRUE(*(*store)->Insert(Key(i), ChunkBytes(Key(i), kChunkBytes)));
-  }
+  ASSERT_NO_FATAL_FAILURE(InsertAll(**store));
   if (reopen) store->reset();
   FlipBytes(options, 3, random);
   if (reopen) {
@@ -110,9 +115,7 @@ TEST(Corruption, TruncatedSegmentIsAMiss) {
   const StoreOptions options = SmallStoreOptions(dir, 8 << 20, 64 << 10);
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
-  for (uint32_t i = 0; i < kChunks; ++i) {
-    ASSERT_TRUE(*(*store)->Insert(Key(i), ChunkBytes(Key(i), kChunkBytes)));
-  }
+  ASSERT_NO_FATAL_FAILURE(InsertAll(**store));
   for (const auto& path : SegmentFiles(options)) std::filesystem::resize_file(path, 4096);
   EXPECT_EQ(ReadAllExpectingNoWrongBytes(**store), kChunks);
 }
@@ -123,9 +126,7 @@ TEST(Corruption, DeletedSegmentIsAMissAfterReopen) {
   {
     auto store = ChunkStore::Open(options);
     ASSERT_TRUE(store.ok()) << store.status();
-    for (uint32_t i = 0; i < kChunks; ++i) {
-      ASSERT_TRUE(*(*store)->Insert(Key(i), ChunkBytes(Key(i), kChunkBytes)));
-    }
+    ASSERT_NO_FATAL_FAILURE(InsertAll(**store));
   }
   const auto files = SegmentFiles(options);
   ASSERT_GT(files.size(), 1u);
