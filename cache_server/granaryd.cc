@@ -22,6 +22,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/size.h"
+#include "common/stop_signals.h"
 
 namespace granary {
 namespace {
@@ -103,19 +104,13 @@ int Run(int argc, char** argv) {
   absl::StatusOr<GranarydConfig> config = BuildConfig(flags);
   if (!config.ok()) Fail(2, config.status().message());
 
-  // Block the shutdown signals in every thread; this thread waits for them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  StopSignals stop_signals;
   // A client vanishing mid-write must not kill the server.
   signal(SIGPIPE, SIG_IGN);
 
   absl::StatusOr<std::unique_ptr<GranaryServer>> server = GranaryServer::Start(*config);
   if (!server.ok()) Fail(1, server.status().message());
-  int received = 0;
-  sigwait(&signals, &received);
+  int received = stop_signals.Wait();
   GRANARY_LOG(INFO) << "received " << (received == SIGTERM ? "SIGTERM" : "SIGINT")
                     << ", shutting down";
   (*server)->Shutdown();

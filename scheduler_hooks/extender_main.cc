@@ -19,6 +19,7 @@
 #include "common/http.h"
 #include "common/logging.h"
 #include "common/server_address.h"
+#include "common/stop_signals.h"
 #include "scheduler_hooks/extender.h"
 #include "scheduler_hooks/grpc_locator.h"
 
@@ -62,13 +63,8 @@ absl::Status Run(const Flags& flags) {
   granary::hooks::Extender extender(*std::move(locator),
                                     {.required_group_share = flags.required_group_share});
 
-  // Block the stop signals before the server's threads start, so that only
-  // sigwait() below receives them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // Before the server's threads start, so that only Wait() below sees them.
+  granary::StopSignals stop_signals;
 
   granary::HttpServer http;
   http.Handle("POST", flags.prefix + "/filter", Serve(&granary::hooks::Extender::Filter, extender));
@@ -81,9 +77,7 @@ absl::Status Run(const Flags& flags) {
   GRANARY_LOG(INFO) << "granary-extender serving " << flags.prefix << "/filter and " << flags.prefix
                     << "/prioritize on port " << http.port() << ", locating datasets through "
                     << server;
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  GRANARY_LOG(INFO) << "stopping on signal " << signal_number;
+  GRANARY_LOG(INFO) << "stopping on signal " << stop_signals.Wait();
   http.Stop();
   return absl::OkStatus();
 }
