@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <numeric>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
@@ -59,13 +58,12 @@ absl::StatusOr<PlacementRing> PlacementRing::Build(std::vector<PlacementNode> no
 
   PlacementRing ring;
   ring.index_bits_ = std::clamp(static_cast<int>(std::bit_width(points.size())) + 1, 1, 32);
-  int shift = 64 - ring.index_bits_;
   ring.points_.resize(points.size());
   ring.index_.resize((size_t{1} << ring.index_bits_) + 1);
   size_t bucket = 0;
   for (size_t i = 0; i < points.size(); ++i) {
     ring.points_[i] = Point{ring.PositionInBucket(points[i].first), points[i].second};
-    for (uint64_t point_bucket = points[i].first >> shift; bucket <= point_bucket; ++bucket) {
+    for (size_t point_bucket = ring.BucketOf(points[i].first); bucket <= point_bucket; ++bucket) {
       ring.index_[bucket] = Bucket{static_cast<uint32_t>(i), points[i].second};
     }
   }
@@ -78,7 +76,7 @@ absl::StatusOr<PlacementRing> PlacementRing::Build(std::vector<PlacementNode> no
 }
 
 size_t PlacementRing::FirstPointAtOrAfter(uint64_t key_hash) const {
-  size_t bucket = key_hash >> (64 - index_bits_);
+  size_t bucket = BucketOf(key_hash);
   uint32_t position = PositionInBucket(key_hash);
   size_t point = index_[bucket].first_point;
   size_t end = index_[bucket + 1].first_point;
@@ -87,7 +85,7 @@ size_t PlacementRing::FirstPointAtOrAfter(uint64_t key_hash) const {
 }
 
 uint32_t PlacementRing::Owner(uint64_t key_hash) const {
-  size_t bucket = key_hash >> (64 - index_bits_);
+  size_t bucket = BucketOf(key_hash);
   if (index_[bucket].first_point == index_[bucket + 1].first_point) return index_[bucket].owner;
   return points_[FirstPointAtOrAfter(key_hash)].node;
 }

@@ -64,6 +64,7 @@ class PlacementRing {
 
   PlacementRing() = default;
   size_t FirstPointAtOrAfter(uint64_t key_hash) const;
+  size_t BucketOf(uint64_t hash) const { return hash >> (64 - index_bits_); }
   uint32_t PositionInBucket(uint64_t hash) const {
     return static_cast<uint32_t>((hash << index_bits_) >> 32);
   }

@@ -186,16 +186,16 @@ void EtcdMembership::KeepAliveLoop() {
     context.TryCancel();
     grpc::Status status = stream->Finish();
     Untrack(&context);
-    if (SleepUnlessStopping(expired ? std::chrono::milliseconds(0) : kRetryBackoff)) return;
     if (expired) {
       GRANARY_LOG(WARNING) << "etcd lease of node " << options_.self.id
                            << " expired; registering again";
-    } else if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
-      GRANARY_LOG(WARNING) << EtcdError(status, "keeping the lease alive", options_.endpoint);
-    }
-    if (expired) {
       absl::Status registered = Register();
       if (!registered.ok()) GRANARY_LOG(WARNING) << registered;
+      continue;
+    }
+    if (SleepUnlessStopping(kRetryBackoff)) return;
+    if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+      GRANARY_LOG(WARNING) << EtcdError(status, "keeping the lease alive", options_.endpoint);
     }
   }
 }
@@ -210,21 +210,25 @@ absl::StatusOr<int64_t> EtcdMembership::ReadAll() {
   grpc::Status status = etcdserverpb::KV::NewStub(channel_)->Range(&context, request, &response);
   if (!status.ok()) return EtcdError(status, "reading the members", options_.endpoint);
   std::map<std::string, Member> members;
-  for (const etcdserverpb::KeyValue& kv : response.kvs()) {
-    std::string node_id = kv.key().substr(options_.prefix.size());
-    auto member = DecodeMemberValue(node_id, kv.value());
-    if (!member.ok()) {
-      GRANARY_LOG(WARNING) << member.status() << "; leaving it out";
-      continue;
-    }
-    members.emplace(node_id, *std::move(member));
-  }
+  for (const etcdserverpb::KeyValue& kv : response.kvs()) Put(kv, &members);
   {
     std::lock_guard<std::mutex> lock(members_mutex_);
     members_ = std::move(members);
   }
   Report();
   return response.header().revision();
+}
+
+void EtcdMembership::Put(const etcdserverpb::KeyValue& kv,
+                         std::map<std::string, Member>* members) const {
+  std::string node_id = kv.key().substr(options_.prefix.size());
+  auto member = DecodeMemberValue(node_id, kv.value());
+  if (member.ok()) {
+    (*members)[node_id] = *std::move(member);
+  } else {
+    GRANARY_LOG(WARNING) << member.status() << "; leaving it out";
+    members->erase(node_id);
+  }
 }
 
 void EtcdMembership::WatchLoop(int64_t start_revision) {
@@ -245,17 +249,10 @@ void EtcdMembership::WatchLoop(int64_t start_revision) {
       {
         std::lock_guard<std::mutex> lock(members_mutex_);
         for (const etcdserverpb::Event& event : response.events()) {
-          std::string node_id = event.kv().key().substr(options_.prefix.size());
           if (event.type() == etcdserverpb::Event::DELETE) {
-            members_.erase(node_id);
-            continue;
-          }
-          auto member = DecodeMemberValue(node_id, event.kv().value());
-          if (member.ok()) {
-            members_[node_id] = *std::move(member);
+            members_.erase(event.kv().key().substr(options_.prefix.size()));
           } else {
-            GRANARY_LOG(WARNING) << member.status() << "; leaving it out";
-            members_.erase(node_id);
+            Put(event.kv(), &members_);
           }
         }
       }

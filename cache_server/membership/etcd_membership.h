@@ -27,6 +27,10 @@
 #include "absl/status/statusor.h"
 #include "cache_server/membership/membership_source.h"
 
+namespace etcdserverpb {
+class KeyValue;
+}  // namespace etcdserverpb
+
 namespace grpc {
 class Channel;
 class ClientContext;
@@ -62,6 +66,9 @@ class EtcdMembership : public MembershipSource {
   // Reads every member under the prefix, reports them, and returns the
   // revision to watch from.
   absl::StatusOr<int64_t> ReadAll();
+  // Records the member of an etcd key-value pair in `members`; a value that
+  // does not decode is logged and its node left out.
+  void Put(const etcdserverpb::KeyValue& kv, std::map<std::string, Member>* members) const;
   void Report();
   // Waits up to `duration` or until stopping; true if stopping.
   bool SleepUnlessStopping(std::chrono::milliseconds duration);
