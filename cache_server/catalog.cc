@@ -208,6 +208,11 @@ std::vector<v1::CatalogDataset> Catalog::List() const {
   return all;
 }
 
+size_t Catalog::Size() const {
+  std::lock_guard lock(mu_);
+  return datasets_.size();
+}
+
 absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::GetManifest(uint64_t version) {
   v1::CatalogDataset record;
   {

@@ -58,6 +58,8 @@ class Catalog {
   absl::StatusOr<v1::CatalogDataset> Get(std::string_view name) const;
   // Every dataset, by name.
   std::vector<v1::CatalogDataset> List() const;
+  // How many datasets there are.
+  size_t Size() const;
 
   // The manifest of `version` of any dataset. NOT_FOUND if no dataset has it.
   absl::StatusOr<std::shared_ptr<const Manifest>> GetManifest(uint64_t version);

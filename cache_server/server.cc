@@ -166,7 +166,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->metrics_http.Handle("GET", "/metrics", [raw](const HttpRequest&) {
     HttpResponse response;
     response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    response.body = raw->metrics.Render(raw->store->Stats(), raw->catalog->List().size());
+    response.body = raw->metrics.Render(raw->store->Stats(), raw->catalog->Size());
     return response;
   });
   absl::Status metrics_started = parts->metrics_http.Start(c.metrics_listen);

@@ -207,7 +207,7 @@ grpc::Status GranaryService::Status(grpc::ServerContext*, const v1::StatusReques
   node->set_uptime_seconds(
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
           .count());
-  response->set_dataset_count(catalog_->List().size());
+  response->set_dataset_count(catalog_->Size());
   return grpc::Status::OK;
 }
 
