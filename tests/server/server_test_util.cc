@@ -3,7 +3,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "common/chunk_math.h"
 #include "grpcpp/client_context.h"
@@ -29,13 +28,6 @@ void WriteSourceFile(const std::string& root, const std::string& relative,
   std::filesystem::create_directories(path.parent_path());
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(content.data(), static_cast<std::streamsize>(content.size()));
-}
-
-std::string ReadSourceFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 ReadResult ReadChunk(v1::Granary::Stub* stub, uint64_t version, uint64_t file_id,

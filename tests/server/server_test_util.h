@@ -5,11 +5,15 @@
 #ifndef GRANARY_TESTS_SERVER_SERVER_TEST_UTIL_H_
 #define GRANARY_TESTS_SERVER_SERVER_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "proto/granary.grpc.pb.h"
+#include "tests/support/granaryd_process.h"
 
 namespace granary::testing {
 
@@ -18,7 +22,6 @@ std::string PatternBytes(size_t size, uint32_t seed);
 // Writes `content` to root/relative, creating parent directories.
 void WriteSourceFile(const std::string& root, const std::string& relative,
                      const std::string& content);
-std::string ReadSourceFile(const std::string& path);
 
 struct ReadResult {
   grpc::Status status;
@@ -44,6 +47,22 @@ grpc::Status GetManifest(v1::Granary::Stub* stub, const std::string& name, uint6
 // Every progress message of one prewarm.
 grpc::Status Prewarm(v1::Granary::Stub* stub, const v1::PrewarmRequest& request,
                      std::vector<v1::PrewarmProgress>* progress);
+
+// A fixture with a source directory and a real granaryd, started by
+// StartServer(), with a stub over its Unix socket.
+class GranarydTest : public ::testing::Test {
+ protected:
+  void StartServer() {
+    auto server = GranarydProcess::Start();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = server_->SocketStub();
+  }
+
+  TempDir source_;
+  std::unique_ptr<GranarydProcess> server_;
+  std::unique_ptr<v1::Granary::Stub> stub_;
+};
 
 }  // namespace granary::testing
 
