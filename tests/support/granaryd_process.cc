@@ -8,7 +8,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -172,11 +171,7 @@ absl::Status GranarydProcess::WaitUntilServing() {
 }
 
 absl::Status GranarydProcess::Kill() {
-  if (pid_ <= 0) return absl::OkStatus();
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-  }
+  KillChild(pid_);
   pid_ = -1;
   return absl::OkStatus();
 }
@@ -229,8 +224,7 @@ absl::StatusOr<ExitedProcess> RunGranaryd(const std::vector<std::string>& args,
   GRANARY_ASSIGN_OR_RETURN(pid_t pid, SpawnChild(GranarydPath(), args, log_path));
   std::optional<int> status = WaitForExit(pid, timeout);
   if (!status.has_value()) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
+    KillChild(pid);
     return absl::DeadlineExceededError(absl::StrCat(
         "granaryd ", absl::StrJoin(args, " "), " did not exit within ", timeout.count(), " ms:\n",
         ReadFileToString(log_path, "granaryd log").value_or("")));
