@@ -11,13 +11,10 @@ namespace {
 
 constexpr uint32_t kChunk = 1 << 20;
 
-class BadInputTest : public ::testing::Test {
+class BadInputTest : public GranarydTest {
  protected:
   void SetUp() override {
-    auto server = GranarydProcess::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    stub_ = server_->SocketStub();
+    ASSERT_NO_FATAL_FAILURE(StartServer());
     WriteSourceFile(source_.path(), "dir/file", PatternBytes(kChunk + 10, 1));
     v1::DatasetInfo info;
     ASSERT_TRUE(AddDataset(stub_.get(), "good", source_.path(), kChunk, &info).ok());
@@ -36,9 +33,6 @@ class BadInputTest : public ::testing::Test {
 
   static constexpr uint64_t kDirId = 1;
   static constexpr uint64_t kFileId = 2;
-  TempDir source_;
-  std::unique_ptr<GranarydProcess> server_;
-  std::unique_ptr<v1::Granary::Stub> stub_;
   uint64_t version_ = 0;
 };
 

@@ -16,13 +16,10 @@ namespace {
 
 constexpr uint32_t kChunk = 1 << 20;
 
-class DatasetTest : public ::testing::Test {
+class DatasetTest : public GranarydTest {
  protected:
   void SetUp() override {
-    auto server = GranarydProcess::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    stub_ = server_->SocketStub();
+    ASSERT_NO_FATAL_FAILURE(StartServer());
     root_ = source_.path() + "/data";
     files_["a.bin"] = PatternBytes(2 * kChunk + 12345, 1);  // Three chunks.
     files_["dir/b.txt"] = "hello granary\n";
@@ -46,11 +43,8 @@ class DatasetTest : public ::testing::Test {
     return by_path;
   }
 
-  TempDir source_;
   std::string root_;
   std::map<std::string, std::string> files_;
-  std::unique_ptr<GranarydProcess> server_;
-  std::unique_ptr<v1::Granary::Stub> stub_;
 };
 
 TEST_F(DatasetTest, RegisterRecordsFilesDirectoriesEmptyFilesAndInTreeSymlinks) {

@@ -15,15 +15,8 @@ namespace {
 
 constexpr uint32_t kChunk = 1 << 20;
 
-class ReadPathTest : public ::testing::Test {
+class ReadPathTest : public GranarydTest {
  protected:
-  void StartServer() {
-    auto server = GranarydProcess::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    stub_ = server_->SocketStub();
-  }
-
   // 1 GiB in 1,024 chunks, registered as "train": one prewarm worker takes far
   // longer than the first progress interval to fetch it all, even on a fast,
   // quiet machine, so a test can interrupt a prewarm that is under way.
@@ -68,10 +61,7 @@ class ReadPathTest : public ::testing::Test {
     return 0;
   }
 
-  TempDir source_;
   std::string root_ = source_.path();
-  std::unique_ptr<GranarydProcess> server_;
-  std::unique_ptr<v1::Granary::Stub> stub_;
   uint64_t version_ = 0;
 };
 
