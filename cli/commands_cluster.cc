@@ -63,9 +63,7 @@ void PrintStatus(const v1::StatusResponse& status) {
 absl::Status RunStatus(const GlobalOptions& global, bool json) {
   GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
                            ServerConnection::Open(global.server, global.token_file));
-  v1::StatusResponse status;
-  grpc::ClientContext context;
-  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().Status(&context, {}, &status)));
+  GRANARY_ASSIGN_OR_RETURN(v1::StatusResponse status, server.Call(&v1::Granary::Stub::Status));
   if (json) {
     PrintJson(StatusJson(status));
   } else {
@@ -101,9 +99,8 @@ absl::Status RunLocate(const GlobalOptions& global, const LocateOptions& options
                            ServerConnection::Open(global.server, global.token_file));
   v1::LocateRequest request;
   request.set_name(options.name);
-  v1::LocateResponse locate;
-  grpc::ClientContext context;
-  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().Locate(&context, request, &locate)));
+  GRANARY_ASSIGN_OR_RETURN(v1::LocateResponse locate,
+                           server.Call(&v1::Granary::Stub::Locate, request));
   if (options.json) {
     PrintJson(LocateJson(locate));
   } else {

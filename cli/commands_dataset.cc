@@ -98,9 +98,8 @@ absl::Status RunAdd(const GlobalOptions& global, const AddOptions& options) {
   request.set_name(options.name);
   request.set_source(AbsoluteSource(options.source));
   request.set_chunk_size(chunk_size);
-  v1::DatasetInfo dataset;
-  grpc::ClientContext context;
-  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().AddDataset(&context, request, &dataset)));
+  GRANARY_ASSIGN_OR_RETURN(v1::DatasetInfo dataset,
+                           server.Call(&v1::Granary::Stub::AddDataset, request));
   if (options.json) {
     PrintJson(DatasetJson(dataset));
   } else {
@@ -116,9 +115,8 @@ absl::Status RunAdd(const GlobalOptions& global, const AddOptions& options) {
 absl::Status RunList(const GlobalOptions& global, bool json) {
   GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
                            ServerConnection::Open(global.server, global.token_file));
-  v1::ListDatasetsResponse response;
-  grpc::ClientContext context;
-  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().ListDatasets(&context, {}, &response)));
+  GRANARY_ASSIGN_OR_RETURN(v1::ListDatasetsResponse response,
+                           server.Call(&v1::Granary::Stub::ListDatasets));
   if (json) {
     PrintJson(DatasetListJson(response));
     return absl::OkStatus();
@@ -148,10 +146,7 @@ absl::StatusOr<v1::DatasetInfo> GetDataset(const ServerConnection& server,
                                            const std::string& name) {
   v1::GetDatasetRequest request;
   request.set_name(name);
-  v1::DatasetInfo dataset;
-  grpc::ClientContext context;
-  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().GetDataset(&context, request, &dataset)));
-  return dataset;
+  return server.Call(&v1::Granary::Stub::GetDataset, request);
 }
 
 absl::Status RunShow(const GlobalOptions& global, const NamedOptions& options) {
@@ -173,9 +168,8 @@ absl::Status RunRefresh(const GlobalOptions& global, const NamedOptions& options
   GRANARY_ASSIGN_OR_RETURN(v1::DatasetInfo before, GetDataset(server, options.name));
   v1::RefreshDatasetRequest request;
   request.set_name(options.name);
-  v1::DatasetInfo after;
-  grpc::ClientContext context;
-  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().RefreshDataset(&context, request, &after)));
+  GRANARY_ASSIGN_OR_RETURN(v1::DatasetInfo after,
+                           server.Call(&v1::Granary::Stub::RefreshDataset, request));
   bool changed = before.version() != after.version();
   if (options.json) {
     nlohmann::json document = DatasetJson(after);
@@ -200,9 +194,8 @@ absl::Status RunRemove(const GlobalOptions& global, const NamedOptions& options)
                            ServerConnection::Open(global.server, global.token_file));
   v1::RemoveDatasetRequest request;
   request.set_name(options.name);
-  v1::RemoveDatasetResponse response;
-  grpc::ClientContext context;
-  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().RemoveDataset(&context, request, &response)));
+  GRANARY_ASSIGN_OR_RETURN(v1::RemoveDatasetResponse response,
+                           server.Call(&v1::Granary::Stub::RemoveDataset, request));
   if (options.json) {
     PrintJson(RemovedDatasetJson(options.name, response));
   } else {

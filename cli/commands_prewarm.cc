@@ -38,9 +38,7 @@ struct PrewarmOptions {
 };
 
 absl::Status CheckTarget(const ServerConnection& server, const PrewarmOptions& options) {
-  v1::StatusResponse status;
-  grpc::ClientContext context;
-  GRANARY_RETURN_IF_ERROR(server.Check(server.stub().Status(&context, {}, &status)));
+  GRANARY_ASSIGN_OR_RETURN(v1::StatusResponse status, server.Call(&v1::Granary::Stub::Status));
   std::set<std::string> groups;
   std::set<std::string> nodes;
   for (const v1::NodeStatus& node : status.nodes()) {

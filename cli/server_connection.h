@@ -10,9 +10,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/status.h"
+#include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 #include "proto/granary.grpc.pb.h"
 
@@ -33,6 +36,19 @@ class ServerConnection {
 
   // The absl::Status of a finished RPC, worded by NameServerInError.
   absl::Status Check(const grpc::Status& status) const;
+
+  // Makes one unary RPC, e.g. Call(&v1::Granary::Stub::Locate, request), and
+  // returns its response or its status worded by Check.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(grpc::Status (v1::Granary::Stub::*method)(grpc::ClientContext*,
+                                                                          const Request&,
+                                                                          Response*),
+                                const std::type_identity_t<Request>& request = {}) const {
+    Response response;
+    grpc::ClientContext context;
+    GRANARY_RETURN_IF_ERROR(Check((stub_.get()->*method)(&context, request, &response)));
+    return response;
+  }
 
  private:
   ServerConnection(std::string address, std::unique_ptr<v1::Granary::Stub> stub);
