@@ -1,10 +1,7 @@
 #include "tests/fuse/fuse_mount.h"
 
-#include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -14,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "tests/support/child_process.h"
 
 namespace granary::testing {
 namespace {
@@ -34,22 +32,9 @@ absl::StatusOr<std::unique_ptr<FuseMount>> FuseMount::Start(
   mount->log_path_ = mount->temp_.path() + "/granary-fuse.log";
   if (mkdir(mount->mountpoint_.c_str(), 0755) != 0) return ErrnoStatus(errno, "mkdir mount point");
 
-  std::vector<std::string> args = {GranaryFusePath(), mount->mountpoint_, "--foreground",
-                                   "--server", server};
+  std::vector<std::string> args = {mount->mountpoint_, "--foreground", "--server", server};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
-  pid_t pid = fork();
-  if (pid < 0) return ErrnoStatus(errno, "fork");
-  if (pid == 0) {
-    int log = open(mount->log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(log, STDERR_FILENO);
-    dup2(log, STDOUT_FILENO);
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  mount->pid_ = pid;
+  GRANARY_ASSIGN_OR_RETURN(mount->pid_, SpawnChild(GranaryFusePath(), args, mount->log_path_));
 
   const std::string ready = mount->mountpoint_ + "/" + ready_path;
   auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -76,11 +61,8 @@ void FuseMount::ForceUnmount() {
     for (int i = 0; i < 100 && Running(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
+    KillChild(pid_);
+    pid_ = -1;
   }
 }
 
