@@ -109,8 +109,17 @@ absl::StatusOr<DatasetSnapshot> DatasetClient::GetManifest(std::string_view name
   return DatasetSnapshot{std::move(info), std::move(manifest)};
 }
 
+absl::StatusOr<v1::GetMembersResponse> DatasetClient::GetMembers() const {
+  grpc::ClientContext context;
+  SetDeadline(&context, options_.metadata_timeout);
+  v1::GetMembersResponse response;
+  GRANARY_RETURN_IF_ERROR(
+      FromGrpcStatus(stub_->GetMembers(&context, v1::GetMembersRequest(), &response)));
+  return response;
+}
+
 absl::Status DatasetClient::ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk,
-                                      std::span<char> out) const {
+                                      std::span<char> out, ChunkSourcing sourcing) const {
   if (out.empty()) return absl::OkStatus();
   grpc::ClientContext context;
   SetDeadline(&context, options_.read_timeout);
@@ -120,6 +129,7 @@ absl::Status DatasetClient::ReadChunk(const ChunkKey& key, uint32_t offset_in_ch
   request.mutable_key()->set_chunk_index(key.chunk_index);
   request.set_offset(offset_in_chunk);
   request.set_length(static_cast<uint32_t>(out.size()));
+  request.set_cache_only(sourcing == ChunkSourcing::kCacheOnly);
   std::unique_ptr<grpc::ClientReader<v1::ReadChunkResponse>> reader =
       stub_->ReadChunk(&context, request);
 

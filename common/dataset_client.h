@@ -37,6 +37,12 @@ struct DatasetSnapshot {
   Manifest manifest;
 };
 
+// Whether a server may read a chunk it does not hold from the source.
+enum class ChunkSourcing {
+  kReadThrough,  // Readers: a miss is fetched from the source.
+  kCacheOnly,    // Peers copying a chunk: a miss is NOT_FOUND.
+};
+
 class DatasetClient {
  public:
   struct Options {
@@ -78,7 +84,11 @@ class DatasetClient {
   // Reads `out.size()` bytes at `offset_in_chunk` of the chunk named by `key`
   // into `out`. The range must lie inside the chunk. Fails with DATA_LOSS if
   // the server returns more or fewer bytes.
-  absl::Status ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out) const;
+  absl::Status ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out,
+                         ChunkSourcing sourcing = ChunkSourcing::kReadThrough) const;
+
+  // The cluster's members as the server sees them.
+  absl::StatusOr<v1::GetMembersResponse> GetMembers() const;
 
   // Reads up to `out.size()` bytes of file `file_id` of `snapshot` at
   // `offset`, chunk by chunk, and returns how many were read: fewer only at the
