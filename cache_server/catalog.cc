@@ -1,6 +1,7 @@
 #include "cache_server/catalog.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
@@ -55,6 +56,18 @@ v1::CatalogVersion VersionRecord(const Manifest& manifest, int64_t now_unix_ms) 
   return record;
 }
 
+uint64_t CurrentVersion(const v1::CatalogDataset& record) {
+  return record.versions().empty() ? 0 : record.versions().rbegin()->version();
+}
+
+// The order in which changes of one name win: the later change, and between
+// changes made in the same millisecond on two clocks, removal and then the
+// higher version, so every server picks the same record.
+bool ChangedLater(const v1::CatalogDataset& a, const v1::CatalogDataset& b) {
+  return std::tuple(a.updated_unix_ms(), a.removed(), CurrentVersion(a)) >
+         std::tuple(b.updated_unix_ms(), b.removed(), CurrentVersion(b));
+}
+
 }  // namespace
 
 Catalog::Catalog(std::unique_ptr<rocksdb::DB> db) : db_(std::move(db)) {}
@@ -80,19 +93,35 @@ absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path) 
       return absl::DataLossError(absl::StrCat("catalog at ", path, ": record of dataset '",
                                               it->key().ToString().substr(1), "' does not parse"));
     }
-    for (const v1::CatalogVersion& version : record.versions()) {
-      catalog->version_owner_[version.version()] = record.name();
-    }
-    catalog->datasets_[record.name()] = std::move(record);
+    catalog->Install(record, {});
   }
   GRANARY_RETURN_IF_ERROR(RocksStatus(it->status(), "reading datasets"));
   return catalog;
 }
 
-absl::Status Catalog::WriteDataset(const v1::CatalogDataset& record, const Manifest* new_manifest,
+void Catalog::Install(const v1::CatalogDataset& record,
+                      const std::vector<uint64_t>& dropped_versions) {
+  for (uint64_t version : dropped_versions) {
+    version_owner_.erase(version);
+    manifests_.erase(version);
+  }
+  if (record.removed()) {
+    datasets_.erase(record.name());
+    tombstones_[record.name()] = record;
+    return;
+  }
+  tombstones_.erase(record.name());
+  for (const v1::CatalogVersion& version : record.versions()) {
+    version_owner_[version.version()] = record.name();
+  }
+  datasets_[record.name()] = record;
+}
+
+absl::Status Catalog::WriteDataset(const v1::CatalogDataset& record,
+                                   const std::vector<const Manifest*>& new_manifests,
                                    const std::vector<uint64_t>& dropped_versions) {
   rocksdb::WriteBatch batch;
-  if (new_manifest != nullptr) {
+  for (const Manifest* new_manifest : new_manifests) {
     const std::vector<ManifestEntry>& entries = new_manifest->entries();
     uint32_t page_index = 0;
     for (size_t start = 0; start < entries.size(); start += kManifestPageEntries) {
@@ -106,11 +135,7 @@ absl::Status Catalog::WriteDataset(const v1::CatalogDataset& record, const Manif
     // Page keys are the prefix and 4 more bytes, so this bound is past them all.
     batch.DeleteRange(ManifestPrefix(version), ManifestPrefix(version) + std::string(5, '\xff'));
   }
-  if (record.versions().empty()) {
-    batch.Delete(DatasetKey(record.name()));
-  } else {
-    batch.Put(DatasetKey(record.name()), record.SerializeAsString());
-  }
+  batch.Put(DatasetKey(record.name()), record.SerializeAsString());
   rocksdb::WriteOptions options;
   options.sync = true;
   return RocksStatus(db_->Write(options, &batch),
@@ -127,10 +152,14 @@ absl::StatusOr<v1::CatalogDataset> Catalog::Create(const Manifest& manifest, int
   record.set_name(identity.name);
   record.set_source(identity.source);
   record.set_chunk_size(identity.chunk_size);
+  // After a removal stamped by a clock ahead of ours, so the new dataset wins.
+  auto tombstone = tombstones_.find(identity.name);
+  record.set_updated_unix_ms(tombstone == tombstones_.end()
+                                 ? now_unix_ms
+                                 : std::max(now_unix_ms, tombstone->second.updated_unix_ms() + 1));
   *record.add_versions() = VersionRecord(manifest, now_unix_ms);
-  GRANARY_RETURN_IF_ERROR(WriteDataset(record, &manifest, {}));
-  datasets_[record.name()] = record;
-  version_owner_[manifest.version()] = record.name();
+  GRANARY_RETURN_IF_ERROR(WriteDataset(record, {&manifest}, {}));
+  Install(record, {});
   return record;
 }
 
@@ -148,6 +177,7 @@ absl::StatusOr<v1::CatalogDataset> Catalog::AddVersion(const Manifest& manifest,
     known = known || version.version() == manifest.version();
   }
   if (record.versions().rbegin()->version() == manifest.version()) return record;
+  record.set_updated_unix_ms(now_unix_ms);
   if (known) {
     // The source went back to an older version's content: make it current again.
     auto* versions = record.mutable_versions();
@@ -156,17 +186,16 @@ absl::StatusOr<v1::CatalogDataset> Catalog::AddVersion(const Manifest& manifest,
     v1::CatalogVersion moved = *old;
     versions->erase(old);
     *versions->Add() = moved;
-    GRANARY_RETURN_IF_ERROR(WriteDataset(record, nullptr, {}));
+    GRANARY_RETURN_IF_ERROR(WriteDataset(record, {}, {}));
   } else {
     *record.add_versions() = VersionRecord(manifest, now_unix_ms);
-    GRANARY_RETURN_IF_ERROR(WriteDataset(record, &manifest, {}));
-    version_owner_[manifest.version()] = name;
+    GRANARY_RETURN_IF_ERROR(WriteDataset(record, {&manifest}, {}));
   }
-  it->second = record;
+  Install(record, {});
   return record;
 }
 
-absl::StatusOr<v1::CatalogDataset> Catalog::Remove(std::string_view name) {
+absl::StatusOr<v1::CatalogDataset> Catalog::Remove(std::string_view name, int64_t now_unix_ms) {
   std::lock_guard lock(mu_);
   auto it = datasets_.find(AsAbsl(name));
   if (it == datasets_.end()) {
@@ -175,17 +204,92 @@ absl::StatusOr<v1::CatalogDataset> Catalog::Remove(std::string_view name) {
   v1::CatalogDataset removed = it->second;
   v1::CatalogDataset tombstone;
   tombstone.set_name(removed.name());
+  tombstone.set_removed(true);
+  tombstone.set_updated_unix_ms(std::max(now_unix_ms, removed.updated_unix_ms() + 1));
   std::vector<uint64_t> versions;
   for (const v1::CatalogVersion& version : removed.versions()) {
     versions.push_back(version.version());
   }
-  GRANARY_RETURN_IF_ERROR(WriteDataset(tombstone, nullptr, versions));
-  for (uint64_t version : versions) {
-    version_owner_.erase(version);
-    manifests_.erase(version);
-  }
-  datasets_.erase(it);
+  GRANARY_RETURN_IF_ERROR(WriteDataset(tombstone, {}, versions));
+  Install(tombstone, versions);
   return removed;
+}
+
+std::vector<v1::CatalogDataset> Catalog::Records() const {
+  std::vector<v1::CatalogDataset> all;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, record] : datasets_) all.push_back(record);
+    for (const auto& [name, record] : tombstones_) all.push_back(record);
+  }
+  std::sort(all.begin(), all.end(),
+            [](const auto& a, const auto& b) { return a.name() < b.name(); });
+  return all;
+}
+
+bool Catalog::IsNewer(const v1::CatalogDataset& record) const {
+  std::lock_guard lock(mu_);
+  for (const auto* records : {&datasets_, &tombstones_}) {
+    if (auto it = records->find(record.name()); it != records->end()) {
+      return ChangedLater(record, it->second);
+    }
+  }
+  // An unknown name: only a live record adds anything.
+  return !record.removed();
+}
+
+bool Catalog::HasVersion(uint64_t version) const {
+  std::lock_guard lock(mu_);
+  return version_owner_.contains(version);
+}
+
+absl::StatusOr<Catalog::Adopted> Catalog::Adopt(
+    const v1::CatalogDataset& record,
+    const std::vector<std::shared_ptr<const Manifest>>& manifests) {
+  if (!record.removed() && record.versions().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replicated record of dataset '", record.name(), "' has no version"));
+  }
+  std::lock_guard lock(mu_);
+  Adopted adopted;
+  const v1::CatalogDataset* held = nullptr;
+  for (const auto* records : {&datasets_, &tombstones_}) {
+    if (auto it = records->find(record.name()); it != records->end()) held = &it->second;
+  }
+  if (held != nullptr ? !ChangedLater(record, *held) : record.removed()) return adopted;
+
+  std::vector<const Manifest*> new_manifests;
+  for (const v1::CatalogVersion& version : record.versions()) {
+    auto owner = version_owner_.find(version.version());
+    if (owner != version_owner_.end()) {
+      if (owner->second != record.name()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("version ", FormatVersion(version.version()), " of dataset '",
+                         record.name(), "' belongs to dataset '", owner->second, "' here"));
+      }
+      continue;
+    }
+    auto given = std::find_if(manifests.begin(), manifests.end(), [&](const auto& manifest) {
+      return manifest->version() == version.version();
+    });
+    if (given == manifests.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the manifest of version ", FormatVersion(version.version()),
+                       " of dataset '", record.name(), "' was not fetched"));
+    }
+    new_manifests.push_back(given->get());
+  }
+  if (held != nullptr) {
+    for (const v1::CatalogVersion& version : held->versions()) {
+      bool kept = std::any_of(record.versions().begin(), record.versions().end(),
+                              [&](const auto& v) { return v.version() == version.version(); });
+      if (!kept) adopted.dropped_versions.push_back(version.version());
+    }
+  }
+  GRANARY_RETURN_IF_ERROR(WriteDataset(record, new_manifests, adopted.dropped_versions));
+  Install(record, adopted.dropped_versions);
+  adopted.changed = true;
+  return adopted;
 }
 
 absl::StatusOr<v1::CatalogDataset> Catalog::Get(std::string_view name) const {

@@ -7,6 +7,11 @@
 // entries, in file-id order. A dataset and its manifests are written in one
 // synced batch, so a crash leaves either all of a registration or none.
 //
+// Removing a dataset leaves a tombstone (a record with `removed` set and no
+// versions), and every record carries the time it last changed, so that
+// catalogs replicated across servers converge: between two records of one
+// name, the later change wins (CatalogSync).
+//
 // Manifests are loaded on first use and shared; a loaded manifest is rebuilt
 // and its version checked against the record, so a damaged catalog is reported
 // (DATA_LOSS) rather than served.
@@ -44,15 +49,38 @@ class Catalog {
   Catalog& operator=(const Catalog&) = delete;
 
   // Records a new dataset whose first version is `manifest`. ALREADY_EXISTS
-  // naming the dataset if the name is taken.
+  // naming the dataset if the name is taken (a removed name may be reused).
   absl::StatusOr<v1::CatalogDataset> Create(const Manifest& manifest, int64_t now_unix_ms);
 
   // Makes `manifest` the current version of its dataset (nothing changes when
   // it already is). NOT_FOUND naming the dataset if it was removed meanwhile.
   absl::StatusOr<v1::CatalogDataset> AddVersion(const Manifest& manifest, int64_t now_unix_ms);
 
-  // Deletes the dataset and all its manifests; returns what it was.
-  absl::StatusOr<v1::CatalogDataset> Remove(std::string_view name);
+  // Deletes the dataset and all its manifests, leaving a tombstone; returns
+  // what it was.
+  absl::StatusOr<v1::CatalogDataset> Remove(std::string_view name, int64_t now_unix_ms);
+
+  // Every record, tombstones included, by name: what a peer needs to compare.
+  std::vector<v1::CatalogDataset> Records() const;
+
+  // Whether `record` (from a peer) is newer than what this catalog holds
+  // under its name, so that Adopt() would change something.
+  bool IsNewer(const v1::CatalogDataset& record) const;
+
+  // What Adopt() changed.
+  struct Adopted {
+    bool changed = false;
+    std::vector<uint64_t> dropped_versions;  // Whose chunks the caller may free.
+  };
+  // Replaces this catalog's record of `record.name()` by `record` if it is
+  // newer. `manifests` must hold every version of `record` this catalog does
+  // not have yet (FAILED_PRECONDITION naming the version otherwise); versions
+  // the new record no longer lists are dropped.
+  absl::StatusOr<Adopted> Adopt(const v1::CatalogDataset& record,
+                                const std::vector<std::shared_ptr<const Manifest>>& manifests);
+
+  // Whether the manifest of `version` is stored here.
+  bool HasVersion(uint64_t version) const;
 
   // NOT_FOUND naming the dataset if unknown.
   absl::StatusOr<v1::CatalogDataset> Get(std::string_view name) const;
@@ -66,15 +94,20 @@ class Catalog {
 
  private:
   explicit Catalog(std::unique_ptr<rocksdb::DB> db);
-  absl::Status WriteDataset(const v1::CatalogDataset& record, const Manifest* new_manifest,
+  absl::Status WriteDataset(const v1::CatalogDataset& record,
+                            const std::vector<const Manifest*>& new_manifests,
                             const std::vector<uint64_t>& dropped_versions);
+  // Keeps the in-memory maps in step with a written record. Requires mu_.
+  void Install(const v1::CatalogDataset& record, const std::vector<uint64_t>& dropped_versions);
   absl::StatusOr<std::shared_ptr<const Manifest>> LoadManifest(const v1::CatalogDataset& record,
                                                                uint64_t version);
 
   std::unique_ptr<rocksdb::DB> db_;
   mutable std::mutex mu_;
-  // Guarded by mu_: every dataset by name, and which dataset each version is of.
+  // Guarded by mu_: every live dataset and every tombstone by name, and which
+  // dataset each version is of.
   absl::flat_hash_map<std::string, v1::CatalogDataset> datasets_;
+  absl::flat_hash_map<std::string, v1::CatalogDataset> tombstones_;
   absl::flat_hash_map<uint64_t, std::string> version_owner_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Manifest>> manifests_;
 };

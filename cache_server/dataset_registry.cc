@@ -86,16 +86,31 @@ absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Refresh(std::string_view name) 
 }
 
 absl::StatusOr<uint64_t> DatasetRegistry::Remove(std::string_view name) {
-  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, catalog_->Remove(name));
+  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, catalog_->Remove(name, NowUnixMs()));
+  std::vector<uint64_t> versions;
+  for (const v1::CatalogVersion& version : record.versions()) versions.push_back(version.version());
+  return FreeVersions(name, versions);
+}
+
+absl::StatusOr<bool> DatasetRegistry::Adopt(
+    const v1::CatalogDataset& record,
+    const std::vector<std::shared_ptr<const Manifest>>& manifests) {
+  GRANARY_ASSIGN_OR_RETURN(Catalog::Adopted adopted, catalog_->Adopt(record, manifests));
+  FreeVersions(record.name(), adopted.dropped_versions);
+  return adopted.changed;
+}
+
+uint64_t DatasetRegistry::FreeVersions(std::string_view name,
+                                       const std::vector<uint64_t>& versions) {
   uint64_t freed = 0;
-  for (const v1::CatalogVersion& version : record.versions()) {
-    activity_->Forget(version.version());
-    absl::StatusOr<uint64_t> dropped = store_->RemoveVersion(version.version());
+  for (uint64_t version : versions) {
+    activity_->Forget(version);
+    absl::StatusOr<uint64_t> dropped = store_->RemoveVersion(version);
     if (!dropped.ok()) {
       // The catalog no longer names the version, so its chunks are unreachable
       // and the store's eviction reclaims them.
-      GRANARY_LOG(WARNING) << "dataset '" << name
-                           << "' removed, but dropping its chunks failed: " << dropped.status();
+      GRANARY_LOG(WARNING) << "dataset '" << name << "': dropping the chunks of version "
+                           << FormatVersion(version) << " failed: " << dropped.status();
       continue;
     }
     freed += *dropped;

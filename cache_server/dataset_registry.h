@@ -42,6 +42,10 @@ class DatasetRegistry {
   absl::StatusOr<v1::DatasetInfo> Refresh(std::string_view name);
   // Returns the bytes freed on this node.
   absl::StatusOr<uint64_t> Remove(std::string_view name);
+  // Takes a peer's record of a dataset if it is newer (Catalog::Adopt), and
+  // frees the chunks of versions it drops. Returns whether anything changed.
+  absl::StatusOr<bool> Adopt(const v1::CatalogDataset& record,
+                             const std::vector<std::shared_ptr<const Manifest>>& manifests);
   absl::StatusOr<v1::DatasetInfo> Get(std::string_view name);
   std::vector<v1::DatasetInfo> List();
 
@@ -49,6 +53,8 @@ class DatasetRegistry {
   absl::StatusOr<Manifest> Scan(std::string_view name, std::string_view source,
                                 uint32_t chunk_size);
   v1::DatasetInfo Describe(const v1::CatalogDataset& record);
+  // Drops the chunks of `versions` of dataset `name`; returns the bytes freed.
+  uint64_t FreeVersions(std::string_view name, const std::vector<uint64_t>& versions);
 
   Catalog* const catalog_;
   store::ChunkStore* const store_;

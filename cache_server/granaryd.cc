@@ -4,6 +4,7 @@
 //
 //   granaryd [--config FILE] [--data-dir DIR] [--capacity SIZE] [--listen HOST:PORT]
 //            [--socket PATH] [--node-id ID] [--group NAME] [--members FILE | --etcd URL]
+//            [--advertise HOST:PORT] [--token-file FILE]
 //            [--metrics-listen HOST:PORT] [--cache-dir DIR]...
 //
 // SIGTERM or SIGINT shut it down cleanly. Exit status 0 after a clean
@@ -30,7 +31,7 @@ namespace {
 struct Flags {
   std::string config_file;
   std::optional<std::string> data_dir, capacity, listen, socket, node_id, group, members, etcd,
-      metrics_listen;
+      advertise, token_file, metrics_listen;
   std::vector<std::string> cache_dirs;
 };
 
@@ -56,6 +57,7 @@ absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
   }
   for (auto [name, value, field] :
        {std::tuple{"--listen", &flags.listen, &config.listen},
+        std::tuple{"--advertise", &flags.advertise, &config.advertise},
         std::tuple{"--metrics-listen", &flags.metrics_listen, &config.metrics_listen}}) {
     if (!*value) continue;
     absl::Status valid = ValidateHostPort(name, **value);
@@ -67,11 +69,11 @@ absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
   if (flags.group) config.group = *flags.group;
   if (flags.members) config.members_file = *flags.members;
   if (flags.etcd) config.etcd_url = *flags.etcd;
+  if (flags.token_file) config.cluster_token_file = *flags.token_file;
   if (!flags.cache_dirs.empty()) config.cache_dirs = flags.cache_dirs;
-  if (!config.members_file.empty() || !config.etcd_url.empty()) {
-    return absl::UnimplementedError(
-        "cluster membership (--members / --etcd, or 'members' / 'etcd' in the config) arrives "
-        "with the cluster; this granaryd runs a single node, which needs neither");
+  if (!config.members_file.empty() && !config.etcd_url.empty()) {
+    return absl::InvalidArgumentError(
+        "both a members file and etcd are configured; cluster membership comes from one");
   }
   return config;
 }
@@ -94,6 +96,10 @@ int Run(int argc, char** argv) {
   app.add_option("--group", flags.group, "This node's cache group (default: 'default')");
   auto* members = app.add_option("--members", flags.members, "Static cluster member list");
   app.add_option("--etcd", flags.etcd, "etcd URL for cluster membership")->excludes(members);
+  app.add_option("--advertise", flags.advertise,
+                 "HOST:PORT peers reach this node at (default: --listen)");
+  app.add_option("--token-file", flags.token_file,
+                 "File holding the cluster token that TCP calls must carry");
   // CLI11 reports bad flags by throwing; nothing escapes past here.
   try {
     app.parse(argc, argv);

@@ -55,6 +55,12 @@ std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t datas
   Counter(&out, "granary_source_reads_total", "Whole-chunk fetches from dataset sources.",
           source_reads.load());
   Counter(&out, "granary_source_errors_total", "Source fetches that failed.", source_errors.load());
+  Counter(&out, "granary_peer_copies_total", "Misses copied from a peer's cache.",
+          peer_copies.load());
+  Counter(&out, "granary_bytes_from_peers_total", "Bytes copied from peers' caches.",
+          bytes_from_peers.load());
+  Counter(&out, "granary_peer_copy_errors_total", "Copies a peer failed to answer.",
+          peer_copy_errors.load());
   Counter(&out, "granary_read_errors_total", "ReadChunk calls answered with an error.",
           read_errors.load());
   read_latency.Render("granary_read_latency_seconds",

@@ -7,6 +7,9 @@
 //   granary_bytes_from_cache_total, granary_bytes_from_source_total
 //   granary_source_reads_total          whole-chunk fetches from sources
 //   granary_source_errors_total         fetches that failed
+//   granary_peer_copies_total, granary_bytes_from_peers_total
+//                                       misses copied from a peer's cache
+//   granary_peer_copy_errors_total      peers that failed to answer a copy
 //   granary_read_errors_total           ReadChunk calls answered with an error
 //   granary_read_latency_seconds        histogram of ReadChunk chunk lookups
 //   granary_prewarm_running             prewarms in progress
@@ -54,6 +57,9 @@ struct ServerMetrics {
   std::atomic<uint64_t> bytes_from_source{0};
   std::atomic<uint64_t> source_reads{0};
   std::atomic<uint64_t> source_errors{0};
+  std::atomic<uint64_t> peer_copies{0};
+  std::atomic<uint64_t> bytes_from_peers{0};
+  std::atomic<uint64_t> peer_copy_errors{0};
   std::atomic<uint64_t> read_errors{0};
   std::atomic<int64_t> prewarm_running{0};
   std::atomic<uint64_t> prewarm_chunks_fetched{0};

@@ -43,7 +43,7 @@ absl::StatusOr<std::vector<uint64_t>> SelectFiles(const Manifest& manifest,
 
 PrewarmJob::PrewarmJob(std::shared_ptr<const Manifest> manifest, std::vector<uint64_t> file_ids,
                        unsigned parallelism, ReadThrough* read_through, store::ChunkStore* store,
-                       ServerMetrics* metrics)
+                       ServerMetrics* metrics, const ChunkFilter& filter)
     : manifest_(std::move(manifest)),
       read_through_(read_through),
       store_(store),
@@ -54,6 +54,10 @@ PrewarmJob::PrewarmJob(std::shared_ptr<const Manifest> manifest, std::vector<uin
   for (uint64_t file_id : file_ids) {
     uint64_t size = manifest_->entries()[file_id].size;
     for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
+      if (filter &&
+          !filter(ChunkKey{manifest_->version(), file_id, static_cast<uint32_t>(index)})) {
+        continue;
+      }
       uint32_t length = ChunkLength(size, chunk_size, index);
       chunks_.push_back({file_id, static_cast<uint32_t>(index), length});
       bytes_total_ += length;

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,10 +41,14 @@ absl::StatusOr<std::vector<uint64_t>> SelectFiles(const Manifest& manifest,
 
 class PrewarmJob {
  public:
-  // Starts `parallelism` workers over the chunks of `file_ids`.
+  // Which chunks this node fetches: in a cluster, the share it owns.
+  using ChunkFilter = std::function<bool(const ChunkKey&)>;
+
+  // Starts `parallelism` workers over the chunks of `file_ids` that pass
+  // `filter` (every chunk when it is empty).
   PrewarmJob(std::shared_ptr<const Manifest> manifest, std::vector<uint64_t> file_ids,
              unsigned parallelism, ReadThrough* read_through, store::ChunkStore* store,
-             ServerMetrics* metrics);
+             ServerMetrics* metrics, const ChunkFilter& filter = {});
   // Cancels and joins the workers.
   ~PrewarmJob();
   PrewarmJob(const PrewarmJob&) = delete;

@@ -29,10 +29,10 @@ absl::StatusOr<const ManifestEntry*> ChunkEntry(const Manifest& manifest, const 
 }
 
 ReadThrough::ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetrics* metrics,
-                         VersionActivity* activity)
-    : catalog_(catalog), store_(store), metrics_(metrics), activity_(activity) {}
+                         VersionActivity* activity, ClusterView* cluster)
+    : catalog_(catalog), store_(store), metrics_(metrics), activity_(activity), cluster_(cluster) {}
 
-absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key) {
+absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, ChunkSourcing sourcing) {
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
                            catalog_->GetManifest(key.dataset_version));
   GRANARY_RETURN_IF_ERROR(ChunkEntry(*manifest, key).status());
@@ -46,6 +46,9 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key) {
   if (!absl::IsNotFound(stored.status())) {
     GRANARY_LOG(WARNING) << "store read of " << key.ToString()
                          << " failed, reading the source: " << stored.status();
+  }
+  if (sourcing == ChunkSourcing::kCacheOnly) {
+    return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached here"));
   }
   metrics_->misses.fetch_add(1, std::memory_order_relaxed);
   GRANARY_ASSIGN_OR_RETURN(ChunkData data, Fetch(*manifest, key));
@@ -65,24 +68,55 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
     if (stored.ok()) return std::make_shared<const std::string>(*std::move(stored));
   }
   GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry, ChunkEntry(manifest, key));
-  GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(manifest.identity().source));
-  uint32_t chunk_size = manifest.chunk_size();
-  metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<std::string> data =
-      ReadPosixFileRange(root, *entry, static_cast<uint64_t>(key.chunk_index) * chunk_size,
-                         ChunkLength(entry->size, chunk_size, key.chunk_index));
-  if (!data.ok()) {
-    metrics_->source_errors.fetch_add(1, std::memory_order_relaxed);
-    return absl::Status(data.status().code(), absl::StrCat("dataset '", manifest.identity().name,
-                                                           "': ", data.status().message()));
+  uint32_t length = ChunkLength(entry->size, manifest.chunk_size(), key.chunk_index);
+  absl::StatusOr<std::string> data = CopyFromPeer(key, length);
+  if (data.ok()) {
+    metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
+    metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
+  } else {
+    GRANARY_ASSIGN_OR_RETURN(data, ReadSource(manifest, *entry, key));
   }
-  metrics_->bytes_from_source.fetch_add(data->size(), std::memory_order_relaxed);
   absl::StatusOr<bool> stored = store_->Insert(key, *data);
   if (!stored.ok()) {
     GRANARY_LOG_FIRST_N(WARNING, 10)
         << "cannot store " << key.ToString() << ": " << stored.status();
   }
   return std::make_shared<const std::string>(*std::move(data));
+}
+
+absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint32_t length) {
+  for (const Member& peer : cluster_->CopySources(key)) {
+    absl::StatusOr<const DatasetClient*> reader = cluster_->clients().Reader(peer);
+    if (!reader.ok()) continue;
+    std::string data(length, '\0');
+    absl::Status copied = (*reader)->ReadChunk(key, 0, data, ChunkSourcing::kCacheOnly);
+    if (copied.ok()) return data;
+    if (!absl::IsNotFound(copied)) {
+      metrics_->peer_copy_errors.fetch_add(1, std::memory_order_relaxed);
+      cluster_->clients().MarkSuspect(peer.id);
+      GRANARY_LOG_FIRST_N(WARNING, 20) << "copying chunk " << key.ToString() << " from peer "
+                                       << peer.id << " (" << peer.address << "): " << copied;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no peer holds chunk ", key.ToString()));
+}
+
+absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
+                                                    const ManifestEntry& entry,
+                                                    const ChunkKey& key) {
+  GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(manifest.identity().source));
+  uint32_t chunk_size = manifest.chunk_size();
+  metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
+  absl::StatusOr<std::string> data =
+      ReadPosixFileRange(root, entry, static_cast<uint64_t>(key.chunk_index) * chunk_size,
+                         ChunkLength(entry.size, chunk_size, key.chunk_index));
+  if (!data.ok()) {
+    metrics_->source_errors.fetch_add(1, std::memory_order_relaxed);
+    return absl::Status(data.status().code(), absl::StrCat("dataset '", manifest.identity().name,
+                                                           "': ", data.status().message()));
+  }
+  metrics_->bytes_from_source.fetch_add(data->size(), std::memory_order_relaxed);
+  return data;
 }
 
 }  // namespace granary

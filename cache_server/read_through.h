@@ -1,8 +1,14 @@
 // ReadThrough answers "the bytes of chunk K" on one node: from the chunk store
-// when it holds K (verified by the store), else by fetching the whole chunk
-// from the dataset's source, storing it and returning it. Concurrent misses of
-// one chunk share a single source read. Every read marks its dataset version
-// active for the store's eviction.
+// when it holds K (verified by the store), else by fetching the whole chunk,
+// storing it and returning it. A miss is copied from a peer that holds the
+// chunk when there is one (the chunk's previous owner in this group after a
+// membership change, or its owner in another group), so a group warms from
+// another instead of reading the shared source again; otherwise it is read
+// from the dataset's source. Concurrent misses of one chunk share a single
+// fetch. Every read marks its dataset version active for the store's eviction.
+//
+// A peer's copy is trusted as the peer verified it against the checksum it
+// stored on its first fetch; this node checksums it again as it stores it.
 //
 // Keys are checked against their version's manifest first: an unknown version
 // is NOT_FOUND, a file id or chunk index past the end is OUT_OF_RANGE, a key
@@ -19,11 +25,13 @@
 
 #include "absl/status/statusor.h"
 #include "cache_server/catalog.h"
+#include "cache_server/cluster_view.h"
 #include "cache_server/metrics.h"
 #include "cache_server/single_flight.h"
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/version_activity.h"
 #include "common/chunk_key.h"
+#include "common/dataset_client.h"
 #include "common/manifest.h"
 
 namespace granary {
@@ -37,22 +45,31 @@ class ReadThrough {
   };
 
   ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetrics* metrics,
-              VersionActivity* activity);
+              VersionActivity* activity, ClusterView* cluster);
 
-  // The whole chunk `key`.
-  absl::StatusOr<Chunk> Read(const ChunkKey& key);
+  // The whole chunk `key`. With kCacheOnly a chunk this node does not hold is
+  // NOT_FOUND (how peers copy from each other without loops).
+  absl::StatusOr<Chunk> Read(const ChunkKey& key,
+                             ChunkSourcing sourcing = ChunkSourcing::kReadThrough);
 
-  // Fetches chunk `key` of `manifest` from the source into the store, unless
-  // the store holds it already. Counts as a source read, not as a chunk read.
+  // Fetches chunk `key` of `manifest` from a peer or the source into the
+  // store, unless the store holds it already. Counts as a fetch, not as a
+  // chunk read.
   absl::StatusOr<ChunkData> Fetch(const Manifest& manifest, const ChunkKey& key);
 
  private:
   absl::StatusOr<ChunkData> FetchOnce(const Manifest& manifest, const ChunkKey& key);
+  // The chunk from the first peer in ClusterView::CopySources() that holds
+  // it; NOT_FOUND when none does.
+  absl::StatusOr<std::string> CopyFromPeer(const ChunkKey& key, uint32_t length);
+  absl::StatusOr<std::string> ReadSource(const Manifest& manifest, const ManifestEntry& entry,
+                                         const ChunkKey& key);
 
   Catalog* const catalog_;
   store::ChunkStore* const store_;
   ServerMetrics* const metrics_;
   VersionActivity* const activity_;
+  ClusterView* const cluster_;
   SingleFlight<ChunkKey, absl::StatusOr<ChunkData>> flights_;
 };
 

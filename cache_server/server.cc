@@ -14,15 +14,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cache_server/catalog.h"
+#include "cache_server/catalog_sync.h"
+#include "cache_server/cluster_view.h"
 #include "cache_server/data_dir_lock.h"
 #include "cache_server/dataset_registry.h"
+#include "cache_server/membership/etcd_membership.h"
+#include "cache_server/membership/static_membership.h"
 #include "cache_server/metrics.h"
 #include "cache_server/read_through.h"
+#include "cache_server/request_authenticator.h"
 #include "cache_server/service.h"
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/version_activity.h"
+#include "common/cluster_token.h"
 #include "common/http.h"
 #include "common/logging.h"
+#include "common/members_file.h"
 #include "common/server_address.h"
 #include "common/size.h"
 #include "common/status.h"
@@ -40,6 +47,12 @@ constexpr int kScanThreads = 16;
 // How long a shutdown lets calls in flight finish. gRPC also waits this long
 // for clients that keep idle connections open, so it stays short.
 constexpr std::chrono::seconds kShutdownGrace{2};
+// How often a server compares its catalog with a random peer's, to repair
+// what a failed push missed.
+constexpr std::chrono::seconds kCatalogExchangePeriod{30};
+// A peer that does not answer a cache-only copy in this time is passed over
+// for the source.
+constexpr std::chrono::seconds kPeerCopyTimeout{10};
 
 // The default capacity: 80% of the free space on the cache directories'
 // filesystems (each filesystem counted once), so the cache never fills a disk.
@@ -83,6 +96,57 @@ absl::Status PrepareSocket(const std::string& path) {
   return absl::OkStatus();
 }
 
+// The members file's or etcd's membership feeding `update`; none (a cluster of
+// this node alone) when the config names neither.
+absl::StatusOr<std::unique_ptr<MembershipSource>> StartMembership(const GranarydConfig& config,
+                                                                  const Member& self,
+                                                                  MembershipListener update) {
+  if (!config.members_file.empty()) {
+    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<StaticMembership> members,
+                             StaticMembership::Start(config.members_file, std::move(update)));
+    return std::unique_ptr<MembershipSource>(std::move(members));
+  }
+  if (!config.etcd_url.empty()) {
+    EtcdMembership::Options options;
+    options.endpoint = config.etcd_url;
+    options.self = self;
+    options.lease_ttl = std::chrono::seconds(config.etcd_lease_ttl_seconds);
+    GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<EtcdMembership> members,
+                             EtcdMembership::Start(std::move(options), std::move(update)));
+    return std::unique_ptr<MembershipSource>(std::move(members));
+  }
+  return std::unique_ptr<MembershipSource>();
+}
+
+// The address peers reach this node at: `advertise`, else `listen` with a
+// wildcard host replaced by the host name.
+std::string AdvertisedAddress(const GranarydConfig& config) {
+  if (!config.advertise.empty()) return config.advertise;
+  size_t colon = config.listen.rfind(':');
+  std::string host = config.listen.substr(0, colon);
+  if (host == "0.0.0.0" || host == "[::]" || host == "::" || host.empty()) {
+    char name[256] = {};
+    ::gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  return host + config.listen.substr(colon);
+}
+
+// This node as a member: as the members file lists it (the file is the
+// cluster's truth for its address and group), else from the config.
+absl::StatusOr<Member> SelfMember(const GranarydConfig& config) {
+  if (config.members_file.empty()) {
+    return Member{config.node_id, AdvertisedAddress(config), config.group, 1, true};
+  }
+  GRANARY_ASSIGN_OR_RETURN(std::vector<Member> members, ReadMembersFile(config.members_file));
+  for (const Member& member : members) {
+    if (member.id == config.node_id) return member;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("node '", config.node_id,
+                                                 "' is not listed in members file ",
+                                                 config.members_file, "; set --node-id"));
+}
+
 }  // namespace
 
 // Declared in the order they are built; destroyed in reverse.
@@ -94,10 +158,15 @@ struct GranaryServer::Parts {
   ServerMetrics metrics;
   std::unique_ptr<VersionActivity> activity;
   std::unique_ptr<DatasetRegistry> registry;
+  std::unique_ptr<ClusterView> cluster;
   std::unique_ptr<ReadThrough> read_through;
+  std::unique_ptr<CatalogSync> catalog_sync;
+  std::unique_ptr<RequestAuthenticator> authenticator;
   std::unique_ptr<GranaryService> service;
   std::unique_ptr<grpc::Server> grpc_server;
   HttpServer metrics_http;
+  // Last, so it stops reporting changes before anything it reports to goes.
+  std::unique_ptr<MembershipSource> membership;
   bool running = false;
 };
 
@@ -137,12 +206,28 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->activity = std::make_unique<VersionActivity>(parts->store.get(), kActiveAfterLastUse);
   parts->registry = std::make_unique<DatasetRegistry>(parts->catalog.get(), parts->store.get(),
                                                       parts->activity.get(), kScanThreads);
-  parts->read_through = std::make_unique<ReadThrough>(parts->catalog.get(), parts->store.get(),
-                                                      &parts->metrics, parts->activity.get());
+  std::string token;
+  if (!c.cluster_token_file.empty()) {
+    GRANARY_ASSIGN_OR_RETURN(token, LoadClusterToken(c.cluster_token_file));
+  }
+  GRANARY_ASSIGN_OR_RETURN(Member self, SelfMember(c));
+  MemberClients::Options peer_options;
+  peer_options.local_node_id = c.node_id;
+  peer_options.local_address = "unix:" + c.socket_path;
+  peer_options.client.cluster_token = token;
+  peer_options.client.read_timeout = kPeerCopyTimeout;
+  parts->cluster = std::make_unique<ClusterView>(self, std::move(peer_options));
+  parts->read_through =
+      std::make_unique<ReadThrough>(parts->catalog.get(), parts->store.get(), &parts->metrics,
+                                    parts->activity.get(), parts->cluster.get());
+  parts->catalog_sync = std::make_unique<CatalogSync>(parts->catalog.get(), parts->registry.get(),
+                                                      parts->cluster.get(), kCatalogExchangePeriod);
+  parts->authenticator = std::make_unique<RequestAuthenticator>(token);
   parts->service = std::make_unique<GranaryService>(
-      NodeIdentity{c.node_id, c.group, c.listen}, c.prewarm_parallelism, parts->catalog.get(),
-      parts->registry.get(), parts->read_through.get(), parts->store.get(), &parts->metrics,
-      parts->activity.get());
+      ServiceParts{parts->catalog.get(), parts->registry.get(), parts->read_through.get(),
+                   parts->store.get(), &parts->metrics, parts->activity.get(), parts->cluster.get(),
+                   parts->catalog_sync.get(), parts->authenticator.get()},
+      c.prewarm_parallelism);
 
   GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));
   grpc::ServerBuilder builder;
@@ -175,6 +260,20 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
     return absl::Status(metrics_started.code(),
                         absl::StrCat("metrics endpoint: ", metrics_started.message()));
   }
+  // Membership starts once this node answers, so that peers told about it
+  // can reach it; the catalog exchange then needs the member list.
+  ClusterView* cluster = parts->cluster.get();
+  auto update = [cluster](std::vector<Member> members) {
+    absl::Status updated = cluster->Update(std::move(members));
+    if (!updated.ok()) GRANARY_LOG(WARNING) << "ignoring a member list: " << updated;
+  };
+  absl::StatusOr<std::unique_ptr<MembershipSource>> membership = StartMembership(c, self, update);
+  if (!membership.ok()) {
+    GranaryServer cleanup(std::move(parts));
+    return membership.status();
+  }
+  parts->membership = *std::move(membership);
+  parts->catalog_sync->Start();
   store::StoreStats stats = parts->store->Stats();
   GRANARY_LOG(INFO) << "granaryd node '" << c.node_id << "' (group '" << c.group
                     << "') serving unix:" << c.socket_path << " and " << c.listen
@@ -187,6 +286,9 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
 void GranaryServer::Shutdown() {
   if (parts_ == nullptr || !parts_->running) return;
   parts_->running = false;
+  // Leave the cluster first (an etcd lease is revoked), so peers stop
+  // routing here while the last calls drain.
+  parts_->membership.reset();
   parts_->grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   parts_->grpc_server->Wait();
   parts_->metrics_http.Stop();

@@ -1,15 +1,26 @@
 #include "cache_server/service.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "cache_server/group_prewarm.h"
 #include "cache_server/prewarm.h"
 #include "common/chunk_key.h"
 #include "common/logging.h"
+#include "common/parallel_for.h"
 #include "common/status.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
 
 namespace granary {
 namespace {
+
+// Status and Locate ask every member; a member that does not answer in this
+// time is reported unreachable rather than holding up the answer.
+constexpr std::chrono::seconds kPeerCallTimeout{3};
+constexpr size_t kMaxParallelPeerCalls = 32;
 
 // Errors go back to the client as they are (their messages name the problem);
 // the log keeps them at debug level, since bad requests are the caller's.
@@ -22,59 +33,69 @@ grpc::Status Answer(const absl::Status& status, const char* operation) {
 
 }  // namespace
 
-GranaryService::GranaryService(NodeIdentity identity, unsigned default_prewarm_parallelism,
-                               Catalog* catalog, DatasetRegistry* registry,
-                               ReadThrough* read_through, store::ChunkStore* store,
-                               ServerMetrics* metrics, VersionActivity* activity)
-    : identity_(std::move(identity)),
+// Rejects the call unless its caller may make it.
+#define GRANARY_AUTHENTICATE(context, method)                                                \
+  if (grpc::Status denied = parts_.authenticator->Check(*(context), method); !denied.ok()) { \
+    return denied;                                                                           \
+  }
+
+GranaryService::GranaryService(ServiceParts parts, unsigned default_prewarm_parallelism)
+    : parts_(parts),
       default_prewarm_parallelism_(default_prewarm_parallelism),
-      catalog_(catalog),
-      registry_(registry),
-      read_through_(read_through),
-      store_(store),
-      metrics_(metrics),
-      activity_(activity),
       started_(std::chrono::steady_clock::now()) {}
 
-grpc::Status GranaryService::AddDataset(grpc::ServerContext*, const v1::AddDatasetRequest* request,
+grpc::Status GranaryService::AddDataset(grpc::ServerContext* context,
+                                        const v1::AddDatasetRequest* request,
                                         v1::DatasetInfo* response) {
+  GRANARY_AUTHENTICATE(context, "AddDataset");
   absl::StatusOr<v1::DatasetInfo> info =
-      registry_->Add(request->name(), request->source(), request->chunk_size());
+      parts_.registry->Add(request->name(), request->source(), request->chunk_size());
   if (info.ok()) {
     GRANARY_LOG(INFO) << "registered dataset '" << request->name() << "' version "
                       << FormatVersion(info->version());
+    parts_.catalog_sync->PushToAll();
     *response = *std::move(info);
   }
   return Answer(info.status(), "AddDataset");
 }
 
-grpc::Status GranaryService::ListDatasets(grpc::ServerContext*, const v1::ListDatasetsRequest*,
+grpc::Status GranaryService::ListDatasets(grpc::ServerContext* context,
+                                          const v1::ListDatasetsRequest*,
                                           v1::ListDatasetsResponse* response) {
-  for (v1::DatasetInfo& info : registry_->List()) *response->add_datasets() = std::move(info);
+  GRANARY_AUTHENTICATE(context, "ListDatasets");
+  for (v1::DatasetInfo& info : parts_.registry->List()) *response->add_datasets() = std::move(info);
   return grpc::Status::OK;
 }
 
-grpc::Status GranaryService::GetDataset(grpc::ServerContext*, const v1::GetDatasetRequest* request,
+grpc::Status GranaryService::GetDataset(grpc::ServerContext* context,
+                                        const v1::GetDatasetRequest* request,
                                         v1::DatasetInfo* response) {
-  absl::StatusOr<v1::DatasetInfo> info = registry_->Get(request->name());
+  GRANARY_AUTHENTICATE(context, "GetDataset");
+  absl::StatusOr<v1::DatasetInfo> info = parts_.registry->Get(request->name());
   if (info.ok()) *response = *std::move(info);
   return Answer(info.status(), "GetDataset");
 }
 
-grpc::Status GranaryService::RefreshDataset(grpc::ServerContext*,
+grpc::Status GranaryService::RefreshDataset(grpc::ServerContext* context,
                                             const v1::RefreshDatasetRequest* request,
                                             v1::DatasetInfo* response) {
-  absl::StatusOr<v1::DatasetInfo> info = registry_->Refresh(request->name());
-  if (info.ok()) *response = *std::move(info);
+  GRANARY_AUTHENTICATE(context, "RefreshDataset");
+  absl::StatusOr<v1::DatasetInfo> info = parts_.registry->Refresh(request->name());
+  if (info.ok()) {
+    parts_.catalog_sync->PushToAll();
+    *response = *std::move(info);
+  }
   return Answer(info.status(), "RefreshDataset");
 }
 
-grpc::Status GranaryService::RemoveDataset(grpc::ServerContext*,
+grpc::Status GranaryService::RemoveDataset(grpc::ServerContext* context,
                                            const v1::RemoveDatasetRequest* request,
                                            v1::RemoveDatasetResponse* response) {
-  absl::StatusOr<uint64_t> freed = registry_->Remove(request->name());
+  GRANARY_AUTHENTICATE(context, "RemoveDataset");
+  absl::StatusOr<uint64_t> freed = parts_.registry->Remove(request->name());
   if (freed.ok()) {
     GRANARY_LOG(INFO) << "removed dataset '" << request->name() << "'";
+    parts_.catalog_sync->PushToAll();
     response->set_freed_bytes(*freed);
   }
   return Answer(freed.status(), "RemoveDataset");
@@ -83,7 +104,8 @@ grpc::Status GranaryService::RemoveDataset(grpc::ServerContext*,
 grpc::Status GranaryService::GetManifest(grpc::ServerContext* context,
                                          const v1::GetManifestRequest* request,
                                          grpc::ServerWriter<v1::ManifestPage>* writer) {
-  absl::StatusOr<v1::DatasetInfo> info = registry_->Get(request->name());
+  GRANARY_AUTHENTICATE(context, "GetManifest");
+  absl::StatusOr<v1::DatasetInfo> info = parts_.registry->Get(request->name());
   if (!info.ok()) return Answer(info.status(), "GetManifest");
   uint64_t version = request->version() == 0 ? info->version() : request->version();
   bool known = version == info->version() ||
@@ -94,7 +116,7 @@ grpc::Status GranaryService::GetManifest(grpc::ServerContext* context,
                                                    "' has no version ", FormatVersion(version))),
                   "GetManifest");
   }
-  absl::StatusOr<std::shared_ptr<const Manifest>> manifest = catalog_->GetManifest(version);
+  absl::StatusOr<std::shared_ptr<const Manifest>> manifest = parts_.catalog->GetManifest(version);
   if (!manifest.ok()) return Answer(manifest.status(), "GetManifest");
   const std::vector<ManifestEntry>& entries = (*manifest)->entries();
   size_t next = 0;
@@ -110,10 +132,12 @@ grpc::Status GranaryService::GetManifest(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status GranaryService::ReadChunk(grpc::ServerContext*, const v1::ReadChunkRequest* request,
+grpc::Status GranaryService::ReadChunk(grpc::ServerContext* context,
+                                       const v1::ReadChunkRequest* request,
                                        grpc::ServerWriter<v1::ReadChunkResponse>* writer) {
+  GRANARY_AUTHENTICATE(context, "ReadChunk");
   absl::Status streamed = StreamChunk(*request, writer);
-  if (!streamed.ok()) metrics_->read_errors.fetch_add(1, std::memory_order_relaxed);
+  if (!streamed.ok()) parts_.metrics->read_errors.fetch_add(1, std::memory_order_relaxed);
   return Answer(streamed, "ReadChunk");
 }
 
@@ -123,8 +147,11 @@ absl::Status GranaryService::StreamChunk(const v1::ReadChunkRequest& request,
   ChunkKey key{request.key().dataset_version(), request.key().file_id(),
                request.key().chunk_index()};
   auto started = std::chrono::steady_clock::now();
-  GRANARY_ASSIGN_OR_RETURN(ReadThrough::Chunk chunk, read_through_->Read(key));
-  metrics_->read_latency.Observe(
+  GRANARY_ASSIGN_OR_RETURN(
+      ReadThrough::Chunk chunk,
+      parts_.read_through->Read(
+          key, request.cache_only() ? ChunkSourcing::kCacheOnly : ChunkSourcing::kReadThrough));
+  parts_.metrics->read_latency.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   const std::string& data = *chunk.data;
   if (request.offset() > data.size()) {
@@ -150,6 +177,7 @@ absl::Status GranaryService::StreamChunk(const v1::ReadChunkRequest& request,
 grpc::Status GranaryService::Prewarm(grpc::ServerContext* context,
                                      const v1::PrewarmRequest* request,
                                      grpc::ServerWriter<v1::PrewarmProgress>* writer) {
+  GRANARY_AUTHENTICATE(context, "Prewarm");
   return Answer(RunPrewarm(context, *request, writer), "Prewarm");
 }
 
@@ -161,79 +189,242 @@ absl::Status GranaryService::RunPrewarm(grpc::ServerContext* context,
                                                    " is over the maximum, ",
                                                    kMaxPrewarmParallelism));
   }
-  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, catalog_->Get(request.name()));
+  const Member& self = parts_.cluster->self();
+  if (request.owned_share_only()) {
+    if (request.group() != self.group) {
+      return absl::InvalidArgumentError(absl::StrCat("node '", self.id, "' is in cache group '",
+                                                     self.group, "', not '", request.group(), "'"));
+    }
+    return RunLocalPrewarm(context, request, writer);
+  }
+  v1::PrewarmRequest group_request = request;
+  if (group_request.group().empty()) group_request.set_group(self.group);
+  std::vector<Member> members = parts_.cluster->GroupMembers(group_request.group());
+  if (members.size() == 1 && members.front().id == self.id) {
+    return RunLocalPrewarm(context, group_request, writer);
+  }
+  // Fail fast on what every member would refuse, before fanning out.
+  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, parts_.catalog->Get(request.name()));
+  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
+                           parts_.catalog->GetManifest(record.versions().rbegin()->version()));
+  std::vector<std::string> paths(request.paths().begin(), request.paths().end());
+  GRANARY_RETURN_IF_ERROR(SelectFiles(*manifest, paths).status());
+  GroupPrewarm prewarm(parts_.cluster, std::move(group_request), kPrewarmProgressInterval);
+  bool client_gone = false;
+  absl::Status ran = prewarm.Run(
+      [&](const v1::PrewarmProgress& progress) {
+        client_gone = client_gone || !writer->Write(progress);
+        return !client_gone;
+      },
+      [&] { return context->IsCancelled(); });
+  if (client_gone) return absl::CancelledError("the client went away");
+  return ran;
+}
+
+absl::Status GranaryService::RunLocalPrewarm(grpc::ServerContext* context,
+                                             const v1::PrewarmRequest& request,
+                                             grpc::ServerWriter<v1::PrewarmProgress>* writer) {
+  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, parts_.catalog->Get(request.name()));
   uint64_t version = record.versions().rbegin()->version();
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
-                           catalog_->GetManifest(version));
+                           parts_.catalog->GetManifest(version));
   std::vector<std::string> paths(request.paths().begin(), request.paths().end());
   GRANARY_ASSIGN_OR_RETURN(std::vector<uint64_t> files, SelectFiles(*manifest, paths));
   unsigned parallelism =
       request.parallelism() == 0 ? default_prewarm_parallelism_ : request.parallelism();
+  std::vector<std::string> unreachable(request.unreachable_members().begin(),
+                                       request.unreachable_members().end());
+  const std::string group =
+      request.group().empty() ? parts_.cluster->self().group : request.group();
+  PrewarmJob::ChunkFilter owned = [&](const ChunkKey& key) {
+    return parts_.cluster->Owns(key, group, unreachable);
+  };
   GRANARY_LOG(INFO) << "prewarming " << files.size() << " files of dataset '" << request.name()
-                    << "' with " << parallelism << " workers";
-  activity_->Touch(version);
-  PrewarmJob job(manifest, std::move(files), parallelism, read_through_, store_, metrics_);
+                    << "' (this node's share) with " << parallelism << " workers";
+  parts_.activity->Touch(version);
+  PrewarmJob job(manifest, std::move(files), parallelism, parts_.read_through, parts_.store,
+                 parts_.metrics, owned);
   while (true) {
     bool finished = job.WaitFor(kPrewarmProgressInterval);
-    activity_->Touch(version);
+    parts_.activity->Touch(version);
     if (context->IsCancelled()) {
       GRANARY_LOG(INFO) << "prewarm of dataset '" << request.name() << "' cancelled";
       return absl::CancelledError("prewarm cancelled");
     }
-    if (!writer->Write(job.Progress())) {
-      return absl::CancelledError("the client went away");
-    }
+    v1::PrewarmProgress progress = job.Progress();
+    progress.set_nodes(1);
+    if (!writer->Write(progress)) return absl::CancelledError("the client went away");
     if (finished) return absl::OkStatus();
   }
 }
 
-grpc::Status GranaryService::Status(grpc::ServerContext*, const v1::StatusRequest*,
-                                    v1::StatusResponse* response) {
-  store::StoreStats stats = store_->Stats();
-  v1::NodeStatus* node = response->add_nodes();
-  node->set_node_id(identity_.node_id);
-  node->set_group(identity_.group);
-  node->set_address(identity_.address);
-  node->set_state("up");
-  node->set_capacity_bytes(stats.capacity_bytes);
-  node->set_used_bytes(stats.used_bytes);
-  node->set_chunk_count(stats.chunk_count);
-  node->set_hits(metrics_->hits.load());
-  node->set_misses(metrics_->misses.load());
-  node->set_bytes_from_cache(metrics_->bytes_from_cache.load());
-  node->set_bytes_from_source(metrics_->bytes_from_source.load());
-  node->set_checksum_failures(stats.checksum_failures);
-  node->set_io_engine(stats.io_engine);
-  node->set_uptime_seconds(
+v1::NodeStatus GranaryService::LocalStatus() const {
+  store::StoreStats stats = parts_.store->Stats();
+  const Member& self = parts_.cluster->self();
+  v1::NodeStatus node;
+  node.set_node_id(self.id);
+  node.set_group(self.group);
+  node.set_address(self.address);
+  node.set_state("up");
+  node.set_capacity_bytes(stats.capacity_bytes);
+  node.set_used_bytes(stats.used_bytes);
+  node.set_chunk_count(stats.chunk_count);
+  node.set_hits(parts_.metrics->hits.load());
+  node.set_misses(parts_.metrics->misses.load());
+  node.set_bytes_from_cache(parts_.metrics->bytes_from_cache.load());
+  node.set_bytes_from_source(parts_.metrics->bytes_from_source.load());
+  node.set_checksum_failures(stats.checksum_failures);
+  node.set_io_engine(stats.io_engine);
+  node.set_uptime_seconds(
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
           .count());
-  response->set_dataset_count(catalog_->Size());
+  return node;
+}
+
+std::vector<bool> GranaryService::AskPeers(
+    const std::vector<Member>& peers,
+    const std::function<grpc::Status(v1::Granary::Stub&, grpc::ClientContext*, size_t)>& ask) {
+  std::vector<bool> answered(peers.size(), false);
+  ParallelFor(peers.size(), kMaxParallelPeerCalls, [&](size_t i) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        parts_.cluster->clients().Channel(peers[i]);
+    if (!channel.ok()) return;
+    auto stub = v1::Granary::NewStub(*channel);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kPeerCallTimeout);
+    grpc::Status status = ask(*stub, &context, i);
+    if (!status.ok()) {
+      GRANARY_LOG(DEBUG) << "peer " << peers[i].id << " did not answer: " << status.error_message();
+    }
+    answered[i] = status.ok();
+  });
+  return answered;
+}
+
+grpc::Status GranaryService::Status(grpc::ServerContext* context, const v1::StatusRequest* request,
+                                    v1::StatusResponse* response) {
+  GRANARY_AUTHENTICATE(context, "Status");
+  response->set_dataset_count(parts_.catalog->Size());
+  *response->add_nodes() = LocalStatus();
+  if (request->local_only()) return grpc::Status::OK;
+  std::vector<Member> others;
+  for (const Member& member : parts_.cluster->current()->members()) {
+    if (member.id != parts_.cluster->self().id) others.push_back(member);
+  }
+  std::vector<v1::NodeStatus> statuses(others.size());
+  std::vector<Member> live;
+  std::vector<size_t> live_index;
+  for (size_t i = 0; i < others.size(); ++i) {
+    statuses[i].set_node_id(others[i].id);
+    statuses[i].set_group(others[i].group);
+    statuses[i].set_address(others[i].address);
+    statuses[i].set_state(others[i].up ? "unreachable" : "down");
+    if (others[i].up) {
+      live.push_back(others[i]);
+      live_index.push_back(i);
+    }
+  }
+  AskPeers(live, [&](v1::Granary::Stub& stub, grpc::ClientContext* call, size_t i) {
+    v1::StatusRequest local;
+    local.set_local_only(true);
+    v1::StatusResponse answer;
+    grpc::Status status = stub.Status(call, local, &answer);
+    if (status.ok() && answer.nodes_size() == 1) statuses[live_index[i]] = answer.nodes(0);
+    return status;
+  });
+  for (v1::NodeStatus& node : statuses) *response->add_nodes() = std::move(node);
+  std::sort(response->mutable_nodes()->begin(), response->mutable_nodes()->end(),
+            [](const v1::NodeStatus& a, const v1::NodeStatus& b) {
+              return std::tie(a.group(), a.node_id()) < std::tie(b.group(), b.node_id());
+            });
   return grpc::Status::OK;
 }
 
-grpc::Status GranaryService::Locate(grpc::ServerContext*, const v1::LocateRequest* request,
+absl::StatusOr<v1::LocateResponse> GranaryService::LocateLocally(const std::string& name) {
+  GRANARY_ASSIGN_OR_RETURN(v1::DatasetInfo info, parts_.registry->Get(name));
+  v1::LocateResponse response;
+  response.set_name(info.name());
+  response.set_version(info.version());
+  response.set_total_bytes(info.total_bytes());
+  v1::NodeLocality* node = response.add_nodes();
+  node->set_node_id(parts_.cluster->self().id);
+  node->set_group(parts_.cluster->self().group);
+  node->set_cached_bytes(info.cached_bytes());
+  return response;
+}
+
+grpc::Status GranaryService::Locate(grpc::ServerContext* context, const v1::LocateRequest* request,
                                     v1::LocateResponse* response) {
-  absl::StatusOr<v1::DatasetInfo> info = registry_->Get(request->name());
-  if (!info.ok()) return Answer(info.status(), "Locate");
-  response->set_name(info->name());
-  response->set_version(info->version());
-  response->set_total_bytes(info->total_bytes());
-  uint64_t cached = info->cached_bytes();
-  // A single node is a group of one: its share is its group's share.
-  double fraction = info->total_bytes() == 0
-                        ? 1.0
-                        : static_cast<double>(cached) / static_cast<double>(info->total_bytes());
-  v1::NodeLocality* node = response->add_nodes();
-  node->set_node_id(identity_.node_id);
-  node->set_group(identity_.group);
-  node->set_cached_bytes(cached);
-  node->set_node_fraction(fraction);
-  node->set_group_fraction(fraction);
-  v1::GroupLocality* group = response->add_groups();
-  group->set_group(identity_.group);
-  group->set_cached_bytes(cached);
-  group->set_fraction(fraction);
+  GRANARY_AUTHENTICATE(context, "Locate");
+  absl::StatusOr<v1::LocateResponse> local = LocateLocally(request->name());
+  if (!local.ok()) return Answer(local.status(), "Locate");
+  *response = *std::move(local);
+  if (!request->local_only()) {
+    std::vector<Member> peers = parts_.cluster->Peers();
+    std::vector<v1::LocateResponse> answers(peers.size());
+    AskPeers(peers, [&](v1::Granary::Stub& stub, grpc::ClientContext* call, size_t i) {
+      v1::LocateRequest local_request;
+      local_request.set_name(request->name());
+      local_request.set_local_only(true);
+      return stub.Locate(call, local_request, &answers[i]);
+    });
+    for (const v1::LocateResponse& answer : answers) {
+      // A peer on another version of the dataset (a refresh not yet
+      // replicated) holds none of this version's bytes.
+      if (answer.version() != response->version()) continue;
+      for (const v1::NodeLocality& node : answer.nodes()) *response->add_nodes() = node;
+    }
+  }
+  // Within a group each chunk has one owner, so a group's bytes are the sum
+  // of its members' bytes.
+  std::map<std::string, uint64_t> group_bytes;
+  for (const v1::NodeLocality& node : response->nodes())
+    group_bytes[node.group()] += node.cached_bytes();
+  auto fraction = [&](uint64_t bytes) {
+    return response->total_bytes() == 0
+               ? 1.0
+               : std::min(1.0, static_cast<double>(bytes) /
+                                   static_cast<double>(response->total_bytes()));
+  };
+  for (v1::NodeLocality& node : *response->mutable_nodes()) {
+    node.set_node_fraction(fraction(node.cached_bytes()));
+    node.set_group_fraction(fraction(group_bytes[node.group()]));
+  }
+  std::sort(response->mutable_nodes()->begin(), response->mutable_nodes()->end(),
+            [](const v1::NodeLocality& a, const v1::NodeLocality& b) {
+              return std::tie(a.group(), a.node_id()) < std::tie(b.group(), b.node_id());
+            });
+  for (const auto& [group, bytes] : group_bytes) {
+    v1::GroupLocality* locality = response->add_groups();
+    locality->set_group(group);
+    locality->set_cached_bytes(bytes);
+    locality->set_fraction(fraction(bytes));
+  }
   return grpc::Status::OK;
+}
+
+grpc::Status GranaryService::GetMembers(grpc::ServerContext* context, const v1::GetMembersRequest*,
+                                        v1::GetMembersResponse* response) {
+  GRANARY_AUTHENTICATE(context, "GetMembers");
+  response->set_self_id(parts_.cluster->self().id);
+  for (const Member& member : parts_.cluster->current()->members()) {
+    v1::MemberInfo* info = response->add_members();
+    info->set_id(member.id);
+    info->set_address(member.address);
+    info->set_group(member.group);
+    info->set_weight(member.weight);
+    info->set_up(member.up);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status GranaryService::ExchangeCatalog(grpc::ServerContext* context,
+                                             const v1::ExchangeCatalogRequest* request,
+                                             v1::ExchangeCatalogResponse* response) {
+  GRANARY_AUTHENTICATE(context, "ExchangeCatalog");
+  absl::StatusOr<v1::ExchangeCatalogResponse> answer = parts_.catalog_sync->Answer(*request);
+  if (answer.ok()) *response = *std::move(answer);
+  return Answer(answer.status(), "ExchangeCatalog");
 }
 
 }  // namespace granary

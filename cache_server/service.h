@@ -3,6 +3,12 @@
 // requests and maps every error to a gRPC status with the matching code and a
 // message naming what was wrong; a bad request never affects other callers.
 //
+// In a cluster, Status and Locate gather every member's figures (unless the
+// request asks for this node only), Prewarm coordinates the whole cache group
+// (GroupPrewarm), dataset changes are pushed to every peer before the call
+// answers (CatalogSync), and GetMembers tells readers whom to route to. Every
+// call is first checked by the RequestAuthenticator.
+//
 // Streams: ReadChunk sends at most kMaxReadMessageBytes per message;
 // GetManifest sends pages of at most Catalog::kManifestPageEntries entries;
 // Prewarm sends progress every kPrewarmProgressInterval and a final message
@@ -14,22 +20,34 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "cache_server/catalog.h"
+#include "cache_server/catalog_sync.h"
+#include "cache_server/cluster_view.h"
 #include "cache_server/dataset_registry.h"
 #include "cache_server/metrics.h"
 #include "cache_server/read_through.h"
+#include "cache_server/request_authenticator.h"
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/version_activity.h"
 #include "proto/granary.grpc.pb.h"
 
 namespace granary {
 
-struct NodeIdentity {
-  std::string node_id;
-  std::string group;
-  std::string address;  // TCP address peers reach this node at.
+// What the service works with; owned by the server.
+struct ServiceParts {
+  Catalog* catalog;
+  DatasetRegistry* registry;
+  ReadThrough* read_through;
+  store::ChunkStore* store;
+  ServerMetrics* metrics;
+  VersionActivity* activity;
+  ClusterView* cluster;
+  CatalogSync* catalog_sync;
+  RequestAuthenticator* authenticator;
 };
 
 class GranaryService final : public v1::Granary::Service {
@@ -38,9 +56,7 @@ class GranaryService final : public v1::Granary::Service {
   static constexpr std::chrono::milliseconds kPrewarmProgressInterval{100};
   static constexpr unsigned kMaxPrewarmParallelism = 256;
 
-  GranaryService(NodeIdentity identity, unsigned default_prewarm_parallelism, Catalog* catalog,
-                 DatasetRegistry* registry, ReadThrough* read_through, store::ChunkStore* store,
-                 ServerMetrics* metrics, VersionActivity* activity);
+  GranaryService(ServiceParts parts, unsigned default_prewarm_parallelism);
 
   grpc::Status AddDataset(grpc::ServerContext* context, const v1::AddDatasetRequest* request,
                           v1::DatasetInfo* response) override;
@@ -63,21 +79,31 @@ class GranaryService final : public v1::Granary::Service {
                       v1::StatusResponse* response) override;
   grpc::Status Locate(grpc::ServerContext* context, const v1::LocateRequest* request,
                       v1::LocateResponse* response) override;
+  grpc::Status GetMembers(grpc::ServerContext* context, const v1::GetMembersRequest* request,
+                          v1::GetMembersResponse* response) override;
+  grpc::Status ExchangeCatalog(grpc::ServerContext* context,
+                               const v1::ExchangeCatalogRequest* request,
+                               v1::ExchangeCatalogResponse* response) override;
 
  private:
   absl::Status StreamChunk(const v1::ReadChunkRequest& request,
                            grpc::ServerWriter<v1::ReadChunkResponse>* writer);
   absl::Status RunPrewarm(grpc::ServerContext* context, const v1::PrewarmRequest& request,
                           grpc::ServerWriter<v1::PrewarmProgress>* writer);
+  // This node's share of a group prewarm (or all of it, alone in its group).
+  absl::Status RunLocalPrewarm(grpc::ServerContext* context, const v1::PrewarmRequest& request,
+                               grpc::ServerWriter<v1::PrewarmProgress>* writer);
+  v1::NodeStatus LocalStatus() const;
+  absl::StatusOr<v1::LocateResponse> LocateLocally(const std::string& name);
+  // Status or Locate of every member but this one, in parallel; `ask` makes
+  // the call with the given stub and context, the result is whether it
+  // answered.
+  std::vector<bool> AskPeers(
+      const std::vector<Member>& peers,
+      const std::function<grpc::Status(v1::Granary::Stub&, grpc::ClientContext*, size_t)>& ask);
 
-  const NodeIdentity identity_;
+  const ServiceParts parts_;
   const unsigned default_prewarm_parallelism_;
-  Catalog* const catalog_;
-  DatasetRegistry* const registry_;
-  ReadThrough* const read_through_;
-  store::ChunkStore* const store_;
-  ServerMetrics* const metrics_;
-  VersionActivity* const activity_;
   const std::chrono::steady_clock::time_point started_;
 };
 

@@ -20,7 +20,10 @@ bool ShouldTryAnotherOwner(const absl::Status& status) {
 }
 
 ChunkRouter::ChunkRouter(Options options, std::shared_ptr<const ClusterMap> members)
-    : options_(std::move(options)), members_(std::move(members)) {}
+    : options_(std::move(options)),
+      clients_({options_.local_node_id, options_.local_address, options_.suspect_period,
+                options_.client}),
+      members_(std::move(members)) {}
 
 void ChunkRouter::UpdateMembers(std::shared_ptr<const ClusterMap> members) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -32,37 +35,11 @@ std::shared_ptr<const ClusterMap> ChunkRouter::members() const {
   return members_;
 }
 
-absl::StatusOr<const DatasetClient*> ChunkRouter::ClientFor(const Member& member) {
-  const std::string& address =
-      member.id == options_.local_node_id && !options_.local_address.empty()
-          ? options_.local_address
-          : member.address;
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = clients_.find(address);
-  if (it != clients_.end()) return it->second.get();
-  auto client = DatasetClient::Connect(address, options_.client);
-  if (!client.ok()) return client.status();
-  const DatasetClient* raw = client->get();
-  clients_.emplace(address, *std::move(client));
-  return raw;
-}
-
-bool ChunkRouter::IsSuspect(const std::string& member_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = suspect_until_.find(member_id);
-  return it != suspect_until_.end() && std::chrono::steady_clock::now() < it->second;
-}
-
-void ChunkRouter::MarkSuspect(const std::string& member_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  suspect_until_[member_id] = std::chrono::steady_clock::now() + options_.suspect_period;
-}
-
 std::vector<const Member*> ChunkRouter::OrderedOwners(const ClusterMap& members,
                                                       const ChunkKey& key) {
   std::vector<const Member*> owners = members.Owners(key, options_.group, options_.attempts);
   std::stable_partition(owners.begin(), owners.end(),
-                        [this](const Member* owner) { return !IsSuspect(owner->id); });
+                        [this](const Member* owner) { return !clients_.IsSuspect(owner->id); });
   return owners;
 }
 
@@ -85,12 +62,12 @@ absl::Status ChunkRouter::ReadChunk(const ChunkKey& key, uint32_t offset_in_chun
   absl::Status last;
   bool all_not_found = true;
   for (const Member* owner : owners) {
-    auto client = ClientFor(*owner);
+    auto client = clients_.Reader(*owner);
     absl::Status read =
         client.ok() ? (*client)->ReadChunk(key, offset_in_chunk, out) : client.status();
     if (read.ok() || !ShouldTryAnotherOwner(read)) return read;
     all_not_found = all_not_found && read.code() == absl::StatusCode::kNotFound;
-    if (read.code() != absl::StatusCode::kNotFound) MarkSuspect(owner->id);
+    if (read.code() != absl::StatusCode::kNotFound) clients_.MarkSuspect(owner->id);
     GRANARY_LOG(WARNING) << "chunk " << key.ToString() << " from " << owner->id << " ("
                          << owner->address << "): " << read << "; trying the next owner";
     last = absl::Status(read.code(), absl::StrCat(owner->id, ": ", read.message()));

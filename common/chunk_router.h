@@ -23,10 +23,10 @@
 #include <span>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "common/cluster_map.h"
 #include "common/dataset_client.h"
+#include "common/member_clients.h"
 
 namespace granary {
 
@@ -55,18 +55,12 @@ class ChunkRouter {
   std::vector<std::string> Route(const ChunkKey& key);
 
  private:
-  absl::StatusOr<const DatasetClient*> ClientFor(const Member& member);
-  bool IsSuspect(const std::string& member_id);
-  void MarkSuspect(const std::string& member_id);
   std::vector<const Member*> OrderedOwners(const ClusterMap& members, const ChunkKey& key);
 
   const Options options_;
+  MemberClients clients_;
   mutable std::mutex mutex_;
-  std::shared_ptr<const ClusterMap> members_;
-  // By address; clients are never destroyed while the router lives, so
-  // pointers handed out stay valid.
-  absl::flat_hash_map<std::string, std::unique_ptr<DatasetClient>> clients_;
-  absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> suspect_until_;
+  std::shared_ptr<const ClusterMap> members_;  // Guarded by mutex_.
 };
 
 // Whether an error from one owner is worth asking another owner about.

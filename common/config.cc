@@ -33,6 +33,19 @@ KeyParser StringKey(std::string GranarydConfig::*field) {
   };
 }
 
+KeyParser WholeNumberKey(uint32_t GranarydConfig::*field, uint32_t min, uint32_t max) {
+  return [=](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+    GRANARY_ASSIGN_OR_RETURN(std::string text, Scalar(node));
+    uint32_t value = 0;
+    if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text, "' is not a whole number from ", min, " to ", max));
+    }
+    config->*field = value;
+    return absl::OkStatus();
+  };
+}
+
 KeyParser AddressKey(std::string GranarydConfig::*field) {
   return [field](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
     GRANARY_ASSIGN_OR_RETURN(std::string value, Scalar(node));
@@ -58,17 +71,10 @@ const std::map<std::string, KeyParser>& KeyParsers() {
          GRANARY_ASSIGN_OR_RETURN(config->capacity_bytes, ParseSize(text));
          return absl::OkStatus();
        }},
-      {"prewarm_parallelism",
-       [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
-         GRANARY_ASSIGN_OR_RETURN(std::string text, Scalar(node));
-         uint32_t value = 0;
-         if (!absl::SimpleAtoi(text, &value) || value < 1 || value > 256) {
-           return absl::InvalidArgumentError(
-               absl::StrCat("'", text, "' is not a whole number from 1 to 256"));
-         }
-         config->prewarm_parallelism = value;
-         return absl::OkStatus();
-       }},
+      {"prewarm_parallelism", WholeNumberKey(&GranarydConfig::prewarm_parallelism, 1, 256)},
+      {"etcd_lease_ttl", WholeNumberKey(&GranarydConfig::etcd_lease_ttl_seconds, 2, 3600)},
+      {"advertise", AddressKey(&GranarydConfig::advertise)},
+      {"cluster_token_file", StringKey(&GranarydConfig::cluster_token_file)},
       {"cache_dirs",
        [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
          std::vector<std::string> dirs;

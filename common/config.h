@@ -9,6 +9,8 @@
 //   metrics_listen: 127.0.0.1:7071    cache_dirs: [/nvme0/granary, /nvme1/granary]
 //   node_id: node7                    group: rack3
 //   members: /etc/granary/members.yaml   etcd: http://10.0.0.1:2379
+//   advertise: 10.0.0.7:7070          etcd_lease_ttl: 10
+//   cluster_token_file: /etc/granary/token
 //   prewarm_parallelism: 8
 // An unknown key, a value of the wrong kind, or a bad size or address is an
 // INVALID_ARGUMENT error naming the file, the key and the value.
@@ -39,6 +41,13 @@ struct GranarydConfig {
   std::string group;           // Empty: "default".
   std::string members_file;
   std::string etcd_url;
+  // HOST:PORT peers reach this node at; empty: `listen`, with a wildcard
+  // host replaced by the host name.
+  std::string advertise;
+  uint32_t etcd_lease_ttl_seconds = 10;
+  // A file holding the cluster token (common/cluster_token.h); empty: TCP
+  // calls are not authenticated.
+  std::string cluster_token_file;
   uint32_t prewarm_parallelism = 8;
 };
 

@@ -24,8 +24,14 @@ void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds timeout
 absl::StatusOr<std::unique_ptr<DatasetClient>> DatasetClient::Connect(std::string_view address,
                                                                       Options options) {
   GRANARY_ASSIGN_OR_RETURN(auto channel, MakeChannel(address, options.cluster_token));
+  return OverChannel(address, std::move(options), std::move(channel));
+}
+
+std::unique_ptr<DatasetClient> DatasetClient::OverChannel(std::string_view address,
+                                                          Options options,
+                                                          std::shared_ptr<grpc::Channel> channel) {
   return std::unique_ptr<DatasetClient>(
-      new DatasetClient(std::string(address), options, std::move(channel)));
+      new DatasetClient(std::string(address), std::move(options), std::move(channel)));
 }
 
 DatasetClient::DatasetClient(std::string address, Options options,

@@ -66,6 +66,9 @@ class DatasetClient {
   static absl::StatusOr<std::unique_ptr<DatasetClient>> Connect(std::string_view address) {
     return Connect(address, Options());
   }
+  // A client over an existing channel to `address` (made with MakeChannel).
+  static std::unique_ptr<DatasetClient> OverChannel(std::string_view address, Options options,
+                                                    std::shared_ptr<grpc::Channel> channel);
 
   ~DatasetClient();
   DatasetClient(const DatasetClient&) = delete;

@@ -33,6 +33,8 @@ TEST(GranarydProcessTest, ConfigFileErrorsNameTheKeyAndValue) {
   ExpectConfigRejected("listen: nowhere\n", "'nowhere'");
   ExpectConfigRejected("cache_dirs: {a: b}\n", "'cache_dirs'");
   ExpectConfigRejected("prewarm_parallelism: 0\n", "'prewarm_parallelism'");
+  ExpectConfigRejected("etcd_lease_ttl: 1\n", "'etcd_lease_ttl'");
+  ExpectConfigRejected("advertise: here\n", "'here'");
   ExpectConfigRejected("data_dir: [unclosed\n", "line ");
   ExpectConfigRejected("- just\n- a list\n", "mapping");
 }
@@ -52,12 +54,35 @@ TEST(GranarydProcessTest, BadFlagsAndMissingConfigAreRefused) {
   EXPECT_NE(unknown->stderr_text.find("frobnicate"), std::string::npos);
 }
 
-TEST(GranarydProcessTest, ClusterMembershipFlagsSayTheyArriveWithTheCluster) {
-  auto run = RunGranaryd({"--members", "/etc/granary/members.yaml"});
-  ASSERT_TRUE(run.ok());
-  EXPECT_EQ(run->exit_code, 2);
-  EXPECT_NE(run->stderr_text.find("arrives with the cluster"), std::string::npos)
-      << run->stderr_text;
+TEST(GranarydProcessTest, MembersFileThatIsMissingOrOmitsThisNodeIsRefused) {
+  TempDir dir;
+  std::vector<std::string> base = {"--data-dir",       dir.path() + "/data",
+                                   "--socket",         dir.path() + "/g.sock",
+                                   "--listen",         "127.0.0.1:0",
+                                   "--metrics-listen", "127.0.0.1:0",
+                                   "--node-id",        "n1"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), base.begin(), base.end());
+    return RunGranaryd(extra);
+  };
+  auto missing = with({"--members", dir.path() + "/nowhere.yaml"});
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->exit_code, 1);
+  EXPECT_NE(missing->stderr_text.find("nowhere.yaml"), std::string::npos) << missing->stderr_text;
+
+  std::string members = dir.path() + "/members.yaml";
+  WriteSourceFile(dir.path(), "members.yaml", "members:\n  - id: n2\n    address: 127.0.0.1:1\n");
+  auto unlisted = with({"--members", members});
+  ASSERT_TRUE(unlisted.ok());
+  EXPECT_EQ(unlisted->exit_code, 1);
+  EXPECT_NE(unlisted->stderr_text.find("node 'n1' is not listed"), std::string::npos)
+      << unlisted->stderr_text;
+
+  WriteSourceFile(dir.path(), "etcd.yaml", "etcd: 127.0.0.1:1\n");
+  auto both = with({"--config", dir.path() + "/etcd.yaml", "--members", members});
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both->exit_code, 2);
+  EXPECT_NE(both->stderr_text.find("comes from one"), std::string::npos) << both->stderr_text;
 }
 
 TEST(GranarydProcessTest, SecondInstanceOnTheSameDataDirIsRefused) {

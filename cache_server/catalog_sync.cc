@@ -1,0 +1,156 @@
+#include "cache_server/catalog_sync.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/parallel_for.h"
+#include "common/status.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "proto/granary.grpc.pb.h"
+
+namespace granary {
+namespace {
+
+constexpr size_t kMaxParallelExchanges = 16;
+
+}  // namespace
+
+CatalogSync::CatalogSync(Catalog* catalog, DatasetRegistry* registry, ClusterView* cluster,
+                         std::chrono::milliseconds period)
+    : catalog_(catalog), registry_(registry), cluster_(cluster), period_(period) {}
+
+CatalogSync::~CatalogSync() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void CatalogSync::Start() {
+  std::vector<Member> peers = cluster_->Peers();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Member& peer : peers) known_peers_.insert(peer.id);
+  }
+  ExchangeWithAll(peers);
+  cluster_->OnChange([this] { MembersChanged(); });
+  thread_ = std::thread([this] { Run(); });
+}
+
+void CatalogSync::PushToAll() { ExchangeWithAll(cluster_->Peers()); }
+
+void CatalogSync::ExchangeWithAll(const std::vector<Member>& peers) {
+  ParallelFor(peers.size(), kMaxParallelExchanges, [&](size_t i) {
+    absl::Status exchanged = ExchangeWith(peers[i]);
+    if (!exchanged.ok()) {
+      GRANARY_LOG(WARNING) << "catalog exchange with " << peers[i].id << " (" << peers[i].address
+                           << ") failed: " << exchanged << "; a later exchange catches it up";
+    }
+  });
+}
+
+absl::Status CatalogSync::ExchangeWith(const Member& peer) {
+  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                           cluster_->clients().Channel(peer));
+  std::unique_ptr<v1::Granary::Stub> stub = v1::Granary::NewStub(channel);
+  v1::ExchangeCatalogRequest request;
+  request.set_sender_id(cluster_->self().id);
+  for (v1::CatalogDataset& record : catalog_->Records()) {
+    *request.add_records() = std::move(record);
+  }
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       cluster_->clients().options().client.manifest_timeout);
+  v1::ExchangeCatalogResponse response;
+  GRANARY_RETURN_IF_ERROR(FromGrpcStatus(stub->ExchangeCatalog(&context, request, &response)));
+  return Merge(peer, {response.records().begin(), response.records().end()});
+}
+
+absl::StatusOr<v1::ExchangeCatalogResponse> CatalogSync::Answer(
+    const v1::ExchangeCatalogRequest& request) {
+  const Member* sender = cluster_->current()->Find(request.sender_id());
+  if (sender == nullptr) {
+    // Not in this node's member list yet (etcd watches lag a little): its
+    // manifests cannot be fetched now, but it still learns this catalog, and
+    // this node catches up when the sender appears.
+    GRANARY_LOG(INFO) << "catalog exchange from unknown member '" << request.sender_id()
+                      << "': answering without adopting its records";
+  } else {
+    GRANARY_RETURN_IF_ERROR(Merge(*sender, {request.records().begin(), request.records().end()}));
+  }
+  v1::ExchangeCatalogResponse response;
+  for (v1::CatalogDataset& record : catalog_->Records()) {
+    *response.add_records() = std::move(record);
+  }
+  return response;
+}
+
+absl::Status CatalogSync::Merge(const Member& from,
+                                const std::vector<v1::CatalogDataset>& records) {
+  for (const v1::CatalogDataset& record : records) {
+    if (!catalog_->IsNewer(record)) continue;
+    std::vector<std::shared_ptr<const Manifest>> manifests;
+    for (const v1::CatalogVersion& version : record.versions()) {
+      if (catalog_->HasVersion(version.version())) continue;
+      GRANARY_ASSIGN_OR_RETURN(const DatasetClient* reader, cluster_->clients().Reader(from));
+      absl::StatusOr<DatasetSnapshot> snapshot =
+          reader->GetManifest(record.name(), version.version());
+      if (!snapshot.ok()) {
+        return absl::Status(snapshot.status().code(),
+                            absl::StrCat("manifest of dataset '", record.name(), "' from ", from.id,
+                                         ": ", snapshot.status().message()));
+      }
+      manifests.push_back(std::make_shared<const Manifest>(std::move(snapshot->manifest)));
+    }
+    GRANARY_ASSIGN_OR_RETURN(bool changed, registry_->Adopt(record, manifests));
+    if (changed) {
+      GRANARY_LOG(INFO) << "catalog: " << (record.removed() ? "removed" : "took") << " dataset '"
+                        << record.name() << "' from " << from.id;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void CatalogSync::MembersChanged() {
+  std::vector<Member> peers = cluster_->Peers();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Member& peer : peers) {
+      if (known_peers_.insert(peer.id).second) pending_.push_back(peer);
+    }
+    if (pending_.empty()) return;
+  }
+  wake_.notify_all();
+}
+
+void CatalogSync::Run() {
+  std::mt19937_64 random(std::random_device{}());
+  auto next_round = std::chrono::steady_clock::now() + period_;
+  while (true) {
+    std::vector<Member> pending;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait_until(lock, next_round, [this] { return stopping_ || !pending_.empty(); });
+      if (stopping_) return;
+      pending.swap(pending_);
+    }
+    if (!pending.empty()) {
+      ExchangeWithAll(pending);
+      continue;
+    }
+    next_round = std::chrono::steady_clock::now() + period_;
+    std::vector<Member> peers = cluster_->Peers();
+    if (peers.empty()) continue;
+    const Member& peer = peers[random() % peers.size()];
+    absl::Status exchanged = ExchangeWith(peer);
+    if (!exchanged.ok()) {
+      GRANARY_LOG(DEBUG) << "periodic catalog exchange with " << peer.id << ": " << exchanged;
+    }
+  }
+}
+
+}  // namespace granary

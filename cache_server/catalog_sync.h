@@ -1,0 +1,85 @@
+// CatalogSync replicates the catalog (datasets and their manifests) to every
+// server of the cluster, so that it survives the loss of any node and a
+// joining node receives it.
+//
+// Anti-entropy between two servers is one ExchangeCatalog call: the caller
+// sends all its records (tombstones included), the callee adopts the newer
+// ones and answers with its own, which the caller adopts in turn. A record is
+// adopted only if it changed later than the local one (Catalog::Adopt);
+// manifests it names are fetched with GetManifest from the side that has them.
+// Records are small, manifests are fetched only when new.
+//
+// When exchanges happen:
+//   - at Start(), with every live peer (a joining node gets the catalog);
+//   - after a local change (PushToAll(), called by the dataset RPCs before they
+//     answer), with every live peer, so a dataset registered on one server can
+//     be read on all as soon as the registration returns;
+//   - when a member appears, with that member;
+//   - every `period`, with one random peer, to repair what a failed push
+//     missed.
+// A peer that cannot be reached is logged and caught up by a later exchange.
+//
+// Thread-safety: all methods may be called concurrently; the destructor stops
+// the background thread.
+#ifndef GRANARY_CACHE_SERVER_CATALOG_SYNC_H_
+#define GRANARY_CACHE_SERVER_CATALOG_SYNC_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cache_server/catalog.h"
+#include "cache_server/cluster_view.h"
+#include "cache_server/dataset_registry.h"
+#include "proto/granary.pb.h"
+
+namespace granary {
+
+class CatalogSync {
+ public:
+  CatalogSync(Catalog* catalog, DatasetRegistry* registry, ClusterView* cluster,
+              std::chrono::milliseconds period);
+  ~CatalogSync();
+  CatalogSync(const CatalogSync&) = delete;
+  CatalogSync& operator=(const CatalogSync&) = delete;
+
+  // Exchanges with every live peer, then starts the background thread.
+  void Start();
+
+  // Exchanges with every live peer now, in parallel; returns when all have
+  // answered or failed.
+  void PushToAll();
+
+  // The callee's side of ExchangeCatalog: adopts the sender's newer records
+  // (fetching their manifests from the sender) and returns this node's.
+  absl::StatusOr<v1::ExchangeCatalogResponse> Answer(const v1::ExchangeCatalogRequest& request);
+
+ private:
+  absl::Status ExchangeWith(const Member& peer);
+  void ExchangeWithAll(const std::vector<Member>& peers);
+  // Adopts the records of `from` that are newer than this node's.
+  absl::Status Merge(const Member& from, const std::vector<v1::CatalogDataset>& records);
+  void MembersChanged();
+  void Run();
+
+  Catalog* const catalog_;
+  DatasetRegistry* const registry_;
+  ClusterView* const cluster_;
+  const std::chrono::milliseconds period_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::set<std::string> known_peers_;  // Guarded by mutex_.
+  std::vector<Member> pending_;        // New members to exchange with; guarded by mutex_.
+  std::thread thread_;
+};
+
+}  // namespace granary
+
+#endif  // GRANARY_CACHE_SERVER_CATALOG_SYNC_H_

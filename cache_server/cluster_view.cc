@@ -1,0 +1,113 @@
+#include "cache_server/cluster_view.h"
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace granary {
+
+ClusterView::ClusterView(Member self, MemberClients::Options client_options)
+    : self_(std::move(self)), clients_(std::move(client_options)) {
+  current_ = *ClusterMap::Build({self_});
+  previous_ = current_;
+}
+
+absl::Status ClusterView::Update(std::vector<Member> members) {
+  auto listed = std::find_if(members.begin(), members.end(),
+                             [&](const Member& member) { return member.id == self_.id; });
+  if (listed == members.end()) {
+    members.push_back(self_);
+  } else {
+    listed->up = true;
+  }
+  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const ClusterMap> map,
+                           ClusterMap::Build(std::move(members)));
+  std::vector<std::function<void()>> listeners;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (map->members() == current_->members()) return absl::OkStatus();
+    previous_ = std::move(current_);
+    current_ = std::move(map);
+    listeners = listeners_;
+  }
+  size_t up = 0;
+  for (const Member& member : current()->members()) up += member.up ? 1 : 0;
+  GRANARY_LOG(INFO) << "cluster changed: " << current()->members().size() << " members, " << up
+                    << " up, in " << current()->groups().size() << " groups";
+  for (const auto& listener : listeners) listener();
+  return absl::OkStatus();
+}
+
+void ClusterView::OnChange(std::function<void()> listener) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  listeners_.push_back(std::move(listener));
+}
+
+std::shared_ptr<const ClusterMap> ClusterView::current() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return current_;
+}
+
+std::shared_ptr<const ClusterMap> ClusterView::previous() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return previous_;
+}
+
+std::vector<Member> ClusterView::Peers() const {
+  std::vector<Member> peers;
+  for (const Member& member : current()->members()) {
+    if (member.up && member.id != self_.id) peers.push_back(member);
+  }
+  return peers;
+}
+
+std::vector<Member> ClusterView::GroupMembers(std::string_view group) const {
+  std::vector<Member> members;
+  for (const Member& member : current()->members()) {
+    if (member.up && member.group == group) members.push_back(member);
+  }
+  return members;
+}
+
+bool ClusterView::Owns(const ChunkKey& key, std::string_view group,
+                       const std::vector<std::string>& unreachable) const {
+  std::shared_ptr<const ClusterMap> map = current();
+  size_t count = unreachable.size() + 1;
+  for (const Member* owner : map->Owners(key, group, count)) {
+    if (std::find(unreachable.begin(), unreachable.end(), owner->id) != unreachable.end()) {
+      continue;
+    }
+    return owner->id == self_.id;
+  }
+  return false;
+}
+
+std::vector<Member> ClusterView::CopySources(const ChunkKey& key) {
+  std::shared_ptr<const ClusterMap> map = current();
+  std::shared_ptr<const ClusterMap> before = previous();
+  std::vector<Member> sources;
+  auto add = [&](const Member* member) {
+    if (member == nullptr || member->id == self_.id) return;
+    const Member* live = map->Find(member->id);
+    if (live == nullptr || !live->up) return;
+    for (const Member& known : sources) {
+      if (known.id == live->id) return;
+    }
+    sources.push_back(*live);
+  };
+  if (before != map) {
+    std::vector<const Member*> owners = before->Owners(key, self_.group, 1);
+    if (!owners.empty()) add(owners.front());
+  }
+  for (const std::string& group : map->groups()) {
+    if (group == self_.group) continue;
+    std::vector<const Member*> owners = map->Owners(key, group, 1);
+    if (!owners.empty()) add(owners.front());
+  }
+  std::stable_partition(sources.begin(), sources.end(),
+                        [this](const Member& member) { return !clients_.IsSuspect(member.id); });
+  return sources;
+}
+
+}  // namespace granary

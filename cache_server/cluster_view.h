@@ -1,0 +1,72 @@
+// ClusterView is one granaryd's view of its cluster: who it is, the current
+// ClusterMap (and the one before the last change, to find a chunk's previous
+// owner), and a pooled connection to every peer. Membership sources
+// (cache_server/membership) feed it through Update(); without one, the
+// cluster is this node alone.
+//
+// A change builds a new map and swaps it in: calls in flight keep the map
+// they started with, and listeners (catalog replication) are told after the
+// swap, from the updating thread.
+//
+// Thread-safety: all methods may be called concurrently.
+#ifndef GRANARY_CACHE_SERVER_CLUSTER_VIEW_H_
+#define GRANARY_CACHE_SERVER_CLUSTER_VIEW_H_
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/chunk_key.h"
+#include "common/cluster_map.h"
+#include "common/member_clients.h"
+
+namespace granary {
+
+class ClusterView {
+ public:
+  ClusterView(Member self, MemberClients::Options client_options);
+
+  const Member& self() const { return self_; }
+  MemberClients& clients() { return clients_; }
+
+  // Replaces the member list. This node is always kept in it (as listed, or
+  // as `self` if missing: it is alive, since it runs this code).
+  // INVALID_ARGUMENT from ClusterMap::Build, leaving the view unchanged.
+  absl::Status Update(std::vector<Member> members);
+  // Called after every successful Update().
+  void OnChange(std::function<void()> listener);
+
+  std::shared_ptr<const ClusterMap> current() const;
+  std::shared_ptr<const ClusterMap> previous() const;
+
+  // Live members other than this node.
+  std::vector<Member> Peers() const;
+  // Live members of `group`, this node included if it belongs.
+  std::vector<Member> GroupMembers(std::string_view group) const;
+
+  // Whether this node is the first live owner of `key` in `group`, skipping
+  // the members named in `unreachable`.
+  bool Owns(const ChunkKey& key, std::string_view group,
+            const std::vector<std::string>& unreachable) const;
+
+  // The peers worth asking for a copy of chunk `key` before reading the
+  // source, in order: its owner in this node's group under the previous map
+  // (the chunk may have moved to this node), then its owner in each other
+  // group. Suspect peers come last.
+  std::vector<Member> CopySources(const ChunkKey& key);
+
+ private:
+  const Member self_;
+  MemberClients clients_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<const ClusterMap> current_;     // Guarded by mutex_.
+  std::shared_ptr<const ClusterMap> previous_;    // Guarded by mutex_.
+  std::vector<std::function<void()>> listeners_;  // Guarded by mutex_.
+};
+
+}  // namespace granary
+
+#endif  // GRANARY_CACHE_SERVER_CLUSTER_VIEW_H_

@@ -1,0 +1,137 @@
+#include "cache_server/group_prewarm.h"
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/chunk_router.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "proto/granary.grpc.pb.h"
+
+namespace granary {
+
+GroupPrewarm::GroupPrewarm(ClusterView* cluster, v1::PrewarmRequest request,
+                           std::chrono::milliseconds report_interval)
+    : cluster_(cluster), request_(std::move(request)), report_interval_(report_interval) {}
+
+absl::Status GroupPrewarm::Run(const std::function<bool(const v1::PrewarmProgress&)>& report,
+                               const std::function<bool()>& cancelled) {
+  std::vector<MemberShare> shares;
+  for (Member& member : cluster_->GroupMembers(request_.group())) {
+    shares.push_back({std::move(member), {}, absl::OkStatus(), false});
+  }
+  if (shares.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("cache group '", request_.group(), "' has no live member to prewarm"));
+  }
+  GRANARY_LOG(INFO) << "prewarming dataset '" << request_.name() << "' on the " << shares.size()
+                    << " members of group '" << request_.group() << "'";
+  std::vector<std::string> unreachable;
+  // Two rounds: everyone, then the survivors again with the failed named.
+  for (int round = 0; round < 2; ++round) {
+    if (!RunRound(&shares, unreachable, report, cancelled)) {
+      return absl::CancelledError("prewarm cancelled");
+    }
+    auto failed = std::stable_partition(shares.begin(), shares.end(), [](const MemberShare& s) {
+      return !ShouldTryAnotherOwner(s.status);
+    });
+    if (failed == shares.end() || failed == shares.begin() || round == 1) break;
+    for (auto it = failed; it != shares.end(); ++it) {
+      GRANARY_LOG(WARNING) << "prewarm: member " << it->member.id << " failed (" << it->status
+                           << "); moving its share to the next owners";
+      unreachable.push_back(it->member.id);
+    }
+    shares.erase(failed, shares.end());
+    for (MemberShare& share : shares) share.done = false;
+  }
+  report(Sum(shares, true));
+  return absl::OkStatus();
+}
+
+bool GroupPrewarm::RunRound(std::vector<MemberShare>* shares,
+                            const std::vector<std::string>& unreachable,
+                            const std::function<bool(const v1::PrewarmProgress&)>& report,
+                            const std::function<bool()>& cancelled) {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::thread> threads;
+  for (MemberShare& share : *shares) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    grpc::ClientContext* context = contexts.back().get();
+    threads.emplace_back([this, &share, &mutex, &unreachable, context] {
+      absl::Status status;
+      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+          cluster_->clients().Channel(share.member);
+      if (channel.ok()) {
+        v1::PrewarmRequest request = request_;
+        request.set_owned_share_only(true);
+        for (const std::string& id : unreachable) request.add_unreachable_members(id);
+        auto stub = v1::Granary::NewStub(*channel);
+        auto reader = stub->Prewarm(context, request);
+        v1::PrewarmProgress progress;
+        while (reader->Read(&progress)) {
+          std::lock_guard<std::mutex> lock(mutex);
+          share.progress = progress;
+        }
+        status = FromGrpcStatus(reader->Finish());
+      } else {
+        status = channel.status();
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      share.status =
+          status.ok()
+              ? status
+              : absl::Status(status.code(), absl::StrCat(share.member.id, ": ", status.message()));
+      share.done = true;
+    });
+  }
+  bool went_on = true;
+  while (true) {
+    bool all_done = true;
+    v1::PrewarmProgress sum;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (const MemberShare& share : *shares) all_done = all_done && share.done;
+      sum = Sum(*shares, false);
+    }
+    if (all_done) break;
+    if (went_on && (cancelled() || !report(sum))) {
+      went_on = false;
+      for (auto& context : contexts) context->TryCancel();
+    }
+    std::this_thread::sleep_for(report_interval_);
+  }
+  for (std::thread& thread : threads) thread.join();
+  return went_on;
+}
+
+v1::PrewarmProgress GroupPrewarm::Sum(const std::vector<MemberShare>& shares, bool finished) const {
+  v1::PrewarmProgress sum;
+  double eta = 0;
+  for (const MemberShare& share : shares) {
+    const v1::PrewarmProgress& p = share.progress;
+    sum.set_bytes_done(sum.bytes_done() + p.bytes_done());
+    sum.set_bytes_total(sum.bytes_total() + p.bytes_total());
+    sum.set_chunks_done(sum.chunks_done() + p.chunks_done());
+    sum.set_chunks_total(sum.chunks_total() + p.chunks_total());
+    sum.set_chunks_already_cached(sum.chunks_already_cached() + p.chunks_already_cached());
+    sum.set_bytes_per_second(sum.bytes_per_second() + p.bytes_per_second());
+    // The group is done when its slowest member is.
+    eta = p.eta_seconds() < 0 || eta < 0 ? -1 : std::max(eta, p.eta_seconds());
+    for (const v1::FileFailure& failure : p.failures()) *sum.add_failures() = failure;
+    if (finished && !share.status.ok()) {
+      v1::FileFailure* failure = sum.add_failures();
+      failure->set_error(std::string(share.status.message()));
+    }
+  }
+  sum.set_eta_seconds(finished ? 0 : eta);
+  sum.set_finished(finished);
+  sum.set_nodes(static_cast<uint32_t>(shares.size()));
+  return sum;
+}
+
+}  // namespace granary

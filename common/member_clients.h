@@ -1,0 +1,70 @@
+// MemberClients keeps one connection per cluster member for the processes
+// that talk to many of them (readers routing chunks, granaryd calling its
+// peers): a gRPC channel and a DatasetClient over it, made on first use and
+// kept for the life of the pool. The local node is reached over its Unix
+// socket instead of its TCP address.
+//
+// It also remembers which members failed recently: MarkSuspect() makes a
+// member suspect for `suspect_period`, so callers can ask it last (or not at
+// all) and a dead node costs one deadline, not one per call.
+//
+// Thread-safety: all methods may be called concurrently. Pointers and
+// channels handed out stay valid while the pool lives.
+#ifndef GRANARY_COMMON_MEMBER_CLIENTS_H_
+#define GRANARY_COMMON_MEMBER_CLIENTS_H_
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "common/cluster_map.h"
+#include "common/dataset_client.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
+namespace granary {
+
+class MemberClients {
+ public:
+  struct Options {
+    std::string local_node_id;  // Reached at local_address instead of its TCP address.
+    std::string local_address;  // "unix:PATH" of the local granaryd.
+    std::chrono::milliseconds suspect_period{3000};
+    DatasetClient::Options client;  // Deadlines and the cluster token.
+  };
+
+  explicit MemberClients(Options options);
+  ~MemberClients();
+
+  const Options& options() const { return options_; }
+
+  // The reader of `member`; INVALID_ARGUMENT for a malformed address.
+  absl::StatusOr<const DatasetClient*> Reader(const Member& member);
+  // The channel of `member`, for calls beyond reading (status, prewarm).
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> Channel(const Member& member);
+
+  bool IsSuspect(const std::string& member_id);
+  void MarkSuspect(const std::string& member_id);
+
+ private:
+  struct Connection {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<DatasetClient> reader;
+  };
+  absl::StatusOr<const Connection*> ConnectionTo(const Member& member);
+
+  const Options options_;
+  std::mutex mutex_;
+  // By address; never erased, so pointers into it stay valid.
+  absl::flat_hash_map<std::string, std::unique_ptr<Connection>> connections_;
+  absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> suspect_until_;
+};
+
+}  // namespace granary
+
+#endif  // GRANARY_COMMON_MEMBER_CLIENTS_H_
