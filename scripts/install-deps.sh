@@ -13,6 +13,7 @@ packages=(
   python3 curl procps psmisc
   python3-torch bindfs
   slurm-wlm munge
+  fio rclone python3-xxhash python3-matplotlib linux-perf
 )
 
 missing=()

@@ -1,0 +1,1203 @@
+#!/usr/bin/python3
+"""End-to-end benchmark: Granary against what users do today, on one node.
+
+Shared storage is emulated by an ext4 filesystem on a loop device (backed by a file
+on the root disk, opened with direct I/O) whose reads are throttled to --bandwidth
+by the block I/O controller: cgroup v1 `blkio.throttle.read_bps_device`, or cgroup
+v2 `io.max rbps=` where that is what the machine has. The benchmark moves itself
+into the throttled cgroup before it reads anything, so every process it starts (cp,
+rclone, granaryd, granary-fuse, the DataLoader and its workers, fio) reads the
+source through the same limit. The limit applies to the loop device only: the local
+copy, rclone's cache and Granary's cache live on the root disk and are not limited.
+
+Datasets (deterministic, generated once per configuration and reused):
+  images: --image-files files (default 20,000) of log-normal sizes (mean
+          --image-mean-kib KiB) in --classes class directories, random bytes from a
+          seeded SFC64 generator; the generator records each file's XXH3-64.
+  shards: --shards files of --shard-mib MiB written by fio itself (randwrite,
+          8 KiB-1 MiB blocks, fixed randseed, xxhash verify headers) so that fio can
+          verify every piece it reads back; the blocks are the "documents" of a
+          Megatron-like indexed dataset, listed from fio's write log, each with its
+          XXH3-64 recorded by the generator.
+
+Clients, every epoch after `sync; echo 3 > /proc/sys/vm/drop_caches`:
+  images:        a PyTorch DataLoader (RandomSampler seeded per epoch, persistent
+                 workers); each worker reads a whole file and checks its XXH3-64.
+  shards:        fio replaying every document of every shard once, in a seeded
+                 random order, 8 KiB-1 MiB pieces at random offsets, --verify=xxhash.
+  shards-loader: (optional) the DataLoader over the shards' documents, checksummed.
+
+Systems: direct (the source), local-copy (cp first, timed), rclone (mount
+--vfs-cache-mode full), granary-cold (read-through: epoch 1 cold, later epochs
+warm), granary-prewarm (`granary prewarm` timed and sampled, then warm epochs).
+
+Usage (root):
+  /usr/bin/python3 bench/e2e/e2e_bench.py [--build build-e2e] [--bandwidth-mib 200]
+      [--image-files 20000] [--shards 2] [--shard-mib 1024] [--epochs 3]
+      [--systems direct,local-copy,rclone,granary-cold,granary-prewarm]
+      [--workloads images,shards] [--profile] [--out-dir bench/e2e/results]
+Writes results.md, results.json and plots (epoch_time.png, prewarm_throughput.png)
+to --out-dir; see bench/README.md.
+"""
+import argparse
+import datetime
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+MIB = 1 << 20
+KIB = 1 << 10
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+DATASET = "e2e"
+FORMAT_VERSION = 1  # bump when the generated data changes
+
+
+def log(text):
+    print("[e2e %s] %s" % (time.strftime("%H:%M:%S"), text), file=sys.stderr, flush=True)
+
+
+def run(cmd, **kwargs):
+    kwargs.setdefault("check", True)
+    return subprocess.run(cmd, **kwargs)
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+# ---------------------------------------------------------------- processes
+
+
+def proc_cpu_seconds(pid):
+    """utime + stime of a process (all its threads), in seconds; 0 if gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+
+
+def proc_hwm_bytes(pid):
+    """Peak resident set size (VmHWM) since start or the last reset."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * KIB
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return 0
+
+
+def reset_hwm(pid):
+    try:
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5\n")  # resets VmHWM to the current RSS
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+
+
+def descendants(pid):
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+class Usage:
+    """CPU seconds and summed peak RSS of a set of processes over an interval."""
+
+    def __init__(self, pids):
+        self.pids = [p for p in pids if p]
+        for pid in self.pids:
+            reset_hwm(pid)
+        self.cpu0 = {pid: proc_cpu_seconds(pid) for pid in self.pids}
+
+    def finish(self, pids_now=None):
+        """pids_now: the set at the end, when processes were born meanwhile
+        (the DataLoader starts its workers in its first epoch)."""
+        pids = self.pids if pids_now is None else pids_now
+        cpu = sum(max(0.0, proc_cpu_seconds(p) - self.cpu0.get(p, 0.0)) for p in pids)
+        peak = sum(proc_hwm_bytes(p) for p in pids)
+        return cpu, peak
+
+
+# ---------------------------------------------------------------- throttled source
+
+
+class Throttle:
+    """A cgroup that limits reads from one block device to `bps` bytes/s."""
+
+    def __init__(self, name, device, bps):
+        self.device = device  # "MAJ:MIN"
+        self.bps = bps
+        v1 = "/sys/fs/cgroup/blkio"
+        v2 = "/sys/fs/cgroup"
+        if os.path.exists(os.path.join(v1, "blkio.throttle.read_bps_device")):
+            self.kind = "cgroup v1 blkio.throttle.read_bps_device"
+            self.root = v1
+            self.path = os.path.join(v1, name)
+            os.makedirs(self.path, exist_ok=True)
+            self._write("blkio.throttle.read_bps_device", "%s %d" % (device, bps))
+        elif os.path.exists(os.path.join(v2, "cgroup.controllers")) and \
+                "io" in open(os.path.join(v2, "cgroup.controllers")).read().split():
+            self.kind = "cgroup v2 io.max rbps"
+            self.root = v2
+            with open(os.path.join(v2, "cgroup.subtree_control"), "w") as f:
+                f.write("+io")
+            self.path = os.path.join(v2, name)
+            os.makedirs(self.path, exist_ok=True)
+            self._write("io.max", "%s rbps=%d" % (device, bps))
+        else:
+            raise RuntimeError("no block I/O throttle here: neither cgroup v1 blkio with "
+                               "throttling nor cgroup v2 with the io controller")
+
+    def _write(self, name, value):
+        with open(os.path.join(self.path, name), "w") as f:
+            f.write(value + "\n")
+
+    def enter(self):
+        """Moves this process (and so every process it starts later) in."""
+        self._write("cgroup.procs", str(os.getpid()))
+
+    def leave(self):
+        with open(os.path.join(self.root, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()) + "\n")
+
+    def bytes_read(self):
+        """Bytes this cgroup has read from the throttled device."""
+        if self.kind.startswith("cgroup v1"):
+            with open(os.path.join(self.path, "blkio.throttle.io_service_bytes")) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) == 3 and parts[0] == self.device and parts[1] == "Read":
+                        return int(parts[2])
+            return 0
+        with open(os.path.join(self.path, "io.stat")) as f:
+            for line in f:
+                parts = line.split()
+                if parts and parts[0] == self.device:
+                    for kv in parts[1:]:
+                        if kv.startswith("rbytes="):
+                            return int(kv[7:])
+        return 0
+
+    def remove(self):
+        for _ in range(50):
+            try:
+                os.rmdir(self.path)
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+class Sampler:
+    """Samples a byte counter every `period` seconds in a thread."""
+
+    def __init__(self, counter, period=0.25):
+        self.counter = counter
+        self.period = period
+        self.samples = []
+        self.stop_event = threading.Event()
+        self.start = time.perf_counter()
+        self.samples.append((0.0, counter()))
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while not self.stop_event.wait(self.period):
+            self.samples.append((time.perf_counter() - self.start, self.counter()))
+
+    def stop(self):
+        self.stop_event.set()
+        self.thread.join()
+        self.samples.append((time.perf_counter() - self.start, self.counter()))
+        base = self.samples[0][1]
+        return [(t, b - base) for t, b in self.samples]
+
+
+class LoopSource:
+    """An ext4 filesystem on a loop device (direct I/O to its backing file)."""
+
+    def __init__(self, image, mountpoint, size_bytes, fresh):
+        self.image = image
+        self.mountpoint = mountpoint
+        for line in run(["losetup", "-j", image], capture_output=True, text=True,
+                        check=False).stdout.splitlines():
+            run(["losetup", "-d", line.split(":")[0]], check=False)  # left by a killed run
+        if fresh and os.path.exists(image):
+            os.remove(image)
+        created = not os.path.exists(image)
+        if created:
+            with open(image, "wb") as f:
+                f.truncate(size_bytes)
+        self.loop = run(["losetup", "-f", "--show", "--direct-io=on", image],
+                        capture_output=True, text=True).stdout.strip()
+        if created:
+            run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0",
+                 self.loop])
+        os.makedirs(mountpoint, exist_ok=True)
+        run(["mount", "-o", "noatime", self.loop, mountpoint])
+        with open("/sys/block/%s/dev" % os.path.basename(self.loop)) as f:
+            self.device = f.read().strip()
+
+    def close(self):
+        for _ in range(20):
+            if run(["umount", self.mountpoint], check=False,
+                   capture_output=True).returncode == 0:
+                break
+            time.sleep(0.5)
+        run(["losetup", "-d", self.loop], check=False)
+
+
+# ---------------------------------------------------------------- datasets
+
+
+def image_sizes(args):
+    import numpy as np
+    rng = np.random.default_rng(args.seed)
+    sigma = args.image_sigma
+    mu = np.log(args.image_mean_kib * KIB) - sigma * sigma / 2
+    sizes = rng.lognormal(mu, sigma, args.image_files)
+    return [int(s) for s in np.clip(sizes, 4 * KIB, 4 * MIB)]
+
+
+def generate_images(args, source, meta):
+    import numpy as np
+    import xxhash
+    sizes = image_sizes(args)
+    rows = []
+    for i, size in enumerate(sizes):
+        rel = "images/train/class_%03d/img_%06d.bin" % (i % args.classes, i)
+        path = os.path.join(source, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        words = (size + 7) // 8
+        data = np.random.Generator(np.random.SFC64([args.seed, i])).bit_generator \
+            .random_raw(words).tobytes()[:size]
+        with open(path, "wb") as f:
+            f.write(data)
+        rows.append((rel, 0, size, xxhash.xxh3_64_hexdigest(data)))
+        if i % 5000 == 4999:
+            log("  %d / %d image files" % (i + 1, len(sizes)))
+    write_samples(os.path.join(meta, "images.tsv"), rows)
+
+
+def generate_shards(args, source, meta):
+    import xxhash
+    os.makedirs(os.path.join(source, "shards"), exist_ok=True)
+    rows = []
+    for s in range(args.shards):
+        rel = "shards/shard_%02d.bin" % s
+        path = os.path.join(source, rel)
+        wlog = os.path.join(meta, "shard_%02d.wlog" % s)
+        for stale in (path, wlog):
+            if os.path.exists(stale):
+                os.remove(stale)
+        run(["fio", "--name=gen", "--filename=" + path, "--size=%dm" % args.shard_mib,
+             "--rw=randwrite", "--bsrange=8k-1m", "--randseed=%d" % (args.seed + s),
+             "--verify=xxhash", "--do_verify=0", "--verify_state_save=0",
+             "--ioengine=psync", "--write_iolog=" + wlog, "--output=/dev/null"])
+        docs = []
+        with open(wlog) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 5 and parts[2] == "write":
+                    docs.append((int(parts[3]), int(parts[4])))
+        covered = sum(length for _, length in docs)
+        if covered != args.shard_mib * MIB:
+            raise RuntimeError("fio wrote %d bytes of %s, expected %d" %
+                               (covered, rel, args.shard_mib * MIB))
+        with open(path, "rb") as f:
+            for offset, length in docs:
+                f.seek(offset)
+                rows.append((rel, offset, length, xxhash.xxh3_64_hexdigest(f.read(length))))
+        log("  %s: %d documents" % (rel, len(docs)))
+    write_samples(os.path.join(meta, "shards.tsv"), rows)
+
+
+def write_samples(path, rows):
+    with open(path, "w") as f:
+        for rel, offset, length, digest in rows:
+            f.write("%s\t%d\t%d\t%s\n" % (rel, offset, length, digest))
+
+
+def read_samples(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            rel, offset, length, digest = line.rstrip("\n").split("\t")
+            rows.append((rel, int(offset), int(length), digest))
+    return rows
+
+
+def dataset_config(args):
+    return {"format": FORMAT_VERSION, "seed": args.seed, "image_files": args.image_files,
+            "image_mean_kib": args.image_mean_kib, "image_sigma": args.image_sigma,
+            "classes": args.classes, "shards": args.shards, "shard_mib": args.shard_mib}
+
+
+# ---------------------------------------------------------------- clients
+
+
+def client_main(argv):
+    """The DataLoader client: all epochs in one process, persistent workers.
+
+    Prints one JSON line per epoch on stdout."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--samples", required=True)
+    parser.add_argument("--epochs", type=int, required=True)
+    parser.add_argument("--workers", type=int, required=True)
+    parser.add_argument("--batch-size", type=int, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--watch-pids", default="")
+    parser.add_argument("--throttle-stat", default="")
+    parser.add_argument("--throttle-device", default="")
+    a = parser.parse_args(argv)
+    import warnings
+    import torch
+    import xxhash
+    from torch.utils.data import DataLoader, Dataset, Sampler
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
+
+    rows = read_samples(a.samples)
+
+    class Samples(Dataset):
+        def __len__(self):
+            return len(rows)
+
+        def __getitem__(self, index):
+            if index < 0:  # the warm-up pass that starts the workers
+                return index, 0, 1
+            rel, offset, length, digest = rows[index]
+            with open(os.path.join(a.root, rel), "rb", buffering=0) as f:
+                if offset:
+                    f.seek(offset)
+                data = f.read(length) if offset else f.read()
+            ok = len(data) == length and xxhash.xxh3_64_hexdigest(data) == digest
+            return index, len(data), int(ok)
+
+    class EpochSampler(Sampler):
+        """torch.randperm with a seed per epoch, as RandomSampler draws it; `order`
+        may be set to a warm-up list that reads nothing."""
+
+        def __init__(self):
+            self.order = []
+
+        def __iter__(self):
+            return iter(self.order)
+
+        def __len__(self):
+            return len(self.order)
+
+    sampler = EpochSampler()
+    loader = DataLoader(Samples(), batch_size=a.batch_size, num_workers=a.workers,
+                        persistent_workers=a.workers > 0, sampler=sampler,
+                        prefetch_factor=4 if a.workers > 0 else 2)
+    # Start the persistent workers before the first timed epoch.
+    sampler.order = [-1] * (a.batch_size * max(1, a.workers))
+    for _ in loader:
+        pass
+    watched = [int(p) for p in a.watch_pids.split(",") if p]
+    source_bytes = make_source_counter(a.throttle_stat, a.throttle_device)
+    for epoch in range(a.epochs):
+        generator = torch.Generator()
+        generator.manual_seed(a.seed + epoch)
+        sampler.order = torch.randperm(len(rows), generator=generator).tolist()
+        drop_caches()
+        mine = [os.getpid()] + descendants(os.getpid())
+        client_usage, system_usage = Usage(mine), Usage(watched)
+        read0 = source_bytes()
+        start = time.perf_counter()
+        seen = nbytes = bad = 0
+        for indices, lengths, oks in loader:
+            seen += len(indices)
+            nbytes += int(lengths.sum())
+            bad += int((oks == 0).sum())
+        wall = time.perf_counter() - start
+        client_cpu, client_peak = client_usage.finish()
+        system_cpu, system_peak = system_usage.finish()
+        print(json.dumps({"epoch": epoch + 1, "samples": seen, "bytes": nbytes, "bad": bad,
+                          "wall": wall, "client_cpu": client_cpu, "client_peak": client_peak,
+                          "system_cpu": system_cpu, "system_peak": system_peak,
+                          "source_bytes": source_bytes() - read0}), flush=True)
+        if seen != len(rows):
+            raise RuntimeError("epoch %d saw %d of %d samples" % (epoch + 1, seen, len(rows)))
+    return 0
+
+
+def make_source_counter(stat_path, device):
+    if not stat_path:
+        return lambda: 0
+
+    def counter():
+        with open(stat_path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 3 and parts[0] == device and parts[1] == "Read":
+                    return int(parts[2])
+                if parts and parts[0] == device:
+                    for kv in parts[1:]:
+                        if kv.startswith("rbytes="):
+                            return int(kv[7:])
+        return 0
+    return counter
+
+
+def run_dataloader(bench, system, workload, epochs, first_label, later_label):
+    samples = os.path.join(bench.meta, "images.tsv" if workload == "images" else "shards.tsv")
+    stat = os.path.join(bench.throttle.path, "blkio.throttle.io_service_bytes"
+                        if bench.throttle.kind.startswith("cgroup v1") else "io.stat")
+    cmd = [sys.executable, os.path.abspath(__file__), "client", "--root", system.root,
+           "--samples", samples, "--epochs", str(epochs), "--workers", str(bench.args.workers),
+           "--batch-size", str(bench.args.batch_size), "--seed", str(bench.args.seed),
+           "--watch-pids", ",".join(str(p) for p in system.pids()),
+           "--throttle-stat", stat, "--throttle-device", bench.throttle.device]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    results = []
+    for line in proc.stdout:
+        r = json.loads(line)
+        r.update(system=system.name, workload=workload,
+                 label=first_label if r["epoch"] == 1 else later_label)
+        report_epoch(r)
+        results.append(r)
+    if proc.wait() != 0:
+        raise RuntimeError("DataLoader client failed on %s/%s" % (system.name, workload))
+    return results
+
+
+def write_fio_logs(bench, root, epoch, jobs):
+    """Every document of every shard once, in a seeded random order, split over jobs."""
+    docs = [(rel, off, length) for rel, off, length, _ in
+            read_samples(os.path.join(bench.meta, "shards.tsv"))]
+    random.Random(bench.args.seed * 1000 + epoch).shuffle(docs)
+    files = sorted({rel for rel, _, _ in docs})
+    paths = []
+    for j in range(jobs):
+        path = os.path.join(bench.work, "fio-job%d.iolog" % j)
+        with open(path, "w") as f:
+            f.write("fio version 2 iolog\n")
+            for rel in files:
+                f.write("%s add\n%s open\n" % (os.path.join(root, rel), os.path.join(root, rel)))
+            for rel, off, length in docs[j::jobs]:
+                f.write("%s read %d %d\n" % (os.path.join(root, rel), off, length))
+            for rel in files:
+                f.write("%s close\n" % os.path.join(root, rel))
+        paths.append(path)
+    return paths
+
+
+def run_fio(bench, system, epochs, first_label, later_label):
+    results = []
+    n_docs = len(read_samples(os.path.join(bench.meta, "shards.tsv")))
+    for epoch in range(1, epochs + 1):
+        logs = write_fio_logs(bench, system.root, epoch, bench.args.fio_jobs)
+        out = os.path.join(bench.work, "fio.json")
+        cmd = ["fio", "--thread", "--group_reporting", "--output-format=json",
+               "--output=" + out]
+        for j, path in enumerate(logs):
+            cmd += ["--name=reader%d" % j, "--rw=randread", "--bsrange=8k-1m",
+                    "--ioengine=psync", "--read_iolog=" + path, "--verify=xxhash",
+                    "--verify_state_save=0"]
+        drop_caches()
+        system_usage = Usage(system.pids())
+        read0 = bench.throttle.bytes_read()
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        _, status, rusage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        stderr = proc.stderr.read()
+        proc.stderr.close()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        system_cpu, system_peak = system_usage.finish()
+        job = json.load(open(out))["jobs"][0]
+        nbytes = job["read"]["io_bytes"]
+        bad = stderr.count("verify failed") + stderr.count("bad header")
+        if proc.returncode != 0 and bad == 0:
+            bad = -1
+            log("fio failed on %s: %s" % (system.name, stderr.strip()[-2000:]))
+        r = {"epoch": epoch, "samples": job["read"]["total_ios"], "bytes": nbytes, "bad": bad,
+             "wall": wall, "client_cpu": rusage.ru_utime + rusage.ru_stime,
+             "client_peak": rusage.ru_maxrss * KIB, "system_cpu": system_cpu,
+             "system_peak": system_peak, "source_bytes": bench.throttle.bytes_read() - read0,
+             "system": system.name, "workload": "shards",
+             "label": first_label if epoch == 1 else later_label}
+        if r["samples"] != n_docs:
+            r["bad"] = r["bad"] if r["bad"] else -1
+            log("fio read %d of %d documents on %s" % (r["samples"], n_docs, system.name))
+        report_epoch(r)
+        results.append(r)
+    return results
+
+
+def report_epoch(r):
+    log("  %-16s %-13s epoch %d (%s): %.1f s, %.0f samples/s, %.1f MiB/s, source %.0f MiB, "
+        "cpu %.1f+%.1f s, %s" %
+        (r["system"], r["workload"], r["epoch"], r["label"], r["wall"],
+         r["samples"] / r["wall"], r["bytes"] / MIB / r["wall"], r["source_bytes"] / MIB,
+         r["client_cpu"], r["system_cpu"], "verified" if r["bad"] == 0 else
+         "WRONG/FAILED %d" % r["bad"]))
+
+
+# ---------------------------------------------------------------- systems
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise RuntimeError("timed out waiting for " + what)
+
+
+def unmount(path):
+    if os.path.ismount(path):
+        if run(["fusermount3", "-u", path], check=False, capture_output=True).returncode:
+            run(["umount", "-l", path], check=False, capture_output=True)
+
+
+def stop_process(proc, timeout=30):
+    if proc and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class System:
+    name = ""
+    first_label = "cold"
+    later_label = "cold"
+
+    def __init__(self, bench):
+        self.bench = bench
+        self.root = None
+        self.setup_info = {}
+
+    def pids(self):
+        return []
+
+    def start(self):
+        pass
+
+    def stop(self):
+        pass
+
+
+class Direct(System):
+    name = "direct"
+    first_label = later_label = "source"
+
+    def start(self):
+        self.root = self.bench.source
+
+
+class LocalCopy(System):
+    name = "local-copy"
+    first_label = later_label = "local disk"
+
+    def start(self):
+        b = self.bench
+        self.root = os.path.join(b.work, "localcopy")
+        shutil.rmtree(self.root, ignore_errors=True)
+        drop_caches()
+        sampler = Sampler(b.throttle.bytes_read)
+        start = time.perf_counter()
+        proc = subprocess.Popen(["cp", "-a", b.source + "/.", self.root])
+        _, status, rusage = os.wait4(proc.pid, 0)
+        os.sync()  # the copy is only made once it is on disk
+        wall = time.perf_counter() - start
+        samples = sampler.stop()
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError("cp failed")
+        self.setup_info = {"what": "cp -a (then sync)", "wall": wall,
+                           "bytes": b.dataset_bytes, "source_bytes": samples[-1][1],
+                           "cpu": rusage.ru_utime + rusage.ru_stime,
+                           "peak": rusage.ru_maxrss * KIB, "samples": samples}
+        log("  cp: %.1f s, %.1f MiB/s" % (wall, b.dataset_bytes / MIB / wall))
+
+    def stop(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Rclone(System):
+    name = "rclone"
+    first_label = "cold"
+    later_label = "warm"
+
+    def start(self):
+        b = self.bench
+        self.mnt = os.path.join(b.work, "rclone-mnt")
+        self.cache = os.path.join(b.work, "rclone-cache")
+        unmount(self.mnt)
+        shutil.rmtree(self.cache, ignore_errors=True)
+        os.makedirs(self.mnt, exist_ok=True)
+        self.cmd = ["rclone", "mount", b.source, self.mnt, "--vfs-cache-mode", "full",
+                    "--cache-dir", self.cache, "--read-only",
+                    "--vfs-cache-max-size", "%dM" % (2 * b.dataset_bytes // MIB + 1024),
+                    "--vfs-cache-max-age", "24h", "--config", "/dev/null",
+                    "--log-file", os.path.join(b.work, "rclone.log")]
+        self.proc = subprocess.Popen(self.cmd)
+        wait_for(lambda: os.path.ismount(self.mnt), 30, "rclone mount")
+        self.root = self.mnt
+        self.setup_info = {"what": " ".join(self.cmd[:2] + ["SOURCE", "MNT"] + self.cmd[4:9])}
+
+    def pids(self):
+        return [self.proc.pid]
+
+    def pid_names(self):
+        return ["rclone"]
+
+    def stop(self):
+        unmount(self.mnt)
+        stop_process(self.proc)
+        shutil.rmtree(self.cache, ignore_errors=True)
+
+
+class Granary(System):
+    """One granaryd with granary-fuse on this node.
+
+    Hook for the cluster (issue 5): with servers > 1, start that many granaryd on
+    loopback as one cache group (--members FILE), prewarm the group, mount against
+    the local one; everything else (clients, measurements, tables) stays the same."""
+
+    def __init__(self, bench, prewarm, servers=1):
+        super().__init__(bench)
+        if servers != 1:
+            raise NotImplementedError(
+                "Granary with %d servers waits for the cluster (issue 5); see "
+                "Granary.__init__ in bench/e2e/e2e_bench.py" % servers)
+        self.prewarm = prewarm
+        self.name = "granary-prewarm" if prewarm else "granary-cold"
+        self.first_label = "warm" if prewarm else "cold"
+        self.later_label = "warm"
+        self.server = self.fuse = None
+
+    def start(self):
+        b = self.bench
+        build = b.build
+        self.data = os.path.join(b.work, "granary-data")
+        self.mnt = os.path.join(b.work, "granary-mnt")
+        unmount(self.mnt)
+        shutil.rmtree(self.data, ignore_errors=True)
+        os.makedirs(self.data)
+        os.makedirs(self.mnt, exist_ok=True)
+        sock = os.path.join(self.data, "granaryd.sock")
+        self.address = "unix:" + sock
+        self.server_log = open(os.path.join(b.work, "granaryd-%s.log" % self.name), "w")
+        self.server = subprocess.Popen(
+            [os.path.join(build, "granaryd"), "--data-dir", self.data, "--socket", sock,
+             "--listen", "127.0.0.1:%d" % free_port(),
+             "--metrics-listen", "127.0.0.1:%d" % free_port(),
+             "--capacity", "%dMiB" % (2 * b.dataset_bytes // MIB + 1024)],
+            stdout=self.server_log, stderr=subprocess.STDOUT)
+        self.cli = [os.path.join(build, "granary"), "--server", self.address]
+        wait_for(lambda: self.server.poll() is not None or run(
+            self.cli + ["status"], check=False, capture_output=True).returncode == 0,
+            30, "granaryd")
+        if self.server.poll() is not None:
+            raise RuntimeError("granaryd exited; see its log in " + b.work)
+        drop_caches()
+        start = time.perf_counter()
+        run(self.cli + ["dataset", "add", DATASET, b.source, "--chunk-size",
+                        b.args.chunk_size], capture_output=True)
+        self.setup_info["add_wall"] = time.perf_counter() - start
+        log("  granary dataset add: %.1f s" % self.setup_info["add_wall"])
+        if self.prewarm:
+            drop_caches()
+            usage = Usage([self.server.pid])
+            sampler = Sampler(b.throttle.bytes_read)
+            start = time.perf_counter()
+            out = run(self.cli + ["prewarm", DATASET, "--json"], capture_output=True,
+                      text=True)
+            wall = time.perf_counter() - start
+            samples = sampler.stop()
+            cpu, peak = usage.finish()
+            report = json.loads(out.stdout)
+            self.setup_info.update(
+                what="granary prewarm", wall=wall, bytes=report["bytes_done"],
+                source_bytes=samples[-1][1], cpu=cpu, peak=peak, samples=samples,
+                reported_bytes_per_second=report["bytes_per_second"])
+            log("  prewarm: %.1f s, %.1f MiB/s" % (wall, report["bytes_done"] / MIB / wall))
+        self.fuse = subprocess.Popen(
+            [os.path.join(build, "granary-fuse"), self.mnt, "--server", self.address,
+             "--dataset", DATASET, "--foreground",
+             "--log-file", os.path.join(b.work, "granary-fuse-%s.log" % self.name)],
+            stdout=subprocess.DEVNULL, stderr=open(
+                os.path.join(b.work, "granary-fuse-%s.err" % self.name), "w"))
+        self.root = os.path.join(self.mnt, DATASET)
+        wait_for(lambda: self.fuse.poll() is not None or os.path.isdir(
+            os.path.join(self.root, "images")), 60, "granary-fuse mount")
+        if self.fuse.poll() is not None:
+            raise RuntimeError("granary-fuse exited; see its log in " + b.work)
+
+    def pids(self):
+        return [self.server.pid, self.fuse.pid]
+
+    def pid_names(self):
+        return ["granaryd", "granary-fuse"]
+
+    def stop(self):
+        if self.fuse:
+            unmount(self.mnt)
+            stop_process(self.fuse)
+        if self.server:
+            status = run(self.cli + ["status", "--json"], check=False, capture_output=True,
+                         text=True)
+            if status.returncode == 0:
+                with open(os.path.join(self.bench.work, "status-%s.json" % self.name), "w") as f:
+                    f.write(status.stdout)
+            stop_process(self.server)
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.build = os.path.abspath(args.build)
+        self.work = args.workdir
+        self.out = os.path.abspath(args.out_dir)
+        self.source = os.path.join(self.work, "source")
+        self.meta = os.path.join(self.work, "meta")
+        self.results = []
+        self.setups = {}
+        self.loop = self.throttle = None
+
+    def prepare(self):
+        a = self.args
+        os.makedirs(self.work, exist_ok=True)
+        os.makedirs(self.meta, exist_ok=True)
+        for leftover in ("rclone-mnt", "granary-mnt"):
+            unmount(os.path.join(self.work, leftover))
+        if os.path.ismount(self.source):
+            run(["umount", self.source], check=False)
+        stamp_path = os.path.join(self.meta, "config.json")
+        config = dataset_config(a)
+        fresh = not (os.path.exists(stamp_path) and json.load(open(stamp_path)) == config
+                     and os.path.exists(os.path.join(self.work, "source.img")))
+        image_bytes = sum(image_sizes(a))
+        total = image_bytes + a.shards * a.shard_mib * MIB
+        img_size = int(total * 1.15) + a.image_files * 8 * KIB + 512 * MIB
+        self.loop = LoopSource(os.path.join(self.work, "source.img"), self.source, img_size,
+                               fresh)
+        if fresh:
+            if os.path.exists(stamp_path):
+                os.remove(stamp_path)
+            log("generating %d image files (%.0f MiB) and %d shards of %d MiB" %
+                (a.image_files, image_bytes / MIB, a.shards, a.shard_mib))
+            start = time.perf_counter()
+            generate_images(a, self.source, self.meta)
+            generate_shards(a, self.source, self.meta)
+            os.sync()
+            with open(stamp_path, "w") as f:
+                json.dump(config, f)
+            log("generated in %.0f s" % (time.perf_counter() - start))
+        else:
+            log("reusing the generated source in %s" % self.work)
+        self.dataset_bytes = total
+        self.throttle = Throttle("granary-e2e", self.loop.device, a.bandwidth_mib * MIB)
+        self.throttle.enter()
+        log("source: %s on %s (%s), reads limited to %d MiB/s by %s" %
+            (self.source, self.loop.loop, self.loop.device, a.bandwidth_mib, self.throttle.kind))
+
+    def measure_source_bandwidth(self):
+        """Sequential 1 MiB reads of one shard through the limit, cache dropped."""
+        path = os.path.join(self.source, "shards", "shard_00.bin")
+        drop_caches()
+        buf = bytearray(MIB)
+        start = time.perf_counter()
+        total = 0
+        with open(path, "rb", buffering=0) as f:
+            while True:
+                n = f.readinto(buf)
+                if not n:
+                    break
+                total += n
+        wall = time.perf_counter() - start
+        mibs = total / MIB / wall
+        log("source sequential read: %.1f MiB/s" % mibs)
+        return mibs
+
+    def make_systems(self):
+        systems = []
+        for name in self.args.systems.split(","):
+            if name == "direct":
+                systems.append(Direct(self))
+            elif name == "local-copy":
+                systems.append(LocalCopy(self))
+            elif name == "rclone":
+                systems.append(Rclone(self))
+            elif name == "granary-cold":
+                systems.append(Granary(self, prewarm=False, servers=self.args.granary_servers))
+            elif name == "granary-prewarm":
+                systems.append(Granary(self, prewarm=True, servers=self.args.granary_servers))
+            else:
+                raise SystemExit("unknown system " + name)
+        return systems
+
+    def run_workloads(self, system):
+        a = self.args
+        for workload in a.workloads.split(","):
+            if workload == "images":
+                self.results += run_dataloader(self, system, "images", a.epochs,
+                                               system.first_label, system.later_label)
+            elif workload == "shards":
+                self.results += run_fio(self, system, a.epochs, system.first_label,
+                                        system.later_label)
+            elif workload == "shards-loader":
+                rs = run_dataloader(self, system, "shards-loader", a.epochs,
+                                    system.first_label, system.later_label)
+                self.results += rs
+            else:
+                raise SystemExit("unknown workload " + workload)
+
+    def profile(self, system):
+        """One more images epoch on `system` under system-wide perf."""
+        data = os.path.join(self.work, "perf-%s.data" % system.name)
+        pids = ",".join(str(p) for p in system.pids())
+        perf = subprocess.Popen(["perf", "record", "-F", "999", "-p", pids, "-o", data],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1)
+        rs = run_dataloader(self, system, "images", 1, "profiled", "profiled")
+        perf.send_signal(signal.SIGINT)
+        perf.wait()
+        text = []
+        for sort in (["--sort", "comm"], ["--sort", "comm,dso"], ["--sort", "comm,sym"]):
+            out = run(["perf", "report", "-i", data, "--stdio", "--percent-limit", "0.5"] + sort, capture_output=True, text=True,
+                      check=False).stdout
+            text.append("\n".join(l for l in out.splitlines() if l and not l.startswith("#")))
+        os.makedirs(self.out, exist_ok=True)
+        with open(os.path.join(self.out, "profile-%s.txt" % system.name), "w") as f:
+            f.write("perf record -F 999 -p <%s pids> during one extra images epoch on %s "
+                    "(%.1f s, %.0f samples/s; client CPU %.1f s, system CPU %.1f s)\n\n" %
+                    (" + ".join(system.pid_names()), system.name, rs[0]["wall"],
+                     rs[0]["samples"] / rs[0]["wall"], rs[0]["client_cpu"], rs[0]["system_cpu"]))
+            f.write("\n\n".join(text) + "\n")
+        log("profile written to %s" % os.path.join(self.out, "profile-%s.txt" % system.name))
+
+    def run(self):
+        a = self.args
+        self.meta_info = {
+            "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=False).stdout.strip(),
+            "kernel": os.uname().release, "cpus": os.cpu_count(),
+            "load_start": os.getloadavg()[0], "command": " ".join(sys.argv),
+            "config": vars(a)}
+        self.prepare()
+        self.meta_info["throttle"] = self.throttle.kind
+        self.meta_info["source_seq_mibs"] = self.measure_source_bandwidth()
+        profiled = False
+        for system in self.make_systems():
+            log("== %s" % system.name)
+            try:
+                system.start()
+                self.setups[system.name] = system.setup_info
+                self.run_workloads(system)
+                if a.profile and system.name in a.profile_systems.split(",") and system.pids():
+                    self.profile(system)
+                    profiled = True
+            finally:
+                system.stop()
+        self.meta_info["load_end"] = os.getloadavg()[0]
+        self.meta_info["source_seq_mibs_end"] = self.measure_source_bandwidth()
+        self.meta_info["profiled"] = profiled
+
+    def close(self):
+        if self.throttle:
+            self.throttle.leave()
+            self.throttle.remove()
+        if self.loop:
+            self.loop.close()
+
+
+# ---------------------------------------------------------------- report
+
+
+def group(results, system, workload, labels=None):
+    return [r for r in results if r["system"] == system and r["workload"] == workload
+            and (labels is None or r["label"] in labels)]
+
+
+def throughput(rs):
+    """MiB/s over a set of epochs: total bytes / total wall."""
+    if not rs:
+        return None
+    return sum(r["bytes"] for r in rs) / MIB / sum(r["wall"] for r in rs)
+
+
+def fmt(x, digits=2):
+    return "–" if x is None else ("%.*f" % (digits, x))
+
+
+def write_report(bench, out):
+    results, setups, info = bench.results, bench.setups, bench.meta_info
+    a = bench.args
+    lines = []
+    lines.append("Run %s, commit %s, kernel %s, %d CPUs, load average %.1f at the start and "
+                 "%.1f at the end." % (info["date"], info["commit"], info["kernel"],
+                                       info["cpus"], info["load_start"], info["load_end"]))
+    lines.append("")
+    lines.append("Command: `%s`" % info["command"])
+    lines.append("")
+    lines.append("Configuration: source limited to %d MiB/s (%s on a loop device with direct "
+                 "I/O); measured sequential read of a shard through the limit: %.1f MiB/s at "
+                 "the start, %.1f MiB/s at the end. images: %d files, mean %d KiB log-normal "
+                 "(sigma %.2f), %d classes; shards: %d × %d MiB, fio-written 8 KiB–1 MiB "
+                 "documents; %d epochs per system; DataLoader %d workers, batch %d; fio %d "
+                 "jobs; Granary chunk size %s. Page cache dropped before every epoch." %
+                 (a.bandwidth_mib, info["throttle"], info["source_seq_mibs"],
+                  info["source_seq_mibs_end"], a.image_files, a.image_mean_kib, a.image_sigma,
+                  a.classes, a.shards, a.shard_mib, a.epochs, a.workers, a.batch_size,
+                  a.fio_jobs, a.chunk_size))
+    lines.append("")
+    lines.append("| system | workload | epoch | kind | wall s | samples/s | MiB/s | source MiB "
+                 "read | client CPU s | system CPU s | client peak RSS MiB | system peak RSS "
+                 "MiB | checked |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        if r["label"] == "profiled":
+            continue
+        lines.append("| %s | %s | %d | %s | %.1f | %.0f | %.1f | %.0f | %.1f | %.1f | %.0f | "
+                     "%.0f | %s |" % (
+                         r["system"], r["workload"], r["epoch"], r["label"], r["wall"],
+                         r["samples"] / r["wall"], r["bytes"] / MIB / r["wall"],
+                         r["source_bytes"] / MIB, r["client_cpu"], r["system_cpu"],
+                         r["client_peak"] / MIB, r["system_peak"] / MIB,
+                         "all %d ok" % r["samples"] if r["bad"] == 0 else
+                         "**%s**" % ("FAILED" if r["bad"] < 0 else "%d WRONG" % r["bad"])))
+    lines.append("")
+    lines.append("\"system\" CPU and RSS: rclone, or granaryd + granary-fuse (peaks summed); "
+                 "\"client\": the DataLoader's main process and workers (peaks summed), or "
+                 "fio. \"source MiB read\": bytes read from the throttled device in the "
+                 "epoch.")
+    lines.append("")
+
+    # Setup phases.
+    seq = info["source_seq_mibs"]
+    lines.append("| setup step | wall s | MiB/s | / source sequential | source MiB read | "
+                 "CPU s |")
+    lines.append("|---|---|---|---|---|---|")
+    if "local-copy" in setups:
+        s = setups["local-copy"]
+        lines.append("| local copy: `cp -a` + sync | %.1f | %.1f | %.2f | %.0f | %.1f |" % (
+            s["wall"], s["bytes"] / MIB / s["wall"], s["bytes"] / MIB / s["wall"] / seq,
+            s["source_bytes"] / MIB, s["cpu"]))
+    for name in ("granary-cold", "granary-prewarm"):
+        if name in setups and "add_wall" in setups[name]:
+            lines.append("| %s: `granary dataset add` (scan) | %.1f | | | | |" %
+                         (name, setups[name]["add_wall"]))
+    prewarm_mibs = None
+    if "granary-prewarm" in setups:
+        s = setups["granary-prewarm"]
+        prewarm_mibs = s["bytes"] / MIB / s["wall"]
+        lines.append("| `granary prewarm` (granaryd CPU) | %.1f | %.1f | %.2f | %.0f | %.1f |" % (
+            s["wall"], prewarm_mibs, prewarm_mibs / seq, s["source_bytes"] / MIB, s["cpu"]))
+    lines.append("")
+
+    # Ratios.
+    lines.append("| workload | Granary warm / direct | / local copy | / rclone warm | Granary "
+                 "cold / direct | rclone cold / direct | rclone warm / direct | local copy "
+                 "/ direct |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    verdicts = []
+    for workload in ("images", "shards", "shards-loader"):
+        direct = throughput(group(results, "direct", workload))
+        if direct is None and not group(results, "granary-prewarm", workload):
+            continue
+        local = throughput(group(results, "local-copy", workload))
+        rwarm = throughput(group(results, "rclone", workload, ("warm",)))
+        rcold = throughput(group(results, "rclone", workload, ("cold",)))
+        gwarm = throughput(group(results, "granary-prewarm", workload))
+        gcold = throughput(group(results, "granary-cold", workload, ("cold",)))
+
+        def ratio(x, y):
+            return None if x is None or y is None else x / y
+        row = [ratio(gwarm, direct), ratio(gwarm, local), ratio(gwarm, rwarm),
+               ratio(gcold, direct), ratio(rcold, direct), ratio(rwarm, direct),
+               ratio(local, direct)]
+        lines.append("| %s | %s |" % (workload, " | ".join(fmt(x) for x in row)))
+        if workload == "images":
+            verdicts.append(("warm epochs ≥ 3 × the direct source", row[0], 3.0))
+            verdicts.append(("warm epochs ≥ 0.9 × the local copy", row[1], 0.9))
+            verdicts.append(("warm epochs ahead of rclone's warm epochs (> 1)", row[2], 1.0))
+    lines.append("")
+    lines.append("Ratios are throughputs (total bytes / total wall time over the epochs "
+                 "named): Granary warm = every epoch after `granary prewarm`; Granary cold = "
+                 "epoch 1 of the read-through run; rclone cold = its epoch 1, warm = its later "
+                 "epochs; direct and local copy = all their epochs.")
+    lines.append("")
+    if prewarm_mibs is not None:
+        verdicts.append(("prewarm ≥ 0.9 × the source's bandwidth (sequential read, start of "
+                         "run)", prewarm_mibs / seq, 0.9))
+        verdicts.append(("prewarm ≥ 0.9 × the configured limit", prewarm_mibs / a.bandwidth_mib,
+                         0.9))
+    lines.append("| target (DESIGN.md) | measured | met? |")
+    lines.append("|---|---|---|")
+    for what, value, bound in verdicts:
+        met = value is not None and (value > bound if bound == 1.0 and "ahead" in what
+                                     else value >= bound)
+        lines.append("| %s | %s | %s |" % (what, fmt(value), "met" if met else "**missed**"))
+    lines.append("")
+    bad = [r for r in results if r["bad"] != 0]
+    lines.append("Every sample of every epoch was checked (DataLoader: XXH3-64 against the "
+                 "generator's; fio: --verify=xxhash)%s." %
+                 (": all correct" if not bad else "; **%d epochs had wrong or failed reads**"
+                  % len(bad)))
+    text = "\n".join(lines) + "\n"
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump({"info": info, "setups": setups, "results": results}, f, indent=1)
+    return text
+
+
+def plot(bench, out):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    results, setups, a = bench.results, bench.setups, bench.args
+    workloads = [w for w in ("images", "shards", "shards-loader")
+                 if any(r["workload"] == w for r in results)]
+    systems = [s for s in a.systems.split(",") if any(r["system"] == s for r in results)]
+    fig, axes = plt.subplots(1, len(workloads), figsize=(6 * len(workloads), 4.2), squeeze=False)
+    for ax, workload in zip(axes[0], workloads):
+        width = 0.8 / a.epochs
+        for e in range(1, a.epochs + 1):
+            xs, ys = [], []
+            for i, s in enumerate(systems):
+                rs = [r for r in group(results, s, workload) if r["epoch"] == e
+                      and r["label"] != "profiled"]
+                if rs:
+                    xs.append(i + (e - 1 - (a.epochs - 1) / 2) * width)
+                    ys.append(rs[0]["wall"])
+            ax.bar(xs, ys, width, label="epoch %d" % e)
+        ax.set_xticks(range(len(systems)))
+        ax.set_xticklabels(systems, rotation=20, ha="right")
+        ax.set_ylabel("epoch wall time (s)")
+        ax.set_title("%s (page cache dropped before every epoch)" % workload, fontsize=9)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "epoch_time.png"), dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, label in (("granary-prewarm", "granary prewarm"), ("local-copy", "cp -a")):
+        if name in setups and setups[name].get("samples"):
+            ts, rates = rates_over_time(setups[name]["samples"], 1.0)
+            ax.plot(ts, rates, label=label + " (source reads)")
+    ax.axhline(a.bandwidth_mib, color="grey", linestyle="--", label="limit %d MiB/s" %
+               a.bandwidth_mib)
+    ax.axhline(bench.meta_info["source_seq_mibs"], color="black", linestyle=":",
+               label="source sequential read %.0f MiB/s" % bench.meta_info["source_seq_mibs"])
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("MiB/s read from the source (1 s windows)")
+    ax.set_title("Filling the cache: prewarm against cp", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "prewarm_throughput.png"), dpi=110)
+    plt.close(fig)
+
+
+def rates_over_time(samples, window):
+    ts, rates = [], []
+    j = 0
+    for i in range(1, len(samples)):
+        while samples[i][0] - samples[j][0] > window and j < i - 1:
+            j += 1
+        dt = samples[i][0] - samples[j][0]
+        if dt > 0:
+            ts.append(samples[i][0])
+            rates.append((samples[i][1] - samples[j][1]) / MIB / dt)
+    return ts, rates
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "client":
+        return client_main(sys.argv[2:])
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default=os.path.join(REPO, "build-e2e"))
+    p.add_argument("--workdir", default="/var/tmp/granary-e2e")
+    p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
+    p.add_argument("--bandwidth-mib", type=int, default=200, help="source read limit, MiB/s")
+    p.add_argument("--seed", type=int, default=20261130)
+    p.add_argument("--image-files", type=int, default=20000)
+    p.add_argument("--image-mean-kib", type=int, default=110)
+    p.add_argument("--image-sigma", type=float, default=0.5)
+    p.add_argument("--classes", type=int, default=100)
+    p.add_argument("--shards", type=int, default=2)
+    p.add_argument("--shard-mib", type=int, default=1024)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--workers", type=int, default=4, help="DataLoader workers")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--fio-jobs", type=int, default=4)
+    p.add_argument("--chunk-size", default="4MiB", help="Granary chunk size")
+    p.add_argument("--systems", default="direct,local-copy,rclone,granary-cold,granary-prewarm")
+    p.add_argument("--workloads", default="images,shards",
+                   help="images (DataLoader), shards (fio), shards-loader (DataLoader)")
+    p.add_argument("--granary-servers", type=int, default=1,
+                   help="servers in the Granary cache group (>1: after the cluster lands)")
+    p.add_argument("--profile", action="store_true",
+                   help="perf record the daemons during one extra images epoch")
+    p.add_argument("--profile-systems", default="granary-prewarm",
+                   help="systems that --profile profiles (those with daemons: rclone, granary-*)")
+    args = p.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("e2e_bench: run as root (loop device, cgroup, drop_caches, mounts)")
+    for tool in ("fio", "rclone", "perf" if args.profile else "fio"):
+        if shutil.which(tool) is None:
+            raise SystemExit("e2e_bench: %s is missing; run scripts/install-deps.sh" % tool)
+    for binary in ("granaryd", "granary", "granary-fuse"):
+        if not os.access(os.path.join(args.build, binary), os.X_OK):
+            raise SystemExit("e2e_bench: %s/%s is missing; build it first" % (args.build, binary))
+    bench = Bench(args)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        bench.run()
+    finally:
+        bench.close()
+    text = write_report(bench, bench.out)
+    plot(bench, bench.out)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
