@@ -9,6 +9,7 @@
 #include "common/absl_compat.h"
 #include "common/cluster_token.h"
 #include "common/defaults.h"
+#include "grpc/grpc.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -76,6 +77,14 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(std::string_view addr
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
+  // gRPC's default reconnect backoff (1 s, growing to 120 s) would keep
+  // failing calls to a peer long after it came back; a cluster reroutes
+  // around dead nodes itself, so it retries a connection within a second or
+  // two. (The minimum is also the timeout of one connection attempt, so it
+  // stays long enough for a busy machine.)
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
   if (cluster_token.empty()) {
     return grpc::CreateCustomChannel(std::string(address), grpc::InsecureChannelCredentials(),
                                      args);

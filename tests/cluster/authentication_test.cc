@@ -2,48 +2,32 @@
 
 #include <fstream>
 
-#include "cache_server/request_authenticator.h"
 #include "common/cluster_token.h"
 #include "common/server_address.h"
+#include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
 #include "proto/granary.grpc.pb.h"
-#include "tests/support/granaryd_process.h"
+#include "tests/support/granary_cluster.h"
 
 namespace granary {
 namespace {
 
 constexpr char kToken[] = "s3cret-cluster-token-0123456789";
 
-// Answers Status only, behind the authenticator, as granaryd's service does.
-class GuardedService final : public v1::Granary::Service {
- public:
-  explicit GuardedService(std::string token) : authenticator_(std::move(token)) {}
-
-  grpc::Status Status(grpc::ServerContext* context, const v1::StatusRequest*,
-                      v1::StatusResponse*) override {
-    return authenticator_.Check(*context, "Status");
-  }
-
- private:
-  RequestAuthenticator authenticator_;
-};
-
+// Two real granaryd nodes sharing a cluster token: their TCP endpoints refuse
+// calls without it, their Unix sockets do not need it, and the nodes talk to
+// each other with it.
 class AuthenticationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    grpc::ServerBuilder builder;
-    tcp_address_ = "127.0.0.1:" + std::to_string(testing::FreeTcpPort());
-    socket_address_ = "unix:" + dir_.path() + "/granaryd.sock";
-    builder.AddListeningPort(tcp_address_, grpc::InsecureServerCredentials());
-    builder.AddListeningPort(socket_address_, grpc::InsecureServerCredentials());
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
+    std::ofstream(dir_.path() + "/token") << kToken << "\n";
+    auto cluster =
+        testing::GranaryCluster::Start({.nodes = {{"n1"}, {"n2"}},
+                                        .etcd_endpoint = "",
+                                        .extra_args = {"--token-file", dir_.path() + "/token"}});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
   }
-
-  void TearDown() override { server_->Shutdown(); }
 
   grpc::StatusCode CallStatus(const std::string& address, std::string_view token) {
     auto channel = MakeChannel(address, token);
@@ -57,32 +41,37 @@ class AuthenticationTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
-  GuardedService service_{kToken};
-  std::unique_ptr<grpc::Server> server_;
-  std::string tcp_address_;
-  std::string socket_address_;
+  std::unique_ptr<testing::GranaryCluster> cluster_;
 };
 
 TEST_F(AuthenticationTest, TcpCallsNeedTheTokenAndUnixSocketCallsDoNot) {
-  EXPECT_EQ(CallStatus(tcp_address_, ""), grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(CallStatus(tcp_address_, "wrong-token-but-long-enough"),
-            grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_EQ(CallStatus(tcp_address_, kToken), grpc::StatusCode::OK);
-  EXPECT_EQ(CallStatus(socket_address_, ""), grpc::StatusCode::OK);
+  const std::string tcp = cluster_->node(0).tcp_address();
+  EXPECT_EQ(CallStatus(tcp, ""), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(CallStatus(tcp, "wrong-token-but-long-enough"), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(CallStatus(tcp, kToken), grpc::StatusCode::OK);
+  EXPECT_EQ(CallStatus(cluster_->node(0).socket_address(), ""), grpc::StatusCode::OK);
+  EXPECT_NE(cluster_->node(0).log().find("rejected Status from"), std::string::npos)
+      << cluster_->node(0).log();
 }
 
-TEST(RequestAuthenticator, WithoutATokenEveryCallIsAllowed) {
-  GuardedService open("");
-  grpc::ServerBuilder builder;
-  std::string address = "127.0.0.1:" + std::to_string(testing::FreeTcpPort());
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials());
-  builder.RegisterService(&open);
-  auto server = builder.BuildAndStart();
-  auto channel = MakeChannel(address);
+TEST_F(AuthenticationTest, NodesCallEachOtherWithTheToken) {
+  // Status over the socket asks the other node over TCP, with the token.
   grpc::ClientContext context;
   v1::StatusResponse response;
-  EXPECT_TRUE(v1::Granary::NewStub(*channel)->Status(&context, {}, &response).ok());
-  server->Shutdown();
+  ASSERT_TRUE(
+      cluster_->node(0).SocketStub()->Status(&context, v1::StatusRequest(), &response).ok());
+  ASSERT_EQ(response.nodes_size(), 2);
+  for (const v1::NodeStatus& node : response.nodes()) {
+    EXPECT_EQ(node.state(), "up") << node.node_id();
+  }
+}
+
+TEST(RequestAuthenticator, WithoutATokenEveryTcpCallIsAllowed) {
+  auto server = testing::GranarydProcess::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  grpc::ClientContext context;
+  v1::StatusResponse response;
+  EXPECT_TRUE((*server)->TcpStub()->Status(&context, {}, &response).ok());
 }
 
 TEST(ClusterToken, LoadsOneLineAndRejectsShortOrMissingFiles) {

@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start() {
 
   // Wait for the port before the first RPC: a channel whose first connection
   // is refused backs off for seconds before it tries again.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!PortAcceptsConnections(etcd->client_port_) &&
          std::chrono::steady_clock::now() < deadline) {
     if (WaitForExit(etcd->pid_, std::chrono::milliseconds(20)).has_value()) {
@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return absl::UnavailableError(absl::StrCat("etcd did not answer within 30 s:\n", etcd->log()));
+  return absl::UnavailableError(absl::StrCat("etcd did not answer within 60 s:\n", etcd->log()));
 }
 
 EtcdProcess::~EtcdProcess() { KillChild(pid_); }

@@ -69,7 +69,7 @@ GranarydProcess::GranarydProcess(GranarydOptions options)
       data_dir_(temp_.path() + "/data"),
       socket_path_(temp_.path() + "/granaryd.sock"),
       log_path_(temp_.path() + "/granaryd.log"),
-      tcp_port_(FreeTcpPort()),
+      tcp_port_(options_.tcp_port != 0 ? options_.tcp_port : FreeTcpPort()),
       metrics_port_(FreeTcpPort()) {}
 
 absl::StatusOr<std::unique_ptr<GranarydProcess>> GranarydProcess::Start(GranarydOptions options) {
@@ -159,8 +159,10 @@ absl::Status GranarydProcess::WaitUntilServing() {
     grpc::ClientContext context;
     context.set_wait_for_ready(true);
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    v1::StatusRequest request;
+    request.set_local_only(true);
     v1::StatusResponse response;
-    answered = SocketStub()->Status(&context, v1::StatusRequest(), &response);
+    answered = SocketStub()->Status(&context, request, &response);
   } while (!answered.ok() && Clock::now() < deadline);
   if (!answered.ok()) {
     return absl::UnavailableError(absl::StrCat("granaryd accepts connections on ", socket_address(),

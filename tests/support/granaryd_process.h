@@ -54,6 +54,9 @@ struct GranarydOptions {
   // Appended after the flags GranarydProcess sets itself (--data-dir,
   // --socket, --listen, --metrics-listen), so they may add to or override them.
   std::vector<std::string> extra_args;
+  // The TCP (peer) port; 0: a free one. Clusters choose ports up front to
+  // write them into the members file.
+  int tcp_port = 0;
   // How long Start()/Restart() wait for the server to answer.
   std::chrono::milliseconds startup_timeout{20000};
 };

@@ -1,0 +1,266 @@
+// Four real granaryd nodes on loopback in two cache groups, with static
+// membership (a members file) and with etcd: the catalog on every node,
+// chunks where the ring puts them, group prewarm reading the source once per
+// chunk, a second group warming from the first, reads surviving a dead node,
+// a lease expiry removing a node, and a joining node receiving the catalog.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "common/chunk_math.h"
+#include "common/chunk_reads.h"
+#include "common/chunk_router.h"
+#include "common/dataset_client.h"
+#include "common/status.h"
+#include "grpcpp/client_context.h"
+#include "tests/support/etcd_process.h"
+#include "tests/support/granary_cluster.h"
+
+namespace granary {
+namespace {
+
+using testing::ClusterNode;
+using testing::GranaryCluster;
+using testing::TempDir;
+
+constexpr uint32_t kChunkSize = 1 << 20;
+constexpr int kFiles = 16;
+constexpr size_t kFileSize = 5 * kChunkSize / 2;  // Three chunks, the last one half full.
+constexpr int kChunks = kFiles * 3;
+const std::vector<ClusterNode> kFourNodes = {
+    {"a1", "rack-a"}, {"a2", "rack-a"}, {"b1", "rack-b"}, {"b2", "rack-b"}};
+
+std::string FileBytes(int file) {
+  std::mt19937 random(file);
+  std::string bytes(kFileSize, '\0');
+  for (char& byte : bytes) byte = static_cast<char>(random());
+  return bytes;
+}
+
+double Metric(testing::GranarydProcess& node, std::string_view name) {
+  auto value = node.Metric(name);
+  EXPECT_TRUE(value.ok()) << value.status();
+  return value.value_or(-1);
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void StartCluster(std::string etcd_endpoint) {
+    for (int file = 0; file < kFiles; ++file) {
+      std::ofstream(source_.path() + "/file" + std::to_string(file)) << FileBytes(file);
+    }
+    auto cluster = GranaryCluster::Start(
+        {.nodes = kFourNodes, .etcd_endpoint = etcd_endpoint, .extra_args = {}});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    for (size_t i = 0; i < cluster_->size(); ++i) {
+      ASSERT_TRUE(cluster_->WaitForMembers(i, {"a1", "a2", "b1", "b2"}).ok());
+    }
+    grpc::ClientContext context;
+    v1::AddDatasetRequest request;
+    request.set_name("images");
+    request.set_source(source_.path());
+    request.set_chunk_size(kChunkSize);
+    ASSERT_TRUE(cluster_->node(0).SocketStub()->AddDataset(&context, request, &info_).ok());
+  }
+
+  // The dataset as node `i` lists it; NOT_FOUND if it does not.
+  absl::StatusOr<v1::DatasetInfo> DatasetOn(size_t i) {
+    auto client = DatasetClient::Connect(cluster_->node(i).socket_address());
+    GRANARY_ASSIGN_OR_RETURN(std::vector<v1::DatasetInfo> datasets, (*client)->ListDatasets());
+    for (const v1::DatasetInfo& dataset : datasets) {
+      if (dataset.name() == "images") return dataset;
+    }
+    return absl::NotFoundError("no dataset 'images'");
+  }
+
+  // Prewarms cache group `group` through node `via`; returns the last progress.
+  v1::PrewarmProgress Prewarm(size_t via, const std::string& group) {
+    grpc::ClientContext context;
+    v1::PrewarmRequest request;
+    request.set_name("images");
+    request.set_group(group);
+    auto reader = cluster_->node(via).SocketStub()->Prewarm(&context, request);
+    v1::PrewarmProgress progress, last;
+    while (reader->Read(&progress)) last = progress;
+    grpc::Status finished = reader->Finish();
+    EXPECT_TRUE(finished.ok()) << finished.error_message();
+    return last;
+  }
+
+  DatasetSnapshot Snapshot() {
+    auto client = DatasetClient::Connect(cluster_->node(0).socket_address());
+    auto snapshot = (*client)->GetManifest("images");
+    EXPECT_TRUE(snapshot.ok()) << snapshot.status();
+    return *std::move(snapshot);
+  }
+
+  // How many chunks each member owns in `group`, by the ring.
+  std::map<std::string, int> PredictedOwners(const std::string& group) {
+    DatasetSnapshot snapshot = Snapshot();
+    auto map = ClusterMap::Build(cluster_->Members());
+    std::map<std::string, int> owned;
+    for (uint64_t id = 0; id < snapshot.manifest.entries().size(); ++id) {
+      const ManifestEntry& entry = snapshot.manifest.entries()[id];
+      if (entry.type != EntryType::kFile) continue;
+      for (uint32_t chunk = 0; chunk < ChunkCount(entry.size, kChunkSize); ++chunk) {
+        ++owned[(*map)->Owners({snapshot.manifest.version(), id, chunk}, group, 1)[0]->id];
+      }
+    }
+    return owned;
+  }
+
+  TempDir source_;
+  std::unique_ptr<GranaryCluster> cluster_;
+  v1::DatasetInfo info_;
+};
+
+class StaticClusterTest : public ClusterTest {
+ protected:
+  void SetUp() override { StartCluster(""); }
+};
+
+TEST_F(StaticClusterTest, ADatasetRegisteredOnOneNodeIsOnEveryNode) {
+  for (size_t i = 0; i < cluster_->size(); ++i) {
+    auto dataset = DatasetOn(i);
+    ASSERT_TRUE(dataset.ok()) << cluster_->spec(i).id << ": " << dataset.status() << "\n"
+                              << cluster_->node(i).log();
+    EXPECT_EQ(dataset->version(), info_.version());
+  }
+}
+
+TEST_F(StaticClusterTest, GroupPrewarmReadsEachChunkOnceByItsOwnerAndTheOtherGroupCopiesIt) {
+  // Asked of a node in the other group, which coordinates without fetching.
+  v1::PrewarmProgress rack_a = Prewarm(2, "rack-a");
+  EXPECT_TRUE(rack_a.finished());
+  EXPECT_EQ(rack_a.nodes(), 2u);
+  EXPECT_EQ(rack_a.chunks_total(), static_cast<uint64_t>(kChunks));
+  EXPECT_EQ(rack_a.chunks_done(), static_cast<uint64_t>(kChunks));
+  EXPECT_EQ(rack_a.failures_size(), 0);
+  std::map<std::string, int> owned = PredictedOwners("rack-a");
+  EXPECT_EQ(Metric(cluster_->node(0), "granary_source_reads_total"), owned["a1"]);
+  EXPECT_EQ(Metric(cluster_->node(1), "granary_source_reads_total"), owned["a2"]);
+  EXPECT_EQ(Metric(cluster_->node(2), "granary_source_reads_total"), 0);
+  EXPECT_EQ(Metric(cluster_->node(3), "granary_source_reads_total"), 0);
+
+  v1::PrewarmProgress rack_b = Prewarm(0, "rack-b");
+  EXPECT_EQ(rack_b.chunks_done(), static_cast<uint64_t>(kChunks));
+  double copies = 0;
+  for (size_t i : {2, 3}) {
+    EXPECT_EQ(Metric(cluster_->node(i), "granary_source_reads_total"), 0);
+    copies += Metric(cluster_->node(i), "granary_peer_copies_total");
+  }
+  EXPECT_EQ(copies, kChunks);
+
+  grpc::ClientContext context;
+  v1::LocateRequest request;
+  request.set_name("images");
+  v1::LocateResponse located;
+  ASSERT_TRUE(cluster_->node(3).SocketStub()->Locate(&context, request, &located).ok());
+  EXPECT_EQ(located.nodes_size(), 4);
+  ASSERT_EQ(located.groups_size(), 2);
+  for (const v1::GroupLocality& group : located.groups()) {
+    EXPECT_DOUBLE_EQ(group.fraction(), 1.0) << group.group();
+  }
+}
+
+TEST_F(StaticClusterTest, StatusListsEveryMemberAndReportsADeadOne) {
+  ASSERT_TRUE(cluster_->node(3).Kill().ok());
+  grpc::ClientContext context;
+  v1::StatusResponse status;
+  ASSERT_TRUE(cluster_->node(0).SocketStub()->Status(&context, {}, &status).ok());
+  ASSERT_EQ(status.nodes_size(), 4);
+  std::map<std::string, std::pair<std::string, std::string>> seen;
+  for (const v1::NodeStatus& node : status.nodes()) {
+    seen[node.node_id()] = {node.group(), node.state()};
+  }
+  EXPECT_EQ(seen["a1"], (std::pair<std::string, std::string>("rack-a", "up")));
+  EXPECT_EQ(seen["b1"], (std::pair<std::string, std::string>("rack-b", "up")));
+  EXPECT_EQ(seen["b2"].second, "unreachable");
+}
+
+TEST_F(StaticClusterTest, RoutedReadsSurviveAKilledOwnerWithNoWrongByte) {
+  DatasetSnapshot snapshot = Snapshot();
+  ChunkRouter::Options options;
+  options.group = "rack-a";
+  options.local_node_id = "a1";
+  options.local_address = cluster_->node(0).socket_address();
+  options.client.read_timeout = std::chrono::seconds(5);
+  ChunkRouter router(options, *ClusterMap::Build(cluster_->Members()));
+  auto read_all = [&] {
+    for (int file = 0; file < kFiles; ++file) {
+      auto id = snapshot.manifest.Find("file" + std::to_string(file));
+      std::string buffer(kFileSize, '\0');
+      auto read = ReadFileThroughChunks(
+          snapshot.manifest, *id, 0, std::span<char>(buffer.data(), buffer.size()),
+          [&](const ChunkKey& key, uint32_t offset, std::span<char> out) {
+            return router.ReadChunk(key, offset, out);
+          });
+      ASSERT_TRUE(read.ok()) << read.status();
+      ASSERT_TRUE(buffer == FileBytes(file)) << "file" << file;
+    }
+  };
+  read_all();
+  ASSERT_TRUE(cluster_->node(1).Kill().ok());
+  read_all();
+  ASSERT_TRUE(cluster_->node(1).Restart().ok());
+  read_all();
+}
+
+TEST_F(StaticClusterTest, TheCatalogSurvivesANodeAndReachesAJoiningOne) {
+  ASSERT_TRUE(cluster_->node(0).Kill().ok());
+  auto joined = cluster_->AddNode({"a3", "rack-a"});
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  auto dataset = DatasetOn(*joined);
+  ASSERT_TRUE(dataset.ok()) << dataset.status() << "\n" << cluster_->node(*joined).log();
+  EXPECT_EQ(dataset->version(), info_.version());
+
+  // Removed while a1 is down: a1 learns it when it comes back.
+  grpc::ClientContext context;
+  v1::RemoveDatasetRequest remove;
+  remove.set_name("images");
+  v1::RemoveDatasetResponse removed;
+  ASSERT_TRUE(cluster_->node(2).SocketStub()->RemoveDataset(&context, remove, &removed).ok());
+  for (size_t i : {1, 3, 4}) {
+    EXPECT_EQ(DatasetOn(i).status().code(), absl::StatusCode::kNotFound) << cluster_->spec(i).id;
+  }
+  ASSERT_TRUE(cluster_->node(0).Restart().ok());
+  EXPECT_EQ(DatasetOn(0).status().code(), absl::StatusCode::kNotFound);
+}
+
+class EtcdClusterTest : public ClusterTest {
+ protected:
+  void SetUp() override {
+    auto etcd = testing::EtcdProcess::Start();
+    ASSERT_TRUE(etcd.ok()) << etcd.status();
+    etcd_ = *std::move(etcd);
+    StartCluster(etcd_->endpoint());
+  }
+
+  std::unique_ptr<testing::EtcdProcess> etcd_;
+};
+
+TEST_F(EtcdClusterTest, ALeaseExpiryRemovesANodeAndAJoiningNodeGetsTheCatalog) {
+  ASSERT_TRUE(cluster_->node(3).Kill().ok());
+  for (size_t i = 0; i < 3; ++i) {
+    absl::Status left = cluster_->WaitForMembers(i, {"a1", "a2", "b1"});
+    EXPECT_TRUE(left.ok()) << left;
+  }
+  auto joined = cluster_->AddNode({"b3", "rack-b"});
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(cluster_->WaitForMembers(i, {"a1", "a2", "b1", "b3"}).ok());
+  }
+  auto dataset = DatasetOn(*joined);
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_EQ(dataset->version(), info_.version());
+
+  v1::PrewarmProgress rack_b = Prewarm(0, "rack-b");
+  EXPECT_EQ(rack_b.nodes(), 2u);
+  EXPECT_EQ(rack_b.chunks_done(), static_cast<uint64_t>(kChunks));
+}
+
+}  // namespace
+}  // namespace granary

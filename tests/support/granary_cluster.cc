@@ -1,0 +1,103 @@
+#include "tests/support/granary_cluster.h"
+
+#include <algorithm>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "grpcpp/client_context.h"
+
+namespace granary::testing {
+
+absl::StatusOr<std::unique_ptr<GranaryCluster>> GranaryCluster::Start(Options options) {
+  std::unique_ptr<GranaryCluster> cluster(new GranaryCluster(std::move(options)));
+  cluster->members_file_ = cluster->temp_.path() + "/members.yaml";
+  for (const ClusterNode& spec : cluster->options_.nodes) {
+    cluster->nodes_.push_back({spec, FreeTcpPort(), nullptr});
+  }
+  if (cluster->options_.etcd_endpoint.empty()) {
+    GRANARY_RETURN_IF_ERROR(cluster->WriteMembersFile());
+  }
+  for (Node& node : cluster->nodes_) GRANARY_RETURN_IF_ERROR(cluster->StartNode(&node));
+  return cluster;
+}
+
+std::vector<Member> GranaryCluster::Members() const {
+  std::vector<Member> members;
+  for (const Node& node : nodes_) {
+    members.push_back({node.spec.id, absl::StrCat("127.0.0.1:", node.tcp_port), node.spec.group});
+  }
+  return members;
+}
+
+absl::Status GranaryCluster::WriteMembersFile() const {
+  // Written aside and renamed, so a reloading node never reads half a file.
+  std::string staged = members_file_ + ".new";
+  {
+    std::ofstream out(staged);
+    out << "members:\n";
+    for (const Member& member : Members()) {
+      out << "  - id: " << member.id << "\n    address: " << member.address
+          << "\n    group: " << member.group << "\n";
+    }
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", staged));
+  }
+  if (std::rename(staged.c_str(), members_file_.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", staged));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GranaryCluster::StartNode(Node* node) {
+  GranarydOptions options;
+  options.tcp_port = node->tcp_port;
+  options.extra_args = {"--node-id", node->spec.id, "--group", node->spec.group};
+  if (options_.etcd_endpoint.empty()) {
+    options.extra_args.insert(options.extra_args.end(), {"--members", members_file_});
+  } else {
+    options.extra_args.insert(options.extra_args.end(), {"--etcd", options_.etcd_endpoint,
+                                                         "--config", temp_.path() + "/etcd.yaml"});
+    std::ofstream(temp_.path() + "/etcd.yaml") << "etcd_lease_ttl: 2\n";
+  }
+  options.extra_args.insert(options.extra_args.end(), options_.extra_args.begin(),
+                            options_.extra_args.end());
+  GRANARY_ASSIGN_OR_RETURN(node->process, GranarydProcess::Start(std::move(options)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> GranaryCluster::AddNode(ClusterNode spec) {
+  nodes_.push_back({std::move(spec), FreeTcpPort(), nullptr});
+  if (options_.etcd_endpoint.empty()) GRANARY_RETURN_IF_ERROR(WriteMembersFile());
+  GRANARY_RETURN_IF_ERROR(StartNode(&nodes_.back()));
+  return nodes_.size() - 1;
+}
+
+absl::Status GranaryCluster::WaitForMembers(size_t i, std::vector<std::string> ids,
+                                            std::chrono::milliseconds timeout) {
+  std::sort(ids.begin(), ids.end());
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::string> seen;
+  while (true) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::GetMembersResponse response;
+    seen.clear();
+    if (node(i).SocketStub()->GetMembers(&context, v1::GetMembersRequest(), &response).ok()) {
+      for (const v1::MemberInfo& member : response.members()) {
+        if (member.up()) seen.push_back(member.id());
+      }
+      std::sort(seen.begin(), seen.end());
+      if (seen == ids) return absl::OkStatus();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("node ", spec(i).id, " sees members [",
+                                                      absl::StrJoin(seen, ", "), "], not [",
+                                                      absl::StrJoin(ids, ", "), "]"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace granary::testing
