@@ -1,5 +1,7 @@
 // granary cat NAME/PATH: writes one file of a dataset to standard output,
-// read through the cache (hits from NVMe, misses read through from the source).
+// read through the cache (hits from NVMe, misses read through from the source)
+// as granary-fuse reads it: the manifest from the server, each chunk from its
+// owner in that server's cache group.
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
 #include "cli/server_connection.h"
+#include "common/cluster_reader.h"
 #include "common/cluster_token.h"
 #include "common/dataset_client.h"
 #include "common/manifest.h"
@@ -82,11 +85,12 @@ absl::Status RunCat(const GlobalOptions& global, const CatOptions& options) {
   absl::StatusOr<DatasetSnapshot> snapshot = client->GetManifest(name);
   if (!snapshot.ok()) return NameServerInError(snapshot.status(), address);
   GRANARY_ASSIGN_OR_RETURN(uint64_t file_id, FindFile(*snapshot, path));
+  ClusterReader servers(client.get(), {.client = client_options, .watch = {}});
 
   std::vector<char> buffer(snapshot->manifest.chunk_size());
   uint64_t size = snapshot->manifest.entries()[file_id].size;
   for (uint64_t offset = 0; offset < size;) {
-    absl::StatusOr<size_t> read = client->Read(*snapshot, file_id, offset, buffer);
+    absl::StatusOr<size_t> read = servers.Read(*snapshot, file_id, offset, buffer);
     if (!read.ok()) return NameServerInError(read.status(), address);
     if (*read == 0) {
       return absl::DataLossError(absl::StrCat("granaryd at ", address, " returned no bytes of '",

@@ -14,7 +14,7 @@ int64_t NowNs() {
 
 }  // namespace
 
-bool ChunkFetcher::server_down() const {
+bool ChunkFetcher::servers_down() const {
   int64_t until = down_until_ns_.load(std::memory_order_relaxed);
   return until != 0 && NowNs() < until;
 }
@@ -23,20 +23,20 @@ void ChunkFetcher::MarkDown(const absl::Status& cause) {
   int64_t previous = down_until_ns_.exchange(
       NowNs() + std::chrono::duration_cast<std::chrono::nanoseconds>(retry_after_).count());
   if (previous == 0) {
-    GRANARY_LOG(WARNING) << "server " << client_->address() << " failed (" << cause
-                         << "); reading sources directly until it answers again";
+    GRANARY_LOG(WARNING) << "cache servers failed (" << cause
+                         << "); reading sources directly until the cache answers again";
   }
 }
 
 absl::Status ChunkFetcher::Read(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
                                 std::span<char> out) {
-  absl::Status server_status = absl::UnavailableError("server marked down");
-  if (!server_down()) {
+  absl::Status server_status = absl::UnavailableError("cache servers marked down");
+  if (!servers_down()) {
     ChunkKey key{file.snapshot.manifest.version(), file.file_id, chunk_index};
-    server_status = client_->ReadChunk(key, offset_in_chunk, out);
+    server_status = servers_->ReadChunk(key, offset_in_chunk, out);
     if (server_status.ok()) {
       if (down_until_ns_.exchange(0) != 0) {
-        GRANARY_LOG(INFO) << "server " << client_->address() << " answers again";
+        GRANARY_LOG(INFO) << "the cache answers again";
       }
       return server_status;
     }
@@ -46,8 +46,8 @@ absl::Status ChunkFetcher::Read(const FileRef& file, uint32_t chunk_index, uint3
       MarkDown(server_status);
     } else {
       GRANARY_LOG_FIRST_N(WARNING, 20)
-          << "server " << client_->address() << " failed chunk " << key.ToString() << " of "
-          << file.source.Path() << " (" << server_status << "); reading the source";
+          << "cache servers failed chunk " << key.ToString() << " of " << file.source.Path() << " ("
+          << server_status << "); reading the source";
     }
   }
   uint64_t offset = uint64_t{chunk_index} * file.snapshot.manifest.chunk_size() + offset_in_chunk;

@@ -1,15 +1,16 @@
 // ChunkFetcher is granary-fuse's read path below the chunk cache: it reads a
-// range of one chunk from granaryd and, when the server cannot serve it, from
-// the dataset's source directly, so a training job keeps reading through a
-// cache node's failure.
+// range of one chunk from the cache servers, each chunk from its owner in this
+// node's cache group (ClusterReader), and when no server can serve it, from
+// the dataset's source directly, so a training job keeps reading through cache
+// nodes' failures.
 //
 // Policy:
-//  - FAILED_PRECONDITION from the server (the source changed since the
+//  - FAILED_PRECONDITION from a server (the source changed since the
 //    snapshot) is final: the read fails, and FUSE answers ESTALE.
-//  - Any other server error falls back to the source. UNAVAILABLE and
-//    DEADLINE_EXCEEDED also mark the server down for `retry_after`, during
-//    which reads go to the source without trying it, so a hung server costs
-//    one deadline, not one per read.
+//  - Any other server error falls back to the source. UNAVAILABLE (no owner
+//    of the chunk answered) and DEADLINE_EXCEEDED also mark the servers down
+//    for `retry_after`, during which reads go to the source without trying
+//    them, so a hung cache costs one deadline, not one per read.
 //  - If the source fails too, the read fails (EIO; ESTALE if the source file
 //    changed) and one ERROR line names the file and both causes.
 //
@@ -23,6 +24,7 @@
 #include <span>
 
 #include "absl/status/status.h"
+#include "common/cluster_reader.h"
 #include "common/dataset_client.h"
 #include "fuse_client/source_file.h"
 
@@ -37,22 +39,22 @@ struct FileRef {
 
 class ChunkFetcher {
  public:
-  // `client` must outlive the fetcher.
-  ChunkFetcher(const DatasetClient* client, std::chrono::milliseconds retry_after)
-      : client_(client), retry_after_(retry_after) {}
+  // `servers` must outlive the fetcher.
+  ChunkFetcher(ClusterReader* servers, std::chrono::milliseconds retry_after)
+      : servers_(servers), retry_after_(retry_after) {}
 
   // Reads `out.size()` bytes at `offset_in_chunk` of chunk `chunk_index` of
   // `file`; the range must lie inside the chunk.
   absl::Status Read(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
                     std::span<char> out);
 
-  // True while reads skip the server.
-  bool server_down() const;
+  // True while reads skip the servers.
+  bool servers_down() const;
 
  private:
   void MarkDown(const absl::Status& cause);
 
-  const DatasetClient* const client_;
+  ClusterReader* const servers_;
   const std::chrono::milliseconds retry_after_;
   std::atomic<int64_t> down_until_ns_{0};  // steady_clock; 0: up.
 };

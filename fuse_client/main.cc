@@ -1,9 +1,13 @@
-// granary-fuse MOUNTPOINT [--server ADDR] [--foreground] [--dataset NAME] [-o OPTS]
+// granary-fuse MOUNTPOINT [--server ADDR] [--token-file PATH] [--foreground]
+//              [--dataset NAME] [-o OPTS]
 //
 // Mounts every dataset of a granaryd (or one) as a read-only directory tree:
-// MOUNTPOINT/<dataset>/<path>. Without --foreground the process detaches once
-// the mount is ready; either way it exits non-zero with a one-line reason if
-// it cannot mount. SIGTERM, SIGINT and SIGHUP unmount cleanly, and so does
+// MOUNTPOINT/<dataset>/<path>. Manifests come from that server, the local
+// one; each chunk is read from its owner in the local server's cache group,
+// over TCP when that is another node, so in a cluster with a token the mount
+// needs --token-file (or $GRANARY_TOKEN_FILE). Without --foreground the
+// process detaches once the mount is ready; either way it exits non-zero with
+// a one-line reason if it cannot mount. SIGTERM, SIGINT and SIGHUP unmount cleanly, and so does
 // `fusermount3 -u MOUNTPOINT`.
 //
 // Non-root users need `user_allow_other` in /etc/fuse.conf for -o allow_other
@@ -27,6 +31,8 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/cluster_reader.h"
+#include "common/cluster_token.h"
 #include "common/dataset_client.h"
 #include "common/logging.h"
 #include "common/server_address.h"
@@ -44,6 +50,7 @@ namespace {
 struct Flags {
   std::string mountpoint;
   std::string server;
+  std::string token_file;
   std::string dataset;
   std::vector<std::string> options;
   bool foreground = false;
@@ -142,6 +149,9 @@ int Run(const Flags& flags, int report_fd) {
 
   DatasetClient::Options client_options;
   client_options.read_timeout = std::chrono::milliseconds(flags.rpc_timeout_ms);
+  absl::StatusOr<std::string> token = ResolveClusterToken(flags.token_file);
+  if (!token.ok()) return fail(std::string(token.status().message()));
+  client_options.cluster_token = *std::move(token);
   absl::StatusOr<std::unique_ptr<DatasetClient>> client =
       DatasetClient::Connect(ResolveServerAddress(flags.server), client_options);
   if (!client.ok()) return fail(std::string(client.status().message()));
@@ -152,8 +162,9 @@ int Run(const Flags& flags, int report_fd) {
     return fail(
         absl::StrCat("cannot load datasets from ", (*client)->address(), ": ", status.ToString()));
   }
+  ClusterReader servers(client->get(), {.client = client_options, .watch = {}});
   ChunkCache cache(*cache_size);
-  ChunkFetcher fetcher(client->get(), std::chrono::milliseconds(flags.retry_after_ms));
+  ChunkFetcher fetcher(&servers, std::chrono::milliseconds(flags.retry_after_ms));
   Readahead readahead(static_cast<int>(flags.readahead_threads), &cache, &fetcher);
   GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, *readahead_bytes});
 
@@ -178,7 +189,8 @@ int Run(const Flags& flags, int report_fd) {
   }
   if (geteuid() == 0) RaiseReadahead(mountpoint, flags.read_ahead_kb);
   GRANARY_LOG(INFO) << "mounted " << table.ListDatasets().size() << " dataset(s) from "
-                    << (*client)->address() << " on " << mountpoint;
+                    << (*client)->address() << " on " << mountpoint
+                    << "; chunks are read from their owners in " << servers.view().ToString();
   if (report_fd >= 0) ReportReady(report_fd, flags.log_file);
 
   fuse_loop_config* loop = fuse_loop_cfg_create();
@@ -200,8 +212,11 @@ int main(int argc, char** argv) {
   CLI::App app("granary-fuse: every Granary dataset as a read-only directory", "granary-fuse");
   app.add_option("mountpoint", flags.mountpoint, "Directory to mount on")->required();
   app.add_option("--server", flags.server,
-                 "granaryd address: unix:PATH or HOST:PORT (default: $GRANARY_SERVER, else the "
-                 "local server)");
+                 "The local granaryd: unix:PATH or HOST:PORT (default: $GRANARY_SERVER, else "
+                 "the default socket)");
+  app.add_option("--token-file", flags.token_file,
+                 "File holding the cluster token that TCP servers require (default: "
+                 "$GRANARY_TOKEN_FILE, else none)");
   app.add_flag("-f,--foreground", flags.foreground, "Stay in the foreground");
   app.add_option("--dataset", flags.dataset, "Mount only this dataset");
   app.add_option("-o", flags.options, "Mount options, comma-separated (e.g. allow_other)")
@@ -220,7 +235,8 @@ int main(int argc, char** argv) {
   app.add_option("--rpc-timeout-ms", flags.rpc_timeout_ms, "Deadline of one chunk read")
       ->capture_default_str();
   app.add_option("--retry-server-ms", flags.retry_after_ms,
-                 "After the server fails, read sources directly this long before trying it again")
+                 "After the cache servers fail, read sources directly this long before trying "
+                 "them again")
       ->capture_default_str();
   app.add_option("--log-file", flags.log_file, "Where a detached process logs");
   try {
