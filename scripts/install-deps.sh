@@ -14,6 +14,7 @@ packages=(
   python3-torch bindfs
   slurm-wlm munge
   fio rclone python3-xxhash python3-matplotlib linux-perf
+  iperf3
 )
 
 missing=()
