@@ -145,6 +145,30 @@ class Usage:
         return cpu, peak
 
 
+def granary_counters(url):
+    """Chunk reads granaryd answered and the bytes it read for them (whole chunks)."""
+    if not url:
+        return None
+    import urllib.request
+    values = {}
+    with urllib.request.urlopen(url, timeout=10) as response:
+        for line in response.read().decode().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and not line.startswith("#"):
+                values[parts[0]] = float(parts[1])
+    return {"reads": values.get("granary_cache_hits_total", 0) +
+            values.get("granary_cache_misses_total", 0),
+            "bytes": values.get("granary_bytes_from_cache_total", 0) +
+            values.get("granary_bytes_from_source_total", 0) +
+            values.get("granary_bytes_from_peers_total", 0)}
+
+
+def counter_delta(before, after):
+    if before is None or after is None:
+        return None
+    return {k: after[k] - before[k] for k in before}
+
+
 # ---------------------------------------------------------------- throttled source
 
 
@@ -376,6 +400,7 @@ def client_main(argv):
     parser.add_argument("--watch-pids", default="")
     parser.add_argument("--throttle-stat", default="")
     parser.add_argument("--throttle-device", default="")
+    parser.add_argument("--metrics-url", default="")
     a = parser.parse_args(argv)
     import warnings
     import torch
@@ -431,6 +456,7 @@ def client_main(argv):
         mine = [os.getpid()] + descendants(os.getpid())
         client_usage, system_usage = Usage(mine), Usage(watched)
         read0 = source_bytes()
+        server0 = granary_counters(a.metrics_url)
         start = time.perf_counter()
         seen = nbytes = bad = 0
         for indices, lengths, oks in loader:
@@ -443,7 +469,9 @@ def client_main(argv):
         print(json.dumps({"epoch": epoch + 1, "samples": seen, "bytes": nbytes, "bad": bad,
                           "wall": wall, "client_cpu": client_cpu, "client_peak": client_peak,
                           "system_cpu": system_cpu, "system_peak": system_peak,
-                          "source_bytes": source_bytes() - read0}), flush=True)
+                          "source_bytes": source_bytes() - read0,
+                          "server": counter_delta(server0, granary_counters(a.metrics_url))}),
+              flush=True)
         if seen != len(rows):
             raise RuntimeError("epoch %d saw %d of %d samples" % (epoch + 1, seen, len(rows)))
     return 0
@@ -475,7 +503,8 @@ def run_dataloader(bench, system, workload, epochs, first_label, later_label):
            "--samples", samples, "--epochs", str(epochs), "--workers", str(bench.args.workers),
            "--batch-size", str(bench.args.batch_size), "--seed", str(bench.args.seed),
            "--watch-pids", ",".join(str(p) for p in system.pids()),
-           "--throttle-stat", stat, "--throttle-device", bench.throttle.device]
+           "--throttle-stat", stat, "--throttle-device", bench.throttle.device,
+           "--metrics-url", system.metrics_url()]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     results = []
     for line in proc.stdout:
@@ -525,6 +554,7 @@ def run_fio(bench, system, epochs, first_label, later_label):
         drop_caches()
         system_usage = Usage(system.pids())
         read0 = bench.throttle.bytes_read()
+        server0 = granary_counters(system.metrics_url())
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
         _, status, rusage = os.wait4(proc.pid, 0)
@@ -543,6 +573,7 @@ def run_fio(bench, system, epochs, first_label, later_label):
              "wall": wall, "client_cpu": rusage.ru_utime + rusage.ru_stime,
              "client_peak": rusage.ru_maxrss * KIB, "system_cpu": system_cpu,
              "system_peak": system_peak, "source_bytes": bench.throttle.bytes_read() - read0,
+             "server": counter_delta(server0, granary_counters(system.metrics_url())),
              "system": system.name, "workload": "shards",
              "label": first_label if epoch == 1 else later_label}
         if r["samples"] != n_docs:
@@ -608,6 +639,9 @@ class System:
 
     def pids(self):
         return []
+
+    def metrics_url(self):
+        return ""
 
     def start(self):
         pass
@@ -716,11 +750,12 @@ class Granary(System):
         os.makedirs(self.mnt, exist_ok=True)
         sock = os.path.join(self.data, "granaryd.sock")
         self.address = "unix:" + sock
+        self.metrics_port = free_port()
         self.server_log = open(os.path.join(b.work, "granaryd-%s.log" % self.name), "w")
         self.server = subprocess.Popen(
             [os.path.join(build, "granaryd"), "--data-dir", self.data, "--socket", sock,
              "--listen", "127.0.0.1:%d" % free_port(),
-             "--metrics-listen", "127.0.0.1:%d" % free_port(),
+             "--metrics-listen", "127.0.0.1:%d" % self.metrics_port,
              "--capacity", "%dMiB" % (2 * b.dataset_bytes // MIB + 1024)],
             stdout=self.server_log, stderr=subprocess.STDOUT)
         self.cli = [os.path.join(build, "granary"), "--server", self.address]
@@ -768,6 +803,9 @@ class Granary(System):
 
     def pid_names(self):
         return ["granaryd", "granary-fuse"]
+
+    def metrics_url(self):
+        return "http://127.0.0.1:%d/metrics" % self.metrics_port
 
     def stop(self):
         if self.fuse:
@@ -890,20 +928,27 @@ class Bench:
         """One more images epoch on `system` under system-wide perf."""
         data = os.path.join(self.work, "perf-%s.data" % system.name)
         pids = ",".join(str(p) for p in system.pids())
-        perf = subprocess.Popen(["perf", "record", "-F", "999", "-p", pids, "-o", data],
+        perf = subprocess.Popen(["perf", "record", "-g", "-F", "199", "-p", pids, "-o", data],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
         rs = run_dataloader(self, system, "images", 1, "profiled", "profiled")
         perf.send_signal(signal.SIGINT)
         perf.wait()
         text = []
-        for sort in (["--sort", "comm"], ["--sort", "comm,dso"], ["--sort", "comm,sym"]):
-            out = run(["perf", "report", "-i", data, "--stdio", "--percent-limit", "0.5"] + sort, capture_output=True, text=True,
+        reports = [["--no-children", "-g", "none", "--sort", "comm"],
+                   ["--no-children", "-g", "none", "--sort", "comm,dso"],
+                   ["--no-children", "-g", "none", "--sort", "sym", "--percent-limit", "0.5"],
+                   # Where the kernel time goes: whole call chains, callers first.
+                   ["--children", "-g", "caller,2,callee,function,percent", "--sort", "sym",
+                    "--percent-limit", "4"]]
+        for options in reports:
+            out = run(["perf", "report", "-i", data, "--stdio"] + options, capture_output=True, text=True,
                       check=False).stdout
-            text.append("\n".join(l for l in out.splitlines() if l and not l.startswith("#")))
+            kept = [l for l in out.splitlines() if l.strip() and not l.startswith("#")]
+            text.append("\n".join(kept[:250]))
         os.makedirs(self.out, exist_ok=True)
         with open(os.path.join(self.out, "profile-%s.txt" % system.name), "w") as f:
-            f.write("perf record -F 999 -p <%s pids> during one extra images epoch on %s "
+            f.write("perf record -g -F 199 -p <%s pids> during one extra images epoch on %s "
                     "(%.1f s, %.0f samples/s; client CPU %.1f s, system CPU %.1f s)\n\n" %
                     (" + ".join(system.pid_names()), system.name, rs[0]["wall"],
                      rs[0]["samples"] / rs[0]["wall"], rs[0]["client_cpu"], rs[0]["system_cpu"]))
@@ -988,24 +1033,29 @@ def write_report(bench, out):
     lines.append("")
     lines.append("| system | workload | epoch | kind | wall s | samples/s | MiB/s | source MiB "
                  "read | client CPU s | system CPU s | client peak RSS MiB | system peak RSS "
-                 "MiB | checked |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                 "MiB | granaryd chunk reads | granaryd bytes read / bytes delivered | checked |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         if r["label"] == "profiled":
             continue
+        server = r.get("server")
         lines.append("| %s | %s | %d | %s | %.1f | %.0f | %.1f | %.0f | %.1f | %.1f | %.0f | "
-                     "%.0f | %s |" % (
+                     "%.0f | %s | %s | %s |" % (
                          r["system"], r["workload"], r["epoch"], r["label"], r["wall"],
                          r["samples"] / r["wall"], r["bytes"] / MIB / r["wall"],
                          r["source_bytes"] / MIB, r["client_cpu"], r["system_cpu"],
                          r["client_peak"] / MIB, r["system_peak"] / MIB,
+                         "%.0f" % server["reads"] if server else "–",
+                         "%.2f" % (server["bytes"] / r["bytes"]) if server else "–",
                          "all %d ok" % r["samples"] if r["bad"] == 0 else
                          "**%s**" % ("FAILED" if r["bad"] < 0 else "%d WRONG" % r["bad"])))
     lines.append("")
     lines.append("\"system\" CPU and RSS: rclone, or granaryd + granary-fuse (peaks summed); "
                  "\"client\": the DataLoader's main process and workers (peaks summed), or "
                  "fio. \"source MiB read\": bytes read from the throttled device in the "
-                 "epoch.")
+                 "epoch. granaryd chunk reads and bytes read: from its /metrics (hits + misses; "
+                 "bytes from cache + source + peers, whole chunks), against the bytes the "
+                 "client received.")
     lines.append("")
 
     # Setup phases.
@@ -1164,7 +1214,7 @@ def main():
     p.add_argument("--classes", type=int, default=100)
     p.add_argument("--shards", type=int, default=2)
     p.add_argument("--shard-mib", type=int, default=1024)
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--workers", type=int, default=4, help="DataLoader workers")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--fio-jobs", type=int, default=4)
