@@ -201,6 +201,9 @@ def main():
     p.add_argument("--repetitions", type=int, default=3)
     p.add_argument("--workdir", default="/var/tmp/granary-cluster-bench")
     p.add_argument("--out-dir", default=os.path.join(HERE, "results"))
+    p.add_argument("--data-root", default="",
+                   help="where the nodes' data directories go (default: --workdir); e.g. "
+                        "/dev/shm to take the cache's writes off the source's disk")
     p.add_argument("--generate-only", action="store_true",
                    help="generate the source (kept in --workdir for later runs) and stop")
     args = p.parse_args()
@@ -246,8 +249,8 @@ def main():
                 ref = source_rate(ref_files, ts[0].path)
                 log("rep %d %s: fio through one limit %.1f MiB/s" % (rep, limit, ref / MIB))
                 for n in servers:
-                    r = one_run(args, build, args.workdir, source, n, limit, ts, chunks,
-                                dataset_bytes)
+                    r = one_run(args, build, args.data_root or args.workdir, source, n, limit,
+                                ts, chunks, dataset_bytes)
                     r.update(rep=rep, source_rate=ref,
                              ratio=r["rate"] / (ref if limit == "shared" else n * ref))
                     log("rep %d %s N=%d: %.1f s, %.1f MiB/s, ratio %.3f, source reads %d/%d, "
