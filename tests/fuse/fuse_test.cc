@@ -344,6 +344,14 @@ TEST_F(FuseReadTest, ServerKilledMidReadThenRestarted) {
   EXPECT_TRUE(back) << mount_->log();
 }
 
+TEST_F(FuseReadTest, AnUnreadableTokenFileFailsTheMountWithItsName) {
+  const std::string missing = source_dir_.path() + "/no-such-token";
+  auto mount = FuseMount::Start(server_->socket_address(), {"--token-file", missing}, "ds");
+  ASSERT_FALSE(mount.ok());
+  EXPECT_NE(mount.status().message().find("granary-fuse: "), std::string::npos) << mount.status();
+  EXPECT_NE(mount.status().message().find(missing), std::string::npos) << mount.status();
+}
+
 TEST_F(FuseReadTest, PyTorchDataLoaderSamplesMatchSource) {
   auto [code, output] = Shell("/usr/bin/python3 '" GRANARY_FUSE_TEST_DIR "/dataloader_check.py' '" +
                               mounted_ + "/samples' '" + source_ + "/samples'");

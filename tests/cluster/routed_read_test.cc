@@ -1,0 +1,171 @@
+// Readers route each chunk read to its owner: four real granaryd nodes with a
+// members file and a cluster token (a1, a2, a3 in rack-a; b1 in rack-b), a
+// granary-fuse mount on a1 and `granary cat` through a1. Every chunk is read
+// from the source once, by its ring owner in rack-a; b1, in another group,
+// serves nothing; a second reader finds every chunk cached at its owner.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "common/chunk_math.h"
+#include "common/dataset_client.h"
+#include "grpcpp/client_context.h"
+#include "tests/fuse/fuse_mount.h"
+#include "tests/support/child_process.h"
+#include "tests/support/granary_cluster.h"
+
+namespace granary {
+namespace {
+
+using testing::FuseMount;
+using testing::GranaryCluster;
+using testing::TempDir;
+
+constexpr uint32_t kChunkSize = 1 << 20;
+constexpr int kFiles = 12;
+constexpr size_t kFileSize = 5 * kChunkSize / 2;  // Three chunks, the last one half full.
+constexpr char kToken[] = "routed-read-test-token-0123456789";
+
+std::string FileBytes(int file) {
+  std::mt19937 random(file);
+  std::string bytes(kFileSize, '\0');
+  for (char& byte : bytes) byte = static_cast<char>(random());
+  return bytes;
+}
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class RoutedReadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int file = 0; file < kFiles; ++file) {
+      std::ofstream(source_.path() + "/file" + std::to_string(file)) << FileBytes(file);
+    }
+    token_file_ = dir_.path() + "/token";
+    std::ofstream(token_file_) << kToken << "\n";
+    auto cluster = GranaryCluster::Start(
+        {.nodes = {{"a1", "rack-a"}, {"a2", "rack-a"}, {"a3", "rack-a"}, {"b1", "rack-b"}},
+         .etcd_endpoint = "",
+         .extra_args = {"--token-file", token_file_}});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    grpc::ClientContext context;
+    v1::AddDatasetRequest request;
+    request.set_name("images");
+    request.set_source(source_.path());
+    request.set_chunk_size(kChunkSize);
+    v1::DatasetInfo info;
+    ASSERT_TRUE(cluster_->node(0).SocketStub()->AddDataset(&context, request, &info).ok());
+    // Owners serve only versions their catalog holds.
+    for (size_t i = 1; i < cluster_->size(); ++i) {
+      auto client = DatasetClient::Connect(cluster_->node(i).socket_address());
+      ASSERT_TRUE(client.ok());
+      bool known = false;
+      for (int attempt = 0; attempt < 300 && !known; ++attempt) {
+        known = (*client)->GetManifest("images").ok();
+        if (!known) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      ASSERT_TRUE(known) << "the catalog did not reach " << cluster_->spec(i).id;
+    }
+    auto client = DatasetClient::Connect(cluster_->node(0).socket_address());
+    auto snapshot = (*client)->GetManifest("images");
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+    auto map = ClusterMap::Build(cluster_->Members());
+    ASSERT_TRUE(map.ok());
+    for (uint64_t id = 0; id < snapshot->manifest.entries().size(); ++id) {
+      const ManifestEntry& entry = snapshot->manifest.entries()[id];
+      if (entry.type != EntryType::kFile) continue;
+      for (uint32_t chunk = 0; chunk < ChunkCount(entry.size, kChunkSize); ++chunk) {
+        ++owned_[(*map)->Owners({snapshot->manifest.version(), id, chunk}, "rack-a", 1)[0]->id];
+      }
+    }
+    ASSERT_EQ(owned_.size(), 3u) << "every rack-a node owns some chunk";
+  }
+
+  // Sample `name` of node `i`; 0 if the node never counted it.
+  double Metric(size_t i, const std::string& name) {
+    auto value = cluster_->node(i).Metric(name);
+    return value.ok() ? *value : 0;
+  }
+
+  // Every chunk was read from the source once, by its owner in rack-a.
+  void ExpectSourceReadsByOwnersOnly() {
+    for (size_t i = 0; i < cluster_->size(); ++i) {
+      const std::string& id = cluster_->spec(i).id;
+      EXPECT_EQ(Metric(i, "granary_source_reads_total"), owned_[id]) << id;
+      EXPECT_EQ(Metric(i, "granary_peer_copies_total"), 0) << id;
+    }
+  }
+
+  TempDir source_;
+  TempDir dir_;
+  std::string token_file_;
+  std::unique_ptr<GranaryCluster> cluster_;
+  std::map<std::string, int> owned_;  // Chunks each member owns in rack-a.
+};
+
+TEST_F(RoutedReadTest, AMountReadsEachChunkFromItsOwnerAndCatFindsThemCached) {
+  auto mount =
+      FuseMount::Start(cluster_->node(0).socket_address(), {"--token-file", token_file_}, "images");
+  ASSERT_TRUE(mount.ok()) << mount.status();
+  for (int file = 0; file < kFiles; ++file) {
+    std::string name = "file" + std::to_string(file);
+    ASSERT_TRUE(ReadWhole((*mount)->path() + "/images/" + name) == FileBytes(file)) << name;
+  }
+  ExpectSourceReadsByOwnersOnly();
+  EXPECT_EQ((*mount)->log().find("reading sources directly"), std::string::npos) << (*mount)->log();
+
+  // `granary cat` takes the token from the environment and finds every chunk
+  // at its owner.
+  std::vector<double> hits;
+  for (size_t i = 0; i < cluster_->size(); ++i) {
+    hits.push_back(Metric(i, "granary_cache_hits_total"));
+  }
+  ASSERT_EQ(setenv("GRANARY_TOKEN_FILE", token_file_.c_str(), 1), 0);
+  for (int file = 0; file < kFiles; ++file) {
+    std::string output = dir_.path() + "/cat" + std::to_string(file);
+    auto pid = testing::SpawnChild(GRANARY_CLI_PATH,
+                                   {"--server", cluster_->node(0).socket_address(), "cat",
+                                    "images/file" + std::to_string(file)},
+                                   output);
+    ASSERT_TRUE(pid.ok()) << pid.status();
+    std::optional<int> status = testing::WaitForExit(*pid, std::chrono::seconds(60));
+    ASSERT_TRUE(status.has_value() && WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+    // Standard error shares the file: it must be empty.
+    ASSERT_TRUE(ReadWhole(output) == FileBytes(file)) << "file" << file;
+  }
+  unsetenv("GRANARY_TOKEN_FILE");
+  ExpectSourceReadsByOwnersOnly();
+  for (size_t i = 0; i < cluster_->size(); ++i) {
+    const std::string& id = cluster_->spec(i).id;
+    EXPECT_EQ(Metric(i, "granary_cache_hits_total") - hits[i], owned_[id]) << id;
+  }
+}
+
+TEST_F(RoutedReadTest, WithoutTheTokenPeersRefuseAndTheMountStillReadsEveryByte) {
+  auto mount = FuseMount::Start(cluster_->node(0).socket_address(), {}, "images");
+  ASSERT_TRUE(mount.ok()) << mount.status();
+  for (int file = 0; file < kFiles; ++file) {
+    std::string name = "file" + std::to_string(file);
+    ASSERT_TRUE(ReadWhole((*mount)->path() + "/images/" + name) == FileBytes(file)) << name;
+  }
+  // a1 is reached over its socket, which needs no token; the TCP peers
+  // refused every call, so the mount read their chunks from the source.
+  for (size_t i = 1; i < cluster_->size(); ++i) {
+    EXPECT_EQ(Metric(i, "granary_source_reads_total"), 0) << cluster_->spec(i).id;
+  }
+  EXPECT_NE((*mount)->log().find("UNAUTHENTICATED"), std::string::npos) << (*mount)->log();
+  EXPECT_NE((*mount)->log().find("reading sources directly"), std::string::npos) << (*mount)->log();
+}
+
+}  // namespace
+}  // namespace granary
