@@ -61,8 +61,7 @@ absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity,
   for (size_t i = 0; i < entries.size(); ++i) {
     const ManifestEntry& entry = entries[i];
     if (i > 0 && entries[i - 1].path == entry.path) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("manifest has path '", entry.path, "' twice"));
+      return absl::InvalidArgumentError(absl::StrCat("manifest has path '", entry.path, "' twice"));
     }
     hash.Update(entry.path);
     hash.UpdateU64(entry.path.size());
@@ -76,6 +75,13 @@ absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity,
     hash.UpdateU64(entry.etag.size());
     switch (entry.type) {
       case EntryType::kFile:
+        // Chunk indexes are 32-bit: a larger file's chunks could not all be
+        // named, and its chunk count would wrap.
+        if (entry.size > uint64_t{identity.chunk_size} << 32) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("manifest file '", entry.path, "' of ", entry.size,
+                           " bytes has more than 2^32 chunks of ", identity.chunk_size, " bytes"));
+        }
         ++manifest.file_count_;
         manifest.total_bytes_ += entry.size;
         manifest.chunk_count_ += ChunkCount(entry.size, identity.chunk_size);
@@ -108,14 +114,14 @@ absl::StatusOr<std::string> CleanDatasetPath(std::string_view path) {
   std::string_view relative = path;
   while (!relative.empty() && relative.front() == '/') relative.remove_prefix(1);
   if (relative.size() != path.size() && !relative.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("path '", AsAbsl(path), "' is absolute; paths are relative to the dataset root"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "path '", AsAbsl(path), "' is absolute; paths are relative to the dataset root"));
   }
   std::string clean;
   for (absl::string_view part : absl::StrSplit(AsAbsl(relative), '/', absl::SkipEmpty())) {
     if (part == "." || part == "..") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("path '", AsAbsl(path), "' contains '", part, "'; paths may not leave the dataset"));
+      return absl::InvalidArgumentError(absl::StrCat("path '", AsAbsl(path), "' contains '", part,
+                                                     "'; paths may not leave the dataset"));
     }
     if (!clean.empty()) clean.push_back('/');
     clean.append(part.data(), part.size());

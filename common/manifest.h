@@ -48,7 +48,8 @@ struct DatasetIdentity {
 class Manifest {
  public:
   // Sorts `entries` by path and computes the version. Fails with
-  // INVALID_ARGUMENT on a duplicate or unclean path.
+  // INVALID_ARGUMENT on a duplicate or unclean path, or a file of more than
+  // 2^32 chunks.
   static absl::StatusOr<Manifest> Build(DatasetIdentity identity,
                                         std::vector<ManifestEntry> entries);
 

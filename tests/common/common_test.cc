@@ -165,6 +165,24 @@ TEST(Manifest, RejectsDuplicatesAndBadProtoEntries) {
   EXPECT_EQ(back->mode, entry.mode);
 }
 
+// Caught by the chunk-coverage property of tests/fuzz/manifest_fuzzer: a file
+// of 2^64-1 bytes wrapped its chunk count to 0, and one of over 2^32 chunks had
+// chunks no 32-bit chunk index can name.
+TEST(Manifest, RejectsFilesOfMoreThanTwoToTheThirtyTwoChunks) {
+  auto entries = SampleEntries();
+  entries[0].size = (uint64_t{1024} << 32) + 1;
+  auto too_big = Manifest::Build({"ds", "/src", 1024}, entries);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(too_big.status().message().find("b.txt"), std::string::npos) << too_big.status();
+  entries[0].size = UINT64_MAX;
+  EXPECT_EQ(Manifest::Build({"ds", "/src", 1024}, entries).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  entries[0].size = uint64_t{1024} << 32;
+  auto largest = Manifest::Build({"ds", "/src", 1024}, entries);
+  ASSERT_TRUE(largest.ok()) << largest.status();
+  EXPECT_EQ(largest->chunk_count(), (uint64_t{1} << 32) + 1);
+}
+
 TEST(Status, ErrnoMapsToMeaningfulCodes) {
   EXPECT_EQ(ErrnoStatus(ENOENT, "open /x").code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ErrnoStatus(EACCES, "open /x").code(), absl::StatusCode::kPermissionDenied);
