@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs every dependency (idempotent), builds, runs the
-# chunk store's concurrency test in a ThreadSanitizer build, then the whole
-# suite through ctest (whose summary closes the output).
+# chunk store's concurrency test in a ThreadSanitizer build and the fuzz
+# targets in a libFuzzer build, then the whole suite through ctest (whose
+# summary closes the output).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/scripts/install-deps.sh"
@@ -12,5 +13,8 @@ GRANARY_BUILD_DIR="$root/build-tsan" GRANARY_BUILD_TARGETS=store_concurrency_tes
   bash "$root/scripts/build.sh" -DGRANARY_SANITIZE=thread -DGRANARY_BUILD_BENCH=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/store/tsan.supp" \
   "$root/build-tsan/tests/store/store_concurrency_test"
+
+# Every libFuzzer target for a short bounded time, in its own clang build.
+GRANARY_FUZZ_SECONDS="${GRANARY_FUZZ_SECONDS:-10}" bash "$root/tests/fuzz/run.sh"
 
 ctest --test-dir "$root/build" --output-on-failure -j2 --timeout 600
