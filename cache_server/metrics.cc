@@ -89,6 +89,10 @@ std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t datas
           store.evicted_chunks);
   Counter(&out, "granary_store_admissions_refused_total", "Chunks the store declined to admit.",
           store.admissions_refused);
+  Counter(&out, "granary_store_insert_errors_total",
+          "Chunks the store failed to write (a full disk, an I/O error); they were served "
+          "uncached.",
+          store.insert_errors);
   Gauge(&out, "granary_datasets", "Registered datasets.", static_cast<int64_t>(dataset_count));
   return out;
 }

@@ -20,6 +20,7 @@
 //   granary_store_disk_bytes, granary_store_chunks,
 //   granary_store_checksum_failures_total, granary_store_evicted_chunks_total,
 //   granary_store_admissions_refused_total
+//   granary_store_insert_errors_total   chunks the store failed to write
 //   granary_datasets
 //
 // Thread-safety: all methods are safe to call concurrently.

@@ -191,6 +191,9 @@ class SegmentChunkStore final : public ChunkStore {
   absl::Status ReclaimLocked(uint64_t segment_id);
   // Drops `key` if the index still maps it to `location`.
   void DropLocked(std::string_view key, const v1::ChunkLocation& location);
+  // Reclaims `segment` if it takes no more chunks, has no write in flight and
+  // holds no live chunk.
+  void ReclaimIfDeadLocked(const Segment& segment);
   // Hands the segment to the sealer once it is closed and idle.
   void MaybeSealLocked(Segment& segment);
 
@@ -223,6 +226,7 @@ class SegmentChunkStore final : public ChunkStore {
   std::atomic<uint64_t> checksum_failures_{0};
   std::atomic<uint64_t> inserts_{0};
   std::atomic<uint64_t> admissions_refused_{0};
+  std::atomic<uint64_t> insert_errors_{0};
   std::atomic<uint64_t> evicted_chunks_{0};
 
   // Last, so that its thread stops before anything it uses is destroyed.
@@ -337,10 +341,13 @@ void SegmentChunkStore::DropLocked(std::string_view key, const v1::ChunkLocation
   used_bytes_ -= location.length();
   chunk_count_--;
   ForgetVersionBytesLocked(segment.dataset_version, location.length());
-  if (segment.live_chunks == 0 && !segment.accepting && segment.pending_writes == 0) {
-    if (absl::Status reclaimed = ReclaimLocked(location.segment_id()); !reclaimed.ok()) {
-      GRANARY_LOG(ERROR) << "chunk store: " << reclaimed.message();
-    }
+  ReclaimIfDeadLocked(segment);
+}
+
+void SegmentChunkStore::ReclaimIfDeadLocked(const Segment& segment) {
+  if (segment.live_chunks > 0 || segment.accepting || segment.pending_writes > 0) return;
+  if (absl::Status reclaimed = ReclaimLocked(segment.file->id()); !reclaimed.ok()) {
+    GRANARY_LOG(ERROR) << "chunk store: " << reclaimed.message();
   }
 }
 
@@ -468,13 +475,17 @@ absl::StatusOr<bool> SegmentChunkStore::Insert(const ChunkKey& key, std::string_
     insert_done_.wait(lock, [&] { return !inserting_.contains(encoded); });
     GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> existing, index_->Get(encoded));
     if (existing) return true;
-    GRANARY_ASSIGN_OR_RETURN(std::optional<Placement> reserved,
-                             ReserveLocked(key.dataset_version, stored_bytes));
-    if (!reserved) {
+    absl::StatusOr<std::optional<Placement>> reserved =
+        ReserveLocked(key.dataset_version, stored_bytes);
+    if (!reserved.ok()) {
+      insert_errors_++;  // A new segment file could not be made: the disk is full, say.
+      return reserved.status();
+    }
+    if (!*reserved) {
       admissions_refused_++;
       return false;
     }
-    placement = *std::move(reserved);
+    placement = **std::move(reserved);
     inserting_.insert(encoded);
   }
 
@@ -509,8 +520,13 @@ absl::StatusOr<bool> SegmentChunkStore::Insert(const ChunkKey& key, std::string_
       open_segments_.erase(key.dataset_version);
     }
     MaybeSealLocked(segment);
+    // A segment whose writes all failed (a full disk) holds nothing: its file
+    // and the capacity it reserved go now, or they would pile up, one per
+    // failed insert, until no chunk could be admitted.
+    if (!status.ok()) ReclaimIfDeadLocked(segment);
   }
   if (!status.ok()) {
+    insert_errors_++;
     return absl::Status(status.code(),
                         absl::StrCat("storing chunk ", key.ToString(), ": ", status.message()));
   }
@@ -583,6 +599,7 @@ StoreStats SegmentChunkStore::Stats() {
   stats.checksum_failures = checksum_failures_;
   stats.inserts = inserts_;
   stats.admissions_refused = admissions_refused_;
+  stats.insert_errors = insert_errors_;
   stats.evicted_chunks = evicted_chunks_;
   stats.io_engine = std::string(io_->name());
   return stats;

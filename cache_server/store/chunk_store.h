@@ -86,6 +86,7 @@ struct StoreStats {
   uint64_t checksum_failures = 0;
   uint64_t inserts = 0;
   uint64_t admissions_refused = 0;
+  uint64_t insert_errors = 0;  // Inserts that failed (a full disk, an I/O error).
   uint64_t evicted_chunks = 0;
   std::string io_engine;  // "io_uring" or "pread".
 };
