@@ -89,15 +89,21 @@ absl::Status CatalogSync::ExchangeWith(const Member& peer) {
 
 absl::StatusOr<v1::ExchangeCatalogResponse> CatalogSync::Answer(
     const v1::ExchangeCatalogRequest& request) {
-  const Member* sender = cluster_->current()->Find(request.sender_id());
+  std::shared_ptr<const ClusterMap> members = cluster_->current();
+  const Member* sender = members->Find(request.sender_id());
   if (sender == nullptr) {
     // Not in this node's member list yet (etcd watches lag a little): its
     // manifests cannot be fetched now, but it still learns this catalog, and
     // this node catches up when the sender appears.
     GRANARY_LOG(INFO) << "catalog exchange from unknown member '" << request.sender_id()
                       << "': answering without adopting its records";
-  } else {
-    GRANARY_RETURN_IF_ERROR(Merge(*sender, {request.records().begin(), request.records().end()}));
+  } else if (absl::Status merged =
+                 Merge(*sender, {request.records().begin(), request.records().end()});
+             !merged.ok()) {
+    // The sender still gets this catalog; its records come with a later
+    // exchange.
+    GRANARY_LOG(WARNING) << "catalog exchange from " << sender->id
+                         << ": adopting its records failed: " << merged;
   }
   v1::ExchangeCatalogResponse response;
   for (v1::CatalogDataset& record : catalog_->Records()) {

@@ -31,10 +31,11 @@ absl::Status ClusterView::Update(std::vector<Member> members) {
     current_ = std::move(map);
     listeners = listeners_;
   }
+  std::shared_ptr<const ClusterMap> now = current();
   size_t up = 0;
-  for (const Member& member : current()->members()) up += member.up ? 1 : 0;
-  GRANARY_LOG(INFO) << "cluster changed: " << current()->members().size() << " members, " << up
-                    << " up, in " << current()->groups().size() << " groups";
+  for (const Member& member : now->members()) up += member.up ? 1 : 0;
+  GRANARY_LOG(INFO) << "cluster changed: " << now->members().size() << " members, " << up
+                    << " up, in " << now->groups().size() << " groups";
   for (const auto& listener : listeners) listener();
   return absl::OkStatus();
 }
@@ -56,7 +57,8 @@ std::shared_ptr<const ClusterMap> ClusterView::previous() const {
 
 std::vector<Member> ClusterView::Peers() const {
   std::vector<Member> peers;
-  for (const Member& member : current()->members()) {
+  std::shared_ptr<const ClusterMap> map = current();
+  for (const Member& member : map->members()) {
     if (member.up && member.id != self_.id) peers.push_back(member);
   }
   return peers;
@@ -64,7 +66,8 @@ std::vector<Member> ClusterView::Peers() const {
 
 std::vector<Member> ClusterView::GroupMembers(std::string_view group) const {
   std::vector<Member> members;
-  for (const Member& member : current()->members()) {
+  std::shared_ptr<const ClusterMap> map = current();
+  for (const Member& member : map->members()) {
     if (member.up && member.group == group) members.push_back(member);
   }
   return members;
@@ -96,6 +99,13 @@ std::vector<Member> ClusterView::CopySources(const ChunkKey& key) {
     }
     sources.push_back(*live);
   };
+  // The owner the chunk would have without this node: where it lived before
+  // this node joined (or came back empty), or its owner if that is not us.
+  for (const Member* owner : map->Owners(key, self_.group, 2)) {
+    if (owner->id == self_.id) continue;
+    add(owner);
+    break;
+  }
   if (before != map) {
     std::vector<const Member*> owners = before->Owners(key, self_.group, 1);
     if (!owners.empty()) add(owners.front());

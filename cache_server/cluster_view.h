@@ -53,9 +53,10 @@ class ClusterView {
             const std::vector<std::string>& unreachable) const;
 
   // The peers worth asking for a copy of chunk `key` before reading the
-  // source, in order: its owner in this node's group under the previous map
-  // (the chunk may have moved to this node), then its owner in each other
-  // group. Suspect peers come last.
+  // source, in order: in this node's group, the owner it would have without
+  // this node (where it lived before this node joined) and its owner under
+  // the previous map; then its owner in each other group. Suspect peers come
+  // last.
   std::vector<Member> CopySources(const ChunkKey& key);
 
  private:

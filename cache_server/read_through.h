@@ -1,10 +1,10 @@
 // ReadThrough answers "the bytes of chunk K" on one node: from the chunk store
 // when it holds K (verified by the store), else by fetching the whole chunk,
 // storing it and returning it. A miss is copied from a peer that holds the
-// chunk when there is one (the chunk's previous owner in this group after a
-// membership change, or its owner in another group), so a group warms from
-// another instead of reading the shared source again; otherwise it is read
-// from the dataset's source. Concurrent misses of one chunk share a single
+// chunk when there is one (where the chunk lived in this group before a
+// membership change, or its owner in another group), so a joining node and a
+// second group warm from their peers instead of reading the shared source
+// again; otherwise it is read from the dataset's source. Concurrent misses of one chunk share a single
 // fetch. Every read marks its dataset version active for the store's eviction.
 //
 // A peer's copy is trusted as the peer verified it against the checksum it

@@ -308,7 +308,8 @@ grpc::Status GranaryService::Status(grpc::ServerContext* context, const v1::Stat
   *response->add_nodes() = LocalStatus();
   if (request->local_only()) return grpc::Status::OK;
   std::vector<Member> others;
-  for (const Member& member : parts_.cluster->current()->members()) {
+  std::shared_ptr<const ClusterMap> members = parts_.cluster->current();
+  for (const Member& member : members->members()) {
     if (member.id != parts_.cluster->self().id) others.push_back(member);
   }
   std::vector<v1::NodeStatus> statuses(others.size());
@@ -407,7 +408,8 @@ grpc::Status GranaryService::GetMembers(grpc::ServerContext* context, const v1::
                                         v1::GetMembersResponse* response) {
   GRANARY_AUTHENTICATE(context, "GetMembers");
   response->set_self_id(parts_.cluster->self().id);
-  for (const Member& member : parts_.cluster->current()->members()) {
+  std::shared_ptr<const ClusterMap> members = parts_.cluster->current();
+  for (const Member& member : members->members()) {
     v1::MemberInfo* info = response->add_members();
     info->set_id(member.id);
     info->set_address(member.address);

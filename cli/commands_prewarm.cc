@@ -2,12 +2,15 @@
 // source ahead of the job that will read it, showing progress as it goes.
 //
 // --group and --nodes name the target by cluster membership and are checked
-// against the members the server reports; the connected server carries the
-// prewarm out for its target.
+// against the members the server reports. Chunks live with their owners in
+// each cache group, so a prewarm targets groups: --nodes means the groups of
+// those nodes (readers on a node read from its group), each warmed in turn.
+// The connected server coordinates every member of a group.
 #include <unistd.h>
 
 #include <chrono>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -37,30 +40,48 @@ struct PrewarmOptions {
   bool json = false;
 };
 
-absl::Status CheckTarget(const ServerConnection& server, const PrewarmOptions& options) {
-  GRANARY_ASSIGN_OR_RETURN(v1::StatusResponse status, server.Call(&v1::Granary::Stub::Status));
+absl::Status PrewarmGroup(const ServerConnection& server, const PrewarmOptions& options,
+                          const std::string& group);
+
+// The cache groups to warm: --group, the groups of --nodes, or "" (the
+// connected server's group).
+absl::StatusOr<std::set<std::string>> TargetGroups(const ServerConnection& server,
+                                                   const PrewarmOptions& options) {
+  if (options.group.empty() && options.nodes.empty()) return std::set<std::string>{""};
+  GRANARY_ASSIGN_OR_RETURN(v1::GetMembersResponse members,
+                           server.Call(&v1::Granary::Stub::GetMembers));
   std::set<std::string> groups;
-  std::set<std::string> nodes;
-  for (const v1::NodeStatus& node : status.nodes()) {
-    groups.insert(node.group());
-    nodes.insert(node.node_id());
+  std::map<std::string, std::string> group_of;
+  for (const v1::MemberInfo& member : members.members()) {
+    groups.insert(member.group());
+    group_of[member.id()] = member.group();
   }
-  if (!options.group.empty() && !groups.contains(options.group)) {
-    return absl::NotFoundError(absl::StrCat("no cache group '", options.group,
-                                            "' (groups: ", absl::StrJoin(groups, ", "), ")"));
-  }
-  for (const std::string& node : options.nodes) {
-    if (!nodes.contains(node)) {
-      return absl::NotFoundError(
-          absl::StrCat("no node '", node, "' (nodes: ", absl::StrJoin(nodes, ", "), ")"));
+  if (!options.group.empty()) {
+    if (!groups.contains(options.group)) {
+      return absl::NotFoundError(absl::StrCat("no cache group '", options.group,
+                                              "' (groups: ", absl::StrJoin(groups, ", "), ")"));
     }
+    return std::set<std::string>{options.group};
   }
-  return absl::OkStatus();
+  std::set<std::string> targets;
+  for (const std::string& node : options.nodes) {
+    auto it = group_of.find(node);
+    if (it == group_of.end()) {
+      std::vector<std::string> ids;
+      for (const auto& [id, group] : group_of) ids.push_back(id);
+      return absl::NotFoundError(
+          absl::StrCat("no node '", node, "' (nodes: ", absl::StrJoin(ids, ", "), ")"));
+    }
+    targets.insert(it->second);
+  }
+  return targets;
 }
 
 void PrintSummary(const std::string& name, const v1::PrewarmProgress& progress, double seconds) {
   std::cout << absl::StreamFormat(
-      "prewarmed '%s': %s of %s, %d of %d chunks (%d were already cached) in %.1f s, %s\n", name,
+      "prewarmed '%s' on %d node%s: %s of %s, %d of %d chunks (%d were already cached) in %.1f "
+      "s, %s\n",
+      name, progress.nodes(), progress.nodes() == 1 ? "" : "s",
       FormatPercent(Fraction(progress.bytes_done(), progress.bytes_total())),
       FormatSize(progress.bytes_total()), progress.chunks_done(), progress.chunks_total(),
       progress.chunks_already_cached(), seconds, FormatRate(progress.bytes_per_second()));
@@ -74,11 +95,18 @@ void PrintSummary(const std::string& name, const v1::PrewarmProgress& progress, 
 absl::Status RunPrewarm(const GlobalOptions& global, const PrewarmOptions& options) {
   GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
                            ServerConnection::Open(global.server, global.token_file));
-  if (!options.group.empty() || !options.nodes.empty()) {
-    GRANARY_RETURN_IF_ERROR(CheckTarget(server, options));
+  GRANARY_ASSIGN_OR_RETURN(std::set<std::string> groups, TargetGroups(server, options));
+  for (const std::string& group : groups) {
+    GRANARY_RETURN_IF_ERROR(PrewarmGroup(server, options, group));
   }
+  return absl::OkStatus();
+}
+
+absl::Status PrewarmGroup(const ServerConnection& server, const PrewarmOptions& options,
+                          const std::string& group) {
   v1::PrewarmRequest request;
   request.set_name(options.name);
+  request.set_group(group);
   for (const std::string& path : options.paths) request.add_paths(path);
 
   grpc::ClientContext context;

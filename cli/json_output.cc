@@ -126,6 +126,7 @@ nlohmann::json PrewarmJson(std::string_view name, const v1::PrewarmProgress& pro
       {"chunks_done", progress.chunks_done()},
       {"chunks_total", progress.chunks_total()},
       {"chunks_already_cached", progress.chunks_already_cached()},
+      {"nodes", progress.nodes()},
       {"seconds", seconds},
       {"bytes_per_second", progress.bytes_per_second()},
       {"failures", std::move(failures)},

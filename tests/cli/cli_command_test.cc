@@ -221,7 +221,7 @@ TEST_F(CliTest, PrewarmReachesOneHundredPercentThenEverythingIsCached) {
 
   CliResult summary = Granary({"prewarm", "warm"});
   EXPECT_EQ(summary.exit_code, 0) << summary.err;
-  EXPECT_NE(summary.out.find("prewarmed 'warm': 100.0%"), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("prewarmed 'warm' on 1 node: 100.0%"), std::string::npos) << summary.out;
 }
 
 TEST_F(CliTest, PrewarmOfSomePathsAndTargets) {
