@@ -86,7 +86,7 @@ class KubernetesTest(unittest.TestCase):
         find("Namespace", NAMESPACE)
 
     def test_daemonset_runs_granaryd_and_fuse_with_bidirectional_propagation(self):
-        daemonset = find("DaemonSet", "granary-node")
+        daemonset = find("DaemonSet", "granary-node-rack-a")
         spec = daemonset["spec"]["template"]["spec"]
         self.assertEqual(daemonset["spec"]["selector"]["matchLabels"],
                          {k: v for k, v in daemonset["spec"]["template"]["metadata"]["labels"].items()
@@ -125,9 +125,38 @@ class KubernetesTest(unittest.TestCase):
         self.assertTrue(long_flags(granaryd["args"]) <= set(re.findall(r"--[a-z-]+", help_text(GRANARYD))))
         self.assertTrue(long_flags(fuse["args"]) <= set(re.findall(r"--[a-z-]+", help_text(GRANARY_FUSE))))
 
+        # One DaemonSet per cache group: its nodes, its --group.
+        group = daemonset["spec"]["selector"]["matchLabels"]["granary.io/group"]
+        self.assertEqual(spec["nodeSelector"]["granary.io/group"], group)
+        self.assertEqual(flag_value(granaryd["args"], "--group"), group)
+        # Membership through etcd, at the node's address.
+        self.assertTrue(config["etcd"].startswith("http://"))
+        self.assertEqual(flag_value(granaryd["args"], "--advertise"), "$(NODE_IP):%d" % ports["peer"])
+        env = {e["name"]: e for e in granaryd["env"]}
+        self.assertEqual(env["NODE_IP"]["valueFrom"]["fieldRef"]["fieldPath"], "status.hostIP")
+
+        # The cluster token reaches both containers read-only.
+        for c in (granaryd, fuse):
+            self.assertTokenMounted(spec, c)
+
+        # The Service fronts the granaryd of every group.
         service = find("Service", "granary-node")
-        self.assertEqual(service["spec"]["selector"], daemonset["spec"]["selector"]["matchLabels"])
+        self.assertLessEqual(service["spec"]["selector"].items(),
+                             daemonset["spec"]["selector"]["matchLabels"].items())
+        self.assertNotIn("granary.io/group", service["spec"]["selector"])
         self.assertEqual(service["spec"]["ports"][0]["targetPort"], "peer")
+
+    def assertTokenMounted(self, pod_spec, c):
+        """`c` gets --token-file of a read-only mount of the granary-cluster-token Secret."""
+        token_file = flag_value(c["args"], "--token-file")
+        volumes = {v["name"]: v for v in pod_spec["volumes"]}
+        [mount] = [m for m in c["volumeMounts"] if token_file.startswith(m["mountPath"] + "/")]
+        self.assertIs(mount["readOnly"], True, c["name"])
+        secret = volumes[mount["name"]]["secret"]
+        self.assertEqual(secret["secretName"], "granary-cluster-token")
+        self.assertEqual(secret["defaultMode"], 0o400)
+        key = token_file[len(mount["mountPath"]) + 1:]
+        self.assertIn(key, find("Secret", "granary-cluster-token")["stringData"])
 
     def test_extender_deployment_service_and_scheduler_configuration_agree(self):
         deployment = find("Deployment", "granary-extender")
@@ -145,6 +174,7 @@ class KubernetesTest(unittest.TestCase):
 
         # granaryd through its Service, on the peer port.
         server = flag_value(extender["args"], "--server")
+        self.assertTokenMounted(deployment["spec"]["template"]["spec"], extender)
         node_service = find("Service", "granary-node")
         self.assertEqual(server, "granary-node.%s.svc:%d" % (NAMESPACE, node_service["spec"]["ports"][0]["port"]))
 
@@ -211,6 +241,7 @@ class SystemdTest(unittest.TestCase):
         self.assertTrue(command[0].endswith("/granaryd"))
         self.assertTrue(long_flags(command) <= set(re.findall(r"--[a-z-]+", help_text(GRANARYD))))
         self.assertEqual(flag_value(command, "--socket"), "/run/granary/granaryd.sock")
+        self.assertEqual(flag_value(command, "--token-file"), "/etc/granary/token")
         self.assertEqual(unit["Install"]["WantedBy"], "multi-user.target")
 
     def test_fuse_template_unit_mounts_its_instance(self):
@@ -221,6 +252,7 @@ class SystemdTest(unittest.TestCase):
         self.assertEqual(command[1], "%f")
         self.assertIn("--foreground", command)
         self.assertEqual(flag_value(command, "--server"), "unix:/run/granary/granaryd.sock")
+        self.assertEqual(flag_value(command, "--token-file"), "/etc/granary/token")
         self.assertTrue(long_flags(command) <= set(re.findall(r"--[a-z-]+", help_text(GRANARY_FUSE))))
         self.assertIn("granaryd.service", unit["Unit"]["Requires"])
 
