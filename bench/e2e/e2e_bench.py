@@ -774,10 +774,22 @@ class Granary(System):
             drop_caches()
             usage = Usage([self.server.pid])
             sampler = Sampler(b.throttle.bytes_read)
+            perf = None
+            if b.args.profile_prewarm:
+                perf_data = os.path.join(b.work, "perf-prewarm.data")
+                perf = subprocess.Popen(["perf", "record", "-g", "-F", "199", "-p",
+                                         str(self.server.pid), "-o", perf_data],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(1)
             start = time.perf_counter()
             out = run(self.cli + ["prewarm", DATASET, "--json"], capture_output=True,
                       text=True)
             wall = time.perf_counter() - start
+            if perf:
+                perf.send_signal(signal.SIGINT)
+                perf.wait()
+                b.write_profile(perf_data, "prewarm", "perf record -g -F 199 -p <granaryd pid> "
+                                "during `granary prewarm` (%.1f s)" % wall)
             samples = sampler.stop()
             cpu, peak = usage.finish()
             report = json.loads(out.stdout)
@@ -934,6 +946,14 @@ class Bench:
         rs = run_dataloader(self, system, "images", 1, "profiled", "profiled")
         perf.send_signal(signal.SIGINT)
         perf.wait()
+        self.write_profile(data, system.name, "perf record -g -F 199 -p <%s pids> during one "
+                           "extra images epoch on %s (%.1f s, %.0f samples/s; client CPU %.1f s, "
+                           "system CPU %.1f s)" %
+                           (" + ".join(system.pid_names()), system.name, rs[0]["wall"],
+                            rs[0]["samples"] / rs[0]["wall"], rs[0]["client_cpu"],
+                            rs[0]["system_cpu"]))
+
+    def write_profile(self, data, name, title):
         text = []
         reports = [["--no-children", "-g", "none", "--sort", "comm"],
                    ["--no-children", "-g", "none", "--sort", "comm,dso"],
@@ -942,18 +962,15 @@ class Bench:
                    ["--children", "-g", "caller,2,callee,function,percent", "--sort", "sym",
                     "--percent-limit", "4"]]
         for options in reports:
-            out = run(["perf", "report", "-i", data, "--stdio"] + options, capture_output=True, text=True,
-                      check=False).stdout
+            out = run(["perf", "report", "-i", data, "--stdio"] + options, capture_output=True,
+                      text=True, check=False).stdout
             kept = [l for l in out.splitlines() if l.strip() and not l.startswith("#")]
             text.append("\n".join(kept[:250]))
         os.makedirs(self.out, exist_ok=True)
-        with open(os.path.join(self.out, "profile-%s.txt" % system.name), "w") as f:
-            f.write("perf record -g -F 199 -p <%s pids> during one extra images epoch on %s "
-                    "(%.1f s, %.0f samples/s; client CPU %.1f s, system CPU %.1f s)\n\n" %
-                    (" + ".join(system.pid_names()), system.name, rs[0]["wall"],
-                     rs[0]["samples"] / rs[0]["wall"], rs[0]["client_cpu"], rs[0]["system_cpu"]))
-            f.write("\n\n".join(text) + "\n")
-        log("profile written to %s" % os.path.join(self.out, "profile-%s.txt" % system.name))
+        path = os.path.join(self.out, "profile-%s.txt" % name)
+        with open(path, "w") as f:
+            f.write(title + "\n\n" + "\n\n".join(text) + "\n")
+        log("profile written to %s" % path)
 
     def run(self):
         a = self.args
@@ -1222,6 +1239,8 @@ def main():
     p.add_argument("--systems", default="direct,local-copy,rclone,granary-cold,granary-prewarm")
     p.add_argument("--workloads", default="images,shards",
                    help="images (DataLoader), shards (fio), shards-loader (DataLoader)")
+    p.add_argument("--profile-prewarm", action="store_true",
+                   help="perf record granaryd during `granary prewarm` (slows the prewarm)")
     p.add_argument("--granary-servers", type=int, default=1,
                    help="servers in the Granary cache group (>1: after the cluster lands)")
     p.add_argument("--profile", action="store_true",
