@@ -15,8 +15,12 @@ functions in slurmscriptd, outside slurmctld's locks, so they may call scontrol
 and granary. The other functions are required by the plugin and do nothing.
 
 GRANARY and GRANARY_SERVER in slurmctld's environment name the CLI and the
-granaryd to ask (default: granary on PATH and the local socket); log lines go
-to slurmctld's log and, when GRANARY_HOOK_LOG names a file, there too.
+granaryd to ask (default: granary on PATH and the local socket); when that is
+a HOST:PORT, GRANARY_TOKEN_FILE names the cluster token file (the CLI reads
+it). Granary node ids must equal Slurm node names: --nodes maps the job's
+hosts to their cache groups, and every member of those groups fetches its
+share. Log lines go to slurmctld's log and, when GRANARY_HOOK_LOG names a
+file, there too.
 --]]
 
 local granary = os.getenv("GRANARY") or "granary"

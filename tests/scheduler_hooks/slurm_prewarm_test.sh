@@ -1,7 +1,9 @@
 #!/bin/bash
 # The Slurm hooks of deploy/slurm against real daemons on localhost: munged (as
-# the munge user), slurmctld and slurmd (Slurm 22.05) and granaryd, all on a
-# temporary directory. granary-slurm-features publishes the cached dataset ds0
+# the munge user), slurmctld and slurmd (Slurm 22.05) and a cluster of three
+# granaryd in two cache groups with the cluster token, all on a temporary
+# directory; the Slurm node "localhost" is Granary node "localhost" of rack-a,
+# so prewarms land in rack-a (localhost and peer-a) and never in rack-b. granary-slurm-features publishes the cached dataset ds0
 # as a node feature; a job submitted with --comment=granary:ds0,ds1 gets
 # job_submit.lua's --prefer for ds0 (no node holds ds1 yet), PrologSlurmctld
 # prewarms both onto the job's node before the job script starts, and the
@@ -75,13 +77,42 @@ runuser -u munge -- munged --foreground --socket="${tmp}/munge/munge.sock" \
 pids+=($!)
 wait_for 10 test -S "${tmp}/munge/munge.sock" || fail "munged did not start"
 
-# granaryd as Slurm's node "localhost".
-export GRANARY_SERVER="unix:${tmp}/granaryd.sock"
-"${granaryd}" --data-dir "${tmp}/granary" --socket "${tmp}/granaryd.sock" \
-  --listen "127.0.0.1:$(free_port)" --metrics-listen "127.0.0.1:$(free_port)" \
-  --node-id localhost --group rack-a >"${tmp}/log/granaryd" 2>&1 &
-pids+=($!)
-wait_for 20 "${granary}" status || fail "granaryd did not start"
+# A Granary cluster of three granaryd with the cluster token: "localhost" (the
+# Slurm node) and "peer-a" in cache group rack-a, "remote-b" in rack-b. The
+# hooks and the CLI ask localhost's granaryd over TCP, so every call needs the
+# token (GRANARY_TOKEN_FILE).
+(umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"${tmp}/token")
+export GRANARY_TOKEN_FILE="${tmp}/token"
+granary_nodes=(localhost:rack-a peer-a:rack-a remote-b:rack-b)
+declare -A peer_port
+echo "members:" >"${tmp}/members.yaml"
+for spec in "${granary_nodes[@]}"; do
+  id="${spec%%:*}"
+  peer_port[${id}]="$(free_port)"
+  printf '  - id: %s\n    address: 127.0.0.1:%s\n    group: %s\n' "${id}" "${peer_port[${id}]}" \
+    "${spec#*:}" >>"${tmp}/members.yaml"
+done
+for spec in "${granary_nodes[@]}"; do
+  id="${spec%%:*}"
+  "${granaryd}" --data-dir "${tmp}/granary-${id}" --socket "${tmp}/granaryd-${id}.sock" \
+    --listen "127.0.0.1:${peer_port[${id}]}" --metrics-listen "127.0.0.1:$(free_port)" \
+    --node-id "${id}" --group "${spec#*:}" --members "${tmp}/members.yaml" \
+    --token-file "${GRANARY_TOKEN_FILE}" >"${tmp}/log/granaryd-${id}" 2>&1 &
+  pids+=($!)
+done
+export GRANARY_SERVER="127.0.0.1:${peer_port[localhost]}"
+for spec in "${granary_nodes[@]}"; do
+  id="${spec%%:*}"
+  wait_for 20 "${granary}" --server "unix:${tmp}/granaryd-${id}.sock" status ||
+    fail "granaryd ${id} did not start"
+done
+# Every node sees all three members.
+members_up() { [[ "$("${granary}" status --json | grep -o '"node_id"' | wc -l)" -ge 3 ]]; }
+wait_for 30 members_up || fail "the cluster did not form: $("${granary}" status --json)"
+# Without the token, TCP calls are refused.
+if env -u GRANARY_TOKEN_FILE "${granary}" status >/dev/null 2>&1; then
+  fail "granaryd answered a TCP call without the token"
+fi
 
 # Two datasets: ds0 prewarmed now (it becomes a node feature), ds1 for the job.
 mkdir -p "${tmp}/source/ds0" "${tmp}/source/ds1/train"
@@ -94,7 +125,7 @@ head -c $((3 << 20)) /dev/urandom >"${tmp}/source/ds2/c.bin"
 "${granary}" dataset add ds0 "${tmp}/source/ds0" >/dev/null
 "${granary}" dataset add ds1 "${tmp}/source/ds1" >/dev/null
 "${granary}" dataset add ds2 "${tmp}/source/ds2" >/dev/null
-"${granary}" prewarm ds0 --json >/dev/null
+"${granary}" prewarm ds0 --group rack-a --json >/dev/null
 
 # Slurm, configured in the temporary directory.
 ctld_port="$(free_port)"
@@ -139,6 +170,7 @@ cp "${hooks}/job_submit.lua" "${hooks}/burst_buffer.lua" "${tmp}/etc/"
 cat >"${tmp}/etc/granary-prolog-slurmctld" <<PROLOG
 #!/bin/bash
 export GRANARY='${granary}' GRANARY_SERVER='${GRANARY_SERVER}' GRANARY_HOOK_LOG='${tmp}/order.log'
+export GRANARY_TOKEN_FILE='${GRANARY_TOKEN_FILE}'
 export SLURM_CONF='${tmp}/etc/slurm.conf'
 exec '${hooks}/granary-prolog-slurmctld'
 PROLOG
@@ -187,22 +219,31 @@ grep -q "prewarmed 'ds1'" "${tmp}/order.log" || fail "no prewarm in $(cat "${tmp
 order="$(grep -oE "prewarming 'ds1'|prewarmed 'ds1'|job started" "${tmp}/order.log" | paste -sd'|' -)"
 [[ "${order}" == "prewarming 'ds1'|prewarmed 'ds1'|job started" ]] || fail "order: ${order}"
 
-# Whether the job's `granary locate --json` ($1) found all $2 bytes on localhost.
+# Whether the job's `granary locate --json` ($1) found all $2 bytes in the
+# Slurm node's cache group rack-a, spread over localhost and peer-a, and none
+# in rack-b, which the job did not use.
 fully_cached() {
   /usr/bin/python3 - "$1" "$2" <<'CHECK'
 import json, sys
 locate = json.load(open(sys.argv[1]))
 total = locate["total_bytes"]
-node = [n for n in locate["nodes"] if n["node_id"] == "localhost"][0]
 assert total == int(sys.argv[2]), total
-assert node["cached_bytes"] == total and node["node_fraction"] == 1.0, node
+groups = {g["group"]: g for g in locate["groups"]}
+assert groups["rack-a"]["cached_bytes"] == total and groups["rack-a"]["fraction"] == 1.0, groups
+assert groups.get("rack-b", {"cached_bytes": 0})["cached_bytes"] == 0, groups
+nodes = {n["node_id"]: n for n in locate["nodes"]}
+assert set(nodes) == {"localhost", "peer-a", "remote-b"}, nodes
+assert nodes["localhost"]["cached_bytes"] + nodes["peer-a"]["cached_bytes"] == total, nodes
+assert nodes["localhost"]["group_fraction"] == 1.0, nodes
+assert nodes["remote-b"]["cached_bytes"] == 0 and nodes["remote-b"]["group_fraction"] == 0.0, nodes
 CHECK
 }
 fully_cached "${tmp}/locate.json" $(((1 << 20) + (5 << 20) + 4097)) ||
   fail "ds1 not fully cached: $(cat "${tmp}/locate.json")"
 
 # The burst buffer path: ds2 is cold until the job's pre_run.
-"${granary}" locate ds2 --json | grep -q '"cached_bytes": *0' || fail "ds2 is not cold"
+/usr/bin/python3 -c 'import json, sys; assert all(g["cached_bytes"] == 0 for g in json.load(sys.stdin)["groups"])' \
+  < <("${granary}" locate ds2 --json) || fail "ds2 is not cold"
 cat >"${tmp}/bb/job.sh" <<JOB
 #!/bin/bash
 #BB_LUA granary ds2
@@ -220,4 +261,4 @@ order="$(grep -oE "prewarming 'ds2'|prewarmed 'ds2'|job started" "${tmp}/bb/orde
 fully_cached "${tmp}/locate_bb.json" $((3 << 20)) ||
   fail "ds2 not fully cached: $(cat "${tmp}/locate_bb.json")"
 
-echo "PASS: prolog job preferred granary_ds0, found ds1 prewarmed; burst buffer job ran after ds2 was prewarmed"
+echo "PASS: prolog job preferred granary_ds0, found ds1 prewarmed in its cache group; burst buffer job ran after ds2 was prewarmed; three granaryd with the cluster token"
