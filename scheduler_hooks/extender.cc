@@ -76,6 +76,198 @@ absl::StatusOr<Args> ParseArgs(std::string_view body) {
   return args;
 }
 
+// The parts of an ExtenderArgs that Prioritize needs (the pod's Granary
+// annotations and the candidate names), read with nlohmann's SAX interface:
+// a full NodeList is thousands of Node objects that a DOM would build only to
+// drop. Checks as ParseArgs does, with the same messages.
+class NamesSax {
+ public:
+  using number_integer_t = json::number_integer_t;
+  using number_unsigned_t = json::number_unsigned_t;
+  using number_float_t = json::number_float_t;
+  using string_t = json::string_t;
+  using binary_t = json::binary_t;
+
+  bool null() { return Value(kNull); }
+  bool boolean(bool) { return Value(kScalar); }
+  bool number_integer(number_integer_t) { return Value(kScalar); }
+  bool number_unsigned(number_unsigned_t) { return Value(kScalar); }
+  bool number_float(number_float_t, const string_t&) { return Value(kScalar); }
+  bool binary(binary_t&) { return Value(kScalar); }
+  bool string(string_t& value) { return Value(kString, &value); }
+  bool start_object(size_t) { return Open(kObject); }
+  bool start_array(size_t) { return Open(kArray); }
+  bool key(string_t& key) {
+    frames_.back().key = std::move(key);
+    return true;
+  }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+  bool parse_error(size_t, const std::string&, const nlohmann::detail::exception&) {
+    malformed_ = true;
+    return false;
+  }
+
+  // The checked Args (with a pod holding only the Granary annotations).
+  absl::StatusOr<Args> Finish() {
+    if (malformed_ || !root_object_) {
+      return absl::InvalidArgumentError("request body is not a JSON ExtenderArgs object");
+    }
+    Args args;
+    if (!annotations_.empty()) args.pod = {{"metadata", {{"annotations", annotations_}}}};
+    if (names_present_) {
+      if (!names_is_list_)
+        return absl::InvalidArgumentError("ExtenderArgs.NodeNames is not a list");
+      if (names_non_string_) {
+        return absl::InvalidArgumentError("ExtenderArgs.NodeNames holds a non-string");
+      }
+      args.names = std::move(names_);
+      args.by_name = true;
+      return args;
+    }
+    if (!nodes_present_) {
+      return absl::InvalidArgumentError("ExtenderArgs has neither Nodes nor NodeNames");
+    }
+    if (!nodes_is_list_) return absl::InvalidArgumentError("ExtenderArgs.Nodes is not a NodeList");
+    if (items_not_list_) {
+      return absl::InvalidArgumentError("ExtenderArgs.Nodes.items is not a list");
+    }
+    if (item_without_name_) {
+      return absl::InvalidArgumentError("a node in ExtenderArgs.Nodes has no metadata.name");
+    }
+    args.names = std::move(item_names_);
+    return args;
+  }
+
+ private:
+  enum Type { kNull, kScalar, kString, kObject, kArray };
+  // Where a container sits in ExtenderArgs; kOther for what is skipped.
+  enum Place {
+    kOther,
+    kRoot,
+    kPod,
+    kPodMetadata,
+    kAnnotations,
+    kNodeNames,
+    kNodes,
+    kItems,
+    kItem,
+    kItemMetadata
+  };
+  struct Frame {
+    Place place;
+    std::string key;  // The current key, in an object.
+    bool named = false;
+  };
+
+  // A value of `type` at the current position; the place of a container.
+  Place Arrive(Type type, std::string* text) {
+    if (frames_.empty()) {
+      if (type == kObject) root_object_ = true;
+      return type == kObject ? kRoot : kOther;
+    }
+    Frame& parent = frames_.back();
+    const std::string& key = parent.key;
+    switch (parent.place) {
+      case kRoot:
+        if (key == "Pod") return type == kObject ? kPod : kOther;
+        if (key == "NodeNames") {
+          names_present_ = type != kNull;
+          names_is_list_ = type == kArray;
+          names_.clear();
+          names_non_string_ = false;
+          return type == kArray ? kNodeNames : kOther;
+        }
+        if (key == "Nodes") {
+          nodes_present_ = type != kNull;
+          nodes_is_list_ = type == kObject;
+          item_names_.clear();
+          items_not_list_ = item_without_name_ = false;
+          return type == kObject ? kNodes : kOther;
+        }
+        return kOther;
+      case kPod:
+        return key == "metadata" && type == kObject ? kPodMetadata : kOther;
+      case kPodMetadata:
+        if (key == "annotations") {
+          annotations_ = json::object();
+          return type == kObject ? kAnnotations : kOther;
+        }
+        return kOther;
+      case kAnnotations:
+        if (type == kString && (key == kDatasetsAnnotation || key == kLocalityAnnotation)) {
+          annotations_[key] = std::move(*text);
+        } else if (key == kDatasetsAnnotation || key == kLocalityAnnotation) {
+          annotations_.erase(key);
+        }
+        return kOther;
+      case kNodeNames:
+        if (type == kString) {
+          names_.push_back(std::move(*text));
+        } else {
+          names_non_string_ = true;
+        }
+        return kOther;
+      case kNodes:
+        if (key == "items") {
+          item_names_.clear();
+          items_not_list_ = type != kNull && type != kArray;
+          item_without_name_ = false;
+          return type == kArray ? kItems : kOther;
+        }
+        return kOther;
+      case kItems:
+        if (type != kObject) item_without_name_ = true;
+        return type == kObject ? kItem : kOther;
+      case kItem:
+        return key == "metadata" && type == kObject ? kItemMetadata : kOther;
+      case kItemMetadata:
+        if (key == "name") {
+          if (type == kString) {
+            // The item's frame is below this one.
+            frames_[frames_.size() - 2].named = true;
+            item_names_.push_back(std::move(*text));
+          }
+        }
+        return kOther;
+      case kOther:
+        return kOther;
+    }
+    return kOther;
+  }
+
+  bool Value(Type type, std::string* text = nullptr) {
+    Arrive(type, text);
+    return true;
+  }
+  bool Open(Type type) {
+    frames_.push_back({Arrive(type, nullptr), {}});
+    return true;
+  }
+  bool Close() {
+    if (frames_.back().place == kItem && !frames_.back().named) item_without_name_ = true;
+    frames_.pop_back();
+    return true;
+  }
+
+  std::vector<Frame> frames_;
+  bool malformed_ = false;
+  bool root_object_ = false;
+  json annotations_ = json::object();
+  bool names_present_ = false, names_is_list_ = false, names_non_string_ = false;
+  std::vector<std::string> names_;
+  bool nodes_present_ = false, nodes_is_list_ = false, items_not_list_ = false,
+       item_without_name_ = false;
+  std::vector<std::string> item_names_;
+};
+
+// ParseArgs without the NodeList's objects (args.node_list stays null).
+absl::StatusOr<Args> ParseNames(std::string_view body) {
+  NamesSax sax;
+  json::sax_parse(body, &sax, json::input_format_t::json, /*strict=*/true);
+  return sax.Finish();
+}
+
 // The pod's datasets, located; neutral when they are unknown or the cluster
 // cannot answer.
 LocalityIndex Locate(const Locator& locator, const PodRequest& request) {
@@ -154,7 +346,7 @@ absl::StatusOr<std::string> Extender::Filter(std::string_view body) const {
 }
 
 absl::StatusOr<std::string> Extender::Prioritize(std::string_view body) const {
-  absl::StatusOr<Args> args = ParseArgs(body);
+  absl::StatusOr<Args> args = ParseNames(body);
   if (!args.ok()) return args.status();
   LocalityIndex index = Locate(locator_, ReadPodRequest(args->pod));
   // Written directly: a json object per host costs more than the scoring.

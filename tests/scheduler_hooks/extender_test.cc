@@ -9,8 +9,10 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -20,6 +22,7 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/child_process.h"
+#include "tests/support/granary_cluster.h"
 #include "tests/support/granaryd_process.h"
 
 namespace granary {
@@ -71,11 +74,12 @@ void AddDataset(GranarydProcess& server, const std::string& root, const std::str
 // A running granary-extender, SIGKILLed by the destructor if still running.
 class ExtenderProcess {
  public:
-  explicit ExtenderProcess(const std::string& server) {
+  explicit ExtenderProcess(const std::string& server, std::vector<std::string> extra_args = {}) {
     port_ = testing::FreeTcpPort();
     log_path_ = temp_.path() + "/extender.log";
-    auto pid = testing::SpawnChild(GRANARY_EXTENDER_PATH,
-                                   {"--server", server, "--listen", address()}, log_path_);
+    std::vector<std::string> args = {"--server", server, "--listen", address()};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    auto pid = testing::SpawnChild(GRANARY_EXTENDER_PATH, args, log_path_);
     EXPECT_TRUE(pid.ok()) << pid.status();
     if (pid.ok()) pid_ = *pid;
     httplib::Client client("127.0.0.1", port_);
@@ -221,8 +225,9 @@ class ExtenderTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     sources_ = new TempDir();
-    auto server =
-        GranarydProcess::Start({.extra_args = {"--node-id", "node-a", "--group", "rack-a"}});
+    testing::GranarydOptions options;
+    options.extra_args = {"--node-id", "node-a", "--group", "rack-a"};
+    auto server = GranarydProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
     AddDataset(*server_, sources_->path(), "half", {{"a.bin", 3}, {"b.bin", 1}}, {"a.bin"});
@@ -352,6 +357,27 @@ TEST_F(ExtenderTest, MalformedRequestsAreRefusedWithTheReason) {
   std::tie(status, body) = extender_->Post("/prioritize", R"({"NodeNames": [1]})");
   EXPECT_EQ(status, 400);
   EXPECT_EQ(body, "ExtenderArgs.NodeNames holds a non-string\n");
+  // Prioritize reads the request with a SAX parser of its own: the same checks.
+  for (const char* verb : {"/filter", "/prioritize"}) {
+    for (const auto& [request, reason] : std::vector<std::pair<std::string, std::string>>{
+             {"[1]", "request body is not a JSON ExtenderArgs object\n"},
+             {R"({"Pod": {}} trailing)", "request body is not a JSON ExtenderArgs object\n"},
+             {R"({"Pod": {}, "NodeNames": null})",
+              "ExtenderArgs has neither Nodes nor NodeNames\n"},
+             {R"({"NodeNames": {"a": 1}})", "ExtenderArgs.NodeNames is not a list\n"},
+             {R"({"NodeNames": ["a", null]})", "ExtenderArgs.NodeNames holds a non-string\n"},
+             {R"({"Nodes": []})", "ExtenderArgs.Nodes is not a NodeList\n"},
+             {R"({"Nodes": {"items": {}}})", "ExtenderArgs.Nodes.items is not a list\n"},
+             {R"({"Nodes": {"items": [{"metadata": {"name": "a"}}, 2]}})",
+              "a node in ExtenderArgs.Nodes has no metadata.name\n"},
+             {R"({"Nodes": {"items": [{"metadata": {"name": 7}}]}})",
+              "a node in ExtenderArgs.Nodes has no metadata.name\n"},
+         }) {
+      std::tie(status, body) = extender_->Post(verb, request);
+      EXPECT_EQ(status, 400) << verb << " " << request;
+      EXPECT_EQ(body, reason) << verb << " " << request;
+    }
+  }
   std::tie(status, body) = extender_->Post("/bind", "{}");
   EXPECT_EQ(status, 404);
   // The server keeps serving.
@@ -388,6 +414,230 @@ TEST(ExtenderFlagsTest, UnusableListenAddressFailsWithTheReason) {
   std::string log(std::istreambuf_iterator<char>(in), {});
   EXPECT_NE(log.find("granary-extender: address 'no-port' is not HOST:PORT"), std::string::npos)
       << log;
+}
+
+// A real cluster of four granaryd in two cache groups, TCP calls authenticated
+// by the cluster token: a1, a2 in rack-a and b1, b2 in rack-b. "images" (8
+// files of 3 MiB, 1 MiB chunks) is prewarmed into rack-a only. The extender
+// asks b2 (a cold node) over TCP with the token, and Locate answers for the
+// whole cluster; "gpu-x" is a Kubernetes node without Granary.
+constexpr char kClusterToken[] = "granary-extender-test-token-0123456789";
+constexpr uint64_t kImagesBytes = 8 * 3 * kMiB;
+const std::vector<std::string> kClusterNodeNames = {"a1", "b1", "a2", "gpu-x", "b2"};
+
+class ExtenderClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    temp_ = new TempDir();
+    token_file_ = new std::string(temp_->path() + "/token");
+    {
+      std::ofstream(*token_file_) << kClusterToken << "\n";
+      std::filesystem::permissions(
+          *token_file_, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    }
+    auto cluster = testing::GranaryCluster::Start(
+        {.nodes = {{"a1", "rack-a"}, {"a2", "rack-a"}, {"b1", "rack-b"}, {"b2", "rack-b"}},
+         .etcd_endpoint = "",
+         .extra_args = {"--token-file", *token_file_}});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = cluster->release();
+    for (size_t i = 0; i < cluster_->size(); ++i) {
+      ASSERT_TRUE(cluster_->WaitForMembers(i, {"a1", "a2", "b1", "b2"}).ok());
+    }
+    std::string source = temp_->path() + "/images";
+    std::filesystem::create_directories(source);
+    for (int file = 0; file < 8; ++file) {
+      // Distinct bytes in every chunk.
+      std::ofstream out(source + "/f" + std::to_string(file) + ".bin", std::ios::binary);
+      for (int chunk = 0; chunk < 3; ++chunk) {
+        std::string block(kMiB, static_cast<char>('a' + file));
+        std::string tag = absl::StrCat("file ", file, " chunk ", chunk);
+        block.replace(0, tag.size(), tag);
+        out.write(block.data(), block.size());
+      }
+    }
+    auto stub = cluster_->node(0).SocketStub();
+    {
+      grpc::ClientContext context;
+      v1::AddDatasetRequest request;
+      request.set_name("images");
+      request.set_source(source);
+      request.set_chunk_size(kMiB);
+      v1::DatasetInfo info;
+      grpc::Status status = stub->AddDataset(&context, request, &info);
+      ASSERT_TRUE(status.ok()) << status.error_message();
+    }
+    // Prewarm rack-a, asked of a node of rack-b: it fans out to a1 and a2.
+    grpc::ClientContext context;
+    v1::PrewarmRequest request;
+    request.set_name("images");
+    request.set_group("rack-a");
+    auto reader = cluster_->node(3).SocketStub()->Prewarm(&context, request);
+    v1::PrewarmProgress progress;
+    while (reader->Read(&progress)) {
+    }
+    grpc::Status status = reader->Finish();
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(progress.failures_size(), 0);
+    extender_ =
+        new ExtenderProcess(cluster_->node(3).tcp_address(), {"--token-file", *token_file_});
+  }
+  static void TearDownTestSuite() {
+    delete extender_;
+    delete cluster_;
+    delete token_file_;
+    delete temp_;
+  }
+
+  // The cluster's Locate answer for "images", asked of b1's socket.
+  static v1::LocateResponse Locate() {
+    grpc::ClientContext context;
+    v1::LocateRequest request;
+    request.set_name("images");
+    v1::LocateResponse response;
+    grpc::Status status = cluster_->node(2).SocketStub()->Locate(&context, request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  static json ClusterNameArgs(const json& annotations) {
+    return {{"Pod", Pod(annotations)}, {"Nodes", nullptr}, {"NodeNames", kClusterNodeNames}};
+  }
+  static json ClusterListArgs(const json& annotations) {
+    json items = json::array();
+    for (size_t i = 0; i < kClusterNodeNames.size(); ++i) {
+      items.push_back(Node(kClusterNodeNames[i], absl::StrCat("10.0.1.", i + 1)));
+    }
+    return {{"Pod", Pod(annotations)},
+            {"Nodes", {{"metadata", json::object()}, {"items", items}}},
+            {"NodeNames", nullptr}};
+  }
+
+  static TempDir* temp_;
+  static std::string* token_file_;
+  static testing::GranaryCluster* cluster_;
+  static ExtenderProcess* extender_;
+};
+
+TempDir* ExtenderClusterTest::temp_ = nullptr;
+std::string* ExtenderClusterTest::token_file_ = nullptr;
+testing::GranaryCluster* ExtenderClusterTest::cluster_ = nullptr;
+ExtenderProcess* ExtenderClusterTest::extender_ = nullptr;
+
+TEST_F(ExtenderClusterTest, LocateShowsTheWarmAndTheColdGroup) {
+  // `granary locate --json` over TCP with the token, asked of a2.
+  std::string output = temp_->path() + "/locate.json";
+  auto pid = testing::SpawnChild(GRANARY_CLI_PATH,
+                                 {"--server", cluster_->node(1).tcp_address(), "--token-file",
+                                  *token_file_, "locate", "images", "--json"},
+                                 output);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  auto status = testing::WaitForExit(*pid, std::chrono::seconds(30));
+  ASSERT_TRUE(status.has_value() && WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+  std::ifstream in(output);
+  json locate = json::parse(in, nullptr, false);
+  ASSERT_FALSE(locate.is_discarded());
+  EXPECT_EQ(locate["name"], "images");
+  EXPECT_EQ(locate["total_bytes"], kImagesBytes);
+  json groups = json::object();
+  for (const json& group : locate["groups"]) groups[group["group"].get<std::string>()] = group;
+  EXPECT_EQ(
+      groups,
+      (json{{"rack-a", {{"group", "rack-a"}, {"cached_bytes", kImagesBytes}, {"fraction", 1.0}}},
+            {"rack-b", {{"group", "rack-b"}, {"cached_bytes", 0}, {"fraction", 0.0}}}}))
+      << locate.dump();
+  ASSERT_EQ(locate["nodes"].size(), 4u) << locate.dump();
+  uint64_t warm_bytes = 0;
+  for (const json& node : locate["nodes"]) {
+    std::string id = node["node_id"];
+    uint64_t bytes = node["cached_bytes"];
+    if (node["group"] == "rack-a") {
+      // Both members of the warm group own a share of the chunks.
+      EXPECT_TRUE(id == "a1" || id == "a2") << id;
+      EXPECT_GT(bytes, 0u) << id;
+      EXPECT_LT(bytes, kImagesBytes) << id;
+      EXPECT_DOUBLE_EQ(node["node_fraction"].get<double>(),
+                       static_cast<double>(bytes) / kImagesBytes);
+      EXPECT_EQ(node["group_fraction"], 1.0) << id;
+      warm_bytes += bytes;
+    } else {
+      EXPECT_EQ(node["group"], "rack-b") << id;
+      EXPECT_TRUE(id == "b1" || id == "b2") << id;
+      EXPECT_EQ(bytes, 0u) << id;
+      EXPECT_EQ(node["node_fraction"], 0.0) << id;
+      EXPECT_EQ(node["group_fraction"], 0.0) << id;
+    }
+  }
+  EXPECT_EQ(warm_bytes, kImagesBytes);
+
+  // Without the token the TCP call is refused.
+  pid = testing::SpawnChild(
+      GRANARY_CLI_PATH, {"--server", cluster_->node(1).tcp_address(), "locate", "images"}, output);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  status = testing::WaitForExit(*pid, std::chrono::seconds(30));
+  ASSERT_TRUE(status.has_value() && WIFEXITED(*status));
+  EXPECT_NE(WEXITSTATUS(*status), 0);
+}
+
+TEST_F(ExtenderClusterTest, PrioritizeRanksTheWarmGroupAboveTheColdGroup) {
+  // Expected scores from the cluster's own figures: 0.8 * group + 0.2 * node.
+  std::map<std::string, int> expected = {{"b1", 0}, {"b2", 0}, {"gpu-x", 0}};
+  const v1::LocateResponse locate = Locate();
+  for (const v1::NodeLocality& node : locate.nodes()) {
+    if (node.group() != "rack-a") continue;
+    double share = static_cast<double>(node.cached_bytes()) / kImagesBytes;
+    expected[node.node_id()] = static_cast<int>(std::floor(10 * (0.8 + 0.2 * share) + 1e-9));
+  }
+  ASSERT_EQ(expected.size(), 5u);
+  // Each of a1, a2 holds part of the data: 8 or 9, never a cold node's 0.
+  EXPECT_GE(expected["a1"], 8);
+  EXPECT_GE(expected["a2"], 8);
+  json priorities = json::array();
+  for (const std::string& name : kClusterNodeNames) {
+    priorities.push_back({{"Host", name}, {"Score", expected[name]}});
+  }
+  json annotations = {{"granary.io/datasets", "images"}};
+  EXPECT_EQ(extender_->PostJson("/prioritize", ClusterNameArgs(annotations)), priorities);
+  EXPECT_EQ(extender_->PostJson("/prioritize", ClusterListArgs(annotations)), priorities);
+}
+
+TEST_F(ExtenderClusterTest, RequiredLocalityFiltersTheColdGroup) {
+  json annotations = {{"granary.io/datasets", "images"}, {"granary.io/locality", "required"}};
+  const json unresolvable = {
+      {"b1", "granary: cache group 'rack-b' holds 0% of images; the pod requires 50%"},
+      {"gpu-x", "granary: not a Granary cache node, and the pod requires locality of images"},
+      {"b2", "granary: cache group 'rack-b' holds 0% of images; the pod requires 50%"}};
+  EXPECT_EQ(extender_->PostJson("/filter", ClusterNameArgs(annotations)),
+            (json{{"Nodes", nullptr},
+                  {"NodeNames", json::array({"a1", "a2"})},
+                  {"FailedNodes", json::object()},
+                  {"FailedAndUnresolvableNodes", unresolvable},
+                  {"Error", ""}}));
+
+  json args = ClusterListArgs(annotations);
+  json passed = args["Nodes"];
+  passed["items"] = json::array({args["Nodes"]["items"][0], args["Nodes"]["items"][2]});
+  EXPECT_EQ(extender_->PostJson("/filter", args),
+            (json{{"Nodes", passed},
+                  {"NodeNames", nullptr},
+                  {"FailedNodes", json::object()},
+                  {"FailedAndUnresolvableNodes", unresolvable},
+                  {"Error", ""}}));
+}
+
+TEST_F(ExtenderClusterTest, WithoutTheTokenTheExtenderAnswersNeutrally) {
+  ExtenderProcess extender(cluster_->node(3).tcp_address());
+  json annotations = {{"granary.io/datasets", "images"}, {"granary.io/locality", "required"}};
+  json priorities = json::array();
+  for (const std::string& name : kClusterNodeNames) {
+    priorities.push_back({{"Host", name}, {"Score", 0}});
+  }
+  EXPECT_EQ(extender.PostJson("/prioritize", ClusterNameArgs(annotations)), priorities);
+  EXPECT_EQ(extender.PostJson("/filter", ClusterNameArgs(annotations))["NodeNames"],
+            json(kClusterNodeNames));
+  EXPECT_NE(extender.log().find("cannot locate dataset 'images', answering neutrally"),
+            std::string::npos)
+      << extender.log();
 }
 
 }  // namespace
