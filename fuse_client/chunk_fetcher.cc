@@ -40,7 +40,12 @@ absl::Status ChunkFetcher::Read(const FileRef& file, uint32_t chunk_index, uint3
       }
       return server_status;
     }
-    if (server_status.code() == absl::StatusCode::kFailedPrecondition) return server_status;
+    if (server_status.code() == absl::StatusCode::kFailedPrecondition) {
+      // The reader gets ESTALE; the log says which file and why.
+      GRANARY_LOG_FIRST_N(WARNING, 100)
+          << "read of " << file.source.Path() << " failed: " << server_status;
+      return server_status;
+    }
     if (server_status.code() == absl::StatusCode::kUnavailable ||
         server_status.code() == absl::StatusCode::kDeadlineExceeded) {
       MarkDown(server_status);

@@ -6,7 +6,8 @@
 //
 // Policy:
 //  - FAILED_PRECONDITION from a server (the source changed since the
-//    snapshot) is final: the read fails, and FUSE answers ESTALE.
+//    snapshot, or is gone) is final: the read fails, FUSE answers ESTALE, and
+//    a WARNING line names the file and the server's reason.
 //  - Any other server error falls back to the source. UNAVAILABLE (no owner
 //    of the chunk answered) and DEADLINE_EXCEEDED also mark the servers down
 //    for `retry_after`, during which reads go to the source without trying

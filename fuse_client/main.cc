@@ -14,7 +14,9 @@
 // (containers reading a mount made by another user need it).
 #include <fcntl.h>
 #include <malloc.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -127,11 +129,37 @@ void RaiseReadahead(const std::string& mountpoint, uint32_t read_ahead_kb) {
   }
 }
 
+// A mount point whose FUSE process died (killed, crashed) answers ENOTCONN
+// until it is unmounted. Detaching it lets a restarted granary-fuse mount in
+// the same place, so that new opens work again without anyone remounting;
+// files opened through the dead mount stay unusable. If detaching fails, the
+// mount itself reports why.
+void DetachDeadMount(const std::string& mountpoint) {
+  GRANARY_LOG(WARNING) << "mount point " << mountpoint
+                       << " is a dead FUSE mount (its process died); detaching it";
+  if (geteuid() == 0) {
+    umount2(mountpoint.c_str(), MNT_DETACH);
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    execlp("fusermount3", "fusermount3", "-u", "-z", mountpoint.c_str(), nullptr);
+    _exit(127);
+  }
+  if (child > 0) waitpid(child, nullptr, 0);
+}
+
 int Run(const Flags& flags, int report_fd) {
   auto fail = [](const std::string& reason) {
     std::fprintf(stderr, "granary-fuse: %s\n", reason.c_str());
     return 1;
   };
+  // statfs() always reaches the FUSE process; stat() may be answered from the
+  // kernel's attribute cache even on a dead mount.
+  struct statfs mounted;
+  if (statfs(flags.mountpoint.c_str(), &mounted) != 0 && errno == ENOTCONN) {
+    DetachDeadMount(flags.mountpoint);
+  }
   char resolved[PATH_MAX];
   if (realpath(flags.mountpoint.c_str(), resolved) == nullptr) {
     return fail(absl::StrCat("mount point ", flags.mountpoint, ": ", std::strerror(errno)));
