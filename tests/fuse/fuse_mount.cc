@@ -1,6 +1,8 @@
 #include "tests/fuse/fuse_mount.h"
 
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 
 #include <cerrno>
@@ -31,24 +33,49 @@ absl::StatusOr<std::unique_ptr<FuseMount>> FuseMount::Start(
   mount->mountpoint_ = mount->temp_.path() + "/mnt";
   mount->log_path_ = mount->temp_.path() + "/granary-fuse.log";
   if (mkdir(mount->mountpoint_.c_str(), 0755) != 0) return ErrnoStatus(errno, "mkdir mount point");
+  mount->args_ = {mount->mountpoint_, "--foreground", "--server", server};
+  mount->args_.insert(mount->args_.end(), extra_args.begin(), extra_args.end());
+  mount->ready_path_ = mount->mountpoint_ + "/" + ready_path;
+  GRANARY_RETURN_IF_ERROR(mount->Spawn(timeout));
+  return mount;
+}
 
-  std::vector<std::string> args = {mount->mountpoint_, "--foreground", "--server", server};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
-  GRANARY_ASSIGN_OR_RETURN(mount->pid_, SpawnChild(GranaryFusePath(), args, mount->log_path_));
-
-  const std::string ready = mount->mountpoint_ + "/" + ready_path;
+absl::Status FuseMount::Spawn(std::chrono::milliseconds timeout) {
+  GRANARY_ASSIGN_OR_RETURN(pid_, SpawnChild(GranaryFusePath(), args_, log_path_));
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    struct stat st;
-    if (stat(ready.c_str(), &st) == 0) return mount;
-    if (!mount->Running()) {
+    // statfs() reaches granary-fuse; stat() could be answered by the kernel's
+    // cache of a mount whose process died.
+    struct statfs fs;
+    if (statfs(ready_path_.c_str(), &fs) == 0) return absl::OkStatus();
+    if (!Running()) {
       return absl::InternalError(
-          absl::StrCat("granary-fuse exited before the mount was ready: ", mount->log()));
+          absl::StrCat("granary-fuse exited before the mount was ready: ", log()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return absl::DeadlineExceededError(
-      absl::StrCat(ready, " did not appear in time; granary-fuse log: ", mount->log()));
+      absl::StrCat(ready_path_, " did not appear in time; granary-fuse log: ", log()));
+}
+
+void FuseMount::Kill() {
+  KillChild(pid_);
+  pid_ = -1;
+}
+
+absl::Status FuseMount::Terminate(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return absl::FailedPreconditionError("granary-fuse is not running");
+  ::kill(pid_, SIGTERM);
+  if (!WaitForExit(pid_, timeout).has_value()) {
+    return absl::DeadlineExceededError("granary-fuse did not exit after SIGTERM");
+  }
+  pid_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status FuseMount::Restart(std::chrono::milliseconds timeout) {
+  Kill();
+  return Spawn(timeout);
 }
 
 FuseMount::~FuseMount() { ForceUnmount(); }

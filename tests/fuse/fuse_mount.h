@@ -41,14 +41,24 @@ class FuseMount {
   // `fusermount3 -u`; then waits for the process to exit and returns its exit
   // code (-1 if killed by a signal).
   absl::StatusOr<int> Unmount();
+  // SIGKILLs granary-fuse as a crash would, leaving its mount behind.
+  void Kill();
+  // SIGTERMs granary-fuse and waits up to `timeout` for it to unmount and exit.
+  absl::Status Terminate(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // Starts granary-fuse again, with the same arguments, on the same mount
+  // point, whatever the last one left there; returns once `ready_path` shows.
+  absl::Status Restart(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
  private:
   FuseMount() = default;
+  absl::Status Spawn(std::chrono::milliseconds timeout);
   void ForceUnmount();
 
   TempDir temp_;
   std::string mountpoint_;
   std::string log_path_;
+  std::vector<std::string> args_;
+  std::string ready_path_;
   pid_t pid_ = -1;
 };
 

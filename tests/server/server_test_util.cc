@@ -38,6 +38,10 @@ ReadResult ReadChunk(v1::Granary::Stub* stub, uint64_t version, uint64_t file_id
   request.mutable_key()->set_chunk_index(chunk_index);
   request.set_offset(offset);
   request.set_length(length);
+  return ReadChunk(stub, request);
+}
+
+ReadResult ReadChunk(v1::Granary::Stub* stub, const v1::ReadChunkRequest& request) {
   grpc::ClientContext context;
   auto reader = stub->ReadChunk(&context, request);
   ReadResult result;

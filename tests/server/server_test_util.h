@@ -31,6 +31,7 @@ struct ReadResult {
 };
 ReadResult ReadChunk(v1::Granary::Stub* stub, uint64_t version, uint64_t file_id,
                      uint32_t chunk_index, uint32_t offset = 0, uint32_t length = 0);
+ReadResult ReadChunk(v1::Granary::Stub* stub, const v1::ReadChunkRequest& request);
 
 // Reads a whole file of the manifest chunk by chunk; the first failing
 // status, if any, in `status`.

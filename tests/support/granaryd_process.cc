@@ -1,6 +1,7 @@
 #include "tests/support/granaryd_process.h"
 
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -8,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -110,7 +112,19 @@ absl::Status GranarydProcess::Spawn() {
   std::vector<std::string> args{"--data-dir", data_dir_,     "--socket",         socket_path_,
                                 "--listen",   tcp_address(), "--metrics-listen", metrics_address()};
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
-  GRANARY_ASSIGN_OR_RETURN(pid_, SpawnChild(GranarydPath(), args, log_path_));
+  std::string binary = GranarydPath();
+  if (!options_.user.empty()) {
+    const passwd* user = ::getpwnam(options_.user.c_str());
+    if (user == nullptr) return absl::NotFoundError(absl::StrCat("no user ", options_.user));
+    if (::chown(temp_.path().c_str(), user->pw_uid, user->pw_gid) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("chown ", temp_.path(), " to ", options_.user));
+    }
+    args.insert(args.begin(),
+                {absl::StrCat("--reuid=", user->pw_uid), absl::StrCat("--regid=", user->pw_gid),
+                 "--clear-groups", "--", binary});
+    binary = "/usr/bin/setpriv";
+  }
+  GRANARY_ASSIGN_OR_RETURN(pid_, SpawnChild(binary, args, log_path_));
   absl::Status serving = WaitUntilServing();
   if (!serving.ok()) Kill().IgnoreError();
   return serving;

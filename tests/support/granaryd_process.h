@@ -59,6 +59,10 @@ struct GranarydOptions {
   int tcp_port = 0;
   // How long Start()/Restart() wait for the server to answer.
   std::chrono::milliseconds startup_timeout{20000};
+  // When set, granaryd runs as this user (through setpriv; the test must run
+  // as root), and its temporary directory belongs to the user: for tests of
+  // permissions, which root would bypass.
+  std::string user;
 };
 
 class GranarydProcess {
