@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "cache_server/server.h"
 #include "common/config.h"
 #include "common/logging.h"
@@ -110,6 +111,9 @@ int Run(int argc, char** argv) {
   absl::StatusOr<GranarydConfig> config = BuildConfig(flags);
   if (!config.ok()) Fail(2, config.status().message());
 
+  // Debian's Abseil is built with mutex deadlock detection on, which costs
+  // every lock and unlock a graph update; gRPC locks a lot.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   StopSignals stop_signals;
   // A client vanishing mid-write must not kill the server.
   signal(SIGPIPE, SIG_IGN);

@@ -33,6 +33,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "common/cluster_reader.h"
 #include "common/cluster_token.h"
 #include "common/dataset_client.h"
@@ -236,6 +237,9 @@ int Run(const Flags& flags, int report_fd) {
 }  // namespace granary::fuse
 
 int main(int argc, char** argv) {
+  // Debian's Abseil is built with mutex deadlock detection on, which costs
+  // every lock and unlock a graph update; gRPC locks a lot.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   granary::fuse::Flags flags;
   CLI::App app("granary-fuse: every Granary dataset as a read-only directory", "granary-fuse");
   app.add_option("mountpoint", flags.mountpoint, "Directory to mount on")->required();
