@@ -16,8 +16,7 @@ namespace {
 constexpr size_t kMaxParallelExchanges = 16;
 // How long an exchange waits for a connection to a peer: long enough to ride
 // out a reconnect backoff, short enough that a dead peer holds up a dataset
-// registration only briefly (and only once: it is then suspect and skipped by
-// pushes until it answers again).
+// registration only briefly.
 constexpr std::chrono::seconds kConnectTimeout{3};
 
 }  // namespace
@@ -46,20 +45,12 @@ void CatalogSync::Start() {
   thread_ = std::thread([this] { Run(); });
 }
 
-void CatalogSync::PushToAll() {
-  std::vector<Member> peers = cluster_->Peers();
-  // Suspect peers catch up through their own exchange when they come back,
-  // or the periodic one.
-  std::erase_if(peers,
-                [this](const Member& peer) { return cluster_->clients().IsSuspect(peer.id); });
-  ExchangeWithAll(peers);
-}
+void CatalogSync::PushToAll() { ExchangeWithAll(cluster_->Peers()); }
 
 void CatalogSync::ExchangeWithAll(const std::vector<Member>& peers) {
   ParallelFor(peers.size(), kMaxParallelExchanges, [&](size_t i) {
     absl::Status exchanged = ExchangeWith(peers[i]);
     if (!exchanged.ok()) {
-      cluster_->clients().MarkSuspect(peers[i].id);
       GRANARY_LOG(WARNING) << "catalog exchange with " << peers[i].id << " (" << peers[i].address
                            << ") failed: " << exchanged << "; a later exchange catches it up";
     }

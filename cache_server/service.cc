@@ -291,6 +291,9 @@ std::vector<bool> GranaryService::AskPeers(
     if (!channel.ok()) return;
     auto stub = v1::Granary::NewStub(*channel);
     grpc::ClientContext context;
+    // Rides out a reconnect backoff after an earlier failed call; a dead peer
+    // costs the deadline, in parallel with the others.
+    context.set_wait_for_ready(true);
     context.set_deadline(std::chrono::system_clock::now() + kPeerCallTimeout);
     grpc::Status status = ask(*stub, &context, i);
     if (!status.ok()) {
