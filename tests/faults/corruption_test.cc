@@ -1,0 +1,119 @@
+// Bytes flipped in granaryd's segment files, round after round
+// ($GRANARY_FAULT_ROUNDS, default 10): every read of a damaged chunk is a
+// checksum failure that the server counts, answers from the source with the
+// right bytes and stores again; no read fails and no wrong byte is served.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "common/chunk_math.h"
+#include "tests/faults/fault_fixture.h"
+#include "tests/server/server_test_util.h"
+
+namespace granary::testing {
+namespace {
+
+class CorruptionTest : public FaultTest {
+ protected:
+  // Flips one byte inside every copy of each chunk in `chunks` found in the
+  // segment files (a chunk stored again leaves its old copy behind until its
+  // segment goes). Chunks start 4 KiB-aligned in their segments. Returns the
+  // number of copies found per chunk.
+  std::vector<int> FlipChunks(const std::vector<std::pair<const SourceFile*, uint32_t>>& chunks,
+                              std::mt19937_64& random) {
+    std::vector<int> copies(chunks.size(), 0);
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(server_->data_dir())) {
+      if (!entry.path().filename().string().starts_with("segment-")) continue;
+      std::ifstream in(entry.path(), std::ios::binary);
+      const std::string segment((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+      int fd = ::open(entry.path().c_str(), O_WRONLY | O_CLOEXEC);
+      EXPECT_GE(fd, 0) << entry.path();
+      for (size_t i = 0; i < chunks.size(); ++i) {
+        const auto& [file, index] = chunks[i];
+        const uint64_t length = ChunkLength(file->size, kChunk, index);
+        const std::string head = ExpectedBytes(file->seed, uint64_t{index} * kChunk, 4096);
+        for (size_t at = 0; at + length <= segment.size(); at += 4096) {
+          if (segment.compare(at, head.size(), head) != 0) continue;
+          const uint64_t offset = at + random() % length;
+          const char byte = static_cast<char>(segment[offset] ^ (1 + random() % 255));
+          EXPECT_EQ(::pwrite(fd, &byte, 1, static_cast<off_t>(offset)), 1);
+          ++copies[i];
+        }
+      }
+      ::close(fd);
+    }
+    return copies;
+  }
+};
+
+TEST_F(CorruptionTest, FlippedSegmentBytesAreDetectedOnEveryReadRefetchedAndCounted) {
+  const int rounds = EnvInt("GRANARY_FAULT_ROUNDS", 10);
+  constexpr int kChunksPerRound = 6;
+  const std::vector<SourceFile> files = WriteSourceTree(source_, "part-", 40, 2 * kChunk + 12345);
+  StartServerAndRegister();
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(PrewarmAll().chunks_done(), 40u * 3);
+
+  std::mt19937_64 random(11);
+  ReadTally tally;
+  for (int round = 0; round < rounds; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    std::set<std::pair<const SourceFile*, uint32_t>> chosen;
+    while (chosen.size() < kChunksPerRound) {
+      chosen.insert({&files[random() % files.size()], static_cast<uint32_t>(random() % 3)});
+    }
+    const std::vector<std::pair<const SourceFile*, uint32_t>> damaged(chosen.begin(), chosen.end());
+    std::vector<int> copies = FlipChunks(damaged, random);
+    for (size_t i = 0; i < damaged.size(); ++i) {
+      ASSERT_GE(copies[i], 1) << damaged[i].first->path << " chunk " << damaged[i].second;
+    }
+    const double failures = Metric("granary_store_checksum_failures_total");
+    const double fetched = Metric("granary_source_reads_total");
+    // Each damaged chunk: one miss that is answered right, then a hit.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const auto& [file, index] : damaged) {
+        const SourceFile& source = *file;
+        ReadResult read = ReadChunk(stub_.get(), info_.version(), FileId(source.path), index);
+        if (!read.status.ok()) {
+          tally.errors++;
+          ADD_FAILURE() << read.status.error_message();
+          continue;
+        }
+        EXPECT_EQ(read.from_cache, pass == 1) << source.path << " chunk " << index;
+        const std::string want = ExpectedBytes(source.seed, uint64_t{index} * kChunk,
+                                               ChunkLength(source.size, kChunk, index));
+        if (read.data == want) {
+          tally.reads_verified++;
+        } else {
+          tally.bytes_wrong += std::max(read.data.size(), want.size());
+        }
+      }
+    }
+    EXPECT_EQ(Metric("granary_store_checksum_failures_total") - failures, kChunksPerRound);
+    EXPECT_EQ(Metric("granary_source_reads_total") - fetched, kChunksPerRound);
+  }
+  // Everything else still reads back right from the store.
+  ReadTally store;
+  EXPECT_EQ(VerifyCachedChunks(files, &store), 40u * 3);
+  EXPECT_EQ(store.bytes_wrong, 0u);
+  EXPECT_EQ(tally.errors, 0u);
+  EXPECT_EQ(tally.bytes_wrong, 0u);
+  tally.reads_verified += store.reads_verified;
+  ReportFaultRow({absl::StrCat("Bytes flipped in segment files (", kChunksPerRound,
+                               " chunks a round, read over gRPC)"),
+                  rounds, tally,
+                  absl::StrCat("immediate: ", rounds * kChunksPerRound,
+                               " damaged chunks, each detected at its first read, refetched and "
+                               "stored again (granary_store_checksum_failures_total)")});
+}
+
+}  // namespace
+}  // namespace granary::testing
