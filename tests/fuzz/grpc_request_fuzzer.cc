@@ -14,13 +14,12 @@
 //    fuzzer never scans the machine.
 //
 // Properties: every call answers OK or a caller's-error code (never INTERNAL,
-// UNKNOWN, UNAVAILABLE, DATA_LOSS or a deadline); bytes read are the source's
-// bytes at the requested range; a successful prewarm ends with a finished
-// progress message that accounts for every chunk; a registration answers with
-// the requested name and chunk size.
+// UNKNOWN, UNAVAILABLE or DATA_LOSS; a call that hangs is a libFuzzer
+// timeout); bytes read are the source's bytes at the requested range; a
+// successful prewarm ends with a finished progress message that accounts for
+// every chunk; a registration answers with the requested name and chunk size.
 #include <stdlib.h>
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -117,10 +116,6 @@ void CheckCode(const grpc::Status& status, const std::string& call) {
   }
 }
 
-void SetDeadline(grpc::ClientContext* context) {
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-}
-
 // The bytes of [offset, offset + length) of `entry`'s chunk `index`, read from
 // the source tree (length 0: to the chunk's end).
 std::string SourceBytes(const Fixture& fixture, const v1::ManifestEntry& entry, uint32_t index,
@@ -137,20 +132,14 @@ std::string SourceBytes(const Fixture& fixture, const v1::ManifestEntry& entry, 
 void FuzzReadChunk(const Fixture& fixture, v1::ReadChunkRequest request) {
   const uint64_t relative = request.key().dataset_version();
   request.mutable_key()->set_dataset_version(relative ^ fixture.info.version());
-  grpc::ClientContext context;
-  SetDeadline(&context);
-  auto reader = fixture.stub->ReadChunk(&context, request);
-  std::string data;
-  v1::ReadChunkResponse response;
-  while (reader->Read(&response)) data += response.data();
-  grpc::Status status = reader->Finish();
-  CheckCode(status, "ReadChunk");
-  if (!status.ok()) return;
+  testing::ReadResult read = testing::ReadChunk(fixture.stub.get(), request);
+  CheckCode(read.status, "ReadChunk");
+  if (!read.status.ok()) return;
   GRANARY_FUZZ_CHECK(relative == 0 && request.key().file_id() < fixture.entries.size(),
                      "read a chunk of a dataset nobody registered");
   const v1::ManifestEntry& entry = fixture.entries[request.key().file_id()];
-  GRANARY_FUZZ_CHECK(data == SourceBytes(fixture, entry, request.key().chunk_index(),
-                                         request.offset(), request.length()),
+  GRANARY_FUZZ_CHECK(read.data == SourceBytes(fixture, entry, request.key().chunk_index(),
+                                              request.offset(), request.length()),
                      absl::StrCat("wrong bytes of ", entry.path()));
 }
 
