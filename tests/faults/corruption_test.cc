@@ -88,13 +88,10 @@ TEST_F(CorruptionTest, FlippedSegmentBytesAreDetectedOnEveryReadRefetchedAndCoun
           continue;
         }
         EXPECT_EQ(read.from_cache, pass == 1) << source.path << " chunk " << index;
-        const std::string want = ExpectedBytes(source.seed, uint64_t{index} * kChunk,
-                                               ChunkLength(source.size, kChunk, index));
-        if (read.data == want) {
-          tally.reads_verified++;
-        } else {
-          tally.bytes_wrong += std::max(read.data.size(), want.size());
-        }
+        TallyRead(read.data,
+                  ExpectedBytes(source.seed, uint64_t{index} * kChunk,
+                                ChunkLength(source.size, kChunk, index)),
+                  &tally);
       }
     }
     EXPECT_EQ(Metric("granary_store_checksum_failures_total") - failures, kChunksPerRound);

@@ -3,13 +3,14 @@
 // with no error and no wrong byte, granaryd stays up with a bounded number of
 // open files, says so in its log and counts the chunks it could not store;
 // once space is freed it stores chunks again, without a restart.
-#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 

@@ -55,14 +55,9 @@ uint64_t FaultTest::VerifyCachedChunks(const std::vector<SourceFile>& files, Rea
         continue;
       }
       ++cached;
-      const std::string want =
-          ExpectedBytes(file.seed, index * kChunk, ChunkLength(file.size, kChunk, index));
-      uint64_t wrong = 0;
-      for (size_t i = 0; i < want.size(); ++i)
-        wrong += i >= read.data.size() || read.data[i] != want[i];
-      tally->bytes_wrong +=
-          wrong + (read.data.size() > want.size() ? read.data.size() - want.size() : 0);
-      if (wrong == 0 && read.data.size() == want.size()) tally->reads_verified++;
+      TallyRead(read.data,
+                ExpectedBytes(file.seed, index * kChunk, ChunkLength(file.size, kChunk, index)),
+                tally);
     }
   }
   return cached;

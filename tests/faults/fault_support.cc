@@ -91,15 +91,18 @@ void ReadRange(const std::string& path, const SourceFile& file, uint64_t offset,
   // The next read of this file goes to granary-fuse, not the page cache.
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   ::close(fd);
-  const std::string want = ExpectedBytes(file.seed, offset, length);
-  uint64_t wrong = 0;
-  for (uint64_t i = 0; i < length; ++i) wrong += got[i] != want[i];
   tally->bytes_read += length;
-  tally->bytes_wrong += wrong;
-  if (wrong == 0) tally->reads_verified++;
+  TallyRead(got, ExpectedBytes(file.seed, offset, length), tally);
 }
 
 }  // namespace
+
+void TallyRead(std::string_view got, std::string_view want, ReadTally* tally) {
+  uint64_t wrong = got.size() > want.size() ? got.size() - want.size() : want.size() - got.size();
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) wrong += got[i] != want[i];
+  tally->bytes_wrong += wrong;
+  if (wrong == 0) tally->reads_verified++;
+}
 
 void ReadAndVerify(const std::string& path, const SourceFile& file, ReadTally* tally) {
   ReadRange(path, file, 0, file.size, tally);

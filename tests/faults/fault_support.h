@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -80,6 +81,11 @@ class ReaderPool {
   std::vector<double> latencies_;
   std::vector<std::thread> threads_;
 };
+
+// Adds a read that returned `got` where `want` was expected to `tally`:
+// verified if equal, else its differing bytes (and any length difference)
+// count as wrong.
+void TallyRead(std::string_view got, std::string_view want, ReadTally* tally);
 
 // Reads `path` through the mount whole and checks it against `file`; adds to
 // `tally`.

@@ -6,6 +6,7 @@
 // fetches exactly the chunks still missing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <thread>
 

@@ -6,6 +6,7 @@
 // percentiles are printed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <iostream>
 #include <numeric>
 #include <thread>
