@@ -26,13 +26,34 @@ struct Args {
   std::vector<std::string> names;  // Candidate node names, in request order.
 };
 
+// Kubernetes objects nest a few dozen levels. A body nesting containers
+// deeper is refused: Filter writes the nodes' objects back out, recursing once
+// per level, and a few hundred kilobytes of brackets would overflow the stack.
+constexpr size_t kMaxDepth = 512;
+
+absl::Status TooDeep() {
+  return absl::InvalidArgumentError(
+      absl::StrCat("request body nests deeper than ", kMaxDepth, " levels"));
+}
+
 bool Present(const json& object, const char* key) {
   auto value = object.find(key);
   return value != object.end() && !value->is_null();
 }
 
 absl::StatusOr<Args> ParseArgs(std::string_view body) {
-  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  bool too_deep = false;
+  json parsed = json::parse(
+      body,
+      [&too_deep](int depth, json::parse_event_t event, json&) {
+        // `depth` counts the containers around the one that starts.
+        too_deep |= (event == json::parse_event_t::object_start ||
+                     event == json::parse_event_t::array_start) &&
+                    static_cast<size_t>(depth) > kMaxDepth;
+        return true;
+      },
+      /*allow_exceptions=*/false);
+  if (too_deep) return TooDeep();
   if (parsed.is_discarded() || !parsed.is_object()) {
     return absl::InvalidArgumentError("request body is not a JSON ExtenderArgs object");
   }
@@ -110,6 +131,7 @@ class NamesSax {
 
   // The checked Args (with a pod holding only the Granary annotations).
   absl::StatusOr<Args> Finish() {
+    if (too_deep_) return TooDeep();
     if (malformed_ || !root_object_) {
       return absl::InvalidArgumentError("request body is not a JSON ExtenderArgs object");
     }
@@ -241,6 +263,10 @@ class NamesSax {
     return true;
   }
   bool Open(Type type) {
+    if (frames_.size() > kMaxDepth) {
+      too_deep_ = true;
+      return false;  // Stops the parse.
+    }
     frames_.push_back({Arrive(type, nullptr), {}});
     return true;
   }
@@ -251,6 +277,7 @@ class NamesSax {
   }
 
   std::vector<Frame> frames_;
+  bool too_deep_ = false;
   bool malformed_ = false;
   bool root_object_ = false;
   json annotations_ = json::object();

@@ -378,6 +378,15 @@ TEST_F(ExtenderTest, MalformedRequestsAreRefusedWithTheReason) {
       EXPECT_EQ(body, reason) << verb << " " << request;
     }
   }
+  // Found by tests/fuzz/extender_fuzzer: a node object nested this deep
+  // overflowed Filter's stack when written back out.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const char* verb : {"/filter", "/prioritize"}) {
+    std::tie(status, body) = extender_->Post(
+        verb, R"({"Nodes": {"items": [{"metadata": {"name": "a"}, "x": )" + deep + "}]}}");
+    EXPECT_EQ(status, 400) << verb;
+    EXPECT_EQ(body, "request body nests deeper than 512 levels\n") << verb;
+  }
   std::tie(status, body) = extender_->Post("/bind", "{}");
   EXPECT_EQ(status, 404);
   // The server keeps serving.
