@@ -4,16 +4,19 @@
 
 #include <fstream>
 #include <map>
-#include <random>
 
-#include "common/chunk_math.h"
 #include "common/chunk_reads.h"
 #include "common/dataset_client.h"
 #include "grpcpp/client_context.h"
+#include "tests/server/server_test_util.h"
+#include "tests/support/granary_cluster.h"
 #include "tests/support/granaryd_process.h"
 
 namespace granary {
 namespace {
+
+using testing::AddDataset;
+using testing::PatternBytes;
 
 using testing::GranarydProcess;
 using testing::TempDir;
@@ -22,12 +25,7 @@ constexpr uint32_t kChunkSize = 1 << 20;
 constexpr int kFiles = 8;
 constexpr size_t kFileSize = 5 * kChunkSize / 2;  // Three chunks, the last one half full.
 
-std::string FileBytes(int file) {
-  std::mt19937 random(file);
-  std::string bytes(kFileSize, '\0');
-  for (char& byte : bytes) byte = static_cast<char>(random());
-  return bytes;
-}
+std::string FileBytes(int file) { return PatternBytes(kFileSize, file); }
 
 // Three real granaryd nodes in one cache group. Each holds the same catalog
 // (the dataset registered on each with the same name, source and chunk size
@@ -42,13 +40,10 @@ class ChunkRouterTest : public ::testing::Test {
     for (int node = 0; node < 3; ++node) {
       auto server = GranarydProcess::Start();
       ASSERT_TRUE(server.ok()) << server.status();
-      grpc::ClientContext context;
-      v1::AddDatasetRequest request;
-      request.set_name("images");
-      request.set_source(source_.path());
-      request.set_chunk_size(kChunkSize);
       v1::DatasetInfo info;
-      ASSERT_TRUE((*server)->SocketStub()->AddDataset(&context, request, &info).ok());
+      ASSERT_TRUE(
+          AddDataset((*server)->SocketStub().get(), "images", source_.path(), kChunkSize, &info)
+              .ok());
       members.push_back({"node-" + std::to_string(node), (*server)->tcp_address()});
       servers_.push_back(*std::move(server));
     }
@@ -81,16 +76,7 @@ class ChunkRouterTest : public ::testing::Test {
   }
 
   std::map<std::string, int> PredictedChunksPerNode() {
-    std::map<std::string, int> predicted;
-    for (uint64_t id = 0; id < snapshot_->manifest.entries().size(); ++id) {
-      const ManifestEntry& entry = snapshot_->manifest.entries()[id];
-      if (entry.type != EntryType::kFile) continue;
-      for (uint32_t chunk = 0; chunk < ChunkCount(entry.size, kChunkSize); ++chunk) {
-        ChunkKey key{snapshot_->manifest.version(), id, chunk};
-        ++predicted[router_->members()->Owners(key, kDefaultGroup, 1)[0]->id];
-      }
-    }
-    return predicted;
+    return testing::ChunksPerOwner(snapshot_->manifest, *router_->members(), kDefaultGroup);
   }
 
   TempDir source_;

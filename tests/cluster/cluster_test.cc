@@ -7,20 +7,22 @@
 
 #include <fstream>
 #include <map>
-#include <random>
 #include <thread>
 
-#include "common/chunk_math.h"
 #include "common/chunk_reads.h"
 #include "common/chunk_router.h"
 #include "common/dataset_client.h"
 #include "common/status.h"
 #include "grpcpp/client_context.h"
+#include "tests/server/server_test_util.h"
 #include "tests/support/etcd_process.h"
 #include "tests/support/granary_cluster.h"
 
 namespace granary {
 namespace {
+
+using testing::AddDataset;
+using testing::PatternBytes;
 
 using testing::ClusterNode;
 using testing::GranaryCluster;
@@ -33,12 +35,7 @@ constexpr int kChunks = kFiles * 3;
 const std::vector<ClusterNode> kFourNodes = {
     {"a1", "rack-a"}, {"a2", "rack-a"}, {"b1", "rack-b"}, {"b2", "rack-b"}};
 
-std::string FileBytes(int file) {
-  std::mt19937 random(file);
-  std::string bytes(kFileSize, '\0');
-  for (char& byte : bytes) byte = static_cast<char>(random());
-  return bytes;
-}
+std::string FileBytes(int file) { return PatternBytes(kFileSize, file); }
 
 double Metric(testing::GranarydProcess& node, std::string_view name) {
   auto value = node.Metric(name);
@@ -59,12 +56,9 @@ class ClusterTest : public ::testing::Test {
     for (size_t i = 0; i < cluster_->size(); ++i) {
       ASSERT_TRUE(cluster_->WaitForMembers(i, {"a1", "a2", "b1", "b2"}).ok());
     }
-    grpc::ClientContext context;
-    v1::AddDatasetRequest request;
-    request.set_name("images");
-    request.set_source(source_.path());
-    request.set_chunk_size(kChunkSize);
-    ASSERT_TRUE(cluster_->node(0).SocketStub()->AddDataset(&context, request, &info_).ok());
+    ASSERT_TRUE(AddDataset(cluster_->node(0).SocketStub().get(), "images", source_.path(),
+                           kChunkSize, &info_)
+                    .ok());
   }
 
   // The dataset as node `i` lists it once it has it (a joining node serves
@@ -92,16 +86,14 @@ class ClusterTest : public ::testing::Test {
 
   // Prewarms cache group `group` through node `via`; returns the last progress.
   v1::PrewarmProgress Prewarm(size_t via, const std::string& group) {
-    grpc::ClientContext context;
     v1::PrewarmRequest request;
     request.set_name("images");
     request.set_group(group);
-    auto reader = cluster_->node(via).SocketStub()->Prewarm(&context, request);
-    v1::PrewarmProgress progress, last;
-    while (reader->Read(&progress)) last = progress;
-    grpc::Status finished = reader->Finish();
+    std::vector<v1::PrewarmProgress> progress;
+    grpc::Status finished =
+        testing::Prewarm(cluster_->node(via).SocketStub().get(), request, &progress);
     EXPECT_TRUE(finished.ok()) << finished.error_message();
-    return last;
+    return progress.empty() ? v1::PrewarmProgress() : progress.back();
   }
 
   DatasetSnapshot Snapshot() {
@@ -113,17 +105,8 @@ class ClusterTest : public ::testing::Test {
 
   // How many chunks each member owns in `group`, by the ring.
   std::map<std::string, int> PredictedOwners(const std::string& group) {
-    DatasetSnapshot snapshot = Snapshot();
-    auto map = ClusterMap::Build(cluster_->Members());
-    std::map<std::string, int> owned;
-    for (uint64_t id = 0; id < snapshot.manifest.entries().size(); ++id) {
-      const ManifestEntry& entry = snapshot.manifest.entries()[id];
-      if (entry.type != EntryType::kFile) continue;
-      for (uint32_t chunk = 0; chunk < ChunkCount(entry.size, kChunkSize); ++chunk) {
-        ++owned[(*map)->Owners({snapshot.manifest.version(), id, chunk}, group, 1)[0]->id];
-      }
-    }
-    return owned;
+    return testing::ChunksPerOwner(Snapshot().manifest, **ClusterMap::Build(cluster_->Members()),
+                                   group);
   }
 
   TempDir source_;

@@ -10,19 +10,21 @@
 #include <atomic>
 #include <fstream>
 #include <map>
-#include <random>
 #include <thread>
 
-#include "common/chunk_math.h"
 #include "common/cluster_reader.h"
 #include "common/dataset_client.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "tests/server/server_test_util.h"
 #include "tests/support/granary_cluster.h"
 
 namespace granary {
 namespace {
+
+using testing::AddDataset;
+using testing::PatternBytes;
 
 using testing::ClusterNode;
 using testing::GranaryCluster;
@@ -32,12 +34,7 @@ constexpr uint32_t kChunkSize = 1 << 20;
 constexpr int kFiles = 6;
 constexpr size_t kFileSize = 5 * kChunkSize / 2;  // Three chunks, the last one half full.
 
-std::string FileBytes(int file) {
-  std::mt19937 random(file);
-  std::string bytes(kFileSize, '\0');
-  for (char& byte : bytes) byte = static_cast<char>(random());
-  return bytes;
-}
+std::string FileBytes(int file) { return PatternBytes(kFileSize, file); }
 
 std::vector<std::string> MemberIds(const MemberView& view) {
   std::vector<std::string> ids;
@@ -163,13 +160,10 @@ class ClusterReaderTest : public ::testing::Test {
         {.nodes = {{"a1", "rack-a"}, {"a2", "rack-a"}}, .etcd_endpoint = "", .extra_args = {}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    grpc::ClientContext context;
-    v1::AddDatasetRequest request;
-    request.set_name("images");
-    request.set_source(source_.path());
-    request.set_chunk_size(kChunkSize);
     v1::DatasetInfo info;
-    ASSERT_TRUE(cluster_->node(0).SocketStub()->AddDataset(&context, request, &info).ok());
+    ASSERT_TRUE(AddDataset(cluster_->node(0).SocketStub().get(), "images", source_.path(),
+                           kChunkSize, &info)
+                    .ok());
     auto client = DatasetClient::Connect(cluster_->node(0).socket_address());
     ASSERT_TRUE(client.ok());
     local_ = *std::move(client);
@@ -196,16 +190,8 @@ class ClusterReaderTest : public ::testing::Test {
 
   // How many chunks of the dataset each member owns in rack-a.
   std::map<std::string, int> Owned() {
-    auto map = ClusterMap::Build(cluster_->Members());
-    std::map<std::string, int> owned;
-    for (uint64_t id = 0; id < snapshot_->manifest.entries().size(); ++id) {
-      const ManifestEntry& entry = snapshot_->manifest.entries()[id];
-      if (entry.type != EntryType::kFile) continue;
-      for (uint32_t chunk = 0; chunk < ChunkCount(entry.size, kChunkSize); ++chunk) {
-        ++owned[(*map)->Owners({snapshot_->manifest.version(), id, chunk}, "rack-a", 1)[0]->id];
-      }
-    }
-    return owned;
+    return testing::ChunksPerOwner(snapshot_->manifest, **ClusterMap::Build(cluster_->Members()),
+                                   "rack-a");
   }
 
   double SourceReads(size_t node) {

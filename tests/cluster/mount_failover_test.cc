@@ -9,15 +9,18 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <random>
 #include <thread>
 
 #include "grpcpp/client_context.h"
 #include "tests/fuse/fuse_mount.h"
+#include "tests/server/server_test_util.h"
 #include "tests/support/granary_cluster.h"
 
 namespace granary {
 namespace {
+
+using testing::AddDataset;
+using testing::PatternBytes;
 
 using testing::FuseMount;
 using testing::GranaryCluster;
@@ -31,12 +34,7 @@ std::string FileName(int phase, int file) {
   return "phase" + std::to_string(phase) + "/file" + std::to_string(file);
 }
 
-std::string FileBytes(int phase, int file) {
-  std::mt19937 random(phase * 100 + file);
-  std::string bytes(kFileSize, '\0');
-  for (char& byte : bytes) byte = static_cast<char>(random());
-  return bytes;
-}
+std::string FileBytes(int phase, int file) { return PatternBytes(kFileSize, phase * 100 + file); }
 
 class MountFailoverTest : public ::testing::Test {
  protected:
@@ -53,13 +51,10 @@ class MountFailoverTest : public ::testing::Test {
          .extra_args = {}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    grpc::ClientContext context;
-    v1::AddDatasetRequest request;
-    request.set_name("images");
-    request.set_source(source_.path());
-    request.set_chunk_size(kChunkSize);
     v1::DatasetInfo info;
-    ASSERT_TRUE(cluster_->node(0).SocketStub()->AddDataset(&context, request, &info).ok());
+    ASSERT_TRUE(AddDataset(cluster_->node(0).SocketStub().get(), "images", source_.path(),
+                           kChunkSize, &info)
+                    .ok());
     for (size_t node : {0, 2}) {
       auto mount = FuseMount::Start(cluster_->node(node).socket_address(), {}, "images");
       ASSERT_TRUE(mount.ok()) << mount.status();

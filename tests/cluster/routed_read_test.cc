@@ -10,18 +10,20 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <thread>
 
-#include "common/chunk_math.h"
 #include "common/dataset_client.h"
 #include "grpcpp/client_context.h"
 #include "tests/fuse/fuse_mount.h"
+#include "tests/server/server_test_util.h"
 #include "tests/support/child_process.h"
 #include "tests/support/granary_cluster.h"
 
 namespace granary {
 namespace {
+
+using testing::AddDataset;
+using testing::PatternBytes;
 
 using testing::FuseMount;
 using testing::GranaryCluster;
@@ -32,12 +34,7 @@ constexpr int kFiles = 12;
 constexpr size_t kFileSize = 5 * kChunkSize / 2;  // Three chunks, the last one half full.
 constexpr char kToken[] = "routed-read-test-token-0123456789";
 
-std::string FileBytes(int file) {
-  std::mt19937 random(file);
-  std::string bytes(kFileSize, '\0');
-  for (char& byte : bytes) byte = static_cast<char>(random());
-  return bytes;
-}
+std::string FileBytes(int file) { return PatternBytes(kFileSize, file); }
 
 std::string ReadWhole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -58,13 +55,10 @@ class RoutedReadTest : public ::testing::Test {
          .extra_args = {"--token-file", token_file_}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    grpc::ClientContext context;
-    v1::AddDatasetRequest request;
-    request.set_name("images");
-    request.set_source(source_.path());
-    request.set_chunk_size(kChunkSize);
     v1::DatasetInfo info;
-    ASSERT_TRUE(cluster_->node(0).SocketStub()->AddDataset(&context, request, &info).ok());
+    ASSERT_TRUE(AddDataset(cluster_->node(0).SocketStub().get(), "images", source_.path(),
+                           kChunkSize, &info)
+                    .ok());
     // Owners serve only versions their catalog holds.
     for (size_t i = 1; i < cluster_->size(); ++i) {
       auto client = DatasetClient::Connect(cluster_->node(i).socket_address());
@@ -81,13 +75,7 @@ class RoutedReadTest : public ::testing::Test {
     ASSERT_TRUE(snapshot.ok()) << snapshot.status();
     auto map = ClusterMap::Build(cluster_->Members());
     ASSERT_TRUE(map.ok());
-    for (uint64_t id = 0; id < snapshot->manifest.entries().size(); ++id) {
-      const ManifestEntry& entry = snapshot->manifest.entries()[id];
-      if (entry.type != EntryType::kFile) continue;
-      for (uint32_t chunk = 0; chunk < ChunkCount(entry.size, kChunkSize); ++chunk) {
-        ++owned_[(*map)->Owners({snapshot->manifest.version(), id, chunk}, "rack-a", 1)[0]->id];
-      }
-    }
+    owned_ = testing::ChunksPerOwner(snapshot->manifest, **map, "rack-a");
     ASSERT_EQ(owned_.size(), 3u) << "every rack-a node owns some chunk";
   }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/chunk_math.h"
 #include "common/status.h"
 #include "grpcpp/client_context.h"
 
@@ -98,6 +99,19 @@ absl::Status GranaryCluster::WaitForMembers(size_t i, std::vector<std::string> i
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+std::map<std::string, int> ChunksPerOwner(const Manifest& manifest, const ClusterMap& map,
+                                          std::string_view group) {
+  std::map<std::string, int> owned;
+  for (uint64_t id = 0; id < manifest.entries().size(); ++id) {
+    const ManifestEntry& entry = manifest.entries()[id];
+    if (entry.type != EntryType::kFile) continue;
+    for (uint32_t chunk = 0; chunk < ChunkCount(entry.size, manifest.chunk_size()); ++chunk) {
+      ++owned[map.Owners({manifest.version(), id, chunk}, group, 1)[0]->id];
+    }
+  }
+  return owned;
 }
 
 }  // namespace granary::testing

@@ -10,12 +10,14 @@
 #define GRANARY_TESTS_SUPPORT_GRANARY_CLUSTER_H_
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/cluster_map.h"
+#include "common/manifest.h"
 #include "tests/support/granaryd_process.h"
 
 namespace granary::testing {
@@ -68,6 +70,11 @@ class GranaryCluster {
   std::string members_file_;
   std::vector<Node> nodes_;
 };
+
+// How many chunks of `manifest` each member of `group` owns by `map`'s ring:
+// what a test expects each node's source reads to be.
+std::map<std::string, int> ChunksPerOwner(const Manifest& manifest, const ClusterMap& map,
+                                          std::string_view group);
 
 }  // namespace granary::testing
 
