@@ -46,11 +46,13 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_util import free_port, wait_for  # noqa: E402
 
 MIB = 1 << 20
 KIB = 1 << 10
@@ -595,20 +597,6 @@ def report_epoch(r):
 
 # ---------------------------------------------------------------- systems
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise RuntimeError("timed out waiting for " + what)
 
 
 def unmount(path):

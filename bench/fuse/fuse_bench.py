@@ -19,10 +19,12 @@ import argparse
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_util import free_port, wait_for  # noqa: E402
 
 MIB = 1 << 20
 
@@ -30,20 +32,6 @@ MIB = 1 << 20
 def log(text):
     print(text, flush=True)
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise RuntimeError("timed out waiting for " + what)
 
 
 def drop_file_cache(path):
