@@ -227,15 +227,22 @@ std::vector<v1::CatalogDataset> Catalog::Records() const {
   return all;
 }
 
+const v1::CatalogDataset* Catalog::Held(const std::string& name) const {
+  for (const auto* records : {&datasets_, &tombstones_}) {
+    if (auto it = records->find(name); it != records->end()) return &it->second;
+  }
+  return nullptr;
+}
+
+bool Catalog::NewerThanHeld(const v1::CatalogDataset& record) const {
+  const v1::CatalogDataset* held = Held(record.name());
+  // An unknown name: only a live record adds anything.
+  return held != nullptr ? ChangedLater(record, *held) : !record.removed();
+}
+
 bool Catalog::IsNewer(const v1::CatalogDataset& record) const {
   std::lock_guard lock(mu_);
-  for (const auto* records : {&datasets_, &tombstones_}) {
-    if (auto it = records->find(record.name()); it != records->end()) {
-      return ChangedLater(record, it->second);
-    }
-  }
-  // An unknown name: only a live record adds anything.
-  return !record.removed();
+  return NewerThanHeld(record);
 }
 
 bool Catalog::HasVersion(uint64_t version) const {
@@ -252,11 +259,8 @@ absl::StatusOr<Catalog::Adopted> Catalog::Adopt(
   }
   std::lock_guard lock(mu_);
   Adopted adopted;
-  const v1::CatalogDataset* held = nullptr;
-  for (const auto* records : {&datasets_, &tombstones_}) {
-    if (auto it = records->find(record.name()); it != records->end()) held = &it->second;
-  }
-  if (held != nullptr ? !ChangedLater(record, *held) : record.removed()) return adopted;
+  if (!NewerThanHeld(record)) return adopted;
+  const v1::CatalogDataset* held = Held(record.name());
 
   std::vector<const Manifest*> new_manifests;
   for (const v1::CatalogVersion& version : record.versions()) {

@@ -97,6 +97,10 @@ class Catalog {
   absl::Status WriteDataset(const v1::CatalogDataset& record,
                             const std::vector<const Manifest*>& new_manifests,
                             const std::vector<uint64_t>& dropped_versions);
+  // The live record or tombstone of `name`, or null. Requires mu_.
+  const v1::CatalogDataset* Held(const std::string& name) const;
+  // Whether `record` changed later than what is held under its name. Requires mu_.
+  bool NewerThanHeld(const v1::CatalogDataset& record) const;
   // Keeps the in-memory maps in step with a written record. Requires mu_.
   void Install(const v1::CatalogDataset& record, const std::vector<uint64_t>& dropped_versions);
   absl::StatusOr<std::shared_ptr<const Manifest>> LoadManifest(const v1::CatalogDataset& record,

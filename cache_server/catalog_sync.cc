@@ -105,12 +105,12 @@ absl::StatusOr<v1::ExchangeCatalogResponse> CatalogSync::Answer(
 
 absl::Status CatalogSync::Merge(const Member& from,
                                 const std::vector<v1::CatalogDataset>& records) {
+  GRANARY_ASSIGN_OR_RETURN(const DatasetClient* reader, cluster_->clients().Reader(from));
   for (const v1::CatalogDataset& record : records) {
     if (!catalog_->IsNewer(record)) continue;
     std::vector<std::shared_ptr<const Manifest>> manifests;
     for (const v1::CatalogVersion& version : record.versions()) {
       if (catalog_->HasVersion(version.version())) continue;
-      GRANARY_ASSIGN_OR_RETURN(const DatasetClient* reader, cluster_->clients().Reader(from));
       absl::StatusOr<DatasetSnapshot> snapshot =
           reader->GetManifest(record.name(), version.version());
       if (!snapshot.ok()) {

@@ -4,8 +4,8 @@
 // chunk when there is one (where the chunk lived in this group before a
 // membership change, or its owner in another group), so a joining node and a
 // second group warm from their peers instead of reading the shared source
-// again; otherwise it is read from the dataset's source. Concurrent misses of one chunk share a single
-// fetch. Every read marks its dataset version active for the store's eviction.
+// again; otherwise it is read from the dataset's source. Concurrent misses of one chunk share a
+// single fetch. Every read marks its dataset version active for the store's eviction.
 //
 // A peer's copy is trusted as the peer verified it against the checksum it
 // stored on its first fetch; this node checksums it again as it stores it.

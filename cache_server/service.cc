@@ -204,11 +204,7 @@ absl::Status GranaryService::RunPrewarm(grpc::ServerContext* context,
     return RunLocalPrewarm(context, group_request, writer);
   }
   // Fail fast on what every member would refuse, before fanning out.
-  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, parts_.catalog->Get(request.name()));
-  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
-                           parts_.catalog->GetManifest(record.versions().rbegin()->version()));
-  std::vector<std::string> paths(request.paths().begin(), request.paths().end());
-  GRANARY_RETURN_IF_ERROR(SelectFiles(*manifest, paths).status());
+  GRANARY_RETURN_IF_ERROR(PlanPrewarm(request).status());
   GroupPrewarm prewarm(parts_.cluster, std::move(group_request), kPrewarmProgressInterval);
   bool client_gone = false;
   absl::Status ran = prewarm.Run(
@@ -221,15 +217,22 @@ absl::Status GranaryService::RunPrewarm(grpc::ServerContext* context,
   return ran;
 }
 
+absl::StatusOr<GranaryService::PrewarmPlan> GranaryService::PlanPrewarm(
+    const v1::PrewarmRequest& request) {
+  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, parts_.catalog->Get(request.name()));
+  PrewarmPlan plan;
+  GRANARY_ASSIGN_OR_RETURN(plan.manifest,
+                           parts_.catalog->GetManifest(record.versions().rbegin()->version()));
+  std::vector<std::string> paths(request.paths().begin(), request.paths().end());
+  GRANARY_ASSIGN_OR_RETURN(plan.file_ids, SelectFiles(*plan.manifest, paths));
+  return plan;
+}
+
 absl::Status GranaryService::RunLocalPrewarm(grpc::ServerContext* context,
                                              const v1::PrewarmRequest& request,
                                              grpc::ServerWriter<v1::PrewarmProgress>* writer) {
-  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, parts_.catalog->Get(request.name()));
-  uint64_t version = record.versions().rbegin()->version();
-  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
-                           parts_.catalog->GetManifest(version));
-  std::vector<std::string> paths(request.paths().begin(), request.paths().end());
-  GRANARY_ASSIGN_OR_RETURN(std::vector<uint64_t> files, SelectFiles(*manifest, paths));
+  GRANARY_ASSIGN_OR_RETURN(PrewarmPlan plan, PlanPrewarm(request));
+  const uint64_t version = plan.manifest->version();
   unsigned parallelism =
       request.parallelism() == 0 ? default_prewarm_parallelism_ : request.parallelism();
   std::vector<std::string> unreachable(request.unreachable_members().begin(),
@@ -239,11 +242,11 @@ absl::Status GranaryService::RunLocalPrewarm(grpc::ServerContext* context,
   PrewarmJob::ChunkFilter owned = [&](const ChunkKey& key) {
     return parts_.cluster->Owns(key, group, unreachable);
   };
-  GRANARY_LOG(INFO) << "prewarming " << files.size() << " files of dataset '" << request.name()
-                    << "' (this node's share) with " << parallelism << " workers";
+  GRANARY_LOG(INFO) << "prewarming " << plan.file_ids.size() << " files of dataset '"
+                    << request.name() << "' (this node's share) with " << parallelism << " workers";
   parts_.activity->Touch(version);
-  PrewarmJob job(manifest, std::move(files), parallelism, parts_.read_through, parts_.store,
-                 parts_.metrics, owned);
+  PrewarmJob job(plan.manifest, std::move(plan.file_ids), parallelism, parts_.read_through,
+                 parts_.store, parts_.metrics, owned);
   while (true) {
     bool finished = job.WaitFor(kPrewarmProgressInterval);
     parts_.activity->Touch(version);
@@ -281,10 +284,9 @@ v1::NodeStatus GranaryService::LocalStatus() const {
   return node;
 }
 
-std::vector<bool> GranaryService::AskPeers(
+void GranaryService::AskPeers(
     const std::vector<Member>& peers,
     const std::function<grpc::Status(v1::Granary::Stub&, grpc::ClientContext*, size_t)>& ask) {
-  std::vector<bool> answered(peers.size(), false);
   ParallelFor(peers.size(), kMaxParallelPeerCalls, [&](size_t i) {
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
         parts_.cluster->clients().Channel(peers[i]);
@@ -299,9 +301,7 @@ std::vector<bool> GranaryService::AskPeers(
     if (!status.ok()) {
       GRANARY_LOG(DEBUG) << "peer " << peers[i].id << " did not answer: " << status.error_message();
     }
-    answered[i] = status.ok();
   });
-  return answered;
 }
 
 grpc::Status GranaryService::Status(grpc::ServerContext* context, const v1::StatusRequest* request,
@@ -310,32 +310,29 @@ grpc::Status GranaryService::Status(grpc::ServerContext* context, const v1::Stat
   response->set_dataset_count(parts_.catalog->Size());
   *response->add_nodes() = LocalStatus();
   if (request->local_only()) return grpc::Status::OK;
-  std::vector<Member> others;
-  std::shared_ptr<const ClusterMap> members = parts_.cluster->current();
-  for (const Member& member : members->members()) {
-    if (member.id != parts_.cluster->self().id) others.push_back(member);
-  }
-  std::vector<v1::NodeStatus> statuses(others.size());
-  std::vector<Member> live;
-  std::vector<size_t> live_index;
-  for (size_t i = 0; i < others.size(); ++i) {
-    statuses[i].set_node_id(others[i].id);
-    statuses[i].set_group(others[i].group);
-    statuses[i].set_address(others[i].address);
-    statuses[i].set_state(others[i].up ? "unreachable" : "down");
-    if (others[i].up) {
-      live.push_back(others[i]);
-      live_index.push_back(i);
-    }
-  }
-  AskPeers(live, [&](v1::Granary::Stub& stub, grpc::ClientContext* call, size_t i) {
+  auto listed = [](const Member& member, const char* state) {
+    v1::NodeStatus node;
+    node.set_node_id(member.id);
+    node.set_group(member.group);
+    node.set_address(member.address);
+    node.set_state(state);
+    return node;
+  };
+  std::vector<Member> peers = parts_.cluster->Peers();
+  std::vector<v1::NodeStatus> statuses;
+  for (const Member& peer : peers) statuses.push_back(listed(peer, "unreachable"));
+  AskPeers(peers, [&](v1::Granary::Stub& stub, grpc::ClientContext* call, size_t i) {
     v1::StatusRequest local;
     local.set_local_only(true);
     v1::StatusResponse answer;
     grpc::Status status = stub.Status(call, local, &answer);
-    if (status.ok() && answer.nodes_size() == 1) statuses[live_index[i]] = answer.nodes(0);
+    if (status.ok() && answer.nodes_size() == 1) statuses[i] = answer.nodes(0);
     return status;
   });
+  std::shared_ptr<const ClusterMap> members = parts_.cluster->current();
+  for (const Member& member : members->members()) {
+    if (!member.up) statuses.push_back(listed(member, "down"));
+  }
   for (v1::NodeStatus& node : statuses) *response->add_nodes() = std::move(node);
   std::sort(response->mutable_nodes()->begin(), response->mutable_nodes()->end(),
             [](const v1::NodeStatus& a, const v1::NodeStatus& b) {

@@ -90,15 +90,20 @@ class GranaryService final : public v1::Granary::Service {
                            grpc::ServerWriter<v1::ReadChunkResponse>* writer);
   absl::Status RunPrewarm(grpc::ServerContext* context, const v1::PrewarmRequest& request,
                           grpc::ServerWriter<v1::PrewarmProgress>* writer);
+  // The dataset's current manifest and the files a prewarm request selects.
+  struct PrewarmPlan {
+    std::shared_ptr<const Manifest> manifest;
+    std::vector<uint64_t> file_ids;
+  };
+  absl::StatusOr<PrewarmPlan> PlanPrewarm(const v1::PrewarmRequest& request);
   // This node's share of a group prewarm (or all of it, alone in its group).
   absl::Status RunLocalPrewarm(grpc::ServerContext* context, const v1::PrewarmRequest& request,
                                grpc::ServerWriter<v1::PrewarmProgress>* writer);
   v1::NodeStatus LocalStatus() const;
   absl::StatusOr<v1::LocateResponse> LocateLocally(const std::string& name);
   // Status or Locate of every member but this one, in parallel; `ask` makes
-  // the call with the given stub and context, the result is whether it
-  // answered.
-  std::vector<bool> AskPeers(
+  // the call with the given stub and context and keeps what it needs.
+  void AskPeers(
       const std::vector<Member>& peers,
       const std::function<grpc::Status(v1::Granary::Stub&, grpc::ClientContext*, size_t)>& ask);
 
