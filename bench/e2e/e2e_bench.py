@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""End-to-end benchmark: Granary against what users do today, on one node.
+"""End-to-end benchmark: Granary against what users do today.
 
 Shared storage is emulated by an ext4 filesystem on a loop device (backed by a file
 on the root disk, opened with direct I/O) whose reads are throttled to --bandwidth
@@ -29,12 +29,15 @@ Clients, every epoch after `sync; echo 3 > /proc/sys/vm/drop_caches`:
 
 Systems: direct (the source), local-copy (cp first, timed), rclone (mount
 --vfs-cache-mode full), granary-cold (read-through: epoch 1 cold, later epochs
-warm), granary-prewarm (`granary prewarm` timed and sampled, then warm epochs).
+warm), granary-prewarm (`granary prewarm` timed and sampled, then warm epochs),
+granary-cluster-prewarm and (not by default) granary-cluster-cold: the same with
+--cluster-servers granaryd (default 3) on loopback as one cache group, prewarm
+fanned out to all of them, granary-fuse mounted against the first.
 
 Usage (root):
   /usr/bin/python3 bench/e2e/e2e_bench.py [--build build-e2e] [--bandwidth-mib 200]
       [--image-files 20000] [--shards 2] [--shard-mib 1024] [--epochs 3]
-      [--systems direct,local-copy,rclone,granary-cold,granary-prewarm]
+      [--systems direct,local-copy,rclone,granary-cold,granary-prewarm,granary-cluster-prewarm]
       [--workloads images,shards] [--profile] [--out-dir bench/e2e/results]
 Writes results.md, results.json and plots (epoch_time.png, prewarm_throughput.png)
 to --out-dir; see bench/README.md.
@@ -147,10 +150,8 @@ class Usage:
         return cpu, peak
 
 
-def granary_counters(url):
-    """Chunk reads granaryd answered and the bytes it read for them (whole chunks)."""
-    if not url:
-        return None
+def metrics(url):
+    """granaryd's /metrics as {name: value} (lines without labels)."""
     import urllib.request
     values = {}
     with urllib.request.urlopen(url, timeout=10) as response:
@@ -158,11 +159,27 @@ def granary_counters(url):
             parts = line.split()
             if len(parts) == 2 and not line.startswith("#"):
                 values[parts[0]] = float(parts[1])
-    return {"reads": values.get("granary_cache_hits_total", 0) +
-            values.get("granary_cache_misses_total", 0),
-            "bytes": values.get("granary_bytes_from_cache_total", 0) +
-            values.get("granary_bytes_from_source_total", 0) +
-            values.get("granary_bytes_from_peers_total", 0)}
+    return values
+
+
+def metric_value(url, name):
+    return metrics(url).get(name, 0.0)
+
+
+def granary_counters(urls):
+    """Chunk reads the granaryd of `urls` (comma-separated /metrics addresses) answered
+    and the bytes they read for them (whole chunks), summed over the servers."""
+    if not urls:
+        return None
+    total = {"reads": 0.0, "bytes": 0.0}
+    for url in urls.split(","):
+        values = metrics(url)
+        total["reads"] += values.get("granary_cache_hits_total", 0) + \
+            values.get("granary_cache_misses_total", 0)
+        total["bytes"] += values.get("granary_bytes_from_cache_total", 0) + \
+            values.get("granary_bytes_from_source_total", 0) + \
+            values.get("granary_bytes_from_peers_total", 0)
+    return total
 
 
 def counter_delta(before, after):
@@ -709,23 +726,54 @@ class Rclone(System):
 
 
 class Granary(System):
-    """One granaryd with granary-fuse on this node.
+    """Granary on this node: one granaryd, or `servers` granaryd on loopback forming one
+    cache group, and granary-fuse mounted against the first (the local) one.
 
-    Hook for the cluster (issue 5): with servers > 1, start that many granaryd on
-    loopback as one cache group (--members FILE), prewarm the group, mount against
-    the local one; everything else (clients, measurements, tables) stays the same."""
+    With several servers every granaryd has its own data directory, Unix socket, TCP
+    port, metrics port and --node-id, and all share a static members file (one group
+    "e2e") and a cluster token. The dataset is registered on the first server (the
+    catalog is replicated to the others), `granary prewarm` on it fans out to every
+    owner in the group, and granary-fuse reads each chunk from its owner: over the Unix
+    socket from the local server, over TCP (with the token) from the other two. All of
+    them were started by this process and so sit in the throttled cgroup."""
 
     def __init__(self, bench, prewarm, servers=1):
         super().__init__(bench)
-        if servers != 1:
-            raise NotImplementedError(
-                "Granary with %d servers waits for the cluster (issue 5); see "
-                "Granary.__init__ in bench/e2e/e2e_bench.py" % servers)
         self.prewarm = prewarm
-        self.name = "granary-prewarm" if prewarm else "granary-cold"
+        self.servers = servers
+        stem = "granary" if servers == 1 else "granary-cluster"
+        self.name = stem + ("-prewarm" if prewarm else "-cold")
         self.first_label = "warm" if prewarm else "cold"
         self.later_label = "warm"
-        self.server = self.fuse = None
+        self.procs = []
+        self.nodes = []
+        self.fuse = self.cli = None
+
+    def node_cli(self, i):
+        return [os.path.join(self.bench.build, "granary"), "--server",
+                "unix:" + self.nodes[i]["sock"]]
+
+    def _status(self, i):
+        out = run(self.node_cli(i) + ["status", "--json"], check=False, capture_output=True,
+                  text=True)
+        return json.loads(out.stdout) if out.returncode == 0 else None
+
+    def _members_up(self, i):
+        status = self._status(i)
+        if status is None:
+            return -1
+        return sum(1 for node in status.get("nodes", []) if node.get("state") == "up")
+
+    def _has_dataset(self, i):
+        out = run(self.node_cli(i) + ["dataset", "ls", "--json"], check=False,
+                  capture_output=True, text=True)
+        return out.returncode == 0 and any(
+            d["name"] == DATASET for d in json.loads(out.stdout)["datasets"])
+
+    def _check_running(self):
+        for node, proc in zip(self.nodes, self.procs):
+            if proc.poll() is not None:
+                raise RuntimeError("granaryd %s exited; see %s" % (node["id"], node["log"]))
 
     def start(self):
         b = self.bench
@@ -736,92 +784,168 @@ class Granary(System):
         shutil.rmtree(self.data, ignore_errors=True)
         os.makedirs(self.data)
         os.makedirs(self.mnt, exist_ok=True)
-        sock = os.path.join(self.data, "granaryd.sock")
-        self.address = "unix:" + sock
-        self.metrics_port = free_port()
-        self.server_log = open(os.path.join(b.work, "granaryd-%s.log" % self.name), "w")
-        self.server = subprocess.Popen(
-            [os.path.join(build, "granaryd"), "--data-dir", self.data, "--socket", sock,
-             "--listen", "127.0.0.1:%d" % free_port(),
-             "--metrics-listen", "127.0.0.1:%d" % self.metrics_port,
-             "--capacity", "%dMiB" % (2 * b.dataset_bytes // MIB + 1024)],
-            stdout=self.server_log, stderr=subprocess.STDOUT)
-        self.cli = [os.path.join(build, "granary"), "--server", self.address]
-        wait_for(lambda: self.server.poll() is not None or run(
-            self.cli + ["status"], check=False, capture_output=True).returncode == 0,
-            30, "granaryd")
-        if self.server.poll() is not None:
-            raise RuntimeError("granaryd exited; see its log in " + b.work)
+        capacity = "%dMiB" % (2 * b.dataset_bytes // MIB + 1024)
+        for i in range(self.servers):
+            node_dir = os.path.join(self.data, "n%d" % i) if self.servers > 1 else self.data
+            os.makedirs(node_dir, exist_ok=True)
+            self.nodes.append({
+                "id": "n%d" % i, "dir": node_dir, "tcp": free_port(), "metrics": free_port(),
+                "sock": os.path.join(node_dir, "granaryd.sock"),
+                "log": os.path.join(b.work, "granaryd-%s%s.log" % (
+                    self.name, "-n%d" % i if self.servers > 1 else ""))})
+        cluster_args = []
+        self.token_file = None
+        if self.servers > 1:
+            members = os.path.join(self.data, "members.yaml")
+            with open(members, "w") as f:
+                f.write("members:\n")
+                for node in self.nodes:
+                    f.write("  - id: %s\n    address: 127.0.0.1:%d\n    group: e2e\n" %
+                            (node["id"], node["tcp"]))
+            self.token_file = os.path.join(self.data, "token")
+            fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(os.urandom(24).hex() + "\n")
+            cluster_args = ["--group", "e2e", "--members", members,
+                            "--token-file", self.token_file]
+        for node in self.nodes:
+            cmd = [os.path.join(build, "granaryd"), "--data-dir", node["dir"],
+                   "--socket", node["sock"], "--listen", "127.0.0.1:%d" % node["tcp"],
+                   "--metrics-listen", "127.0.0.1:%d" % node["metrics"],
+                   "--capacity", capacity]
+            if self.servers > 1:
+                cmd += ["--node-id", node["id"]] + cluster_args
+            with open(node["log"], "w") as logf:
+                self.procs.append(subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT))
+        for i in range(self.servers):
+            wait_for(lambda i=i: self.procs[i].poll() is not None or
+                     self._members_up(i) >= self.servers, 60,
+                     "granaryd %s to see %d members up" % (self.nodes[i]["id"], self.servers))
+            self._check_running()
+        self.cli = self.node_cli(0)
         drop_caches()
         start = time.perf_counter()
         run(self.cli + ["dataset", "add", DATASET, b.source, "--chunk-size",
                         b.args.chunk_size], capture_output=True)
+        for i in range(1, self.servers):
+            wait_for(lambda i=i: self._has_dataset(i), 60,
+                     "the catalog on granaryd %s" % self.nodes[i]["id"])
         self.setup_info["add_wall"] = time.perf_counter() - start
-        log("  granary dataset add: %.1f s" % self.setup_info["add_wall"])
+        self.setup_info["servers"] = self.servers
+        log("  granary dataset add: %.1f s%s" % (
+            self.setup_info["add_wall"], " (on n0, until every node has it)"
+            if self.servers > 1 else ""))
         if self.prewarm:
-            drop_caches()
-            usage = Usage([self.server.pid])
-            sampler = Sampler(b.throttle.bytes_read)
-            perf = None
-            if b.args.profile_prewarm:
-                perf_data = os.path.join(b.work, "perf-prewarm.data")
-                perf = subprocess.Popen(["perf", "record", "-g", "-F", "199", "-p",
-                                         str(self.server.pid), "-o", perf_data],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                time.sleep(1)
-            start = time.perf_counter()
-            out = run(self.cli + ["prewarm", DATASET, "--json"], capture_output=True,
-                      text=True)
-            wall = time.perf_counter() - start
-            if perf:
-                perf.send_signal(signal.SIGINT)
-                perf.wait()
-                b.write_profile(perf_data, "prewarm", "perf record -g -F 199 -p <granaryd pid> "
-                                "during `granary prewarm` (%.1f s)" % wall)
-            samples = sampler.stop()
-            cpu, peak = usage.finish()
-            report = json.loads(out.stdout)
-            self.setup_info.update(
-                what="granary prewarm", wall=wall, bytes=report["bytes_done"],
-                source_bytes=samples[-1][1], cpu=cpu, peak=peak, samples=samples,
-                reported_bytes_per_second=report["bytes_per_second"])
-            log("  prewarm: %.1f s, %.1f MiB/s" % (wall, report["bytes_done"] / MIB / wall))
-        self.fuse = subprocess.Popen(
-            [os.path.join(build, "granary-fuse"), self.mnt, "--server", self.address,
-             "--dataset", DATASET, "--foreground",
-             "--log-file", os.path.join(b.work, "granary-fuse-%s.log" % self.name)],
-            stdout=subprocess.DEVNULL, stderr=open(
-                os.path.join(b.work, "granary-fuse-%s.err" % self.name), "w"))
+            self._prewarm()
+        fuse_cmd = [os.path.join(build, "granary-fuse"), self.mnt, "--server", self.address(),
+                    "--dataset", DATASET, "--foreground",
+                    "--log-file", os.path.join(b.work, "granary-fuse-%s.log" % self.name)]
+        if self.token_file:
+            fuse_cmd += ["--token-file", self.token_file]
+        with open(os.path.join(b.work, "granary-fuse-%s.err" % self.name), "w") as err:
+            self.fuse = subprocess.Popen(fuse_cmd, stdout=subprocess.DEVNULL, stderr=err)
         self.root = os.path.join(self.mnt, DATASET)
         wait_for(lambda: self.fuse.poll() is not None or os.path.isdir(
             os.path.join(self.root, "images")), 60, "granary-fuse mount")
         if self.fuse.poll() is not None:
             raise RuntimeError("granary-fuse exited; see its log in " + b.work)
 
+    def _prewarm(self):
+        b = self.bench
+        drop_caches()
+        usage = Usage([p.pid for p in self.procs])
+        sampler = Sampler(b.throttle.bytes_read)
+        fetched0 = [metric_value(self._metrics_url(n), "granary_prewarm_chunks_fetched_total")
+                    for n in self.nodes]
+        perf = None
+        if b.args.profile_prewarm:
+            perf_data = os.path.join(b.work, "perf-prewarm-%s.data" % self.name)
+            perf = subprocess.Popen(["perf", "record", "-g", "-F", "199", "-p",
+                                     ",".join(str(p.pid) for p in self.procs), "-o", perf_data],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)
+        start = time.perf_counter()
+        out = run(self.cli + ["prewarm", DATASET, "--json"], capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if perf:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
+            b.write_profile(perf_data, "prewarm-" + self.name,
+                            "perf record -g -F 199 -p <granaryd pids> during `granary prewarm` "
+                            "on %s (%.1f s)" % (self.name, wall))
+        samples = sampler.stop()
+        cpu, peak = usage.finish()
+        report = json.loads(out.stdout)
+        per_node = [metric_value(self._metrics_url(n), "granary_prewarm_chunks_fetched_total")
+                    - f0 for n, f0 in zip(self.nodes, fetched0)]
+        self.setup_info.update(
+            what="granary prewarm", wall=wall, bytes=report["bytes_done"],
+            source_bytes=samples[-1][1], cpu=cpu, peak=peak, samples=samples,
+            reported_bytes_per_second=report["bytes_per_second"],
+            reported_nodes=report.get("nodes"), chunks=report.get("chunks_done"),
+            chunks_per_node=per_node)
+        log("  prewarm: %.1f s, %.1f MiB/s, chunks fetched per node %s" % (
+            wall, report["bytes_done"] / MIB / wall, "/".join("%d" % c for c in per_node)))
+
+    def address(self):
+        return "unix:" + self.nodes[0]["sock"]
+
+    @staticmethod
+    def _metrics_url(node):
+        return "http://127.0.0.1:%d/metrics" % node["metrics"]
+
     def pids(self):
-        return [self.server.pid, self.fuse.pid]
+        return [p.pid for p in self.procs] + [self.fuse.pid]
 
     def pid_names(self):
-        return ["granaryd", "granary-fuse"]
+        return ["granaryd" if self.servers == 1 else "%d granaryd" % self.servers,
+                "granary-fuse"]
 
     def metrics_url(self):
-        return "http://127.0.0.1:%d/metrics" % self.metrics_port
+        return ",".join(self._metrics_url(n) for n in self.nodes)
 
     def stop(self):
         if self.fuse:
             unmount(self.mnt)
             stop_process(self.fuse)
-        if self.server:
+        if self.cli and self.procs[0].poll() is None:
             status = run(self.cli + ["status", "--json"], check=False, capture_output=True,
                          text=True)
             if status.returncode == 0:
                 with open(os.path.join(self.bench.work, "status-%s.json" % self.name), "w") as f:
                     f.write(status.stdout)
-            stop_process(self.server)
+        for proc in self.procs:
+            stop_process(proc)
         shutil.rmtree(self.data, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- the benchmark
+
+
+def build_origin(build):
+    """Where the binaries in `build` were compiled from: the source directory in its
+    CMakeCache.txt and that directory's commit (git, or a COMMIT file left by an export
+    with `git archive`), with "+changes" when a git checkout had uncommitted edits."""
+    source = ""
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as f:
+            for line in f:
+                if line.startswith("CMAKE_HOME_DIRECTORY:"):
+                    source = line.split("=", 1)[1].strip()
+    except FileNotFoundError:
+        return {"source": "", "commit": ""}
+    commit = ""
+    if os.path.exists(os.path.join(source, "COMMIT")):
+        commit = open(os.path.join(source, "COMMIT")).read().strip()
+    else:
+        out = run(["git", "-C", source, "rev-parse", "--short", "HEAD"], capture_output=True,
+                  text=True, check=False)
+        if out.returncode == 0:
+            commit = out.stdout.strip()
+            dirty = run(["git", "-C", source, "status", "--porcelain", "--untracked-files=no"],
+                        capture_output=True, text=True, check=False).stdout.strip()
+            commit += "+changes" if dirty else ""
+    return {"source": source, "commit": commit}
 
 
 class Bench:
@@ -833,6 +957,7 @@ class Bench:
         self.source = os.path.join(self.work, "source")
         self.meta = os.path.join(self.work, "meta")
         self.results = []
+        self.profiles = []
         self.setups = {}
         self.loop = self.throttle = None
 
@@ -901,9 +1026,13 @@ class Bench:
             elif name == "rclone":
                 systems.append(Rclone(self))
             elif name == "granary-cold":
-                systems.append(Granary(self, prewarm=False, servers=self.args.granary_servers))
+                systems.append(Granary(self, prewarm=False))
             elif name == "granary-prewarm":
-                systems.append(Granary(self, prewarm=True, servers=self.args.granary_servers))
+                systems.append(Granary(self, prewarm=True))
+            elif name == "granary-cluster-cold":
+                systems.append(Granary(self, prewarm=False, servers=self.args.cluster_servers))
+            elif name == "granary-cluster-prewarm":
+                systems.append(Granary(self, prewarm=True, servers=self.args.cluster_servers))
             else:
                 raise SystemExit("unknown system " + name)
         return systems
@@ -924,22 +1053,32 @@ class Bench:
             else:
                 raise SystemExit("unknown workload " + workload)
 
-    def profile(self, system):
-        """One more images epoch on `system` under system-wide perf."""
-        data = os.path.join(self.work, "perf-%s.data" % system.name)
+    def profile(self, system, workload):
+        """One more warm epoch of `workload` (images: the DataLoader; shards: fio) on
+        `system` with perf recording its daemons (granaryd and granary-fuse, or rclone)."""
+        name = "%s-%s" % (system.name, workload)
+        data = os.path.join(self.work, "perf-%s.data" % name)
         pids = ",".join(str(p) for p in system.pids())
-        perf = subprocess.Popen(["perf", "record", "-g", "-F", "199", "-p", pids, "-o", data],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cmd = ["perf", "record", "-g", "-F", "199", "-p", pids, "-o", data]
+        perf = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1)
-        rs = run_dataloader(self, system, "images", 1, "profiled", "profiled")
+        if workload == "images":
+            rs = run_dataloader(self, system, "images", 1, "profiled", "profiled")
+        else:
+            rs = run_fio(self, system, 1, "profiled", "profiled")
         perf.send_signal(signal.SIGINT)
         perf.wait()
-        self.write_profile(data, system.name, "perf record -g -F 199 -p <%s pids> during one "
-                           "extra images epoch on %s (%.1f s, %.0f samples/s; client CPU %.1f s, "
-                           "system CPU %.1f s)" %
-                           (" + ".join(system.pid_names()), system.name, rs[0]["wall"],
-                            rs[0]["samples"] / rs[0]["wall"], rs[0]["client_cpu"],
-                            rs[0]["system_cpu"]))
+        r = rs[0]
+        self.profiles.append(dict(r, command=" ".join(cmd[:6]) + " <%s pids>" %
+                                  " + ".join(system.pid_names())))
+        self.write_profile(data, name, "perf record -g -F 199 -p <%s pids> during one extra "
+                           "warm %s epoch on %s (%s; %.1f s, %.0f samples/s, %.1f MiB/s; "
+                           "client CPU %.1f s, daemons' CPU %.1f s)" %
+                           (" + ".join(system.pid_names()), workload, system.name,
+                            "DataLoader" if workload == "images" else "fio", r["wall"],
+                            r["samples"] / r["wall"], r["bytes"] / MIB / r["wall"],
+                            r["client_cpu"], r["system_cpu"]))
+        os.remove(data)
 
     def write_profile(self, data, name, title):
         text = []
@@ -966,9 +1105,11 @@ class Bench:
             "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
             "commit": run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True, check=False).stdout.strip(),
+            "binaries": build_origin(self.build),
             "kernel": os.uname().release, "cpus": os.cpu_count(),
             "load_start": os.getloadavg()[0], "command": " ".join(sys.argv),
             "config": vars(a)}
+        load = Sampler(lambda: os.getloadavg()[0], period=10)
         self.prepare()
         self.meta_info["throttle"] = self.throttle.kind
         self.meta_info["source_seq_mibs"] = self.measure_source_bandwidth()
@@ -980,11 +1121,13 @@ class Bench:
                 self.setups[system.name] = system.setup_info
                 self.run_workloads(system)
                 if a.profile and system.name in a.profile_systems.split(",") and system.pids():
-                    self.profile(system)
+                    for workload in a.profile_workloads.split(","):
+                        self.profile(system, workload)
                     profiled = True
             finally:
                 system.stop()
         self.meta_info["load_end"] = os.getloadavg()[0]
+        self.meta_info["load_samples"] = [(t, v + load.samples[0][1]) for t, v in load.stop()]
         self.meta_info["source_seq_mibs_end"] = self.measure_source_bandwidth()
         self.meta_info["profiled"] = profiled
 
@@ -1011,6 +1154,13 @@ def throughput(rs):
     return sum(r["bytes"] for r in rs) / MIB / sum(r["wall"] for r in rs)
 
 
+def granary_variants(args):
+    """(cold system, prewarm system, servers) of the Granary set-ups compared."""
+    return [("granary-cold", "granary-prewarm", 1),
+            ("granary-cluster-cold", "granary-cluster-prewarm",
+             getattr(args, "cluster_servers", 3))]
+
+
 def fmt(x, digits=2):
     return "–" if x is None else ("%.*f" % (digits, x))
 
@@ -1019,9 +1169,16 @@ def write_report(bench, out):
     results, setups, info = bench.results, bench.setups, bench.meta_info
     a = bench.args
     lines = []
-    lines.append("Run %s, commit %s, kernel %s, %d CPUs, load average %.1f at the start and "
-                 "%.1f at the end." % (info["date"], info["commit"], info["kernel"],
-                                       info["cpus"], info["load_start"], info["load_end"]))
+    binaries = info.get("binaries") or {}
+    lines.append("Run %s, checkout at commit %s, binaries built from %s (%s), kernel %s, %d "
+                 "CPUs, load average %.1f at the start and %.1f at the end." % (
+                     info["date"], info["commit"], binaries.get("commit") or "?",
+                     binaries.get("source") or "?", info["kernel"], info["cpus"],
+                     info["load_start"], info["load_end"]))
+    loads = [v for _, v in info.get("load_samples", [])]
+    if loads:
+        lines[-1] += (" One-minute load average sampled every 10 s during the run: mean %.1f, "
+                      "min %.1f, max %.1f." % (sum(loads) / len(loads), min(loads), max(loads)))
     lines.append("")
     lines.append("Command: `%s`" % info["command"])
     lines.append("")
@@ -1030,24 +1187,35 @@ def write_report(bench, out):
                  "the start, %.1f MiB/s at the end. images: %d files, mean %d KiB log-normal "
                  "(sigma %.2f), %d classes; shards: %d × %d MiB, fio-written 8 KiB–1 MiB "
                  "documents; %d epochs per system; DataLoader %d workers, batch %d; fio %d "
-                 "jobs; Granary chunk size %s. Page cache dropped before every epoch." %
+                 "jobs; Granary chunk size %s; granary-cluster-*: %d granaryd on loopback in one "
+                 "cache group (static members file, cluster token), granary-fuse against the "
+                 "first. Page cache dropped before every epoch." %
                  (a.bandwidth_mib, info["throttle"], info["source_seq_mibs"],
                   info["source_seq_mibs_end"], a.image_files, a.image_mean_kib, a.image_sigma,
                   a.classes, a.shards, a.shard_mib, a.epochs, a.workers, a.batch_size,
-                  a.fio_jobs, a.chunk_size))
+                  a.fio_jobs, a.chunk_size, getattr(a, "cluster_servers", 3)))
     lines.append("")
-    lines.append("| system | workload | epoch | kind | wall s | samples/s | MiB/s | source MiB "
-                 "read | client CPU s | system CPU s | client peak RSS MiB | system peak RSS "
-                 "MiB | granaryd chunk reads | granaryd bytes read / bytes delivered | checked |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    lines.append("| system | workload | epoch | kind | wall s | samples/s | MiB/s | / direct | "
+                 "/ local copy | / rclone same epoch | source MiB read | client CPU s | system "
+                 "CPU s | client peak RSS MiB | system peak RSS MiB | granaryd chunk reads | "
+                 "granaryd bytes read / bytes delivered | checked |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         if r["label"] == "profiled":
             continue
         server = r.get("server")
-        lines.append("| %s | %s | %d | %s | %.1f | %.0f | %.1f | %.0f | %.1f | %.1f | %.0f | "
-                     "%.0f | %s | %s | %s |" % (
+        mibs = r["bytes"] / MIB / r["wall"]
+        direct = throughput(group(results, "direct", r["workload"]))
+        local = throughput(group(results, "local-copy", r["workload"]))
+        rclone = throughput([x for x in group(results, "rclone", r["workload"])
+                             if x["epoch"] == r["epoch"]])
+        lines.append("| %s | %s | %d | %s | %.1f | %.0f | %.1f | %s | %s | %s | %.0f | %.1f | "
+                     "%.1f | %.0f | %.0f | %s | %s | %s |" % (
                          r["system"], r["workload"], r["epoch"], r["label"], r["wall"],
-                         r["samples"] / r["wall"], r["bytes"] / MIB / r["wall"],
+                         r["samples"] / r["wall"], mibs,
+                         fmt(mibs / direct if direct else None),
+                         fmt(mibs / local if local else None),
+                         fmt(mibs / rclone if rclone else None),
                          r["source_bytes"] / MIB, r["client_cpu"], r["system_cpu"],
                          r["client_peak"] / MIB, r["system_peak"] / MIB,
                          "%.0f" % server["reads"] if server else "–",
@@ -1055,73 +1223,97 @@ def write_report(bench, out):
                          "all %d ok" % r["samples"] if r["bad"] == 0 else
                          "**%s**" % ("FAILED" if r["bad"] < 0 else "%d WRONG" % r["bad"])))
     lines.append("")
-    lines.append("\"system\" CPU and RSS: rclone, or granaryd + granary-fuse (peaks summed); "
-                 "\"client\": the DataLoader's main process and workers (peaks summed), or "
-                 "fio. \"source MiB read\": bytes read from the throttled device in the "
-                 "epoch. granaryd chunk reads and bytes read: from its /metrics (hits + misses; "
-                 "bytes from cache + source + peers, whole chunks), against the bytes the "
-                 "client received.")
+    lines.append("\"/ direct\", \"/ local copy\": the epoch's MiB/s against the throughput "
+                 "over all epochs of the direct source and of the local copy on the same "
+                 "workload; \"/ rclone same epoch\": against rclone's epoch of the same number "
+                 "(1 cold, later warm). \"system\" CPU and RSS: rclone, or granaryd (all %d of "
+                 "them for granary-cluster-*) + granary-fuse (peaks summed); \"client\": the "
+                 "DataLoader's main process and workers (peaks summed), or fio. \"source MiB "
+                 "read\": bytes read from the throttled device in the epoch. granaryd chunk "
+                 "reads and bytes read: from the servers' /metrics, summed (hits + misses; "
+                 "bytes from cache + source + peers), against the bytes the client "
+                 "received." % getattr(a, "cluster_servers", 3))
     lines.append("")
 
     # Setup phases.
     seq = info["source_seq_mibs"]
+    variants = granary_variants(a)
     lines.append("| setup step | wall s | MiB/s | / source sequential | source MiB read | "
-                 "CPU s |")
-    lines.append("|---|---|---|---|---|---|")
+                 "CPU s | chunks fetched per server |")
+    lines.append("|---|---|---|---|---|---|---|")
     if "local-copy" in setups:
         s = setups["local-copy"]
-        lines.append("| local copy: `cp -a` + sync | %.1f | %.1f | %.2f | %.0f | %.1f |" % (
+        lines.append("| local copy: `cp -a` + sync | %.1f | %.1f | %.2f | %.0f | %.1f | |" % (
             s["wall"], s["bytes"] / MIB / s["wall"], s["bytes"] / MIB / s["wall"] / seq,
             s["source_bytes"] / MIB, s["cpu"]))
-    for name in ("granary-cold", "granary-prewarm"):
-        if name in setups and "add_wall" in setups[name]:
-            lines.append("| %s: `granary dataset add` (scan) | %.1f | | | | |" %
-                         (name, setups[name]["add_wall"]))
-    prewarm_mibs = None
-    if "granary-prewarm" in setups:
-        s = setups["granary-prewarm"]
-        prewarm_mibs = s["bytes"] / MIB / s["wall"]
-        lines.append("| `granary prewarm` (granaryd CPU) | %.1f | %.1f | %.2f | %.0f | %.1f |" % (
-            s["wall"], prewarm_mibs, prewarm_mibs / seq, s["source_bytes"] / MIB, s["cpu"]))
+    for cold, _, _ in variants:
+        for name in (cold, cold.replace("-cold", "-prewarm")):
+            if name in setups and "add_wall" in setups[name]:
+                lines.append("| %s: `granary dataset add` (scan%s) | %.1f | | | | | |" %
+                             (name, ", until every server has it" if
+                              setups[name].get("servers", 1) > 1 else "",
+                              setups[name]["add_wall"]))
+    prewarm_mibs = {}
+    for _, warm, servers in variants:
+        if warm in setups and "samples" in setups[warm]:
+            s = setups[warm]
+            prewarm_mibs[warm] = s["bytes"] / MIB / s["wall"]
+            per_node = s.get("chunks_per_node") or []
+            lines.append("| %s: `granary prewarm` (CPU of %s) | %.1f | %.1f | %.2f | %.0f | "
+                         "%.1f | %s |" % (
+                             warm, "granaryd" if servers == 1 else "the %d granaryd" % servers,
+                             s["wall"], prewarm_mibs[warm], prewarm_mibs[warm] / seq,
+                             s["source_bytes"] / MIB, s["cpu"],
+                             " / ".join("%d" % c for c in per_node)))
     lines.append("")
 
     # Ratios.
-    lines.append("| workload | Granary warm / direct | / local copy | / rclone warm | Granary "
-                 "cold / direct | rclone cold / direct | rclone warm / direct | local copy "
-                 "/ direct |")
-    lines.append("|---|---|---|---|---|---|---|---|")
+    lines.append("| workload | Granary | warm / direct | warm / local copy | warm / rclone warm "
+                 "| cold / direct | cold / rclone cold | rclone cold / direct | rclone warm / "
+                 "direct | local copy / direct |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     verdicts = []
+
+    def ratio(x, y):
+        return None if x is None or y is None else x / y
     for workload in ("images", "shards", "shards-loader"):
         direct = throughput(group(results, "direct", workload))
-        if direct is None and not group(results, "granary-prewarm", workload):
-            continue
         local = throughput(group(results, "local-copy", workload))
         rwarm = throughput(group(results, "rclone", workload, ("warm",)))
         rcold = throughput(group(results, "rclone", workload, ("cold",)))
-        gwarm = throughput(group(results, "granary-prewarm", workload))
-        gcold = throughput(group(results, "granary-cold", workload, ("cold",)))
-
-        def ratio(x, y):
-            return None if x is None or y is None else x / y
-        row = [ratio(gwarm, direct), ratio(gwarm, local), ratio(gwarm, rwarm),
-               ratio(gcold, direct), ratio(rcold, direct), ratio(rwarm, direct),
-               ratio(local, direct)]
-        lines.append("| %s | %s |" % (workload, " | ".join(fmt(x) for x in row)))
-        if workload == "images":
-            verdicts.append(("warm epochs ≥ 3 × the direct source", row[0], 3.0))
-            verdicts.append(("warm epochs ≥ 0.9 × the local copy", row[1], 0.9))
-            verdicts.append(("warm epochs ahead of rclone's warm epochs (> 1)", row[2], 1.0))
+        for cold, warm, servers in variants:
+            gwarm = throughput(group(results, warm, workload))
+            gcold = throughput(group(results, cold, workload, ("cold",)))
+            if gwarm is None and gcold is None:
+                continue
+            row = [ratio(gwarm, direct), ratio(gwarm, local), ratio(gwarm, rwarm),
+                   ratio(gcold, direct), ratio(gcold, rcold), ratio(rcold, direct),
+                   ratio(rwarm, direct), ratio(local, direct)]
+            who = "1 server" if servers == 1 else "%d servers" % servers
+            lines.append("| %s | %s | %s |" % (workload, who, " | ".join(fmt(x) for x in row)))
+            if workload in ("images", "shards"):
+                verdicts.append(("%s, %s: warm epochs ≥ 3 × the direct source" %
+                                 (workload, who), row[0], 3.0))
+                verdicts.append(("%s, %s: warm epochs ≥ 0.9 × the local copy" %
+                                 (workload, who), row[1], 0.9))
+                verdicts.append(("%s, %s: warm epochs ahead of rclone's warm epochs (> 1)" %
+                                 (workload, who), row[2], 1.0))
     lines.append("")
     lines.append("Ratios are throughputs (total bytes / total wall time over the epochs "
-                 "named): Granary warm = every epoch after `granary prewarm`; Granary cold = "
-                 "epoch 1 of the read-through run; rclone cold = its epoch 1, warm = its later "
-                 "epochs; direct and local copy = all their epochs.")
+                 "named): Granary warm = every epoch after `granary prewarm` (the "
+                 "granary-prewarm or granary-cluster-prewarm system); Granary cold = epoch 1 "
+                 "of the read-through run (granary-cold, granary-cluster-cold); rclone cold = "
+                 "its epoch 1, warm = its later epochs; direct and local copy = all their "
+                 "epochs. The DESIGN.md targets are stated for the small-file DataLoader "
+                 "(images); the shards rows are held to the same bounds here.")
     lines.append("")
-    if prewarm_mibs is not None:
-        verdicts.append(("prewarm ≥ 0.9 × the source's bandwidth (sequential read, start of "
-                         "run)", prewarm_mibs / seq, 0.9))
-        verdicts.append(("prewarm ≥ 0.9 × the configured limit", prewarm_mibs / a.bandwidth_mib,
-                         0.9))
+    for _, warm, servers in variants:
+        if warm in prewarm_mibs:
+            who = "1 server" if servers == 1 else "%d servers" % servers
+            verdicts.append(("prewarm, %s: ≥ 0.9 × the source's bandwidth (sequential read, "
+                             "start of run)" % who, prewarm_mibs[warm] / seq, 0.9))
+            verdicts.append(("prewarm, %s: ≥ 0.9 × the configured limit" % who,
+                             prewarm_mibs[warm] / a.bandwidth_mib, 0.9))
     lines.append("| target (DESIGN.md) | measured | met? |")
     lines.append("|---|---|---|")
     for what, value, bound in verdicts:
@@ -1133,6 +1325,17 @@ def write_report(bench, out):
             verdict = "**missed**"
         lines.append("| %s | %s | %s |" % (what, fmt(value), verdict))
     lines.append("")
+    profiles = getattr(bench, "profiles", [])
+    if profiles:
+        lines.append("Profiled extra epochs (not in the tables above; perf slows them):")
+        lines.append("")
+        for r in profiles:
+            lines.append("- %s %s: %.1f s, %.0f samples/s, %.1f MiB/s, daemons' CPU %.1f s, "
+                         "%s; `%s`" % (r["system"], r["workload"], r["wall"],
+                                       r["samples"] / r["wall"], r["bytes"] / MIB / r["wall"],
+                                       r["system_cpu"], "all %d ok" % r["samples"]
+                                       if r["bad"] == 0 else "WRONG/FAILED", r["command"]))
+        lines.append("")
     bad = [r for r in results if r["bad"] != 0]
     lines.append("Every sample of every epoch was checked (DataLoader: XXH3-64 against the "
                  "generator's; fio: --verify=xxhash)%s." %
@@ -1143,7 +1346,8 @@ def write_report(bench, out):
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(text)
     with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump({"info": info, "setups": setups, "results": results}, f, indent=1)
+        json.dump({"info": info, "setups": setups, "results": results,
+                   "profiles": getattr(bench, "profiles", [])}, f, indent=1)
     return text
 
 
@@ -1177,7 +1381,10 @@ def plot(bench, out):
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for name, label in (("granary-prewarm", "granary prewarm"), ("local-copy", "cp -a")):
+    for name, label in (("granary-prewarm", "granary prewarm, 1 server"),
+                        ("granary-cluster-prewarm", "granary prewarm, %d servers" %
+                         getattr(a, "cluster_servers", 3)),
+                        ("local-copy", "cp -a")):
         if name in setups and setups[name].get("samples"):
             ts, rates = rates_over_time(setups[name]["samples"], 1.0)
             ax.plot(ts, rates, label=label + " (source reads)")
@@ -1188,7 +1395,8 @@ def plot(bench, out):
     ax.set_xlabel("seconds")
     ax.set_ylabel("MiB/s read from the source (1 s windows)")
     ax.set_title("Filling the cache: prewarm against cp", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.set_ylim(0, a.bandwidth_mib * 1.35)
+    ax.legend(fontsize=8, loc="upper right", ncol=2)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "prewarm_throughput.png"), dpi=110)
     plt.close(fig)
@@ -1219,6 +1427,7 @@ def report_main(argv):
     bench.meta_info = saved["info"]
     bench.results = saved["results"]
     bench.setups = saved["setups"]
+    bench.profiles = saved.get("profiles", [])
     print(write_report(bench, a.out_dir))
     plot(bench, a.out_dir)
     return 0
@@ -1247,17 +1456,22 @@ def main():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--fio-jobs", type=int, default=4)
     p.add_argument("--chunk-size", default="4MiB", help="Granary chunk size")
-    p.add_argument("--systems", default="direct,local-copy,rclone,granary-cold,granary-prewarm")
+    p.add_argument("--systems", default="direct,local-copy,rclone,granary-cold,granary-prewarm,"
+                   "granary-cluster-prewarm",
+                   help="direct, local-copy, rclone, granary-cold, granary-prewarm, "
+                   "granary-cluster-cold, granary-cluster-prewarm")
     p.add_argument("--workloads", default="images,shards",
                    help="images (DataLoader), shards (fio), shards-loader (DataLoader)")
     p.add_argument("--profile-prewarm", action="store_true",
                    help="perf record granaryd during `granary prewarm` (slows the prewarm)")
-    p.add_argument("--granary-servers", type=int, default=1,
-                   help="servers in the Granary cache group (>1: after the cluster lands)")
+    p.add_argument("--cluster-servers", type=int, default=3,
+                   help="granaryd in the granary-cluster-* systems' cache group (on loopback)")
     p.add_argument("--profile", action="store_true",
-                   help="perf record the daemons during one extra images epoch")
+                   help="perf record the daemons during one extra warm epoch per workload")
     p.add_argument("--profile-systems", default="granary-prewarm",
                    help="systems that --profile profiles (those with daemons: rclone, granary-*)")
+    p.add_argument("--profile-workloads", default="images,shards",
+                   help="workloads that --profile runs an extra epoch of: images, shards")
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("e2e_bench: run as root (loop device, cgroup, drop_caches, mounts)")
