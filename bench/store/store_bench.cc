@@ -1,7 +1,9 @@
 // Chunk store reads against a plain pread loop over a file of the same bytes,
 // in one run: 128 KiB and 4 MiB chunks, page cache hot (buffered) and cold
 // (O_DIRECT after dropping the page cache; needs root), through io_uring and
-// the pread fallback; and insert throughput against plain pwrite appends.
+// the pread fallback; insert throughput against plain pwrite appends; and
+// ranged 128 KiB reads of 4 MiB chunks against whole-chunk reads of the same
+// store, for several checksum block sizes.
 //
 // Data lives under $GRANARY_BENCH_DIR (default /var/tmp/granary-store-bench),
 // which must be on a real disk, not tmpfs.
@@ -16,6 +18,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "cache_server/store/aligned_buffer.h"
@@ -49,8 +52,9 @@ std::string Bytes(uint64_t length, uint64_t seed) {
 }
 
 StoreOptions Options(const std::string& root, uint64_t chunk_bytes, bool direct_io,
-                     bool use_io_uring) {
+                     bool use_io_uring, uint64_t checksum_block_bytes = 64 << 10) {
   StoreOptions options;
+  options.checksum_block_bytes = checksum_block_bytes;
   options.directories = {root + "/cache"};
   options.index_path = root + "/index";
   options.capacity_bytes = 2 * kDataBytes;
@@ -192,6 +196,67 @@ void BM_PlainPwrite(benchmark::State& state) {
 constexpr int64_t kSmall = 128 << 10;
 constexpr int64_t kLarge = 4 << 20;
 
+// 4 MiB chunks, kRangeDataBytes of them per checksum block size.
+constexpr uint64_t kRangeDataBytes = 64 << 20;
+constexpr uint64_t kRangeChunks = kRangeDataBytes / kLarge;
+
+// The root of a store of kRangeChunks chunks with `block_bytes` checksum
+// blocks, built once per block size and process.
+const std::string& RangeStoreFor(uint64_t block_bytes) {
+  static std::map<uint64_t, std::string> roots;
+  if (auto it = roots.find(block_bytes); it != roots.end()) return it->second;
+  const std::string root = BenchRoot() + "/range-" + std::to_string(block_bytes);
+  std::filesystem::remove_all(root);
+  auto store = ChunkStore::Open(Options(root, kLarge, false, true, block_bytes));
+  if (!store.ok()) {
+    std::cerr << store.status() << "\n";
+    std::exit(1);
+  }
+  for (uint64_t i = 0; i < kRangeChunks; ++i) {
+    if (!(*store)->Insert(Key(i), Bytes(kLarge, i)).ok()) std::exit(1);
+  }
+  return roots[block_bytes] = root;
+}
+
+enum RangeKind : int64_t {
+  kWholeChunk = 0,    // Read(): the whole 4 MiB chunk.
+  kAlignedRange = 1,  // ReadRange(): 128 KiB at a multiple of 128 KiB, as FUSE asks.
+  kAnyRange = 2,      // ReadRange(): 128 KiB at any 4 KiB-aligned offset.
+};
+
+// Args: checksum block bytes, O_DIRECT (else page cache hot), RangeKind.
+// Chunks and offsets are drawn at random (seeded) in every case.
+void BM_StoreReadRange(benchmark::State& state) {
+  const uint64_t block_bytes = state.range(0);
+  const bool direct = state.range(1) != 0;
+  const auto kind = static_cast<RangeKind>(state.range(2));
+  auto store = ChunkStore::Open(Options(RangeStoreFor(block_bytes), kLarge, direct, true));
+  if (!store.ok()) return state.SkipWithError(std::string(store.status().message()).c_str());
+  if (!direct) {
+    for (uint64_t i = 0; i < kRangeChunks; ++i) benchmark::DoNotOptimize((*store)->Read(Key(i)));
+  }
+  std::mt19937_64 random(7);
+  const uint64_t read_before = (*store)->Stats().read_bytes;
+  for (auto _ : state) {
+    const ChunkKey key = Key(random() % kRangeChunks);
+    absl::StatusOr<std::string> data;
+    if (kind == kWholeChunk) {
+      data = (*store)->Read(key);
+    } else {
+      const uint64_t step = kind == kAlignedRange ? kSmall : kBlockBytes;
+      data = (*store)->ReadRange(key, random() % ((kLarge - kSmall) / step + 1) * step, kSmall);
+    }
+    if (!data.ok()) return state.SkipWithError(std::string(data.status().message()).c_str());
+    benchmark::DoNotOptimize(data->data());
+  }
+  const uint64_t served = kind == kWholeChunk ? kLarge : kSmall;
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * served));
+  // Bytes read from segments per byte returned.
+  state.counters["amplification"] =
+      static_cast<double>((*store)->Stats().read_bytes - read_before) /
+      static_cast<double>(state.iterations() * served);
+}
+
 BENCHMARK(BM_PlainPread)
     ->ArgNames({"chunk", "cold"})
     ->ArgsProduct({{kSmall, kLarge}, {0, 1}})
@@ -199,6 +264,13 @@ BENCHMARK(BM_PlainPread)
 BENCHMARK(BM_StoreRead)
     ->ArgNames({"chunk", "cold", "uring"})
     ->ArgsProduct({{kSmall, kLarge}, {0, 1}, {1, 0}})
+    ->UseRealTime();
+BENCHMARK(BM_StoreReadRange)
+    ->ArgNames({"block", "direct", "range"})
+    ->ArgsProduct({{64 << 10}, {0, 1}, {kWholeChunk}})
+    ->ArgsProduct({{16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10},
+                   {0, 1},
+                   {kAlignedRange, kAnyRange}})
     ->UseRealTime();
 BENCHMARK(BM_PlainPwrite)->ArgNames({"chunk"})->Args({kSmall})->Args({kLarge})->UseRealTime();
 BENCHMARK(BM_StoreInsert)

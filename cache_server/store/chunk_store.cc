@@ -26,6 +26,11 @@
 // Reads verify XXH3 regardless, so even an undetected fault becomes a miss,
 // not wrong bytes.
 //
+// Checksums: an entry holds the XXH3 of the whole chunk and one per checksum
+// block. Read() and a range covering the whole chunk check the first, as the
+// chunk streams in; a smaller range reads its covering blocks and checks
+// each. Recovery checks both, so an entry it keeps is right for either read.
+//
 // Locking: one mutex guards the in-memory bookkeeping and orders every index
 // mutation; segment I/O, checksumming and fdatasync run outside it. Readers
 // hold a shared_ptr to the segment file, so reclaiming a segment never pulls
@@ -78,6 +83,46 @@ absl::Status NotCached(const ChunkKey& key) {
   return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached"));
 }
 
+// Records the XXH3 of each `block_bytes` piece of `data` in `location`.
+void SetBlockChecksums(std::string_view data, uint64_t block_bytes, v1::ChunkLocation& location) {
+  location.set_checksum_block_bytes(static_cast<uint32_t>(block_bytes));
+  for (uint64_t at = 0; at < data.size(); at += block_bytes) {
+    location.add_block_xxh3(Xxh3(data.data() + at, std::min(block_bytes, data.size() - at)));
+  }
+}
+
+// DATA_LOSS unless the entry's block checksums describe its chunk in blocks
+// that O_DIRECT can read (a damaged entry, not damaged data).
+absl::Status CheckBlockLayout(const v1::ChunkLocation& location, const SegmentFile& file) {
+  const uint64_t block_bytes = location.checksum_block_bytes();
+  if (block_bytes == 0 || block_bytes % kBlockBytes != 0 ||
+      static_cast<uint64_t>(location.block_xxh3_size()) !=
+          (location.length() + block_bytes - 1) / block_bytes) {
+    return absl::DataLossError(
+        absl::StrCat("index entry of the chunk at offset ", location.offset(), " of ", file.path(),
+                     " holds ", location.block_xxh3_size(), " checksums of ", block_bytes,
+                     "-byte blocks for ", location.length(), " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+// Checks `data`, the `length` bytes of the chunk at `location` that start at
+// the beginning of its block `first_block` and end at the end of a block (or
+// of the chunk), against their block checksums; the layout must have passed
+// CheckBlockLayout. DATA_LOSS on a mismatch.
+absl::Status CheckBlocks(const v1::ChunkLocation& location, const SegmentFile& file,
+                         uint64_t first_block, const char* data, uint64_t length) {
+  const uint64_t block_bytes = location.checksum_block_bytes();
+  for (uint64_t at = 0, block = first_block; at < length; at += block_bytes, ++block) {
+    if (Xxh3(data + at, std::min(block_bytes, length - at)) != location.block_xxh3(block)) {
+      return absl::DataLossError(absl::StrCat("checksum mismatch in block ", block,
+                                              " of the chunk at offset ", location.offset(), " of ",
+                                              file.path()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Creates `directory` if needed and checks that files can be created in it.
 absl::Status PrepareDirectory(const std::string& directory) {
   std::error_code error;
@@ -126,6 +171,12 @@ absl::Status ValidateOptions(const StoreOptions& options) {
   if (options.queue_depth == 0) {
     return absl::InvalidArgumentError("chunk store: io_uring queue depth must not be 0");
   }
+  if (options.checksum_block_bytes == 0 || options.checksum_block_bytes % kBlockBytes != 0 ||
+      options.checksum_block_bytes > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk store: checksum block size ", options.checksum_block_bytes,
+                     " is not a multiple of ", kBlockBytes, " bytes under 4 GiB"));
+  }
   return absl::OkStatus();
 }
 
@@ -150,6 +201,8 @@ class SegmentChunkStore final : public ChunkStore {
   absl::Status Recover();
 
   absl::StatusOr<std::string> Read(const ChunkKey& key) override;
+  absl::StatusOr<std::string> ReadRange(const ChunkKey& key, uint64_t offset,
+                                        uint64_t length) override;
   bool Contains(const ChunkKey& key) override;
   absl::StatusOr<bool> Insert(const ChunkKey& key, std::string_view data) override;
   void SetVersionState(uint64_t dataset_version, VersionState state) override;
@@ -202,6 +255,18 @@ class SegmentChunkStore final : public ChunkStore {
   absl::StatusOr<std::string> ReadVerified(SegmentFile& file, const v1::ChunkLocation& location);
   // Reads the chunk into `out` (location.length() bytes) and verifies it.
   absl::Status ReadVerifiedInto(SegmentFile& file, const v1::ChunkLocation& location, char* out);
+  // Bytes [offset, offset + length) of the chunk, which the caller checked lie
+  // inside it; DATA_LOSS when a block covering them does not match.
+  absl::StatusOr<std::string> ReadRangeVerified(SegmentFile& file,
+                                                const v1::ChunkLocation& location, uint64_t offset,
+                                                uint64_t length);
+  struct ByteRange {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+  };
+  // Read() (no range) and ReadRange(): the lookup, the verified read, and
+  // dropping an entry that does not verify.
+  absl::StatusOr<std::string> ReadChunk(const ChunkKey& key, std::optional<ByteRange> range);
 
   const StoreOptions options_;
   const std::unique_ptr<ChunkIndex> index_;
@@ -228,6 +293,7 @@ class SegmentChunkStore final : public ChunkStore {
   std::atomic<uint64_t> admissions_refused_{0};
   std::atomic<uint64_t> insert_errors_{0};
   std::atomic<uint64_t> evicted_chunks_{0};
+  std::atomic<uint64_t> read_bytes_{0};
 
   // Last, so that its thread stops before anything it uses is destroyed.
   SegmentSealer sealer_;
@@ -416,6 +482,7 @@ absl::Status SegmentChunkStore::ReadVerifiedInto(SegmentFile& file,
         file.fd(), /*direct=*/false, location.offset(), {out, length},
         [&](const char* piece, uint64_t piece_length) { hash.Update(piece, piece_length); });
   }
+  read_bytes_ += file.direct_io() ? RoundUpToBlock(length) : length;
   GRANARY_RETURN_IF_ERROR(status);
   if (hash.Digest() != location.xxh3()) {
     return absl::DataLossError(
@@ -424,7 +491,49 @@ absl::Status SegmentChunkStore::ReadVerifiedInto(SegmentFile& file,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> SegmentChunkStore::ReadRangeVerified(SegmentFile& file,
+                                                                 const v1::ChunkLocation& location,
+                                                                 uint64_t offset, uint64_t length) {
+  if (offset == 0 && length == location.length()) return ReadVerified(file, location);
+  if (location.block_xxh3_size() == 0) {
+    // An entry from before block checksums: only the whole chunk can be checked.
+    GRANARY_ASSIGN_OR_RETURN(std::string whole, ReadVerified(file, location));
+    return whole.substr(offset, length);
+  }
+  if (length == 0) return std::string();
+  GRANARY_RETURN_IF_ERROR(CheckBlockLayout(location, file));
+  // The covering blocks, [begin, end) of the chunk.
+  const uint64_t block_bytes = location.checksum_block_bytes();
+  const uint64_t first_block = offset / block_bytes;
+  const uint64_t begin = first_block * block_bytes;
+  const uint64_t end = std::min<uint64_t>(
+      location.length(), (offset + length + block_bytes - 1) / block_bytes * block_bytes);
+  // O_DIRECT reads whole 4 KiB blocks: blocks are multiples of them, and the
+  // chunk's last one is zero-padded in its segment.
+  const uint64_t read_bytes = file.direct_io() ? RoundUpToBlock(end - begin) : end - begin;
+  std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(read_bytes);
+  absl::Status status = io_->Read(file.fd(), file.direct_io(), location.offset() + begin,
+                                  {buffer->data(), read_bytes}, [](const char*, uint64_t) {});
+  read_bytes_ += read_bytes;
+  if (status.ok()) status = CheckBlocks(location, file, first_block, buffer->data(), end - begin);
+  std::string data;
+  if (status.ok()) data.assign(buffer->data() + (offset - begin), length);
+  buffers_.Give(std::move(buffer));
+  GRANARY_RETURN_IF_ERROR(status);
+  return data;
+}
+
 absl::StatusOr<std::string> SegmentChunkStore::Read(const ChunkKey& key) {
+  return ReadChunk(key, std::nullopt);
+}
+
+absl::StatusOr<std::string> SegmentChunkStore::ReadRange(const ChunkKey& key, uint64_t offset,
+                                                         uint64_t length) {
+  return ReadChunk(key, ByteRange{.offset = offset, .length = length});
+}
+
+absl::StatusOr<std::string> SegmentChunkStore::ReadChunk(const ChunkKey& key,
+                                                         std::optional<ByteRange> range) {
   const std::string encoded = key.Encode();
   GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> location, index_->Get(encoded));
   std::shared_ptr<SegmentFile> file;
@@ -439,7 +548,15 @@ absl::StatusOr<std::string> SegmentChunkStore::Read(const ChunkKey& key) {
     misses_++;
     return NotCached(key);
   }
-  absl::StatusOr<std::string> data = ReadVerified(*file, *location);
+  if (range &&
+      (range->offset > location->length() || range->length > location->length() - range->offset)) {
+    return absl::OutOfRangeError(absl::StrCat("range [", range->offset, ", +", range->length,
+                                              ") is past the end of chunk ", key.ToString(), " (",
+                                              location->length(), " bytes)"));
+  }
+  absl::StatusOr<std::string> data =
+      range ? ReadRangeVerified(*file, *location, range->offset, range->length)
+            : ReadVerified(*file, *location);
   if (!data.ok()) {
     if (data.status().code() == absl::StatusCode::kDataLoss) checksum_failures_++;
     GRANARY_LOG_FIRST_N(WARNING, 20)
@@ -467,7 +584,9 @@ absl::StatusOr<bool> SegmentChunkStore::Insert(const ChunkKey& key, std::string_
                      ", over the maximum chunk size of ", FormatSize(options_.max_chunk_bytes)));
   }
   const std::string encoded = key.Encode();
-  const uint64_t xxh3 = Xxh3(data);
+  v1::ChunkLocation location;
+  location.set_xxh3(Xxh3(data));
+  SetBlockChecksums(data, options_.checksum_block_bytes, location);
   const uint64_t stored_bytes = RoundUpToBlock(data.size());
   Placement placement;
   {
@@ -491,12 +610,10 @@ absl::StatusOr<bool> SegmentChunkStore::Insert(const ChunkKey& key, std::string_
 
   absl::Status status = WriteChunk(*placement.file, placement.offset, data);
 
-  v1::ChunkLocation location;
   location.set_directory(placement.directory);
   location.set_segment_id(placement.file->id());
   location.set_offset(placement.offset);
   location.set_length(static_cast<uint32_t>(data.size()));
-  location.set_xxh3(xxh3);
   location.set_dataset_version(key.dataset_version);
   location.set_last_use_unix_ms(NowMs());
   {
@@ -601,6 +718,7 @@ StoreStats SegmentChunkStore::Stats() {
   stats.admissions_refused = admissions_refused_;
   stats.insert_errors = insert_errors_;
   stats.evicted_chunks = evicted_chunks_;
+  stats.read_bytes = read_bytes_;
   stats.io_engine = std::string(io_->name());
   return stats;
 }
@@ -658,8 +776,14 @@ absl::Status SegmentChunkStore::Recover() {
       if (!was_sealed) {
         verified++;
         scratch.resize(location.length());
-        if (absl::Status checked = ReadVerifiedInto(*file, location, scratch.data());
-            !checked.ok()) {
+        absl::Status checked = ReadVerifiedInto(*file, location, scratch.data());
+        if (checked.ok() && location.block_xxh3_size() > 0) {
+          checked = CheckBlockLayout(location, *file);
+          if (checked.ok()) {
+            checked = CheckBlocks(location, *file, 0, scratch.data(), location.length());
+          }
+        }
+        if (!checked.ok()) {
           if (checked.code() == absl::StatusCode::kDataLoss) checksum_failures_++;
           dropped++;
           GRANARY_RETURN_IF_ERROR(index_->Delete(key, id));

@@ -78,7 +78,14 @@ TEST(Crash, KilledWriterLeavesOnlyCompleteVerifiedChunks) {
       for (const ChunkKey& key : (*store)->ChunksOf(version)) {
         auto read = (*store)->Read(key);
         ASSERT_TRUE(read.ok()) << key.ToString() << " in round " << round << ": " << read.status();
-        ASSERT_TRUE(*read == ChunkBytes(key, CrashChunkLength(key)))
+        const std::string expected = ChunkBytes(key, CrashChunkLength(key));
+        ASSERT_TRUE(*read == expected) << key.ToString() << " in round " << round;
+        // And by its block checksums: the middle third, across blocks.
+        const uint64_t third = expected.size() / 3;
+        auto range = (*store)->ReadRange(key, third, third + 1);
+        ASSERT_TRUE(range.ok()) << key.ToString() << " in round " << round << ": "
+                                << range.status();
+        ASSERT_TRUE(*range == expected.substr(third, third + 1))
             << key.ToString() << " in round " << round;
         ++verified;
       }
