@@ -23,11 +23,15 @@ uint64_t PointHash(const std::string& node_id, uint32_t point) {
 absl::StatusOr<PlacementRing> PlacementRing::Build(std::vector<PlacementNode> nodes,
                                                    uint32_t points_per_weight) {
   if (nodes.empty()) return absl::InvalidArgumentError("placement ring needs at least one node");
+  if (nodes.size() > kMaxNodes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "placement ring has ", nodes.size(), " nodes; a cache group holds at most ", kMaxNodes));
+  }
   if (points_per_weight == 0) {
     return absl::InvalidArgumentError("placement ring needs at least one point per weight");
   }
   absl::flat_hash_set<std::string> seen;
-  uint64_t total_points = 0;
+  uint64_t total_weight = 0;
   for (const PlacementNode& node : nodes) {
     if (node.id.empty()) return absl::InvalidArgumentError("placement node has an empty id");
     if (!seen.insert(node.id).second) {
@@ -38,16 +42,15 @@ absl::StatusOr<PlacementRing> PlacementRing::Build(std::vector<PlacementNode> no
       return absl::InvalidArgumentError(absl::StrCat("placement node '", node.id, "' has weight ",
                                                      node.weight, "; weights are 1-1000"));
     }
-    total_points += uint64_t{node.weight} * points_per_weight;
+    total_weight += node.weight;
   }
-  if (total_points > (uint64_t{1} << 31)) {
-    return absl::InvalidArgumentError("placement ring would exceed 2^31 points");
-  }
+  // Halve the points per unit of weight until the ring fits in kMaxPoints.
+  int shift = 0;
+  while ((total_weight * points_per_weight >> shift) > kMaxPoints) ++shift;
 
   std::vector<std::pair<uint64_t, uint32_t>> points;
-  points.reserve(total_points);
   for (uint32_t n = 0; n < nodes.size(); ++n) {
-    uint32_t count = nodes[n].weight * points_per_weight;
+    uint64_t count = std::max<uint64_t>(1, uint64_t{nodes[n].weight} * points_per_weight >> shift);
     for (uint32_t p = 0; p < count; ++p) points.emplace_back(PointHash(nodes[n].id, p), n);
   }
   // Ties between equal hashes are broken by node id so every builder agrees.
@@ -57,36 +60,60 @@ absl::StatusOr<PlacementRing> PlacementRing::Build(std::vector<PlacementNode> no
   });
 
   PlacementRing ring;
-  ring.index_bits_ = std::clamp(static_cast<int>(std::bit_width(points.size())) + 1, 1, 32);
+  // About 5-10 points a line: few lines spill past kInlinePoints, and the
+  // lines stay small enough for the TLB.
+  size_t lines = std::max<size_t>(2, std::bit_ceil((points.size() + 9) / 10));
+  ring.line_bits_ = std::countr_zero(lines);
   ring.points_.resize(points.size());
-  ring.index_.resize((size_t{1} << ring.index_bits_) + 1);
-  size_t bucket = 0;
-  for (size_t i = 0; i < points.size(); ++i) {
-    ring.points_[i] = Point{ring.PositionInBucket(points[i].first), points[i].second};
-    for (size_t point_bucket = ring.BucketOf(points[i].first); bucket <= point_bucket; ++bucket) {
-      ring.index_[bucket] = Bucket{static_cast<uint32_t>(i), points[i].second};
+  ring.lines_.resize(lines + 1);
+  size_t next = 0;
+  for (size_t l = 0; l < lines; ++l) {
+    Line& line = ring.lines_[l];
+    line.first_point = static_cast<uint32_t>(next);
+    size_t count = 0;
+    for (; next < points.size() && ring.LineOf(points[next].first) == l; ++next, ++count) {
+      uint32_t position = ring.PositionInLine(points[next].first);
+      ring.points_[next] = Point{position, points[next].second};
+      if (count < kInlinePoints) {
+        line.offsets[count] = static_cast<uint16_t>(position >> 16);
+        line.owners[count] = static_cast<uint16_t>(points[next].second);
+      }
     }
+    line.inline_points = static_cast<uint8_t>(std::min<size_t>(count, kInlinePoints));
+    std::fill(line.offsets + line.inline_points, line.offsets + kInlinePoints, 0xffff);
+    std::fill(line.owners + line.inline_points, line.owners + kInlinePoints, 0);
+    line.spills = count > kInlinePoints;
+    // Keys past the line's last point belong to the next point, wrapping.
+    line.owner_after = static_cast<uint16_t>(points[next == points.size() ? 0 : next].second);
   }
-  // Buckets past the last point wrap around to the first.
-  for (; bucket < ring.index_.size(); ++bucket) {
-    ring.index_[bucket] = Bucket{static_cast<uint32_t>(points.size()), points.front().second};
-  }
+  ring.lines_[lines] = Line{};
+  ring.lines_[lines].first_point = static_cast<uint32_t>(points.size());
   ring.nodes_ = std::move(nodes);
   return ring;
 }
 
 size_t PlacementRing::FirstPointAtOrAfter(uint64_t key_hash) const {
-  size_t bucket = BucketOf(key_hash);
-  uint32_t position = PositionInBucket(key_hash);
-  size_t point = index_[bucket].first_point;
-  size_t end = index_[bucket + 1].first_point;
+  size_t line = LineOf(key_hash);
+  uint32_t position = PositionInLine(key_hash);
+  size_t point = lines_[line].first_point;
+  size_t end = lines_[line + 1].first_point;
   while (point < end && points_[point].position < position) ++point;
   return point == points_.size() ? 0 : point;
 }
 
 uint32_t PlacementRing::Owner(uint64_t key_hash) const {
-  size_t bucket = BucketOf(key_hash);
-  if (index_[bucket].first_point == index_[bucket + 1].first_point) return index_[bucket].owner;
+  const Line& line = lines_[LineOf(key_hash)];
+  uint16_t offset = static_cast<uint16_t>(PositionInLine(key_hash) >> 16);
+  // Offsets are sorted, so the points before the key's are those below it;
+  // branch-free so the compiler vectorizes it.
+  int before = 0;
+  for (int i = 0; i < kInlinePoints; ++i) before += line.offsets[i] < offset;
+  if (before < line.inline_points) {
+    // An equal offset needs the full positions to tell which comes first.
+    if (line.offsets[before] != offset) return line.owners[before];
+  } else if (!line.spills) {
+    return line.owner_after;
+  }
   return points_[FirstPointAtOrAfter(key_hash)].node;
 }
 

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
+
+#include "common/hash.h"
 
 namespace granary {
 namespace {
@@ -81,6 +84,57 @@ TEST(PlacementRing, OwnersAreDistinctAndStartWithTheOwner) {
     EXPECT_NE(owners[0], owners[2]);
     EXPECT_EQ(ring->Owners(hash, 10).size(), 5u);
   }
+}
+
+// Owner() answers from a line's inline offsets, and Owners() walks the full
+// points: they must agree everywhere, including in lines with more points
+// than fit inline and for keys whose top bits equal a point's.
+TEST(PlacementRing, OwnerAgreesWithTheFullPoints) {
+  auto nodes = Nodes(40);
+  auto ring = PlacementRing::Build(nodes);
+  ASSERT_TRUE(ring.ok());
+  std::mt19937_64 random(7);
+  for (int i = 0; i < 1'000'000; ++i) {
+    uint64_t hash = random();
+    ASSERT_EQ(ring->Owner(hash), ring->Owners(hash, 1)[0]) << hash;
+  }
+  for (const PlacementNode& node : nodes) {
+    for (uint64_t p = 0; p < 64; ++p) {
+      Xxh3Stream point;  // A point's own hash, as the ring makes it.
+      point.Update(node.id);
+      point.UpdateU64(p);
+      for (uint64_t hash : {point.Digest() - 1, point.Digest(), point.Digest() + 1}) {
+        ASSERT_EQ(ring->Owner(hash), ring->Owners(hash, 1)[0]) << hash;
+      }
+    }
+  }
+}
+
+// Heavy weights would make millions of points; the ring halves the points per
+// unit of weight instead, and load still follows weight.
+TEST(PlacementRing, PointsStayBoundedWithHeavyWeights) {
+  std::vector<PlacementNode> nodes;
+  for (int i = 0; i < 100; ++i) {
+    nodes.push_back({"heavy-" + std::to_string(i), static_cast<uint32_t>(i % 2 ? 1000 : 500)});
+  }
+  auto ring = PlacementRing::Build(nodes);
+  ASSERT_TRUE(ring.ok());
+  EXPECT_LE(ring->point_count(), PlacementRing::kMaxPoints);
+  EXPECT_GT(ring->point_count(), PlacementRing::kMaxPoints / 2);
+  EXPECT_LE(ring->memory_bytes(), size_t{80} << 20);
+  std::map<std::string, int> load;
+  constexpr int kKeys = 400000;
+  for (const std::string& owner : OwnerIds(*ring, kKeys)) ++load[owner];
+  for (const auto& node : nodes) {
+    double fair = static_cast<double>(kKeys) * node.weight / 75000;
+    EXPECT_NEAR(load[node.id] / fair, 1.0, 0.12) << node.id;
+  }
+}
+
+TEST(PlacementRing, RejectsMoreNodesThanOwnersCanName) {
+  std::vector<PlacementNode> nodes;
+  for (size_t i = 0; i <= PlacementRing::kMaxNodes; ++i) nodes.push_back({std::to_string(i), 1});
+  EXPECT_EQ(PlacementRing::Build(nodes).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(PlacementRing, SingleNodeOwnsEverything) {
