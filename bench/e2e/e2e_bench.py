@@ -645,6 +645,13 @@ class System:
     def pids(self):
         return []
 
+    def describe_pids(self):
+        return ", ".join("%d %s" % (pid, name) for pid, name in
+                         zip(self.pids(), self.pid_names()))
+
+    def pid_names(self):
+        return []
+
     def metrics_url(self):
         return ""
 
@@ -897,6 +904,10 @@ class Granary(System):
     def pids(self):
         return [p.pid for p in self.procs] + [self.fuse.pid]
 
+    def describe_pids(self):
+        return ", ".join(["%d granaryd %s" % (p.pid, n["id"]) for p, n in
+                          zip(self.procs, self.nodes)] + ["%d granary-fuse" % self.fuse.pid])
+
     def pid_names(self):
         return ["granaryd" if self.servers == 1 else "%d granaryd" % self.servers,
                 "granary-fuse"]
@@ -1073,16 +1084,17 @@ class Bench:
                                   " + ".join(system.pid_names())))
         self.write_profile(data, name, "perf record -g -F 199 -p <%s pids> during one extra "
                            "warm %s epoch on %s (%s; %.1f s, %.0f samples/s, %.1f MiB/s; "
-                           "client CPU %.1f s, daemons' CPU %.1f s)" %
+                           "client CPU %.1f s, daemons' CPU %.1f s). Processes: %s. perf.data "
+                           "kept in the workdir as %s." %
                            (" + ".join(system.pid_names()), workload, system.name,
                             "DataLoader" if workload == "images" else "fio", r["wall"],
                             r["samples"] / r["wall"], r["bytes"] / MIB / r["wall"],
-                            r["client_cpu"], r["system_cpu"]))
-        os.remove(data)
+                            r["client_cpu"], r["system_cpu"], system.describe_pids(),
+                            os.path.basename(data)))
 
     def write_profile(self, data, name, title):
         text = []
-        reports = [["--no-children", "-g", "none", "--sort", "comm"],
+        reports = [["--no-children", "-g", "none", "--sort", "pid,comm"],
                    ["--no-children", "-g", "none", "--sort", "comm,dso"],
                    ["--no-children", "-g", "none", "--sort", "sym", "--percent-limit", "0.5"],
                    # Where the kernel time goes: whole call chains, callers first.
@@ -1395,8 +1407,8 @@ def plot(bench, out):
     ax.set_xlabel("seconds")
     ax.set_ylabel("MiB/s read from the source (1 s windows)")
     ax.set_title("Filling the cache: prewarm against cp", fontsize=10)
-    ax.set_ylim(0, a.bandwidth_mib * 1.35)
-    ax.legend(fontsize=8, loc="upper right", ncol=2)
+    ax.set_ylim(0, a.bandwidth_mib * 1.5)
+    ax.legend(fontsize=8, loc="center right")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "prewarm_throughput.png"), dpi=110)
     plt.close(fig)
