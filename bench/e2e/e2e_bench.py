@@ -895,6 +895,8 @@ class Granary(System):
             wall, report["bytes_done"] / MIB / wall, "/".join("%d" % c for c in per_node)))
 
     def address(self):
+        if self.bench.args.fuse_server == "tcp":
+            return "127.0.0.1:%d" % self.nodes[0]["tcp"]
         return "unix:" + self.nodes[0]["sock"]
 
     @staticmethod
@@ -1476,6 +1478,9 @@ def main():
                    help="images (DataLoader), shards (fio), shards-loader (DataLoader)")
     p.add_argument("--profile-prewarm", action="store_true",
                    help="perf record granaryd during `granary prewarm` (slows the prewarm)")
+    p.add_argument("--fuse-server", choices=("socket", "tcp"), default="socket",
+                   help="how granary-fuse reaches the local granaryd: its Unix socket or its "
+                   "TCP address on loopback")
     p.add_argument("--cluster-servers", type=int, default=3,
                    help="granaryd in the granary-cluster-* systems' cache group (on loopback)")
     p.add_argument("--profile", action="store_true",
