@@ -142,7 +142,8 @@ absl::Status Catalog::WriteDataset(const v1::CatalogDataset& record,
                      absl::StrCat("writing dataset '", record.name(), "'"));
 }
 
-absl::StatusOr<v1::CatalogDataset> Catalog::Create(const Manifest& manifest, int64_t now_unix_ms) {
+absl::StatusOr<v1::CatalogDataset> Catalog::Create(const Manifest& manifest, uint32_t replicas,
+                                                   int64_t now_unix_ms) {
   const DatasetIdentity& identity = manifest.identity();
   std::lock_guard lock(mu_);
   if (datasets_.contains(identity.name)) {
@@ -152,6 +153,7 @@ absl::StatusOr<v1::CatalogDataset> Catalog::Create(const Manifest& manifest, int
   record.set_name(identity.name);
   record.set_source(identity.source);
   record.set_chunk_size(identity.chunk_size);
+  record.set_replicas(replicas);
   // After a removal stamped by a clock ahead of ours, so the new dataset wins.
   auto tombstone = tombstones_.find(identity.name);
   record.set_updated_unix_ms(tombstone == tombstones_.end()

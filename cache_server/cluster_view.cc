@@ -74,16 +74,25 @@ std::vector<Member> ClusterView::GroupMembers(std::string_view group) const {
 }
 
 bool ClusterView::Owns(const ChunkKey& key, std::string_view group,
-                       const std::vector<std::string>& unreachable) const {
+                       const std::vector<std::string>& unreachable, uint32_t replicas) const {
   std::shared_ptr<const ClusterMap> map = current();
-  size_t count = unreachable.size() + 1;
-  for (const Member* owner : map->Owners(key, group, count)) {
+  uint32_t reachable_owners = 0;
+  for (const Member* owner : map->Owners(key, group, unreachable.size() + replicas)) {
     if (std::find(unreachable.begin(), unreachable.end(), owner->id) != unreachable.end()) {
       continue;
     }
-    return owner->id == self_.id;
+    if (owner->id == self_.id) return true;
+    if (++reachable_owners == replicas) return false;
   }
   return false;
+}
+
+std::optional<Member> ClusterView::OwnerElsewhere(const ChunkKey& key) {
+  std::shared_ptr<const ClusterMap> map = current();
+  std::vector<const Member*> owners = map->Owners(key, self_.group, 1);
+  if (owners.empty() || owners.front()->id == self_.id) return std::nullopt;
+  if (clients_.IsSuspect(owners.front()->id)) return std::nullopt;
+  return *owners.front();
 }
 
 std::vector<Member> ClusterView::CopySources(const ChunkKey& key) {

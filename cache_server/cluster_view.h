@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,10 +48,15 @@ class ClusterView {
   // Live members of `group`, this node included if it belongs.
   std::vector<Member> GroupMembers(std::string_view group) const;
 
-  // Whether this node is the first live owner of `key` in `group`, skipping
-  // the members named in `unreachable`.
+  // Whether this node is one of the first `replicas` live owners of `key` in
+  // `group` (the owner and its replicas), skipping the members named in
+  // `unreachable`.
   bool Owns(const ChunkKey& key, std::string_view group,
-            const std::vector<std::string>& unreachable) const;
+            const std::vector<std::string>& unreachable, uint32_t replicas) const;
+
+  // The owner of `key` in this node's group when that is another node not
+  // suspected of being down; nullopt when this node owns it.
+  std::optional<Member> OwnerElsewhere(const ChunkKey& key);
 
   // The peers worth asking for a copy of chunk `key` before reading the
   // source, in order: in this node's group, the owner it would have without

@@ -1,5 +1,6 @@
 #include "cache_server/dataset_registry.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/ascii.h"
@@ -36,6 +37,10 @@ absl::Status ValidateDatasetName(std::string_view name) {
                    "with '.' or '-'"));
 }
 
+uint32_t ReplicasOf(const v1::CatalogDataset& record) {
+  return std::max<uint32_t>(1, record.replicas());
+}
+
 DatasetRegistry::DatasetRegistry(Catalog* catalog, store::ChunkStore* store,
                                  VersionActivity* activity, int scan_threads)
     : catalog_(catalog), store_(store), activity_(activity), scan_threads_(scan_threads) {}
@@ -61,8 +66,14 @@ absl::StatusOr<Manifest> DatasetRegistry::Scan(std::string_view name, std::strin
 }
 
 absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Add(std::string_view name, std::string_view source,
-                                                     uint32_t chunk_size) {
+                                                     uint32_t chunk_size, uint32_t replicas) {
   GRANARY_RETURN_IF_ERROR(ValidateDatasetName(name));
+  if (replicas == 0) replicas = 1;
+  if (replicas > kMaxReplicas) {
+    return absl::InvalidArgumentError(absl::StrCat("dataset '", AsAbsl(name), "': ", replicas,
+                                                   " replicas is over the maximum, ",
+                                                   kMaxReplicas));
+  }
   if (chunk_size == 0) chunk_size = kDefaultChunkSize;
   if (chunk_size < kMinChunkSize || chunk_size > kMaxChunkSize) {
     return absl::InvalidArgumentError(absl::StrCat("chunk size ", chunk_size,
@@ -74,7 +85,8 @@ absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Add(std::string_view name, std:
     return absl::AlreadyExistsError(absl::StrCat("dataset '", AsAbsl(name), "' already exists"));
   }
   GRANARY_ASSIGN_OR_RETURN(Manifest manifest, Scan(name, source, chunk_size));
-  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, catalog_->Create(manifest, NowUnixMs()));
+  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record,
+                           catalog_->Create(manifest, replicas, NowUnixMs()));
   return Describe(record);
 }
 
@@ -136,6 +148,7 @@ v1::DatasetInfo DatasetRegistry::Describe(const v1::CatalogDataset& record) {
   info.set_source(record.source());
   info.set_version(current.version());
   info.set_chunk_size(record.chunk_size());
+  info.set_replicas(ReplicasOf(record));
   info.set_file_count(current.file_count());
   info.set_directory_count(current.directory_count());
   info.set_total_bytes(current.total_bytes());

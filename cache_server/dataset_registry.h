@@ -31,14 +31,22 @@ namespace granary {
 // under the mount).
 absl::Status ValidateDatasetName(std::string_view name);
 
+// Copies of a chunk one cache group may hold: beyond a few, a replica buys no
+// availability and costs a group's NVMe.
+inline constexpr uint32_t kMaxReplicas = 8;
+
+// The copies of each chunk per cache group that `record` asks for.
+uint32_t ReplicasOf(const v1::CatalogDataset& record);
+
 class DatasetRegistry {
  public:
   DatasetRegistry(Catalog* catalog, store::ChunkStore* store, VersionActivity* activity,
                   int scan_threads);
 
-  // `chunk_size` 0 means kDefaultChunkSize.
+  // `chunk_size` 0 means kDefaultChunkSize; `replicas` 0 means 1, and at
+  // most kMaxReplicas.
   absl::StatusOr<v1::DatasetInfo> Add(std::string_view name, std::string_view source,
-                                      uint32_t chunk_size);
+                                      uint32_t chunk_size, uint32_t replicas);
   absl::StatusOr<v1::DatasetInfo> Refresh(std::string_view name);
   // Returns the bytes freed on this node.
   absl::StatusOr<uint64_t> Remove(std::string_view name);

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache_server/source/posix_source.h"
 #include "common/chunk_math.h"
+#include "common/chunk_router.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -51,17 +52,19 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, ChunkS
     return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached here"));
   }
   metrics_->misses.fetch_add(1, std::memory_order_relaxed);
-  GRANARY_ASSIGN_OR_RETURN(ChunkData data, Fetch(*manifest, key));
+  GRANARY_ASSIGN_OR_RETURN(ChunkData data, Fetch(*manifest, key, sourcing));
   return Chunk{std::move(data), false};
 }
 
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::Fetch(const Manifest& manifest,
-                                                          const ChunkKey& key) {
-  return flights_.Do(key, [&] { return FetchOnce(manifest, key); });
+                                                          const ChunkKey& key,
+                                                          ChunkSourcing sourcing) {
+  return flights_.Do(key, [&] { return FetchOnce(manifest, key, sourcing); });
 }
 
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& manifest,
-                                                              const ChunkKey& key) {
+                                                              const ChunkKey& key,
+                                                              ChunkSourcing sourcing) {
   // A flight for this key may have stored it between our miss and this flight.
   if (store_->Contains(key)) {
     absl::StatusOr<std::string> stored = store_->Read(key);
@@ -69,7 +72,10 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
   }
   GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry, ChunkEntry(manifest, key));
   uint32_t length = ChunkLength(entry->size, manifest.chunk_size(), key.chunk_index);
-  absl::StatusOr<std::string> data = CopyFromPeer(key, length);
+  absl::StatusOr<std::string> data = sourcing == ChunkSourcing::kOwnerFetch
+                                         ? absl::NotFoundError("asked as the owner")
+                                         : FetchFromOwner(key, length);
+  if (!data.ok()) data = CopyFromPeer(key, length);
   if (data.ok()) {
     metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
@@ -82,6 +88,25 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
         << "cannot store " << key.ToString() << ": " << stored.status();
   }
   return std::make_shared<const std::string>(*std::move(data));
+}
+
+absl::StatusOr<std::string> ReadThrough::FetchFromOwner(const ChunkKey& key, uint32_t length) {
+  std::optional<Member> owner = cluster_->OwnerElsewhere(key);
+  if (!owner.has_value()) return absl::NotFoundError("this node owns the chunk");
+  absl::StatusOr<const DatasetClient*> reader = cluster_->clients().Reader(*owner);
+  if (!reader.ok()) return reader.status();
+  std::string data(length, '\0');
+  absl::Status fetched = (*reader)->ReadChunk(key, 0, data, ChunkSourcing::kOwnerFetch);
+  if (fetched.ok()) return data;
+  // Whatever the owner's trouble, this node can still copy the chunk or read
+  // the source itself; a fault of the owner's own makes it a suspect.
+  if (ShouldTryAnotherOwner(fetched)) {
+    metrics_->peer_copy_errors.fetch_add(1, std::memory_order_relaxed);
+    cluster_->clients().MarkSuspect(owner->id);
+  }
+  GRANARY_LOG_FIRST_N(WARNING, 20) << "fetching chunk " << key.ToString() << " through its owner "
+                                   << owner->id << " (" << owner->address << "): " << fetched;
+  return fetched;
 }
 
 absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint32_t length) {

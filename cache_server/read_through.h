@@ -1,10 +1,13 @@
 // ReadThrough answers "the bytes of chunk K" on one node: from the chunk store
 // when it holds K (verified by the store), else by fetching the whole chunk,
-// storing it and returning it. A miss is copied from a peer that holds the
-// chunk when there is one (where the chunk lived in this group before a
-// membership change, or its owner in another group), so a joining node and a
-// second group warm from their peers instead of reading the shared source
-// again; otherwise it is read from the dataset's source. Concurrent misses of one chunk share a
+// storing it and returning it. Only a chunk's owner in a cache group reads it
+// from the source, so a node that is not the owner (a replica, or a node a
+// reader failed over to) first asks the owner, which reads the miss through
+// itself. Failing that, a miss is copied from a peer that holds the chunk
+// (where the chunk lived in this group before a membership change, or its
+// owner in another group), so a joining node and a second group warm from
+// their peers instead of reading the shared source again; only then is it
+// read from the dataset's source. Concurrent misses of one chunk share a
 // single fetch. Every read marks its dataset version active for the store's eviction.
 //
 // A peer's copy is trusted as the peer verified it against the checksum it
@@ -48,17 +51,23 @@ class ReadThrough {
               VersionActivity* activity, ClusterView* cluster);
 
   // The whole chunk `key`. With kCacheOnly a chunk this node does not hold is
-  // NOT_FOUND (how peers copy from each other without loops).
+  // NOT_FOUND (how peers copy from each other without loops); with
+  // kOwnerFetch a miss is never forwarded to the owner.
   absl::StatusOr<Chunk> Read(const ChunkKey& key,
                              ChunkSourcing sourcing = ChunkSourcing::kReadThrough);
 
-  // Fetches chunk `key` of `manifest` from a peer or the source into the
-  // store, unless the store holds it already. Counts as a fetch, not as a
-  // chunk read.
-  absl::StatusOr<ChunkData> Fetch(const Manifest& manifest, const ChunkKey& key);
+  // Fetches chunk `key` of `manifest` through its owner, from a peer or from
+  // the source into the store, unless the store holds it already. Counts as a
+  // fetch, not as a chunk read.
+  absl::StatusOr<ChunkData> Fetch(const Manifest& manifest, const ChunkKey& key,
+                                  ChunkSourcing sourcing = ChunkSourcing::kReadThrough);
 
  private:
-  absl::StatusOr<ChunkData> FetchOnce(const Manifest& manifest, const ChunkKey& key);
+  absl::StatusOr<ChunkData> FetchOnce(const Manifest& manifest, const ChunkKey& key,
+                                      ChunkSourcing sourcing);
+  // The chunk from its owner in this group, read through there; NOT_FOUND
+  // when this node is the owner or the owner is suspected down.
+  absl::StatusOr<std::string> FetchFromOwner(const ChunkKey& key, uint32_t length);
   // The chunk from the first peer in ClusterView::CopySources() that holds
   // it; NOT_FOUND when none does.
   absl::StatusOr<std::string> CopyFromPeer(const ChunkKey& key, uint32_t length);

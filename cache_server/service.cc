@@ -31,6 +31,11 @@ grpc::Status Answer(const absl::Status& status, const char* operation) {
   return ToGrpcStatus(status);
 }
 
+ChunkSourcing SourcingOf(const v1::ReadChunkRequest& request) {
+  if (request.cache_only()) return ChunkSourcing::kCacheOnly;
+  return request.owner_fetch() ? ChunkSourcing::kOwnerFetch : ChunkSourcing::kReadThrough;
+}
+
 }  // namespace
 
 // Rejects the call unless its caller may make it.
@@ -48,8 +53,8 @@ grpc::Status GranaryService::AddDataset(grpc::ServerContext* context,
                                         const v1::AddDatasetRequest* request,
                                         v1::DatasetInfo* response) {
   GRANARY_AUTHENTICATE(context, "AddDataset");
-  absl::StatusOr<v1::DatasetInfo> info =
-      parts_.registry->Add(request->name(), request->source(), request->chunk_size());
+  absl::StatusOr<v1::DatasetInfo> info = parts_.registry->Add(
+      request->name(), request->source(), request->chunk_size(), request->replicas());
   if (info.ok()) {
     GRANARY_LOG(INFO) << "registered dataset '" << request->name() << "' version "
                       << FormatVersion(info->version());
@@ -147,10 +152,8 @@ absl::Status GranaryService::StreamChunk(const v1::ReadChunkRequest& request,
   ChunkKey key{request.key().dataset_version(), request.key().file_id(),
                request.key().chunk_index()};
   auto started = std::chrono::steady_clock::now();
-  GRANARY_ASSIGN_OR_RETURN(
-      ReadThrough::Chunk chunk,
-      parts_.read_through->Read(
-          key, request.cache_only() ? ChunkSourcing::kCacheOnly : ChunkSourcing::kReadThrough));
+  GRANARY_ASSIGN_OR_RETURN(ReadThrough::Chunk chunk,
+                           parts_.read_through->Read(key, SourcingOf(request)));
   parts_.metrics->read_latency.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   const std::string& data = *chunk.data;
@@ -225,6 +228,7 @@ absl::StatusOr<GranaryService::PrewarmPlan> GranaryService::PlanPrewarm(
                            parts_.catalog->GetManifest(record.versions().rbegin()->version()));
   std::vector<std::string> paths(request.paths().begin(), request.paths().end());
   GRANARY_ASSIGN_OR_RETURN(plan.file_ids, SelectFiles(*plan.manifest, paths));
+  plan.replicas = ReplicasOf(record);
   return plan;
 }
 
@@ -240,7 +244,7 @@ absl::Status GranaryService::RunLocalPrewarm(grpc::ServerContext* context,
   const std::string group =
       request.group().empty() ? parts_.cluster->self().group : request.group();
   PrewarmJob::ChunkFilter owned = [&](const ChunkKey& key) {
-    return parts_.cluster->Owns(key, group, unreachable);
+    return parts_.cluster->Owns(key, group, unreachable, plan.replicas);
   };
   GRANARY_LOG(INFO) << "prewarming " << plan.file_ids.size() << " files of dataset '"
                     << request.name() << "' (this node's share) with " << parallelism << " workers";
@@ -347,6 +351,7 @@ absl::StatusOr<v1::LocateResponse> GranaryService::LocateLocally(const std::stri
   response.set_name(info.name());
   response.set_version(info.version());
   response.set_total_bytes(info.total_bytes());
+  response.set_replicas(info.replicas());
   v1::NodeLocality* node = response.add_nodes();
   node->set_node_id(parts_.cluster->self().id);
   node->set_group(parts_.cluster->self().group);
@@ -376,20 +381,21 @@ grpc::Status GranaryService::Locate(grpc::ServerContext* context, const v1::Loca
       for (const v1::NodeLocality& node : answer.nodes()) *response->add_nodes() = node;
     }
   }
-  // Within a group each chunk has one owner, so a group's bytes are the sum
-  // of its members' bytes.
+  // Within a group each chunk has `replicas` owners, so a group's bytes are
+  // the sum of its members' bytes, and it is complete at replicas × the
+  // dataset's bytes.
   std::map<std::string, uint64_t> group_bytes;
   for (const v1::NodeLocality& node : response->nodes())
     group_bytes[node.group()] += node.cached_bytes();
-  auto fraction = [&](uint64_t bytes) {
-    return response->total_bytes() == 0
-               ? 1.0
-               : std::min(1.0, static_cast<double>(bytes) /
-                                   static_cast<double>(response->total_bytes()));
+  auto fraction = [&](uint64_t bytes, uint64_t whole) {
+    return whole == 0 ? 1.0
+                      : std::min(1.0, static_cast<double>(bytes) / static_cast<double>(whole));
   };
+  const uint64_t group_whole =
+      response->total_bytes() * std::max<uint32_t>(1, response->replicas());
   for (v1::NodeLocality& node : *response->mutable_nodes()) {
-    node.set_node_fraction(fraction(node.cached_bytes()));
-    node.set_group_fraction(fraction(group_bytes[node.group()]));
+    node.set_node_fraction(fraction(node.cached_bytes(), response->total_bytes()));
+    node.set_group_fraction(fraction(group_bytes[node.group()], group_whole));
   }
   std::sort(response->mutable_nodes()->begin(), response->mutable_nodes()->end(),
             [](const v1::NodeLocality& a, const v1::NodeLocality& b) {
@@ -399,7 +405,7 @@ grpc::Status GranaryService::Locate(grpc::ServerContext* context, const v1::Loca
     v1::GroupLocality* locality = response->add_groups();
     locality->set_group(group);
     locality->set_cached_bytes(bytes);
-    locality->set_fraction(fraction(bytes));
+    locality->set_fraction(fraction(bytes, group_whole));
   }
   return grpc::Status::OK;
 }

@@ -94,6 +94,7 @@ class GranaryService final : public v1::Granary::Service {
   struct PrewarmPlan {
     std::shared_ptr<const Manifest> manifest;
     std::vector<uint64_t> file_ids;
+    uint32_t replicas = 1;  // Copies of each chunk in the group.
   };
   absl::StatusOr<PrewarmPlan> PlanPrewarm(const v1::PrewarmRequest& request);
   // This node's share of a group prewarm (or all of it, alone in its group).

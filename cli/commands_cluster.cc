@@ -73,9 +73,9 @@ absl::Status RunStatus(const GlobalOptions& global, bool json) {
 }
 
 void PrintLocate(const v1::LocateResponse& locate) {
-  std::cout << absl::StreamFormat("dataset '%s' version %s: %s\n\n", locate.name(),
-                                  FormatVersion(locate.version()),
-                                  FormatSize(locate.total_bytes()));
+  std::cout << absl::StreamFormat("dataset '%s' version %s: %s, %d replica(s) per group\n\n",
+                                  locate.name(), FormatVersion(locate.version()),
+                                  FormatSize(locate.total_bytes()), locate.replicas());
   Table nodes({{"NODE"},
                {"GROUP"},
                {"CACHED", Align::kRight},

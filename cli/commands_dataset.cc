@@ -30,6 +30,7 @@ struct AddOptions {
   std::string name;
   std::string source;
   std::string chunk_size;
+  uint32_t replicas = 1;
   bool json = false;
 };
 
@@ -86,6 +87,7 @@ void PrintDatasetDetails(const v1::DatasetInfo& dataset) {
         absl::StrCat(FormatSize(dataset.total_bytes()), " (", dataset.total_bytes(), " bytes)"));
   field("chunk size:", FormatSize(dataset.chunk_size()));
   field("chunks:", absl::StrCat(dataset.chunk_count()));
+  field("replicas:", absl::StrCat(dataset.replicas(), " per cache group"));
   field("cached here:", CachedText(dataset));
   field("older versions:", older.empty() ? "none" : absl::StrJoin(older, ", "));
 }
@@ -98,6 +100,7 @@ absl::Status RunAdd(const GlobalOptions& global, const AddOptions& options) {
   request.set_name(options.name);
   request.set_source(AbsoluteSource(options.source));
   request.set_chunk_size(chunk_size);
+  request.set_replicas(options.replicas);
   GRANARY_ASSIGN_OR_RETURN(v1::DatasetInfo dataset,
                            server.Call(&v1::Granary::Stub::AddDataset, request));
   if (options.json) {
@@ -232,6 +235,9 @@ void AddDatasetCommands(CLI::App& app, const GlobalOptions& global, Action& acti
       ->required();
   add->add_option("--chunk-size", add_options->chunk_size,
                   "Chunk size, 1MiB to 64MiB (default 4MiB)");
+  add->add_option("--replicas", add_options->replicas,
+                  "Copies of each chunk in every cache group, 1 to 8 (default 1)")
+      ->check(CLI::Range(1, 8));
   add->add_flag("--json", add_options->json, "Print one JSON document");
   add->callback([&global, &action, add_options] {
     action = [&global, add_options] { return RunAdd(global, *add_options); };

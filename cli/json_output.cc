@@ -25,6 +25,7 @@ nlohmann::json DatasetJson(const v1::DatasetInfo& dataset) {
       {"source", dataset.source()},
       {"version", FormatVersion(dataset.version())},
       {"chunk_size", dataset.chunk_size()},
+      {"replicas", dataset.replicas()},
       {"file_count", dataset.file_count()},
       {"directory_count", dataset.directory_count()},
       {"total_bytes", dataset.total_bytes()},
@@ -106,6 +107,7 @@ nlohmann::json LocateJson(const v1::LocateResponse& locate) {
       {"name", locate.name()},
       {"version", FormatVersion(locate.version())},
       {"total_bytes", locate.total_bytes()},
+      {"replicas", locate.replicas()},
       {"nodes", std::move(nodes)},
       {"groups", std::move(groups)},
   };

@@ -27,8 +27,7 @@ absl::StatusOr<std::unique_ptr<DatasetClient>> DatasetClient::Connect(std::strin
   return OverChannel(address, std::move(options), std::move(channel));
 }
 
-std::unique_ptr<DatasetClient> DatasetClient::OverChannel(std::string_view address,
-                                                          Options options,
+std::unique_ptr<DatasetClient> DatasetClient::OverChannel(std::string_view address, Options options,
                                                           std::shared_ptr<grpc::Channel> channel) {
   return std::unique_ptr<DatasetClient>(
       new DatasetClient(std::string(address), std::move(options), std::move(channel)));
@@ -136,6 +135,7 @@ absl::Status DatasetClient::ReadChunk(const ChunkKey& key, uint32_t offset_in_ch
   request.set_offset(offset_in_chunk);
   request.set_length(static_cast<uint32_t>(out.size()));
   request.set_cache_only(sourcing == ChunkSourcing::kCacheOnly);
+  request.set_owner_fetch(sourcing == ChunkSourcing::kOwnerFetch);
   std::unique_ptr<grpc::ClientReader<v1::ReadChunkResponse>> reader =
       stub_->ReadChunk(&context, request);
 

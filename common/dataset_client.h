@@ -39,7 +39,8 @@ struct DatasetSnapshot {
 
 // Whether a server may read a chunk it does not hold from the source.
 enum class ChunkSourcing {
-  kReadThrough,  // Readers: a miss is fetched from the source.
+  kReadThrough,  // Readers: a miss is fetched (through its owner when that is another node).
+  kOwnerFetch,   // A non-owner asking the owner: a miss is fetched by the owner itself.
   kCacheOnly,    // Peers copying a chunk: a miss is NOT_FOUND.
 };
 

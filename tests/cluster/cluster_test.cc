@@ -1,12 +1,15 @@
 // Four real granaryd nodes on loopback in two cache groups, with static
 // membership (a members file) and with etcd: the catalog on every node,
 // chunks where the ring puts them, group prewarm reading the source once per
-// chunk, a second group warming from the first, reads surviving a dead node,
-// a lease expiry removing a node, and a joining node receiving the catalog.
+// chunk, a second group warming from the first, a miss on a node that is not
+// the owner read through the owner, two replicas per group, reads surviving a
+// dead node, a lease expiry removing a node, and a joining node receiving the
+// catalog.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "common/chunk_reads.h"
@@ -45,7 +48,7 @@ double Metric(testing::GranarydProcess& node, std::string_view name) {
 
 class ClusterTest : public ::testing::Test {
  protected:
-  void StartCluster(std::string etcd_endpoint) {
+  void StartCluster(std::string etcd_endpoint, uint32_t replicas = 1) {
     for (int file = 0; file < kFiles; ++file) {
       std::ofstream(source_.path() + "/file" + std::to_string(file)) << FileBytes(file);
     }
@@ -57,7 +60,7 @@ class ClusterTest : public ::testing::Test {
       ASSERT_TRUE(cluster_->WaitForMembers(i, {"a1", "a2", "b1", "b2"}).ok());
     }
     ASSERT_TRUE(AddDataset(cluster_->node(0).SocketStub().get(), "images", source_.path(),
-                           kChunkSize, &info_)
+                           kChunkSize, &info_, replicas)
                     .ok());
   }
 
@@ -107,6 +110,32 @@ class ClusterTest : public ::testing::Test {
   std::map<std::string, int> PredictedOwners(const std::string& group) {
     return testing::ChunksPerOwner(Snapshot().manifest, **ClusterMap::Build(cluster_->Members()),
                                    group);
+  }
+
+  // Reads in group `group` as a client on node `local` does.
+  std::unique_ptr<ChunkRouter> RouterOn(size_t local) {
+    ChunkRouter::Options options;
+    options.group = cluster_->spec(local).group;
+    options.local_node_id = cluster_->spec(local).id;
+    options.local_address = cluster_->node(local).socket_address();
+    options.client.read_timeout = std::chrono::seconds(5);
+    return std::make_unique<ChunkRouter>(options, *ClusterMap::Build(cluster_->Members()));
+  }
+
+  // Reads every file through `router` and checks every byte.
+  void ReadAllThrough(ChunkRouter& router) {
+    DatasetSnapshot snapshot = Snapshot();
+    for (int file = 0; file < kFiles; ++file) {
+      auto id = snapshot.manifest.Find("file" + std::to_string(file));
+      std::string buffer(kFileSize, '\0');
+      auto read = ReadFileThroughChunks(
+          snapshot.manifest, *id, 0, std::span<char>(buffer.data(), buffer.size()),
+          [&](const ChunkKey& key, uint32_t offset, std::span<char> out) {
+            return router.ReadChunk(key, offset, out);
+          });
+      ASSERT_TRUE(read.ok()) << read.status();
+      ASSERT_TRUE(buffer == FileBytes(file)) << "file" << file;
+    }
   }
 
   TempDir source_;
@@ -197,31 +226,72 @@ TEST_F(StaticClusterTest, StatusListsEveryMemberAndReportsADeadOne) {
 }
 
 TEST_F(StaticClusterTest, RoutedReadsSurviveAKilledOwnerWithNoWrongByte) {
-  DatasetSnapshot snapshot = Snapshot();
-  ChunkRouter::Options options;
-  options.group = "rack-a";
-  options.local_node_id = "a1";
-  options.local_address = cluster_->node(0).socket_address();
-  options.client.read_timeout = std::chrono::seconds(5);
-  ChunkRouter router(options, *ClusterMap::Build(cluster_->Members()));
-  auto read_all = [&] {
-    for (int file = 0; file < kFiles; ++file) {
-      auto id = snapshot.manifest.Find("file" + std::to_string(file));
-      std::string buffer(kFileSize, '\0');
-      auto read = ReadFileThroughChunks(
-          snapshot.manifest, *id, 0, std::span<char>(buffer.data(), buffer.size()),
-          [&](const ChunkKey& key, uint32_t offset, std::span<char> out) {
-            return router.ReadChunk(key, offset, out);
-          });
-      ASSERT_TRUE(read.ok()) << read.status();
-      ASSERT_TRUE(buffer == FileBytes(file)) << "file" << file;
-    }
-  };
-  read_all();
+  std::unique_ptr<ChunkRouter> router = RouterOn(0);
+  ReadAllThrough(*router);
   ASSERT_TRUE(cluster_->node(1).Kill().ok());
-  read_all();
+  ReadAllThrough(*router);
   ASSERT_TRUE(cluster_->node(1).Restart().ok());
-  read_all();
+  ReadAllThrough(*router);
+}
+
+TEST_F(StaticClusterTest, AMissOnANodeThatIsNotTheOwnerIsReadThroughTheOwner) {
+  DatasetSnapshot snapshot = Snapshot();
+  std::shared_ptr<const ClusterMap> map = *ClusterMap::Build(cluster_->Members());
+  // A first chunk (whole: kChunkSize bytes) that a2 owns in rack-a.
+  std::optional<ChunkKey> owned_by_a2;
+  int file = 0;
+  for (; file < kFiles && !owned_by_a2; ++file) {
+    ChunkKey key{info_.version(), *snapshot.manifest.Find("file" + std::to_string(file)), 0};
+    if (map->Owners(key, "rack-a", 1).front()->id == "a2") owned_by_a2 = key;
+  }
+  ASSERT_TRUE(owned_by_a2.has_value());
+  auto a1 = DatasetClient::Connect(cluster_->node(0).socket_address());
+  std::string data(kChunkSize, '\0');
+  ASSERT_TRUE((*a1)->ReadChunk(*owned_by_a2, 0, data).ok());
+  EXPECT_TRUE(data == FileBytes(file - 1).substr(0, kChunkSize));
+  EXPECT_EQ(Metric(cluster_->node(0), "granary_source_reads_total"), 0);
+  EXPECT_EQ(Metric(cluster_->node(0), "granary_peer_copies_total"), 1);
+  EXPECT_EQ(Metric(cluster_->node(1), "granary_source_reads_total"), 1);
+  auto a2 = DatasetClient::Connect(cluster_->node(1).socket_address());
+  EXPECT_TRUE((*a2)->ReadChunk(*owned_by_a2, 0, data, ChunkSourcing::kCacheOnly).ok());
+}
+
+class ReplicatedClusterTest : public ClusterTest {
+ protected:
+  void SetUp() override { StartCluster("", 2); }
+};
+
+TEST_F(ReplicatedClusterTest, EveryChunkIsOnTwoNodesOfTheGroupAndReadFromTheSourceOnce) {
+  EXPECT_EQ(info_.replicas(), 2u);
+  v1::PrewarmProgress rack_a = Prewarm(2, "rack-a");
+  EXPECT_TRUE(rack_a.finished());
+  EXPECT_EQ(rack_a.failures_size(), 0);
+  EXPECT_EQ(rack_a.chunks_total(), 2u * kChunks);
+  EXPECT_EQ(rack_a.chunks_done(), 2u * kChunks);
+  // Each chunk's owner read it from the source; its replica fetched it
+  // through the owner.
+  std::map<std::string, int> owned = PredictedOwners("rack-a");
+  EXPECT_EQ(Metric(cluster_->node(0), "granary_source_reads_total"), owned["a1"]);
+  EXPECT_EQ(Metric(cluster_->node(1), "granary_source_reads_total"), owned["a2"]);
+  EXPECT_EQ(Metric(cluster_->node(0), "granary_peer_copies_total"), owned["a2"]);
+  EXPECT_EQ(Metric(cluster_->node(1), "granary_peer_copies_total"), owned["a1"]);
+
+  grpc::ClientContext context;
+  v1::LocateRequest request;
+  request.set_name("images");
+  v1::LocateResponse located;
+  ASSERT_TRUE(cluster_->node(3).SocketStub()->Locate(&context, request, &located).ok());
+  EXPECT_EQ(located.replicas(), 2u);
+  for (const v1::NodeLocality& node : located.nodes()) {
+    EXPECT_DOUBLE_EQ(node.node_fraction(), node.group() == "rack-a" ? 1.0 : 0.0) << node.node_id();
+    EXPECT_DOUBLE_EQ(node.group_fraction(), node.group() == "rack-a" ? 1.0 : 0.0) << node.node_id();
+  }
+
+  // With a2 dead, its chunks come from their replica on a1, not the source.
+  ASSERT_TRUE(cluster_->node(1).Kill().ok());
+  std::unique_ptr<ChunkRouter> router = RouterOn(0);
+  ReadAllThrough(*router);
+  EXPECT_EQ(Metric(cluster_->node(0), "granary_source_reads_total"), owned["a1"]);
 }
 
 TEST_F(StaticClusterTest, TheCatalogSurvivesANodeAndReachesAJoiningOne) {

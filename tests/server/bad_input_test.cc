@@ -106,6 +106,8 @@ TEST_F(BadInputTest, RegistrationErrorsNameTheProblem) {
               grpc::StatusCode::INVALID_ARGUMENT, "chunk size 4096");
   ExpectError(AddDataset(stub_.get(), "x", source_.path(), 65u << 20, &info),
               grpc::StatusCode::INVALID_ARGUMENT, "chunk size 68157440");
+  ExpectError(AddDataset(stub_.get(), "x", source_.path(), 0, &info, 9),
+              grpc::StatusCode::INVALID_ARGUMENT, "9 replicas");
 }
 
 TEST_F(BadInputTest, ReadErrorsNameTheProblem) {

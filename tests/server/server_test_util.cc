@@ -70,11 +70,12 @@ ReadResult ReadWholeFile(v1::Granary::Stub* stub, uint64_t version, uint64_t fil
 }
 
 grpc::Status AddDataset(v1::Granary::Stub* stub, const std::string& name, const std::string& source,
-                        uint32_t chunk_size, v1::DatasetInfo* info) {
+                        uint32_t chunk_size, v1::DatasetInfo* info, uint32_t replicas) {
   v1::AddDatasetRequest request;
   request.set_name(name);
   request.set_source(source);
   request.set_chunk_size(chunk_size);
+  request.set_replicas(replicas);
   grpc::ClientContext context;
   return stub->AddDataset(&context, request, info);
 }

@@ -38,8 +38,9 @@ ReadResult ReadChunk(v1::Granary::Stub* stub, const v1::ReadChunkRequest& reques
 ReadResult ReadWholeFile(v1::Granary::Stub* stub, uint64_t version, uint64_t file_id, uint64_t size,
                          uint32_t chunk_size);
 
+// `replicas` 0: the server's default.
 grpc::Status AddDataset(v1::Granary::Stub* stub, const std::string& name, const std::string& source,
-                        uint32_t chunk_size, v1::DatasetInfo* info);
+                        uint32_t chunk_size, v1::DatasetInfo* info, uint32_t replicas = 0);
 
 // The manifest of `name` (version 0: current), all pages concatenated.
 grpc::Status GetManifest(v1::Granary::Stub* stub, const std::string& name, uint64_t version,
