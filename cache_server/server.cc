@@ -1,15 +1,19 @@
 #include "cache_server/server.h"
 
+#include <grp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -93,6 +97,33 @@ absl::Status PrepareSocket(const std::string& path) {
         absl::StrCat("another server is listening on socket ", path, "; choose another --socket"));
   }
   std::filesystem::remove(path, error);
+  return absl::OkStatus();
+}
+
+// The group id of `name`; this process's group when `name` is empty.
+absl::StatusOr<gid_t> SocketGroup(const std::string& name) {
+  if (name.empty()) return ::getegid();
+  group entry{};
+  group* found = nullptr;
+  std::vector<char> buffer(16384);
+  int error = ::getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found);
+  if (found == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket_group '", name, "' is not a group on this host",
+                     error == 0 ? "" : absl::StrCat(" (", std::strerror(error), ")")));
+  }
+  return found->gr_gid;
+}
+
+// Leaves the socket to its owner and `gid` as `mode` says: who may connect is
+// decided here, since the Unix socket carries no cluster token.
+absl::Status ProtectSocket(const std::string& path, uint32_t mode, gid_t gid) {
+  if (::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot give socket ", path, " to group ", gid));
+  }
+  if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot set the mode of socket ", path));
+  }
   return absl::OkStatus();
 }
 
@@ -230,6 +261,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
       c.prewarm_parallelism);
 
   GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));
+  GRANARY_ASSIGN_OR_RETURN(gid_t socket_gid, SocketGroup(c.socket_group));
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -246,6 +278,11 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
                                                " and unix:", c.socket_path, " (address in use?)"));
   }
   parts->running = true;
+  absl::Status protected_socket = ProtectSocket(c.socket_path, c.socket_mode, socket_gid);
+  if (!protected_socket.ok()) {
+    GranaryServer cleanup(std::move(parts));
+    return protected_socket;
+  }
 
   Parts* raw = parts.get();
   parts->metrics_http.Handle("GET", "/metrics", [raw](const HttpRequest&) {

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
 #include <functional>
 #include <map>
 
@@ -75,6 +76,20 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"etcd_lease_ttl", WholeNumberKey(&GranarydConfig::etcd_lease_ttl_seconds, 2, 3600)},
       {"advertise", AddressKey(&GranarydConfig::advertise)},
       {"cluster_token_file", StringKey(&GranarydConfig::cluster_token_file)},
+      {"socket_group", StringKey(&GranarydConfig::socket_group)},
+      {"socket_mode",
+       [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+         GRANARY_ASSIGN_OR_RETURN(std::string text, Scalar(node));
+         uint32_t mode = 0;
+         auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), mode, 8);
+         if (text.empty() || error != std::errc() || end != text.data() + text.size() ||
+             mode > 0777) {
+           return absl::InvalidArgumentError(
+               absl::StrCat("'", text, "' is not permission bits in octal, such as 0660"));
+         }
+         config->socket_mode = mode;
+         return absl::OkStatus();
+       }},
       {"cache_dirs",
        [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
          std::vector<std::string> dirs;

@@ -11,6 +11,7 @@
 //   members: /etc/granary/members.yaml   etcd: http://10.0.0.1:2379
 //   advertise: 10.0.0.7:7070          etcd_lease_ttl: 10
 //   cluster_token_file: /etc/granary/token
+//   socket_mode: 0660                 socket_group: granary
 //   prewarm_parallelism: 8
 // An unknown key, a value of the wrong kind, or a bad size or address is an
 // INVALID_ARGUMENT error naming the file, the key and the value.
@@ -34,8 +35,13 @@ struct GranarydConfig {
   std::vector<std::string> cache_dirs;
   // 0: 80% of the free space of the cache directories' filesystems at startup.
   uint64_t capacity_bytes = 0;
-  std::string listen;          // TCP HOST:PORT, for peers.
-  std::string socket_path;     // Unix socket, for local clients.
+  std::string listen;       // TCP HOST:PORT, for peers.
+  std::string socket_path;  // Unix socket, for local clients.
+  // The Unix socket is not authenticated by the cluster token: who may use
+  // it is decided by its permission bits and group (empty: granaryd's own
+  // group). Connecting needs write permission.
+  uint32_t socket_mode = 0660;
+  std::string socket_group;
   std::string metrics_listen;  // HOST:PORT of the Prometheus endpoint.
   std::string node_id;         // Empty: the host name.
   std::string group;           // Empty: "default".

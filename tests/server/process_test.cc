@@ -1,8 +1,14 @@
 // granaryd as a process: flags and config file errors, the data-directory
-// lock, and clean shutdown on SIGTERM.
+// lock, clean shutdown on SIGTERM, and the Unix socket's permissions.
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 
 #include "grpcpp/client_context.h"
@@ -28,6 +34,7 @@ void ExpectConfigRejected(const std::string& yaml, const std::string& named) {
 
 TEST(GranarydProcessTest, ConfigFileErrorsNameTheKeyAndValue) {
   ExpectConfigRejected("capacity: 12XB\n", "'capacity'");
+  ExpectConfigRejected("socket_mode: 0999\n", "'socket_mode'");
   ExpectConfigRejected("capacity: 12XB\n", "12XB");
   ExpectConfigRejected("colour: blue\n", "unknown key 'colour'");
   ExpectConfigRejected("listen: nowhere\n", "'nowhere'");
@@ -158,6 +165,68 @@ TEST(GranarydProcessTest, ConfigFileSetsTheServer) {
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/nvme0"));
   EXPECT_TRUE(std::filesystem::exists(dir.path() + "/nvme1"));
   EXPECT_EQ(*(*server)->Metric("granary_store_capacity_bytes"), 256u << 20);
+}
+
+// 0 if user `uid` with group `gid` (and no other) can connect to the Unix
+// socket at `path`, else the errno of the refusal. Runs in a child process, so
+// the test's own credentials stay root.
+int ConnectAs(uid_t uid, gid_t gid, const std::string& path) {
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) ::_exit(255);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    path.copy(address.sun_path, sizeof(address.sun_path) - 1);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    int connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    ::_exit(connected == 0 ? 0 : errno);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(GranarydProcessTest, TheUnixSocketAdmitsItsOwnerAndItsGroupOnly) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to connect as other users";
+  constexpr uid_t kNobody = 65534;
+  // getgrnam answers in one static buffer: copy each id before the next call.
+  group* found = ::getgrnam("daemon");
+  ASSERT_NE(found, nullptr);
+  const gid_t daemon_gid = found->gr_gid;
+  found = ::getgrnam("nogroup");
+  ASSERT_NE(found, nullptr);
+  const gid_t other_gid = found->gr_gid;
+  TempDir dir;
+  WriteSourceFile(dir.path(), "granaryd.yaml", "socket_mode: 0660\nsocket_group: daemon\n");
+  GranarydOptions options;
+  options.extra_args = {"--config", dir.path() + "/granaryd.yaml"};
+  auto server = GranarydProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string& socket = (*server)->socket_path();
+  // Other users must be able to reach the socket for its own mode to decide.
+  for (std::filesystem::path parent = std::filesystem::path(socket).parent_path();
+       parent != parent.root_path(); parent = parent.parent_path()) {
+    std::filesystem::permissions(parent, std::filesystem::perms::others_exec,
+                                 std::filesystem::perm_options::add);
+  }
+
+  struct stat info {};
+  ASSERT_EQ(::stat(socket.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0660u);
+  EXPECT_EQ(info.st_gid, daemon_gid);
+  EXPECT_EQ(ConnectAs(kNobody, daemon_gid, socket), 0);
+  EXPECT_EQ(ConnectAs(kNobody, other_gid, socket), EACCES);
+}
+
+TEST(GranarydProcessTest, AnUnknownSocketGroupIsRefusedByName) {
+  TempDir dir;
+  WriteSourceFile(dir.path(), "granaryd.yaml", "socket_group: no-such-group\n");
+  auto run = RunGranaryd({"--config", dir.path() + "/granaryd.yaml", "--data-dir",
+                          dir.path() + "/data", "--socket", dir.path() + "/s.sock"});
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_NE(run->exit_code, 0);
+  EXPECT_NE(run->stderr_text.find("socket_group 'no-such-group'"), std::string::npos)
+      << run->stderr_text;
 }
 
 }  // namespace
