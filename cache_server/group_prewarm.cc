@@ -22,7 +22,7 @@ absl::Status GroupPrewarm::Run(const std::function<bool(const v1::PrewarmProgres
                                const std::function<bool()>& cancelled) {
   std::vector<MemberShare> shares;
   for (Member& member : cluster_->GroupMembers(request_.group())) {
-    shares.push_back({std::move(member), {}, absl::OkStatus(), false});
+    shares.push_back({std::move(member), {}, absl::OkStatus(), false, {}, false});
   }
   if (shares.empty()) {
     return absl::NotFoundError(
@@ -60,6 +60,7 @@ bool GroupPrewarm::RunRound(std::vector<MemberShare>* shares,
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::thread> threads;
   for (MemberShare& share : *shares) {
+    share.heard = std::chrono::steady_clock::now();
     contexts.push_back(std::make_unique<grpc::ClientContext>());
     grpc::ClientContext* context = contexts.back().get();
     threads.emplace_back([this, &share, &mutex, &unreachable, context] {
@@ -76,12 +77,17 @@ bool GroupPrewarm::RunRound(std::vector<MemberShare>* shares,
         while (reader->Read(&progress)) {
           std::lock_guard<std::mutex> lock(mutex);
           share.progress = progress;
+          share.heard = std::chrono::steady_clock::now();
         }
         status = FromGrpcStatus(reader->Finish());
       } else {
         status = channel.status();
       }
       std::lock_guard<std::mutex> lock(mutex);
+      if (share.silent) {
+        status = absl::DeadlineExceededError(
+            absl::StrCat("sent no progress for ", kMemberSilence.count(), " s"));
+      }
       share.status =
           status.ok()
               ? status
@@ -95,7 +101,15 @@ bool GroupPrewarm::RunRound(std::vector<MemberShare>* shares,
     v1::PrewarmProgress sum;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      for (const MemberShare& share : *shares) all_done = all_done && share.done;
+      const auto silent_since = std::chrono::steady_clock::now() - kMemberSilence;
+      for (size_t i = 0; i < shares->size(); ++i) {
+        MemberShare& share = (*shares)[i];
+        all_done = all_done && share.done;
+        if (!share.done && !share.silent && share.heard < silent_since) {
+          share.silent = true;
+          contexts[i]->TryCancel();
+        }
+      }
       sum = Sum(*shares, false);
     }
     if (all_done) break;

@@ -5,11 +5,14 @@
 // progress bar for the whole group.
 //
 // A member whose stream fails for a reason another member would not share
-// (unreachable, deadline, crash) is routed around: once the others finish,
-// they are asked again with that member named unreachable, so its share moves
-// to the next owners on the ring. Chunks already cached are skipped, so the
-// second round costs only the moved share. Members that still fail are listed
-// as failures in the final progress.
+// (unreachable, deadline, crash) is routed around, and so is one that sends
+// no progress for kMemberSilence although members report every interval (it
+// is stopped, or cut off with its connection still open, and would hold up
+// the whole prewarm): once the others finish, they are asked again with that
+// member named unreachable, so its share moves to the next owners on the
+// ring. Chunks already cached are skipped, so the second round costs only the
+// moved share. Members that still fail are listed as failures in the final
+// progress.
 //
 // Thread-safety: one Run() per object; `report` and `cancelled` are called
 // from the thread that called Run().
@@ -29,6 +32,8 @@ namespace granary {
 
 class GroupPrewarm {
  public:
+  static constexpr std::chrono::seconds kMemberSilence{10};
+
   // `request` names the dataset, paths, parallelism and group.
   GroupPrewarm(ClusterView* cluster, v1::PrewarmRequest request,
                std::chrono::milliseconds report_interval);
@@ -46,6 +51,8 @@ class GroupPrewarm {
     v1::PrewarmProgress progress;
     absl::Status status;
     bool done = false;
+    std::chrono::steady_clock::time_point heard;  // Last progress, or the round's start.
+    bool silent = false;                          // Cancelled for its silence.
   };
   // One round over `shares` with `unreachable` named; returns false when
   // cancelled or the client went away.
