@@ -28,7 +28,8 @@ absl::StatusOr<std::unique_ptr<GranaryCluster>> GranaryCluster::Start(Options op
 std::vector<Member> GranaryCluster::Members() const {
   std::vector<Member> members;
   for (const Node& node : nodes_) {
-    members.push_back({node.spec.id, absl::StrCat("127.0.0.1:", node.tcp_port), node.spec.group});
+    members.push_back(
+        {node.spec.id, absl::StrCat(node.spec.host, ":", node.tcp_port), node.spec.group});
   }
   return members;
 }
@@ -54,6 +55,8 @@ absl::Status GranaryCluster::WriteMembersFile() const {
 absl::Status GranaryCluster::StartNode(Node* node) {
   GranarydOptions options;
   options.tcp_port = node->tcp_port;
+  options.host = node->spec.host;
+  options.command_prefix = node->spec.command_prefix;
   options.extra_args = {"--node-id", node->spec.id, "--group", node->spec.group};
   if (options_.etcd_endpoint.empty()) {
     options.extra_args.insert(options.extra_args.end(), {"--members", members_file_});

@@ -1,9 +1,11 @@
-// GranaryCluster runs several real granaryd processes on loopback as one
-// cluster for integration tests: each with its own data directory, Unix
-// socket and TCP port, in the cache groups asked for, with membership from a
-// members file (written before the first node starts) or from a real etcd.
-// Nodes can be killed, restarted and added; a node added to a static cluster
-// is written into the members file, which running nodes reload.
+// GranaryCluster runs several real granaryd processes as one cluster for
+// integration tests: each with its own data directory, Unix socket and TCP
+// port (on loopback, or on a node's own host and under its command prefix,
+// e.g. in a network namespace), in the cache groups asked for, with
+// membership from a members file (written before the first node starts) or
+// from a real etcd. Nodes can be killed, restarted and added; a node added to
+// a static cluster is written into the members file, which running nodes
+// reload.
 //
 // Thread-safety: not thread-safe; one object per test.
 #ifndef GRANARY_TESTS_SUPPORT_GRANARY_CLUSTER_H_
@@ -25,6 +27,10 @@ namespace granary::testing {
 struct ClusterNode {
   std::string id;
   std::string group = kDefaultGroup;
+  // Where peers reach the node, and what its command line starts with (see
+  // GranarydOptions).
+  std::string host = "127.0.0.1";
+  std::vector<std::string> command_prefix = {};
 };
 
 class GranaryCluster {

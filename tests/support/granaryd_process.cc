@@ -82,7 +82,9 @@ absl::StatusOr<std::unique_ptr<GranarydProcess>> GranarydProcess::Start(Granaryd
 
 GranarydProcess::~GranarydProcess() { Kill().IgnoreError(); }
 
-std::string GranarydProcess::tcp_address() const { return absl::StrCat("127.0.0.1:", tcp_port_); }
+std::string GranarydProcess::tcp_address() const {
+  return absl::StrCat(options_.host, ":", tcp_port_);
+}
 
 std::string GranarydProcess::metrics_address() const {
   return absl::StrCat("127.0.0.1:", metrics_port_);
@@ -123,6 +125,11 @@ absl::Status GranarydProcess::Spawn() {
                 {absl::StrCat("--reuid=", user->pw_uid), absl::StrCat("--regid=", user->pw_gid),
                  "--clear-groups", "--", binary});
     binary = "/usr/bin/setpriv";
+  }
+  if (!options_.command_prefix.empty()) {
+    args.insert(args.begin(), binary);
+    args.insert(args.begin(), options_.command_prefix.begin() + 1, options_.command_prefix.end());
+    binary = options_.command_prefix.front();
   }
   GRANARY_ASSIGN_OR_RETURN(pid_, SpawnChild(binary, args, log_path_));
   absl::Status serving = WaitUntilServing();

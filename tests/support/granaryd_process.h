@@ -57,6 +57,12 @@ struct GranarydOptions {
   // The TCP (peer) port; 0: a free one. Clusters choose ports up front to
   // write them into the members file.
   int tcp_port = 0;
+  // The TCP (peer) listener's host: loopback, or the address of a network
+  // namespace the server runs in.
+  std::string host = "127.0.0.1";
+  // Words put before the command line, e.g. {"nsenter", "--net=...", "--"}
+  // to run granaryd in another network namespace.
+  std::vector<std::string> command_prefix = {};
   // How long Start()/Restart() wait for the server to answer.
   std::chrono::milliseconds startup_timeout{20000};
   // When set, granaryd runs as this user (through setpriv; the test must run
@@ -76,9 +82,10 @@ class GranarydProcess {
   const std::string& socket_path() const { return socket_path_; }
   // "unix:<socket path>", for the CLI's --server and MakeChannel().
   std::string socket_address() const { return "unix:" + socket_path_; }
-  // "127.0.0.1:<port>": the TCP (peer) address.
+  // "<host>:<port>": the TCP (peer) address.
   std::string tcp_address() const;
-  // "127.0.0.1:<port>": the Prometheus endpoint.
+  // "127.0.0.1:<port>": the Prometheus endpoint (in the server's network
+  // namespace).
   std::string metrics_address() const;
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
