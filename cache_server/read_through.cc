@@ -1,5 +1,7 @@
 #include "cache_server/read_through.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "cache_server/source/posix_source.h"
 #include "common/chunk_math.h"
@@ -33,12 +35,22 @@ ReadThrough::ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetri
                          VersionActivity* activity, ClusterView* cluster)
     : catalog_(catalog), store_(store), metrics_(metrics), activity_(activity), cluster_(cluster) {}
 
-absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, ChunkSourcing sourcing) {
+absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32_t offset,
+                                                     uint32_t length, ChunkSourcing sourcing) {
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
                            catalog_->GetManifest(key.dataset_version));
-  GRANARY_RETURN_IF_ERROR(ChunkEntry(*manifest, key).status());
+  GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry, ChunkEntry(*manifest, key));
+  const uint32_t chunk_length = ChunkLength(entry->size, manifest->chunk_size(), key.chunk_index);
+  if (offset > chunk_length) {
+    return absl::OutOfRangeError(absl::StrCat("offset ", offset, " is past the end of chunk ",
+                                              key.ToString(), " (", chunk_length, " bytes)"));
+  }
+  const uint32_t end =
+      length == 0
+          ? chunk_length
+          : static_cast<uint32_t>(std::min<uint64_t>(chunk_length, uint64_t{offset} + length));
   activity_->Touch(key.dataset_version);
-  absl::StatusOr<std::string> stored = store_->Read(key);
+  absl::StatusOr<std::string> stored = store_->ReadRange(key, offset, end - offset);
   if (stored.ok()) {
     metrics_->hits.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_cache.fetch_add(stored->size(), std::memory_order_relaxed);
@@ -53,7 +65,8 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, ChunkS
   }
   metrics_->misses.fetch_add(1, std::memory_order_relaxed);
   GRANARY_ASSIGN_OR_RETURN(ChunkData data, Fetch(*manifest, key, sourcing));
-  return Chunk{std::move(data), false};
+  if (offset == 0 && end == data->size()) return Chunk{std::move(data), false};
+  return Chunk{std::make_shared<const std::string>(data->substr(offset, end - offset)), false};
 }
 
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::Fetch(const Manifest& manifest,

@@ -23,6 +23,7 @@
 #ifndef GRANARY_CACHE_SERVER_READ_THROUGH_H_
 #define GRANARY_CACHE_SERVER_READ_THROUGH_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -43,17 +44,21 @@ class ReadThrough {
  public:
   using ChunkData = std::shared_ptr<const std::string>;
   struct Chunk {
-    ChunkData data;
+    ChunkData data;  // The bytes asked for: the whole chunk or a range of it.
     bool from_cache = false;
   };
 
   ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetrics* metrics,
               VersionActivity* activity, ClusterView* cluster);
 
-  // The whole chunk `key`. With kCacheOnly a chunk this node does not hold is
+  // Bytes [offset, offset + length) of chunk `key`: length 0 reads to the
+  // chunk's end, a range ending past it is cut there, an offset past it is
+  // OUT_OF_RANGE. A hit reads and verifies only the store's checksum blocks
+  // covering the range; a miss fetches, stores and slices the whole chunk.
+  // With kCacheOnly a chunk this node does not hold is
   // NOT_FOUND (how peers copy from each other without loops); with
   // kOwnerFetch a miss is never forwarded to the owner.
-  absl::StatusOr<Chunk> Read(const ChunkKey& key,
+  absl::StatusOr<Chunk> Read(const ChunkKey& key, uint32_t offset, uint32_t length,
                              ChunkSourcing sourcing = ChunkSourcing::kReadThrough);
 
   // Fetches chunk `key` of `manifest` through its owner, from a peer or from

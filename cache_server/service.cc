@@ -152,28 +152,21 @@ absl::Status GranaryService::StreamChunk(const v1::ReadChunkRequest& request,
   ChunkKey key{request.key().dataset_version(), request.key().file_id(),
                request.key().chunk_index()};
   auto started = std::chrono::steady_clock::now();
-  GRANARY_ASSIGN_OR_RETURN(ReadThrough::Chunk chunk,
-                           parts_.read_through->Read(key, SourcingOf(request)));
+  GRANARY_ASSIGN_OR_RETURN(
+      ReadThrough::Chunk chunk,
+      parts_.read_through->Read(key, request.offset(), request.length(), SourcingOf(request)));
   parts_.metrics->read_latency.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   const std::string& data = *chunk.data;
-  if (request.offset() > data.size()) {
-    return absl::OutOfRangeError(absl::StrCat("offset ", request.offset(),
-                                              " is past the end of chunk ", key.ToString(), " (",
-                                              data.size(), " bytes)"));
-  }
-  size_t end = request.length() == 0
-                   ? data.size()
-                   : std::min<size_t>(data.size(), size_t{request.offset()} + request.length());
-  size_t position = request.offset();
+  size_t position = 0;
   do {
     v1::ReadChunkResponse response;
-    if (position == request.offset()) response.set_from_cache(chunk.from_cache);
-    size_t piece = std::min(kMaxReadMessageBytes, end - position);
+    if (position == 0) response.set_from_cache(chunk.from_cache);
+    size_t piece = std::min(kMaxReadMessageBytes, data.size() - position);
     response.set_data(data.data() + position, piece);
     position += piece;
     if (!writer->Write(response)) return absl::CancelledError("the client went away");
-  } while (position < end);
+  } while (position < data.size());
   return absl::OkStatus();
 }
 

@@ -1,0 +1,161 @@
+// Ranged ReadChunk calls on a real granaryd: a hit is served from the store's
+// checksum blocks covering the range, to the byte, at block boundaries and at
+// the chunk's ends; a damaged block is detected by a range covering it only,
+// counted, and answered from the source; whole-chunk cache-only reads (how
+// peers copy chunks) are unchanged.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include "tests/server/server_test_util.h"
+#include "tests/support/granaryd_process.h"
+
+namespace granary::testing {
+namespace {
+
+constexpr uint32_t kChunk = 4 << 20;
+// The store's default checksum block (StoreOptions::checksum_block_bytes).
+constexpr uint32_t kBlock = 64 << 10;
+// Chunk 0 is whole; chunk 1 is 10,000 bytes.
+constexpr uint32_t kTail = 10000;
+
+class RangeReadTest : public GranarydTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(StartServer());
+    content_ = PatternBytes(kChunk + kTail, 4);
+    WriteSourceFile(source_.path(), "f.bin", content_);
+    v1::DatasetInfo info;
+    grpc::Status added = AddDataset(stub_.get(), "d", source_.path(), kChunk, &info);
+    ASSERT_TRUE(added.ok()) << added.error_message();
+    version_ = info.version();
+    std::vector<v1::ManifestEntry> entries;
+    ASSERT_TRUE(GetManifest(stub_.get(), "d", 0, &entries).ok());
+    for (uint64_t id = 0; id < entries.size(); ++id) {
+      if (entries[id].path() == "f.bin") file_id_ = id;
+    }
+  }
+
+  ReadResult Read(uint32_t chunk, uint32_t offset, uint32_t length) {
+    return ReadChunk(stub_.get(), version_, file_id_, chunk, offset, length);
+  }
+
+  std::string Expected(uint32_t chunk, uint32_t offset, uint32_t length) const {
+    return content_.substr(uint64_t{chunk} * kChunk + offset, length);
+  }
+
+  // Inverts the byte at `offset` of chunk 0, which must be the only chunk
+  // cached: it then starts the only segment file.
+  void FlipByteOfChunk0(uint64_t offset) {
+    std::vector<std::filesystem::path> segments;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(server_->data_dir())) {
+      if (entry.path().filename().string().starts_with("segment-")) segments.push_back(entry);
+    }
+    ASSERT_EQ(segments.size(), 1u);
+    const int fd = ::open(segments[0].c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << segments[0];
+    char byte;
+    ASSERT_EQ(::pread(fd, &byte, 1, static_cast<off_t>(offset)), 1);
+    byte = static_cast<char>(~byte);
+    ASSERT_EQ(::pwrite(fd, &byte, 1, static_cast<off_t>(offset)), 1);
+    ::close(fd);
+  }
+
+  double Metric(std::string_view name) {
+    auto value = server_->Metric(name);
+    EXPECT_TRUE(value.ok()) << value.status();
+    return value.ok() ? *value : -1;
+  }
+
+  std::string content_;
+  uint64_t version_ = 0;
+  uint64_t file_id_ = 0;
+};
+
+TEST_F(RangeReadTest, HitsAreExactAtBlockBoundariesAndChunkEnds) {
+  ASSERT_TRUE(Read(0, 0, 0).status.ok());  // The miss that caches chunk 0.
+  ASSERT_TRUE(Read(1, 0, 0).status.ok());
+  struct Case {
+    uint32_t chunk, offset, length;
+  };
+  std::vector<Case> cases = {{0, 0, 1},         {0, kChunk - 1, 1}, {0, kChunk - kBlock, kBlock},
+                             {0, 5, 128 << 10}, {1, 0, kTail},      {1, kTail - 1, 1},
+                             {1, 100, 200}};
+  for (uint32_t boundary : {kBlock, 2 * kBlock, kChunk / 2, kChunk - kBlock}) {
+    for (uint32_t offset : {boundary - 1, boundary, boundary + 1}) {
+      for (uint32_t length : {1u, kBlock - 1, kBlock + 1, 128u << 10}) {
+        cases.push_back({0, offset, std::min(length, kChunk - offset)});
+      }
+    }
+  }
+  const double served_before = Metric("granary_bytes_from_cache_total");
+  uint64_t served = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "chunk " << c.chunk << " [" << c.offset << ", +" << c.length << ")");
+    ReadResult read = Read(c.chunk, c.offset, c.length);
+    ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+    EXPECT_TRUE(read.from_cache);
+    EXPECT_TRUE(read.data == Expected(c.chunk, c.offset, c.length));
+    served += read.data.size();
+  }
+  // Only the ranges were served from the cache, not their chunks.
+  EXPECT_EQ(Metric("granary_bytes_from_cache_total") - served_before, served);
+  EXPECT_EQ(Metric("granary_source_reads_total"), 2);
+
+  // A range ending past the chunk is cut at its end; an offset past it is
+  // OUT_OF_RANGE naming the chunk.
+  ReadResult cut = Read(1, kTail - 10, 1000);
+  ASSERT_TRUE(cut.status.ok()) << cut.status.error_message();
+  EXPECT_TRUE(cut.data == Expected(1, kTail - 10, 10));
+  ReadResult past = Read(1, kTail + 1, 1);
+  EXPECT_EQ(past.status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_NE(past.status.error_message().find("offset 10001 is past the end of chunk"),
+            std::string::npos)
+      << past.status.error_message();
+  EXPECT_NE(past.status.error_message().find("(10000 bytes)"), std::string::npos)
+      << past.status.error_message();
+}
+
+TEST_F(RangeReadTest, DamagedBlockIsFoundByARangeCoveringItCountedAndRefetched) {
+  ASSERT_TRUE(Read(0, 0, 0).status.ok());
+  FlipByteOfChunk0(5 * kBlock + 7);                    // In block 5.
+  ReadResult clean = Read(0, 2 * kBlock, 3 * kBlock);  // Blocks 2-4.
+  ASSERT_TRUE(clean.status.ok()) << clean.status.error_message();
+  EXPECT_TRUE(clean.from_cache);
+  EXPECT_TRUE(clean.data == Expected(0, 2 * kBlock, 3 * kBlock));
+  EXPECT_EQ(Metric("granary_store_checksum_failures_total"), 0);
+
+  ReadResult damaged = Read(0, 6 * kBlock - 1, 1);  // The last byte of block 5.
+  ASSERT_TRUE(damaged.status.ok()) << damaged.status.error_message();
+  EXPECT_FALSE(damaged.from_cache);
+  EXPECT_TRUE(damaged.data == Expected(0, 6 * kBlock - 1, 1));
+  EXPECT_EQ(Metric("granary_store_checksum_failures_total"), 1);
+  EXPECT_EQ(Metric("granary_source_reads_total"), 2);
+
+  // Stored again: a hit with the right bytes.
+  ReadResult again = Read(0, 5 * kBlock, kBlock);
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  EXPECT_TRUE(again.from_cache);
+  EXPECT_TRUE(again.data == Expected(0, 5 * kBlock, kBlock));
+}
+
+TEST_F(RangeReadTest, CacheOnlyReadsOfWholeChunksAreHitsOrNotFound) {
+  v1::ReadChunkRequest request;
+  request.mutable_key()->set_dataset_version(version_);
+  request.mutable_key()->set_file_id(file_id_);
+  request.set_cache_only(true);
+  EXPECT_EQ(ReadChunk(stub_.get(), request).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  ASSERT_TRUE(Read(0, 0, 0).status.ok());
+  ReadResult copy = ReadChunk(stub_.get(), request);
+  ASSERT_TRUE(copy.status.ok()) << copy.status.error_message();
+  EXPECT_TRUE(copy.from_cache);
+  EXPECT_TRUE(copy.data == Expected(0, 0, kChunk));
+}
+
+}  // namespace
+}  // namespace granary::testing
