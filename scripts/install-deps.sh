@@ -16,6 +16,7 @@ packages=(
   slurm-wlm munge
   fio rclone python3-xxhash python3-matplotlib linux-perf
   iperf3
+  iproute2
 )
 
 missing=()
