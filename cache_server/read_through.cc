@@ -1,6 +1,7 @@
 #include "cache_server/read_through.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/source/posix_source.h"
@@ -88,7 +89,7 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
   absl::StatusOr<std::string> data = sourcing == ChunkSourcing::kOwnerFetch
                                          ? absl::NotFoundError("asked as the owner")
                                          : FetchFromOwner(key, length);
-  if (!data.ok()) data = CopyFromPeer(key, length);
+  if (!data.ok() && speeds_.PreferPeers()) data = CopyFromPeer(key, length);
   if (data.ok()) {
     metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
@@ -123,12 +124,16 @@ absl::StatusOr<std::string> ReadThrough::FetchFromOwner(const ChunkKey& key, uin
 }
 
 absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint32_t length) {
+  const auto started = std::chrono::steady_clock::now();
   for (const Member& peer : cluster_->CopySources(key)) {
     absl::StatusOr<const DatasetClient*> reader = cluster_->clients().Reader(peer);
     if (!reader.ok()) continue;
     std::string data(length, '\0');
     absl::Status copied = (*reader)->ReadChunk(key, 0, data, ChunkSourcing::kCacheOnly);
-    if (copied.ok()) return data;
+    if (copied.ok()) {
+      speeds_.Record(FetchSpeeds::Path::kPeer, length, std::chrono::steady_clock::now() - started);
+      return data;
+    }
     if (!absl::IsNotFound(copied)) {
       metrics_->peer_copy_errors.fetch_add(1, std::memory_order_relaxed);
       cluster_->clients().MarkSuspect(peer.id);
@@ -145,6 +150,7 @@ absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
   GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(manifest.identity().source));
   uint32_t chunk_size = manifest.chunk_size();
   metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
+  const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<std::string> data =
       ReadPosixFileRange(root, entry, static_cast<uint64_t>(key.chunk_index) * chunk_size,
                          ChunkLength(entry.size, chunk_size, key.chunk_index));
@@ -154,6 +160,8 @@ absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
                                                            "': ", data.status().message()));
   }
   metrics_->bytes_from_source.fetch_add(data->size(), std::memory_order_relaxed);
+  speeds_.Record(FetchSpeeds::Path::kSource, data->size(),
+                 std::chrono::steady_clock::now() - started);
   return data;
 }
 

@@ -6,9 +6,9 @@
 // itself. Failing that, a miss is copied from a peer that holds the chunk
 // (where the chunk lived in this group before a membership change, or its
 // owner in another group), so a joining node and a second group warm from
-// their peers instead of reading the shared source again; only then is it
-// read from the dataset's source. Concurrent misses of one chunk share a
-// single fetch. Every read marks its dataset version active for the store's eviction.
+// their peers instead of reading the shared source again, while that is the
+// faster way (fetch_speeds.h); else it is read from the dataset's source. Concurrent misses of one
+// chunk share a single fetch. Every read marks its dataset version active for the store's eviction.
 //
 // A peer's copy is trusted as the peer verified it against the checksum it
 // stored on its first fetch; this node checksums it again as it stores it.
@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "cache_server/catalog.h"
 #include "cache_server/cluster_view.h"
+#include "cache_server/fetch_speeds.h"
 #include "cache_server/metrics.h"
 #include "cache_server/single_flight.h"
 #include "cache_server/store/chunk_store.h"
@@ -85,6 +86,7 @@ class ReadThrough {
   VersionActivity* const activity_;
   ClusterView* const cluster_;
   SingleFlight<ChunkKey, absl::StatusOr<ChunkData>> flights_;
+  FetchSpeeds speeds_;
 };
 
 // Checks that `key` names an existing chunk of a file of `manifest`, and

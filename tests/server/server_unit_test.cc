@@ -1,5 +1,6 @@
 // Unit tests of granaryd's parts that need no running server: configuration,
-// the posix scanner, single-flight and prewarm path selection.
+// the posix scanner, single-flight, prewarm path selection and the choice
+// between peer copies and source reads.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -7,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "cache_server/fetch_speeds.h"
 #include "cache_server/prewarm.h"
 #include "cache_server/single_flight.h"
 #include "cache_server/source/posix_scanner.h"
@@ -47,6 +49,29 @@ TEST(Config, ErrorsNameOriginKeyAndValue) {
   EXPECT_NE(status.message().find("'socket'"), absl::string_view::npos) << status;
   status = ApplyConfigFile("/no/such.yaml", &config);
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+}
+
+// How many of `misses` consecutive misses would try peers first.
+int PeerFirstCount(FetchSpeeds& speeds, int misses) {
+  int peer_first = 0;
+  for (int i = 0; i < misses; ++i) peer_first += speeds.PreferPeers() ? 1 : 0;
+  return peer_first;
+}
+
+TEST(FetchSpeeds, PeersWhileNotSlowerThanTheSourceAndOneProbeOfTheOtherPathIn32) {
+  using std::chrono::milliseconds;
+  constexpr uint64_t kMiB = 1 << 20;
+  FetchSpeeds speeds;
+  EXPECT_EQ(PeerFirstCount(speeds, 32), 31);  // Unmeasured: peers, one probe of the source.
+  speeds.Record(FetchSpeeds::Path::kSource, 4 * kMiB, milliseconds(20));
+  speeds.Record(FetchSpeeds::Path::kPeer, 4 * kMiB, milliseconds(24));  // Within the slack.
+  EXPECT_EQ(PeerFirstCount(speeds, 64), 62);
+  for (int i = 0; i < 30; ++i) {
+    speeds.Record(FetchSpeeds::Path::kPeer, 4 * kMiB, milliseconds(80));  // The link got slow.
+  }
+  EXPECT_EQ(PeerFirstCount(speeds, 64), 2);  // The source, and probes of the peers.
+  for (int i = 0; i < 30; ++i) speeds.Record(FetchSpeeds::Path::kPeer, 4 * kMiB, milliseconds(5));
+  EXPECT_EQ(PeerFirstCount(speeds, 64), 62);
 }
 
 TEST(PosixSource, RootOfAcceptsPosixUrlsAndAbsolutePathsOnly) {
