@@ -26,10 +26,16 @@ The reference in the same repetition: fio reading 4 source files in parallel
 throttled cgroup, i.e. what the source gives through one limit. Ratios:
 shared: prewarm / fio; per-node: prewarm / (N x fio).
 
+--second-group adds, per repetition, two groups of 2 servers behind the shared
+limit: group "a" is prewarmed (from the source), then group "b" (which copies
+from "a" while that is faster than the source, cache_server/fetch_speeds.h),
+each timed; reported are both rates, their ratio, and how group "b" filled
+its chunks: source reads and peer copies.
+
 Usage (root):
   /usr/bin/python3 bench/cluster/prewarm_bench.py [--build build-bench]
       [--dataset-gib 2] [--servers 1,2,4] [--limits shared,per-node]
-      [--shared-mib 200] [--per-node-mib 100] [--repetitions 3]
+      [--shared-mib 200] [--per-node-mib 100] [--repetitions 3] [--second-group]
 Writes results.json, results.md and prewarm_scaling.png to --out-dir.
 """
 import argparse
@@ -97,24 +103,25 @@ def metric(port, name):
 
 
 class Group:
-    """N granaryd on loopback in cache group "g", each in the cgroup given."""
+    """N granaryd on loopback, each in the cgroup given, in cache group "g" or
+    in the groups given (one name per node)."""
 
-    def __init__(self, build, work, n, cgroups, capacity_bytes):
+    def __init__(self, build, work, n, cgroups, capacity_bytes, groups=None):
         self.build = build
         self.dir = os.path.join(work, "cluster-%d" % n)
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
         self.nodes = []
-        for i in range(n):
+        for i, group in enumerate(groups or ["g"] * n):
             self.nodes.append({"id": "n%d" % i, "tcp": free_port(), "metrics": free_port(),
-                               "data": os.path.join(self.dir, "n%d" % i),
+                               "group": group, "data": os.path.join(self.dir, "n%d" % i),
                                "sock": os.path.join(self.dir, "n%d.sock" % i)})
         members = os.path.join(self.dir, "members.yaml")
         with open(members, "w") as f:
             f.write("members:\n")
             for node in self.nodes:
-                f.write("  - id: %s\n    address: 127.0.0.1:%d\n    group: g\n    weight: 1\n"
-                        % (node["id"], node["tcp"]))
+                f.write("  - id: %s\n    address: 127.0.0.1:%d\n    group: %s\n    weight: 1\n"
+                        % (node["id"], node["tcp"], node["group"]))
         self.procs = []
         for node, cgroup in zip(self.nodes, cgroups):
             os.makedirs(node["data"])
@@ -123,7 +130,8 @@ class Group:
                 [os.path.join(build, "granaryd"), "--data-dir", node["data"],
                  "--socket", node["sock"], "--listen", "127.0.0.1:%d" % node["tcp"],
                  "--metrics-listen", "127.0.0.1:%d" % node["metrics"],
-                 "--capacity", str(capacity_bytes), "--node-id", node["id"], "--group", "g",
+                 "--capacity", str(capacity_bytes), "--node-id", node["id"],
+                 "--group", node["group"],
                  "--members", members],
                 stdout=logf, stderr=subprocess.STDOUT, preexec_fn=enter_cgroup(cgroup)))
         for i in range(n):
@@ -149,8 +157,9 @@ class Group:
                   text=True)
         return out.returncode == 0 and ('"%s"' % DATASET) in out.stdout
 
-    def sum_metric(self, name):
-        return sum(metric(node["metrics"], name) for node in self.nodes)
+    def sum_metric(self, name, group=None):
+        return sum(metric(node["metrics"], name) for node in self.nodes
+                   if group is None or node["group"] == group)
 
     def stop(self):
         for proc in self.procs:
@@ -189,6 +198,45 @@ def one_run(args, build, work, source, n, limit, throttles, chunks, dataset_byte
             "device_bytes": device_bytes, "exactly_once": int(source_reads) == chunks}
 
 
+def second_group_run(build, work, source, throttle, chunks, dataset_bytes):
+    """Groups "a" and "b" of 2 servers each behind one shared limit: "a" warms
+    from the source, then "b" from "a" or the source, whichever is faster."""
+    group = Group(build, work, 4, [throttle.path] * 4, 2 * dataset_bytes + GIB,
+                  groups=["a", "a", "b", "b"])
+    try:
+        run(group.cli(0) + ["dataset", "add", DATASET, source, "--chunk-size", "4MiB"],
+            capture_output=True)
+        for i in range(4):
+            wait_for(lambda i=i: group.has_dataset(i), 60, "the catalog on node %d" % i)
+        walls = {}
+        for name in ("a", "b"):
+            drop_caches()
+            start = time.perf_counter()
+            run(group.cli(0) + ["prewarm", DATASET, "--group", name, "--json"],
+                capture_output=True, text=True)
+            walls[name] = time.perf_counter() - start
+        return {"rate_a": dataset_bytes / walls["a"], "rate_b": dataset_bytes / walls["b"],
+                "source_reads_a": group.sum_metric("granary_source_reads_total", "a"),
+                "source_reads_b": group.sum_metric("granary_source_reads_total", "b"),
+                "peer_copies_b": group.sum_metric("granary_peer_copies_total", "b"),
+                "chunks": chunks}
+    finally:
+        group.stop()
+
+
+def report_second_group(args, runs):
+    lines = ["| run | group a (from the source) MiB/s | group b (from a or the source) MiB/s | "
+             "b / a | source reads a / b | peer copies b / chunks |", "|---|---|---|---|---|---|"]
+    for i, r in enumerate(runs, 1):
+        lines.append("| %d | %.1f | %.1f | %.2f | %d / %d | %d / %d |" % (
+            i, r["rate_a"] / MIB, r["rate_b"] / MIB, r["rate_b"] / r["rate_a"],
+            r["source_reads_a"], r["source_reads_b"], r["peer_copies_b"], r["chunks"]))
+    text = "\n".join(lines) + "\n"
+    print(text)
+    with open(os.path.join(args.out_dir, "second_group.md"), "w") as f:
+        f.write(text)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -204,12 +252,14 @@ def main():
     p.add_argument("--data-root", default="",
                    help="where the nodes' data directories go (default: --workdir); e.g. "
                         "/dev/shm to take the cache's writes off the source's disk")
+    p.add_argument("--second-group", action="store_true",
+                   help="also time a second group warming from the first (shared limit)")
     p.add_argument("--generate-only", action="store_true",
                    help="generate the source (kept in --workdir for later runs) and stop")
     args = p.parse_args()
     build = os.path.abspath(args.build)
     servers = [int(s) for s in args.servers.split(",")]
-    limits = args.limits.split(",")
+    limits = [limit for limit in args.limits.split(",") if limit]
     os.makedirs(args.workdir, exist_ok=True)
     os.makedirs(args.out_dir, exist_ok=True)
 
@@ -233,7 +283,7 @@ def main():
             return
         ref_files = [os.path.join(source, "data", "part_%03d.bin" % i)
                      for i in range(min(4, files))]
-        if "shared" in limits:
+        if "shared" in limits or args.second_group:
             throttles.append(Throttle("granary-cluster-shared", loop.device,
                                       args.shared_mib * MIB))
         if "per-node" in limits:
@@ -242,8 +292,16 @@ def main():
         log("source %s on %s (%s), %s; dataset %d chunks, %.2f GiB" %
             (source, loop.loop, loop.device, throttles[0].kind if throttles else
              node_throttles[0].kind, chunks, dataset_bytes / GIB))
-        results = []
+        results, second_group = [], []
         for rep in range(1, args.repetitions + 1):
+            if args.second_group:
+                r = second_group_run(build, args.data_root or args.workdir, source,
+                                     throttles[0], chunks, dataset_bytes)
+                log("rep %d second group: a %.1f MiB/s from the source, b %.1f MiB/s, "
+                    "b source reads %d, b peer copies %d" %
+                    (rep, r["rate_a"] / MIB, r["rate_b"] / MIB, r["source_reads_b"],
+                     r["peer_copies_b"]))
+                second_group.append(r)
             for limit in limits:
                 ts = throttles if limit == "shared" else node_throttles
                 ref = source_rate(ref_files, ts[0].path)
@@ -260,7 +318,10 @@ def main():
                     results.append(r)
                     with open(os.path.join(args.out_dir, "results.json"), "w") as f:
                         json.dump({"args": vars(args), "results": results}, f, indent=1)
-        report(args, results, servers, limits, dataset_bytes, chunks)
+        if second_group:
+            report_second_group(args, second_group)
+        if limits:
+            report(args, results, servers, limits, dataset_bytes, chunks)
     finally:
         for t in throttles + node_throttles:
             t.remove()
