@@ -1,6 +1,6 @@
-// Eight threads read, write, evict and remove overlapping chunks at once; run
-// under ThreadSanitizer by scripts/test.sh. Every successful read must return
-// exactly the bytes of its key.
+// Eight threads read (whole chunks and ranges), write, evict and remove
+// overlapping chunks at once; run under ThreadSanitizer by scripts/test.sh.
+// Every successful read must return exactly the bytes of its key.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -31,6 +31,7 @@ TEST_P(Concurrency, OverlappingReadersAndWritersSeeOnlyWholeChunks) {
   StoreOptions options = SmallStoreOptions(dir, 1 << 20, 64 << 10);
   options.directories = {dir.Sub("nvme0"), dir.Sub("nvme1")};
   options.segment_bytes = 128 << 10;
+  options.checksum_block_bytes = 8 << 10;  // Ranges span several blocks of these chunks.
   options.use_io_uring = GetParam();
   auto opened = ChunkStore::Open(options);
   ASSERT_TRUE(opened.ok()) << opened.status();
@@ -65,6 +66,20 @@ TEST_P(Concurrency, OverlappingReadersAndWritersSeeOnlyWholeChunks) {
         case 7:
           if (!store.Insert(key, ChunkBytes(key, LengthOf(key))).ok()) errors++;
           break;
+        case 8:
+        case 9:
+        case 10: {
+          const uint64_t length = LengthOf(key);
+          const uint64_t offset = random() % length;
+          const uint64_t size = random() % (length - offset + 1);
+          if (auto read = store.ReadRange(key, offset, size); read.ok()) {
+            hits++;
+            if (*read != ChunkBytes(key, length).substr(offset, size)) wrong++;
+          } else if (read.status().code() != absl::StatusCode::kNotFound) {
+            errors++;
+          }
+          break;
+        }
         default:
           if (auto read = store.Read(key); read.ok()) {
             hits++;
