@@ -10,7 +10,7 @@ MemberClients::MemberClients(Options options) : options_(std::move(options)) {}
 
 MemberClients::~MemberClients() = default;
 
-absl::StatusOr<const MemberClients::Connection*> MemberClients::ConnectionTo(const Member& member) {
+absl::StatusOr<MemberClients::Connections*> MemberClients::ConnectionsTo(const Member& member) {
   const std::string& address =
       member.id == options_.local_node_id && !options_.local_address.empty()
           ? options_.local_address
@@ -18,24 +18,28 @@ absl::StatusOr<const MemberClients::Connection*> MemberClients::ConnectionTo(con
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = connections_.find(address);
   if (it != connections_.end()) return it->second.get();
-  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                           MakeChannel(address, options_.client.cluster_token));
-  auto connection = std::make_unique<Connection>();
-  connection->channel = channel;
-  connection->reader = DatasetClient::OverChannel(address, options_.client, std::move(channel));
-  const Connection* raw = connection.get();
-  connections_.emplace(address, std::move(connection));
+  auto connections = std::make_unique<Connections>();
+  for (int i = 0; i < kConnectionsPerMember; ++i) {
+    GRANARY_ASSIGN_OR_RETURN(
+        std::shared_ptr<grpc::Channel> channel,
+        MakeChannel(address, options_.client.cluster_token, /*own_connection=*/true));
+    connections->readers.push_back(DatasetClient::OverChannel(address, options_.client, channel));
+    connections->channels.push_back(std::move(channel));
+  }
+  Connections* raw = connections.get();
+  connections_.emplace(address, std::move(connections));
   return raw;
 }
 
 absl::StatusOr<const DatasetClient*> MemberClients::Reader(const Member& member) {
-  GRANARY_ASSIGN_OR_RETURN(const Connection* connection, ConnectionTo(member));
-  return connection->reader.get();
+  GRANARY_ASSIGN_OR_RETURN(Connections * connections, ConnectionsTo(member));
+  uint32_t turn = connections->next_reader.fetch_add(1, std::memory_order_relaxed);
+  return connections->readers[turn % connections->readers.size()].get();
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MemberClients::Channel(const Member& member) {
-  GRANARY_ASSIGN_OR_RETURN(const Connection* connection, ConnectionTo(member));
-  return connection->channel;
+  GRANARY_ASSIGN_OR_RETURN(Connections * connections, ConnectionsTo(member));
+  return connections->channels.front();
 }
 
 bool MemberClients::IsSuspect(const std::string& member_id) {

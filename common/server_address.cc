@@ -59,7 +59,8 @@ class TokenInterceptorFactory : public grpc::experimental::ClientInterceptorFact
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(std::string_view address,
-                                                           std::string_view cluster_token) {
+                                                           std::string_view cluster_token,
+                                                           bool own_connection) {
   if (absl::StartsWith(AsAbsl(address), "unix:")) {
     if (address.size() == 5) {
       return absl::InvalidArgumentError(
@@ -85,6 +86,13 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(std::string_view addr
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  // gRPC's BDP probing, which sizes the receive window from pings, held chunk
+  // reads over loopback TCP to 0.06 x iperf3 while the same reads over the
+  // Unix socket ran at 0.6; without it they run at 0.4-0.5 (bench/RESULTS.md,
+  // remote chunk reads). A fixed 4 MiB window instead of the default made no
+  // measurable difference.
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   if (cluster_token.empty()) {
     return grpc::CreateCustomChannel(std::string(address), grpc::InsecureChannelCredentials(),
                                      args);

@@ -29,9 +29,13 @@ std::string ResolveServerAddress(std::string_view explicit_address);
 
 // Fails with INVALID_ARGUMENT naming the address unless it is "unix:PATH" or
 // "HOST:PORT". With a non-empty `cluster_token` every call on the channel
-// carries it (common/cluster_token.h).
+// carries it (common/cluster_token.h). gRPC lets channels with the same
+// address and settings share one connection; `own_connection` gives this
+// channel a connection of its own, so that calls on several channels to one
+// server do not queue on one HTTP/2 connection.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(std::string_view address,
-                                                           std::string_view cluster_token = {});
+                                                           std::string_view cluster_token = {},
+                                                           bool own_connection = false);
 
 }  // namespace granary
 

@@ -10,17 +10,17 @@
 //            each read cached 4 MiB chunks from b's TCP address with
 //            DatasetClient::ReadChunk(cache_only) -- exactly how a peer
 //            copies a chunk -- for --seconds; bytes/s over all threads.
-//            --connections=per-stream gives each thread its own channel (own
-//            TCP connection); --connections=shared puts every thread on one
-//            channel (one TCP connection, HTTP/2 streams), as a node's peer
-//            client does.
+//            Channels are Granary's own (MakeChannel). --connections=peers
+//            reads through a MemberClients pool, as a node reads from its
+//            peers (MemberClients::kConnectionsPerMember connections to b);
+//            --connections=per-stream gives each thread its own connection.
 //   iperf3:  `iperf3 -s -1` and `iperf3 -c 127.0.0.1 -P <streams> -t <seconds>
 //            -J`; received bits/s.
 // Prints one line per repetition and the median of the per-repetition ratios.
 //
 // Usage: remote_read_bench [--streams=4] [--seconds=4] [--repetitions=5]
-//            [--files=12] [--file_mib=16] [--connections=per-stream|shared|both]
-//            [--unix_socket=true] [--tune_tcp_reads=true]
+//            [--files=12] [--file_mib=16] [--connections=per-stream|peers|both]
+//            [--unix_socket=true]
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -33,16 +33,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/cluster_map.h"
 #include "common/dataset_client.h"
+#include "common/member_clients.h"
 #include "common/server_address.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
-#include "grpcpp/support/channel_arguments.h"
 #include "tests/support/granary_cluster.h"
 
 namespace granary {
@@ -62,12 +62,6 @@ struct Flags {
   bool unix_socket = false;
 };
 
-// --tune_tcp_reads=true: the client channels ask gRPC for large TCP reads
-// (read chunks of 1-8 MiB instead of its small defaults) and a large HTTP/2
-// lookahead: a diagnostic of the transport, not what Granary's own channels
-// (common/server_address.cc) do.
-bool tune_tcp_reads = false;
-
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "remote_read_bench: %s\n", what.c_str());
   std::exit(1);
@@ -77,23 +71,6 @@ std::string Flag(const char* arg, const char* name) {
   size_t n = std::strlen(name);
   if (std::strncmp(arg, name, n) == 0 && arg[n] == '=') return arg + n + 1;
   return {};
-}
-
-// A channel to `address` with Granary's message limits; `own_connection`
-// keeps it out of gRPC's global subchannel pool, so it gets its own TCP
-// connection even when another channel has the same target and arguments.
-std::shared_ptr<grpc::Channel> Channel(const std::string& address, bool own_connection) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  args.SetMaxSendMessageSize(kMaxMessageBytes);
-  if (own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  if (tune_tcp_reads) {
-    args.SetInt(GRPC_ARG_TCP_READ_CHUNK_SIZE, 1 << 20);
-    args.SetInt(GRPC_ARG_TCP_MIN_READ_CHUNK_SIZE, 1 << 20);
-    args.SetInt(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 8 << 20);
-    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 8 << 20);
-  }
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
 std::vector<ChunkKey> DatasetChunks(const DatasetSnapshot& snapshot) {
@@ -109,21 +86,16 @@ std::vector<ChunkKey> DatasetChunks(const DatasetSnapshot& snapshot) {
   return keys;
 }
 
-// Bytes/s of cache-only ReadChunk of `keys` from `address` by `streams`
-// threads for `seconds`.
-double GranaryRate(const std::string& address, const std::vector<ChunkKey>& keys, int streams,
-                   bool per_stream, double seconds) {
-  std::vector<std::unique_ptr<DatasetClient>> clients;
-  auto shared = Channel(address, /*own_connection=*/true);
-  for (int s = 0; s < streams; ++s) {
-    clients.push_back(DatasetClient::OverChannel(
-        address, DatasetClient::Options(), per_stream ? Channel(address, true) : shared));
-  }
+// Bytes/s of cache-only ReadChunk of `keys` by `streams` threads for
+// `seconds`; thread s reads through reader(s), called for every read.
+double GranaryRate(const std::function<const DatasetClient*(int)>& reader,
+                   const std::vector<ChunkKey>& keys, int streams, double seconds) {
   // Connect and touch every channel before the clock starts.
   std::vector<char> probe(kChunk);
-  for (auto& client : clients) {
-    absl::Status s = client->ReadChunk(keys[0], 0, probe, ChunkSourcing::kCacheOnly);
-    if (!s.ok()) Die("warm-up read: " + std::string(s.message()));
+  for (int s = 0; s < std::max(streams, MemberClients::kConnectionsPerMember); ++s) {
+    absl::Status read =
+        reader(s % streams)->ReadChunk(keys[0], 0, probe, ChunkSourcing::kCacheOnly);
+    if (!read.ok()) Die("warm-up read: " + std::string(read.message()));
   }
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> total{0};
@@ -136,8 +108,7 @@ double GranaryRate(const std::string& address, const std::vector<ChunkKey>& keys
       size_t next = static_cast<size_t>(s) * keys.size() / streams;
       uint64_t bytes = 0;
       while (!stop.load(std::memory_order_relaxed)) {
-        absl::Status read =
-            clients[s]->ReadChunk(keys[next], 0, buffer, ChunkSourcing::kCacheOnly);
+        absl::Status read = reader(s)->ReadChunk(keys[next], 0, buffer, ChunkSourcing::kCacheOnly);
         if (!read.ok()) {
           errors.fetch_add(1);
           std::fprintf(stderr, "read %s: %s\n", keys[next].ToString().c_str(),
@@ -174,8 +145,7 @@ double IperfRate(int streams, double seconds) {
   for (int attempt = 0;; ++attempt) {  // Wait for the server to listen.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     std::string command = "iperf3 -c 127.0.0.1 -p " + std::to_string(port) + " -P " +
-                          std::to_string(streams) + " -t " + std::to_string(seconds) +
-                          " -J 2>&1";
+                          std::to_string(streams) + " -t " + std::to_string(seconds) + " -J 2>&1";
     FILE* pipe = ::popen(command.c_str(), "r");
     char buffer[4096];
     size_t n;
@@ -184,7 +154,16 @@ double IperfRate(int streams, double seconds) {
     if (::pclose(pipe) == 0) break;
     if (attempt == 20) Die("iperf3 client failed: " + json);
   }
-  ::waitpid(server, nullptr, 0);
+  // `iperf3 -s -1` usually exits after its one test, but not always (it can
+  // stay up after a refused early attempt): never wait on it for long.
+  for (int waited = 0; ::waitpid(server, nullptr, WNOHANG) == 0; ++waited) {
+    if (waited == 20) {
+      ::kill(server, SIGTERM);
+      ::waitpid(server, nullptr, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   // "sum_received": { ... "bits_per_second": X ... } in "end".
   size_t at = json.find("\"sum_received\"");
   if (at == std::string::npos) Die("no sum_received in iperf3 output: " + json);
@@ -204,15 +183,22 @@ int Main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i < argc; ++i) {
     std::string v;
-    if (!(v = Flag(argv[i], "--streams")).empty()) flags.streams = std::atoi(v.c_str());
-    else if (!(v = Flag(argv[i], "--seconds")).empty()) flags.seconds = std::atof(v.c_str());
-    else if (!(v = Flag(argv[i], "--repetitions")).empty()) flags.repetitions = std::atoi(v.c_str());
-    else if (!(v = Flag(argv[i], "--files")).empty()) flags.files = std::atoi(v.c_str());
-    else if (!(v = Flag(argv[i], "--file_mib")).empty()) flags.file_mib = std::atoi(v.c_str());
-    else if (!(v = Flag(argv[i], "--connections")).empty()) flags.connections = v;
-    else if (!(v = Flag(argv[i], "--unix_socket")).empty()) flags.unix_socket = v == "true";
-    else if (!(v = Flag(argv[i], "--tune_tcp_reads")).empty()) tune_tcp_reads = v == "true";
-    else Die(std::string("unknown flag ") + argv[i]);
+    if (!(v = Flag(argv[i], "--streams")).empty())
+      flags.streams = std::atoi(v.c_str());
+    else if (!(v = Flag(argv[i], "--seconds")).empty())
+      flags.seconds = std::atof(v.c_str());
+    else if (!(v = Flag(argv[i], "--repetitions")).empty())
+      flags.repetitions = std::atoi(v.c_str());
+    else if (!(v = Flag(argv[i], "--files")).empty())
+      flags.files = std::atoi(v.c_str());
+    else if (!(v = Flag(argv[i], "--file_mib")).empty())
+      flags.file_mib = std::atoi(v.c_str());
+    else if (!(v = Flag(argv[i], "--connections")).empty())
+      flags.connections = v;
+    else if (!(v = Flag(argv[i], "--unix_socket")).empty())
+      flags.unix_socket = v == "true";
+    else
+      Die(std::string("unknown flag ") + argv[i]);
   }
   ::signal(SIGPIPE, SIG_IGN);
 
@@ -267,13 +253,13 @@ int Main(int argc, char** argv) {
 
   struct Mode {
     std::string name;
-    bool per_stream;
     std::string address;
+    bool peers;  // Through a MemberClients pool, else one connection per stream.
   };
   std::vector<Mode> modes;
-  if (flags.connections != "shared") modes.push_back({"per-stream", true, b.tcp_address()});
-  if (flags.connections != "per-stream") modes.push_back({"shared", false, b.tcp_address()});
-  if (flags.unix_socket) modes.push_back({"unix-socket", true, b.socket_address()});
+  if (flags.connections != "peers") modes.push_back({"per-stream", b.tcp_address(), false});
+  if (flags.connections != "per-stream") modes.push_back({"peers", b.tcp_address(), true});
+  if (flags.unix_socket) modes.push_back({"unix-socket", b.socket_address(), false});
   std::vector<std::vector<double>> ratios(modes.size()), rates(modes.size());
   std::vector<double> iperf;
   for (int rep = 1; rep <= flags.repetitions; ++rep) {
@@ -281,8 +267,31 @@ int Main(int argc, char** argv) {
     iperf.push_back(ip);
     std::printf("rep %d: iperf3 -P %d %.0f MB/s", rep, flags.streams, ip / 1e6);
     for (size_t m = 0; m < modes.size(); ++m) {
-      double g = GranaryRate(modes[m].address, keys, flags.streams, modes[m].per_stream,
-                             flags.seconds);
+      // Fresh connections for every measurement.
+      double g;
+      if (modes[m].peers) {
+        MemberClients pool{MemberClients::Options()};
+        Member member;
+        member.id = "b";
+        member.address = modes[m].address;
+        g = GranaryRate(
+            [&](int) {
+              auto reader = pool.Reader(member);
+              if (!reader.ok()) Die(std::string(reader.status().message()));
+              return *reader;
+            },
+            keys, flags.streams, flags.seconds);
+      } else {
+        std::vector<std::unique_ptr<DatasetClient>> clients;
+        for (int s = 0; s < flags.streams; ++s) {
+          auto channel = MakeChannel(modes[m].address, {}, /*own_connection=*/true);
+          if (!channel.ok()) Die(std::string(channel.status().message()));
+          clients.push_back(
+              DatasetClient::OverChannel(modes[m].address, DatasetClient::Options(), *channel));
+        }
+        g = GranaryRate([&](int s) { return clients[s].get(); }, keys, flags.streams,
+                        flags.seconds);
+      }
       rates[m].push_back(g);
       ratios[m].push_back(g / ip);
       std::printf(" | granary %s %.0f MB/s (%.3f)", modes[m].name.c_str(), g / 1e6, g / ip);
