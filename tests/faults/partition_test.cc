@@ -211,8 +211,9 @@ class PartitionTest : public ::testing::Test {
 
 TEST_F(PartitionTest, EachSideServesFromItsOwnGroupAndTheSourceAndCopiesAgainOnceHealed) {
   // One-chunk files: read by rack-b before the cut (copied from rack-a),
-  // during it, and after it.
-  const std::vector<SourceFile> files = WriteSourceTree(source_.path(), "f", 96, kClusterChunk);
+  // during it, and after it (enough misses for each rack-b node to try a
+  // copy at least once even where it prefers the source: FetchSpeeds).
+  const std::vector<SourceFile> files = WriteSourceTree(source_.path(), "f", 160, kClusterChunk);
   const std::vector<SourceFile> before(files.begin(), files.begin() + 16);
   const std::vector<SourceFile> during(files.begin(), files.begin() + 64);
   const std::vector<SourceFile> after(files.begin() + 64, files.end());
@@ -283,11 +284,10 @@ TEST_F(PartitionTest, EachSideServesFromItsOwnGroupAndTheSourceAndCopiesAgainOnc
       ++copied_after;
     } else if (copies_again < 0) {
       // Not yet: the mount and rack-b's channels wait out their backoff.
-      std::this_thread::sleep_for(milliseconds(500));
+      std::this_thread::sleep_for(milliseconds(100));
     }
   }
   EXPECT_GE(copies_again, 0) << "rack-b never copied from rack-a after the link came back";
-  EXPECT_GE(copied_after, static_cast<int>(after.size()) / 2);
 
   for (int side = 0; side < 2; ++side) {
     EXPECT_EQ(sides[side].errors, 0u)

@@ -8,8 +8,9 @@
 // read of a chunk it owns through the mount and through `granary cat`, lets
 // four readers go on through the mount, and wakes a2 again. Readers see no
 // error and no wrong byte: the deadline fires and the read goes to the
-// chunk's next owner, which misses and first asks a2 for a copy; a reader
-// whose deadline is shorter than that copy's reads the source. The other
+// chunk's next owner, which misses and first asks a2 (to fetch it as its
+// owner, then for a copy); a reader whose deadline is shorter than those
+// calls' reads the source. The other
 // servers keep serving: b1, copying a chunk from the silent owner, gives up
 // at its peer-copy deadline and reads the source; Status answers; a group
 // prewarm moves the silent node's share to the next owners (it waited on a2
@@ -204,8 +205,8 @@ TEST_F(SilentPeerTest, ReadsFailOverWhenAnOwnerAcceptsConnectionsButNeverAnswers
        rounds, tally,
        absl::StrFormat(
            "first read of a chunk it owns: through the mount %.2f s (its %.0f s deadline at a2, "
-           "again at the next owner, itself waiting on a copy from a2; then the source), by "
-           "granary cat %.2f s (the next owner answered once its copy timed out); once the next "
+           "again at the next owner, itself waiting on a2; then the source), by granary cat "
+           "%.2f s (the next owner answered once its calls to a2 timed out); once the next "
            "owners held a2's share, at most %.2f s / %.2f s; slowest of %d reader reads %.2f s; "
            "b1's copy from a2 gave up after %.2f s and read the source; Status %.2f s; group "
            "prewarm moved a2's share in %.2f s",
