@@ -61,8 +61,8 @@ class ClusterView {
   // The peers worth asking for a copy of chunk `key` before reading the
   // source, in order: in this node's group, the owner it would have without
   // this node (where it lived before this node joined) and its owner under
-  // the previous map; then its owner in each other group. Suspect peers come
-  // last.
+  // the previous map; then its owner in each other group. Peers suspected of
+  // being down are left out.
   std::vector<Member> CopySources(const ChunkKey& key);
 
  private:

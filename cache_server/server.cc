@@ -54,9 +54,11 @@ constexpr std::chrono::seconds kShutdownGrace{2};
 // How often a server compares its catalog with a random peer's, to repair
 // what a failed push missed.
 constexpr std::chrono::seconds kCatalogExchangePeriod{30};
-// A peer that does not answer a cache-only copy in this time is passed over
-// for the source.
-constexpr std::chrono::seconds kPeerCopyTimeout{10};
+// A peer that does not answer a copy or an owner fetch in this time is passed
+// over for the source. Half a reader's default deadline (granary-fuse's
+// --rpc-timeout-ms), so that a silent peer costs the reader one wait, not its
+// whole read.
+constexpr std::chrono::seconds kPeerCopyTimeout{5};
 
 // The default capacity: 80% of the free space on the cache directories'
 // filesystems (each filesystem counted once), so the cache never fills a disk.
@@ -268,10 +270,6 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   // gRPC sets SO_REUSEPORT by default, which would let a second server bind
   // the same TCP port and silently take half the connections.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // As on the client (MakeChannel): with gRPC's BDP probe off on the server
-  // too, peer chunk reads over TCP ran at 0.53 x iperf3 against 0.37 with it
-  // (three alternating runs; bench/RESULTS.md, remote chunk reads).
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   builder.AddListeningPort("unix:" + c.socket_path, grpc::InsecureServerCredentials());
   int tcp_port = 0;
   builder.AddListeningPort(c.listen, grpc::InsecureServerCredentials(), &tcp_port);
