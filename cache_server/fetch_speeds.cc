@@ -2,11 +2,26 @@
 
 namespace granary {
 
-void FetchSpeeds::Record(Path path, uint64_t bytes, std::chrono::steady_clock::duration elapsed) {
-  if (bytes == 0) return;
-  double sample = std::chrono::duration<double>(elapsed).count() / static_cast<double>(bytes);
+FetchSpeeds::Fetch FetchSpeeds::Begin(Path path) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Mean& mean = path == Path::kPeer ? peer_ : source_;
+  return {path, std::chrono::steady_clock::now(), ++MeanOf(path).in_flight};
+}
+
+void FetchSpeeds::End(const Fetch& fetch, uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --MeanOf(fetch.path).in_flight;
+  }
+  Record(fetch.path, bytes, std::chrono::steady_clock::now() - fetch.started, fetch.concurrent);
+}
+
+void FetchSpeeds::Record(Path path, uint64_t bytes, std::chrono::steady_clock::duration elapsed,
+                         uint32_t concurrent) {
+  if (bytes == 0 || concurrent == 0) return;
+  double sample = std::chrono::duration<double>(elapsed).count() /
+                  (static_cast<double>(bytes) * static_cast<double>(concurrent));
+  std::lock_guard<std::mutex> lock(mutex_);
+  Mean& mean = MeanOf(path);
   mean.seconds_per_byte =
       mean.measured ? mean.seconds_per_byte + kWeight * (sample - mean.seconds_per_byte) : sample;
   mean.measured = true;

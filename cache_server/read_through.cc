@@ -124,14 +124,14 @@ absl::StatusOr<std::string> ReadThrough::FetchFromOwner(const ChunkKey& key, uin
 }
 
 absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint32_t length) {
-  const auto started = std::chrono::steady_clock::now();
+  const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kPeer);
   for (const Member& peer : cluster_->CopySources(key)) {
     absl::StatusOr<const DatasetClient*> reader = cluster_->clients().Reader(peer);
     if (!reader.ok()) continue;
     std::string data(length, '\0');
     absl::Status copied = (*reader)->ReadChunk(key, 0, data, ChunkSourcing::kCacheOnly);
     if (copied.ok()) {
-      speeds_.Record(FetchSpeeds::Path::kPeer, length, std::chrono::steady_clock::now() - started);
+      speeds_.End(fetch, length);
       return data;
     }
     if (!absl::IsNotFound(copied)) {
@@ -141,6 +141,7 @@ absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint3
                                        << peer.id << " (" << peer.address << "): " << copied;
     }
   }
+  speeds_.End(fetch, 0);
   return absl::NotFoundError(absl::StrCat("no peer holds chunk ", key.ToString()));
 }
 
@@ -150,18 +151,17 @@ absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
   GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(manifest.identity().source));
   uint32_t chunk_size = manifest.chunk_size();
   metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
-  const auto started = std::chrono::steady_clock::now();
+  const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kSource);
   absl::StatusOr<std::string> data =
       ReadPosixFileRange(root, entry, static_cast<uint64_t>(key.chunk_index) * chunk_size,
                          ChunkLength(entry.size, chunk_size, key.chunk_index));
+  speeds_.End(fetch, data.ok() ? data->size() : 0);
   if (!data.ok()) {
     metrics_->source_errors.fetch_add(1, std::memory_order_relaxed);
     return absl::Status(data.status().code(), absl::StrCat("dataset '", manifest.identity().name,
                                                            "': ", data.status().message()));
   }
   metrics_->bytes_from_source.fetch_add(data->size(), std::memory_order_relaxed);
-  speeds_.Record(FetchSpeeds::Path::kSource, data->size(),
-                 std::chrono::steady_clock::now() - started);
   return data;
 }
 

@@ -63,15 +63,32 @@ TEST(FetchSpeeds, PeersWhileNotSlowerThanTheSourceAndOneProbeOfTheOtherPathIn32)
   constexpr uint64_t kMiB = 1 << 20;
   FetchSpeeds speeds;
   EXPECT_EQ(PeerFirstCount(speeds, 32), 31);  // Unmeasured: peers, one probe of the source.
-  speeds.Record(FetchSpeeds::Path::kSource, 4 * kMiB, milliseconds(20));
-  speeds.Record(FetchSpeeds::Path::kPeer, 4 * kMiB, milliseconds(24));  // Within the slack.
+  speeds.Record(FetchSpeeds::Path::kSource, 4 * kMiB, milliseconds(20), 1);
+  speeds.Record(FetchSpeeds::Path::kPeer, 4 * kMiB, milliseconds(24), 1);  // Within the slack.
   EXPECT_EQ(PeerFirstCount(speeds, 64), 62);
   for (int i = 0; i < 30; ++i) {
-    speeds.Record(FetchSpeeds::Path::kPeer, 4 * kMiB, milliseconds(80));  // The link got slow.
+    speeds.Record(FetchSpeeds::Path::kPeer, 4 * kMiB, milliseconds(80), 1);  // The link got slow.
   }
   EXPECT_EQ(PeerFirstCount(speeds, 64), 2);  // The source, and probes of the peers.
-  for (int i = 0; i < 30; ++i) speeds.Record(FetchSpeeds::Path::kPeer, 4 * kMiB, milliseconds(5));
+  // Eight at once, 100 ms each: 12.5 ms of the link per fetch, faster than the source.
+  for (int i = 0; i < 30; ++i) {
+    speeds.Record(FetchSpeeds::Path::kPeer, 4 * kMiB, milliseconds(100), 8);
+  }
   EXPECT_EQ(PeerFirstCount(speeds, 64), 62);
+}
+
+TEST(FetchSpeeds, AFetchCountsTheFetchesInFlightOnItsPathWhenItBegins) {
+  FetchSpeeds speeds;
+  FetchSpeeds::Fetch first = speeds.Begin(FetchSpeeds::Path::kSource);
+  FetchSpeeds::Fetch second = speeds.Begin(FetchSpeeds::Path::kSource);
+  FetchSpeeds::Fetch peer = speeds.Begin(FetchSpeeds::Path::kPeer);
+  EXPECT_EQ(first.concurrent, 1u);
+  EXPECT_EQ(second.concurrent, 2u);
+  EXPECT_EQ(peer.concurrent, 1u);
+  speeds.End(first, 0);
+  speeds.End(second, 0);
+  speeds.End(peer, 0);
+  EXPECT_EQ(speeds.Begin(FetchSpeeds::Path::kSource).concurrent, 1u);
 }
 
 TEST(PosixSource, RootOfAcceptsPosixUrlsAndAbsolutePathsOnly) {
