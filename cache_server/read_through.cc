@@ -86,9 +86,7 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
   }
   GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry, ChunkEntry(manifest, key));
   uint32_t length = ChunkLength(entry->size, manifest.chunk_size(), key.chunk_index);
-  absl::StatusOr<std::string> data = sourcing == ChunkSourcing::kOwnerFetch
-                                         ? absl::NotFoundError("asked as the owner")
-                                         : FetchFromOwner(key, length);
+  absl::StatusOr<std::string> data = FetchFromOwner(key, length, sourcing);
   if (!data.ok() && speeds_.PreferPeers()) data = CopyFromPeer(key, length);
   if (data.ok()) {
     metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
@@ -104,45 +102,42 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
   return std::make_shared<const std::string>(*std::move(data));
 }
 
-absl::StatusOr<std::string> ReadThrough::FetchFromOwner(const ChunkKey& key, uint32_t length) {
+absl::StatusOr<std::string> ReadThrough::FetchFromOwner(const ChunkKey& key, uint32_t length,
+                                                        ChunkSourcing sourcing) {
+  if (sourcing == ChunkSourcing::kOwnerFetch) return absl::NotFoundError("asked as the owner");
   std::optional<Member> owner = cluster_->OwnerElsewhere(key);
   if (!owner.has_value()) return absl::NotFoundError("this node owns the chunk");
-  absl::StatusOr<const DatasetClient*> reader = cluster_->clients().Reader(*owner);
-  if (!reader.ok()) return reader.status();
-  std::string data(length, '\0');
-  absl::Status fetched = (*reader)->ReadChunk(key, 0, data, ChunkSourcing::kOwnerFetch);
-  if (fetched.ok()) return data;
   // Whatever the owner's trouble, this node can still copy the chunk or read
-  // the source itself; a fault of the owner's own makes it a suspect.
-  if (ShouldTryAnotherOwner(fetched)) {
-    metrics_->peer_copy_errors.fetch_add(1, std::memory_order_relaxed);
-    cluster_->clients().MarkSuspect(owner->id);
-  }
-  GRANARY_LOG_FIRST_N(WARNING, 20) << "fetching chunk " << key.ToString() << " through its owner "
-                                   << owner->id << " (" << owner->address << "): " << fetched;
-  return fetched;
+  // the source itself.
+  return ReadFromPeer(*owner, key, length, ChunkSourcing::kOwnerFetch);
 }
 
 absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint32_t length) {
   const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kPeer);
   for (const Member& peer : cluster_->CopySources(key)) {
-    absl::StatusOr<const DatasetClient*> reader = cluster_->clients().Reader(peer);
-    if (!reader.ok()) continue;
-    std::string data(length, '\0');
-    absl::Status copied = (*reader)->ReadChunk(key, 0, data, ChunkSourcing::kCacheOnly);
-    if (copied.ok()) {
+    absl::StatusOr<std::string> data = ReadFromPeer(peer, key, length, ChunkSourcing::kCacheOnly);
+    if (data.ok()) {
       speeds_.End(fetch, length);
       return data;
-    }
-    if (!absl::IsNotFound(copied)) {
-      metrics_->peer_copy_errors.fetch_add(1, std::memory_order_relaxed);
-      cluster_->clients().MarkSuspect(peer.id);
-      GRANARY_LOG_FIRST_N(WARNING, 20) << "copying chunk " << key.ToString() << " from peer "
-                                       << peer.id << " (" << peer.address << "): " << copied;
     }
   }
   speeds_.End(fetch, 0);
   return absl::NotFoundError(absl::StrCat("no peer holds chunk ", key.ToString()));
+}
+
+absl::StatusOr<std::string> ReadThrough::ReadFromPeer(const Member& peer, const ChunkKey& key,
+                                                      uint32_t length, ChunkSourcing sourcing) {
+  GRANARY_ASSIGN_OR_RETURN(const DatasetClient* reader, cluster_->clients().Reader(peer));
+  std::string data(length, '\0');
+  absl::Status read = reader->ReadChunk(key, 0, data, sourcing);
+  if (read.ok()) return data;
+  if (!absl::IsNotFound(read) && ShouldTryAnotherOwner(read)) {
+    metrics_->peer_copy_errors.fetch_add(1, std::memory_order_relaxed);
+    cluster_->clients().MarkSuspect(peer.id);
+    GRANARY_LOG_FIRST_N(WARNING, 20) << "reading chunk " << key.ToString() << " from peer "
+                                     << peer.id << " (" << peer.address << "): " << read;
+  }
+  return read;
 }
 
 absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,

@@ -72,11 +72,18 @@ class ReadThrough {
   absl::StatusOr<ChunkData> FetchOnce(const Manifest& manifest, const ChunkKey& key,
                                       ChunkSourcing sourcing);
   // The chunk from its owner in this group, read through there; NOT_FOUND
-  // when this node is the owner or the owner is suspected down.
-  absl::StatusOr<std::string> FetchFromOwner(const ChunkKey& key, uint32_t length);
+  // when this node is the owner, was asked as the owner (kOwnerFetch), or the
+  // owner is suspected down.
+  absl::StatusOr<std::string> FetchFromOwner(const ChunkKey& key, uint32_t length,
+                                             ChunkSourcing sourcing);
   // The chunk from the first peer in ClusterView::CopySources() that holds
   // it; NOT_FOUND when none does.
   absl::StatusOr<std::string> CopyFromPeer(const ChunkKey& key, uint32_t length);
+  // The chunk (`length` bytes) from `peer`, read as `sourcing` says. A
+  // failure of the peer's own (neither a miss nor an answer every node would
+  // give) is counted, logged, and makes the peer a suspect.
+  absl::StatusOr<std::string> ReadFromPeer(const Member& peer, const ChunkKey& key, uint32_t length,
+                                           ChunkSourcing sourcing);
   absl::StatusOr<std::string> ReadSource(const Manifest& manifest, const ManifestEntry& entry,
                                          const ChunkKey& key);
 
