@@ -9,10 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -52,18 +55,29 @@ TempDir::~TempDir() {
 }
 
 int FreeTcpPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    std::abort();
+  // Below the kernel's ephemeral range, which outgoing connections (gRPC's
+  // among them) draw from: a port chosen there and closed could be taken by
+  // one before the server that was given it binds it.
+  int ephemeral_low = 32768;
+  if (std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range"); range) {
+    range >> ephemeral_low;
   }
-  ::close(fd);
-  return ntohs(address.sin_port);
+  const int low = 10000;
+  const int high = std::max(low + 1000, ephemeral_low);
+  thread_local std::mt19937 random(std::random_device{}());
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int port = std::uniform_int_distribution<int>(low, high - 1)(random);
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) std::abort();
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+    ::close(fd);
+    if (bound) return port;
+  }
+  std::abort();
 }
 
 GranarydProcess::GranarydProcess(GranarydOptions options)

@@ -47,7 +47,8 @@ class TempDir {
   std::string path_;
 };
 
-// A TCP port on 127.0.0.1 that was free when asked.
+// A TCP port on 127.0.0.1 that was free when asked, below the ephemeral
+// range so that no outgoing connection takes it before its server binds it.
 int FreeTcpPort();
 
 struct GranarydOptions {
