@@ -7,19 +7,14 @@
 
 namespace granary::fuse {
 
-bool FileReader::Record(uint64_t offset, uint64_t end, bool* recent) {
+bool FileReader::Record(uint64_t offset, uint64_t end) {
   const uint64_t chunk_size = file_->chunk_size();
-  const uint32_t chunk = static_cast<uint32_t>(offset / chunk_size);
+  const uint64_t chunk = offset / chunk_size;
   std::lock_guard lock(mutex_);
   const uint64_t expected_chunk = next_offset_ / chunk_size;
-  bool sequential = offset == 0 || offset == next_offset_ ||
-                    (chunk + 1 >= expected_chunk && chunk <= expected_chunk + 1);
-  *recent =
-      std::find(recent_chunks_.begin(), recent_chunks_.end(), chunk + 1) != recent_chunks_.end();
-  if (!*recent) {
-    recent_chunks_[recent_next_] = chunk + 1;
-    recent_next_ = (recent_next_ + 1) % recent_chunks_.size();
-  }
+  const bool near = chunk + 1 >= expected_chunk && chunk <= expected_chunk + 1;
+  near_run_ = near ? near_run_ + 1 : 0;
+  const bool sequential = offset == 0 || offset == next_offset_ || near_run_ >= 2;
   next_offset_ = sequential ? std::max(next_offset_, end) : end;
   return sequential;
 }
@@ -30,10 +25,7 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
   std::vector<ChunkSlice> slices = SliceRange(file_size, chunk_size, offset, size);
   if (slices.empty()) return Reply{};
   const uint64_t end = offset + slices.back().offset_in_range + slices.back().length;
-  bool recent = false;
-  const bool sequential = Record(offset, end, &recent);
-  ChunkCache& cache = *context_.cache;
-  if (sequential) {  // Before this read blocks, so the fetches overlap.
+  if (Record(offset, end)) {  // Before this read blocks, so the fetches overlap.
     const uint64_t last_chunk = ChunkCount(file_size, chunk_size);
     const uint64_t window = std::max<uint64_t>(1, context_.readahead_bytes / chunk_size);
     for (uint64_t next = slices.back().chunk_index + 1;
@@ -45,25 +37,13 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
   std::shared_ptr<Chunk> assembled;
   if (slices.size() > 1) assembled = std::make_shared<Chunk>(end - offset);
   for (const ChunkSlice& slice : slices) {
-    std::shared_ptr<const Chunk> chunk = cache.GetIfCached(file_->KeyOf(slice.chunk_index));
-    if (chunk == nullptr && (sequential || recent)) {
-      auto loaded = file_->LoadChunk(slice.chunk_index, cache, *context_.fetcher);
-      if (!loaded.ok()) return loaded.status();
-      chunk = *std::move(loaded);
-    }
-    if (chunk != nullptr) {
-      std::span<const char> bytes = chunk->span().subspan(slice.offset_in_chunk, slice.length);
-      if (assembled == nullptr) return Reply{std::move(chunk), bytes};
-      std::memcpy(assembled->bytes.get() + slice.offset_in_range, bytes.data(), bytes.size());
-      continue;
-    }
-    if (assembled == nullptr) assembled = std::make_shared<Chunk>(slice.length);
-    std::span<char> out = assembled->span().subspan(slice.offset_in_range, slice.length);
-    absl::Status status =
-        context_.fetcher->Read(file_->ref(), slice.chunk_index, slice.offset_in_chunk, out);
-    if (!status.ok()) return status;
+    auto chunk = file_->LoadChunk(slice.chunk_index, *context_.cache, *context_.fetcher,
+                                  *context_.page_store);
+    if (!chunk.ok()) return chunk.status();
+    std::span<const char> bytes = (*chunk)->span().subspan(slice.offset_in_chunk, slice.length);
+    if (assembled == nullptr) return Reply{*std::move(chunk), bytes};
+    std::memcpy(assembled->bytes.get() + slice.offset_in_range, bytes.data(), bytes.size());
   }
-
   return Reply{assembled, assembled->span()};
 }
 

@@ -1,23 +1,22 @@
-// FileReader answers the reads of one open file. It tells sequential readers
-// from random ones by where each read starts:
-//  - sequential (from offset 0, or where the previous read ended, give or
-//    take a chunk for the kernel's out-of-order readahead): whole chunks
-//    through the chunk cache, and the next `readahead_bytes` worth of chunks
-//    scheduled in the background;
-//  - random: a chunk already cached is served from memory; a chunk this file
-//    read recently is fetched whole into the cache (nearby reads follow);
-//    otherwise just the requested bytes are fetched, so a random 128 KiB read
-//    does not cost a whole chunk. (Fetching every random read's whole chunk
-//    measured 30x slower on a file twice the cache's size: most chunks were
-//    evicted before a second read reached them.)
-// A reply that lies inside one cached chunk points into it without a copy.
+// FileReader answers the reads of one open file, in whole chunks through the
+// chunk cache; every chunk it fetches also goes to the kernel's page cache
+// (PageStore), so a random reader's later reads of the same chunk never reach
+// granary-fuse. Fetching whole chunks for random 128 KiB reads measured faster
+// than fetching only the bytes asked for (bench/RESULTS.md, issue 4).
+//
+// A read continues a sequential stream when it starts at offset 0 or where
+// the previous read ended, or when it is the second read in a row within a
+// chunk of where the stream was (the kernel's parallel readahead arrives out
+// of order). Sequential streams get the next `readahead_bytes` worth of chunks
+// fetched in the background. One near read alone does not count, so random
+// readers rarely set off readahead they will not use.
+// A reply that lies inside one chunk points into it without a copy.
 //
 // Thread-safety: Read() may be called concurrently (the kernel issues
 // parallel reads of one file).
 #ifndef GRANARY_FUSE_CLIENT_FILE_READER_H_
 #define GRANARY_FUSE_CLIENT_FILE_READER_H_
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -27,6 +26,7 @@
 #include "fuse_client/chunk_cache.h"
 #include "fuse_client/chunk_fetcher.h"
 #include "fuse_client/open_file.h"
+#include "fuse_client/page_store.h"
 #include "fuse_client/readahead.h"
 
 namespace granary::fuse {
@@ -38,6 +38,7 @@ class FileReader {
     ChunkCache* cache;
     ChunkFetcher* fetcher;
     Readahead* readahead;
+    PageStore* page_store;
     uint64_t readahead_bytes;
   };
 
@@ -57,15 +58,14 @@ class FileReader {
 
  private:
   // Records a read of [offset, end) and says whether it continues a
-  // sequential stream. `recent` gets whether its first chunk was read before.
-  bool Record(uint64_t offset, uint64_t end, bool* recent);
+  // sequential stream.
+  bool Record(uint64_t offset, uint64_t end);
 
   const std::shared_ptr<OpenFile> file_;
   const Context context_;
   std::mutex mutex_;
   uint64_t next_offset_ = 0;
-  std::array<uint32_t, 8> recent_chunks_{};  // Ring of chunk index + 1; 0 = none.
-  size_t recent_next_ = 0;
+  int near_run_ = 0;  // Reads in a row within a chunk of next_offset_.
 };
 
 }  // namespace granary::fuse

@@ -45,10 +45,15 @@
 #include "fuse_client/dataset_refresher.h"
 #include "fuse_client/fuse_ops.h"
 #include "fuse_client/inode_table.h"
+#include "fuse_client/page_store.h"
 #include "fuse_client/readahead.h"
 
 namespace granary::fuse {
 namespace {
+
+// Fetched chunks waiting to be copied into the kernel's page cache; past this
+// the stores have fallen behind the readers, and new ones are dropped.
+constexpr size_t kPageStoreQueue = 16;
 
 struct Flags {
   std::string mountpoint;
@@ -61,6 +66,7 @@ struct Flags {
   std::string readahead = "32MiB";
   uint32_t read_ahead_kb = 8192;
   uint32_t readahead_threads = 4;
+  bool no_page_store = false;
   uint32_t fuse_threads = 16;
   uint32_t rpc_timeout_ms = 10000;
   uint32_t retry_after_ms = 1000;
@@ -194,8 +200,9 @@ int Run(const Flags& flags, int report_fd) {
   ClusterReader servers(client->get(), {.client = client_options, .watch = {}});
   ChunkCache cache(*cache_size);
   ChunkFetcher fetcher(&servers, std::chrono::milliseconds(flags.retry_after_ms));
-  Readahead readahead(static_cast<int>(flags.readahead_threads), &cache, &fetcher);
-  GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, *readahead_bytes});
+  PageStore page_store(kPageStoreQueue);
+  Readahead readahead(static_cast<int>(flags.readahead_threads), &cache, &fetcher, &page_store);
+  GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, &page_store, *readahead_bytes});
 
   std::string options =
       absl::StrCat("ro,default_permissions,fsname=granary,subtype=granary,max_read=", kMaxRead);
@@ -217,6 +224,7 @@ int Run(const Flags& flags, int report_fd) {
     return fail(absl::StrCat("cannot mount on ", mountpoint));
   }
   if (geteuid() == 0) RaiseReadahead(mountpoint, flags.read_ahead_kb);
+  if (!flags.no_page_store) page_store.Attach(session);
   GRANARY_LOG(INFO) << "mounted " << table.ListDatasets().size() << " dataset(s) from "
                     << (*client)->address() << " on " << mountpoint
                     << "; chunks are read from their owners in " << servers.view().ToString();
@@ -226,6 +234,9 @@ int Run(const Flags& flags, int report_fd) {
   fuse_loop_cfg_set_max_threads(loop, flags.fuse_threads);
   int result = fuse_session_loop_mt(session, loop);
   fuse_loop_cfg_destroy(loop);
+  page_store.Detach();
+  GRANARY_LOG(INFO) << "chunks copied into the kernel's page cache: " << page_store.stored() << " ("
+                    << page_store.dropped() << " not copied)";
   fuse_session_unmount(session);
   fuse_remove_signal_handlers(session);
   fuse_session_destroy(session);
@@ -259,6 +270,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--readahead-threads", flags.readahead_threads, "Parallel readahead fetches")
       ->capture_default_str();
+  app.add_flag("--no-page-store", flags.no_page_store,
+               "Do not copy fetched chunks into the kernel's page cache (reads of their other "
+               "bytes then each cost a FUSE request)");
   app.add_option("--read-ahead-kb", flags.read_ahead_kb,
                  "Kernel readahead of the mount (root only)")
       ->capture_default_str();

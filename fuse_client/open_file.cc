@@ -6,13 +6,21 @@ namespace granary::fuse {
 
 absl::StatusOr<std::shared_ptr<const Chunk>> OpenFile::LoadChunk(uint32_t chunk_index,
                                                                  ChunkCache& cache,
-                                                                 ChunkFetcher& fetcher) {
-  return cache.GetOrFetch(KeyOf(chunk_index), [&]() -> absl::StatusOr<Chunk> {
-    Chunk chunk(ChunkLength(entry.size, chunk_size(), chunk_index));
-    absl::Status status = fetcher.Read(ref(), chunk_index, 0, chunk.span());
-    if (!status.ok()) return status;
-    return chunk;
-  });
+                                                                 ChunkFetcher& fetcher,
+                                                                 PageStore& page_store) {
+  bool fetched_here = false;
+  absl::StatusOr<std::shared_ptr<const Chunk>> chunk =
+      cache.GetOrFetch(KeyOf(chunk_index), [&]() -> absl::StatusOr<Chunk> {
+        Chunk fetched(ChunkLength(entry.size, chunk_size(), chunk_index));
+        absl::Status status = fetcher.Read(ref(), chunk_index, 0, fetched.span());
+        if (!status.ok()) return status;
+        fetched_here = true;
+        return fetched;
+      });
+  if (fetched_here && chunk.ok()) {
+    page_store.Store(inode, uint64_t{chunk_index} * chunk_size(), *chunk);
+  }
+  return chunk;
 }
 
 }  // namespace granary::fuse

@@ -15,6 +15,7 @@
 #include "fuse_client/chunk_cache.h"
 #include "fuse_client/chunk_fetcher.h"
 #include "fuse_client/inode_table.h"
+#include "fuse_client/page_store.h"
 #include "fuse_client/source_file.h"
 
 namespace granary::fuse {
@@ -22,6 +23,7 @@ namespace granary::fuse {
 struct OpenFile {
   OpenFile(std::shared_ptr<const MountedDataset> mounted, uint64_t node)
       : dataset(std::move(mounted)),
+        inode(dataset->InodeOf(node)),
         file_id(MountedDataset::FileIdOf(node)),
         entry(*dataset->EntryOf(node)),
         source(dataset->snapshot().info.source(), entry) {}
@@ -32,11 +34,14 @@ struct OpenFile {
   }
   FileRef ref() { return {dataset->snapshot(), file_id, source}; }
 
-  // Whole chunk `chunk_index`, from `cache` or fetched into it.
+  // Whole chunk `chunk_index`, from `cache` or fetched into it; a chunk
+  // fetched here is also handed to `page_store` for the kernel's page cache.
   absl::StatusOr<std::shared_ptr<const Chunk>> LoadChunk(uint32_t chunk_index, ChunkCache& cache,
-                                                         ChunkFetcher& fetcher);
+                                                         ChunkFetcher& fetcher,
+                                                         PageStore& page_store);
 
   const std::shared_ptr<const MountedDataset> dataset;
+  const uint64_t inode;
   const uint64_t file_id;
   const ManifestEntry& entry;
   SourceFile source;

@@ -2,8 +2,11 @@
 
 namespace granary::fuse {
 
-Readahead::Readahead(int threads, ChunkCache* cache, ChunkFetcher* fetcher)
-    : cache_(cache), fetcher_(fetcher), max_queued_(static_cast<size_t>(threads) * 8) {
+Readahead::Readahead(int threads, ChunkCache* cache, ChunkFetcher* fetcher, PageStore* page_store)
+    : cache_(cache),
+      fetcher_(fetcher),
+      page_store_(page_store),
+      max_queued_(static_cast<size_t>(threads) * 8) {
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
 }
 
@@ -39,7 +42,7 @@ void Readahead::Work() {
     }
     // Errors are not reported here: the reader that needs the chunk fetches
     // it again and gets the error itself.
-    task.file->LoadChunk(task.chunk_index, *cache_, *fetcher_).IgnoreError();
+    task.file->LoadChunk(task.chunk_index, *cache_, *fetcher_, *page_store_).IgnoreError();
   }
 }
 

@@ -20,13 +20,14 @@
 #include "fuse_client/chunk_cache.h"
 #include "fuse_client/chunk_fetcher.h"
 #include "fuse_client/open_file.h"
+#include "fuse_client/page_store.h"
 
 namespace granary::fuse {
 
 class Readahead {
  public:
-  // `cache` and `fetcher` must outlive this object.
-  Readahead(int threads, ChunkCache* cache, ChunkFetcher* fetcher);
+  // `cache`, `fetcher` and `page_store` must outlive this object.
+  Readahead(int threads, ChunkCache* cache, ChunkFetcher* fetcher, PageStore* page_store);
   ~Readahead();
   Readahead(const Readahead&) = delete;
   Readahead& operator=(const Readahead&) = delete;
@@ -44,6 +45,7 @@ class Readahead {
 
   ChunkCache* const cache_;
   ChunkFetcher* const fetcher_;
+  PageStore* const page_store_;
   const size_t max_queued_;
   std::mutex mutex_;
   std::condition_variable wake_;

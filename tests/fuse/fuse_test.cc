@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -251,6 +252,57 @@ TEST_F(FuseReadTest, EightConcurrentReaders) {
   }
   for (std::thread& reader : readers) reader.join();
   EXPECT_EQ(mismatches.load(), 0);
+}
+
+// Pages of `fd`'s first `size` bytes that the kernel's page cache holds, one
+// flag per 4 KiB page.
+std::vector<bool> ResidentPages(int fd, size_t size) {
+  void* mapped = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (mapped == MAP_FAILED) return {};
+  std::vector<unsigned char> flags((size + 4095) / 4096);
+  std::vector<bool> resident;
+  if (mincore(mapped, size, flags.data()) == 0) {
+    for (unsigned char flag : flags) resident.push_back(flag & 1);
+  }
+  munmap(mapped, size);
+  return resident;
+}
+
+TEST_F(FuseReadTest, ARandomReadFillsTheKernelPageCacheWithItsWholeChunk) {
+  const std::string name = "big1.bin";
+  const std::string want = ReadWhole(source_ + "/" + name);
+  int fd = open((mounted_ + "/" + name).c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  std::string byte(1, '\0');
+  const uint64_t read_at = 5 * kChunk + 1000;
+  ASSERT_EQ(pread(fd, byte.data(), 1, static_cast<off_t>(read_at)), 1);
+  EXPECT_EQ(byte[0], want[read_at]);
+
+  const size_t first_page = 5 * kChunk / 4096, end_page = 6 * kChunk / 4096;
+  std::vector<bool> resident;
+  for (int attempt = 0; attempt < 200; ++attempt) {  // The copy runs in the background.
+    resident = ResidentPages(fd, want.size());
+    ASSERT_FALSE(resident.empty()) << std::strerror(errno);
+    if (std::all_of(resident.begin() + first_page, resident.begin() + end_page,
+                    [](bool page) { return page; })) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(std::count(resident.begin() + first_page, resident.begin() + end_page, true),
+            end_page - first_page)
+      << "pages of the read's chunk in the page cache";
+  const size_t far_page = 15 * kChunk / 4096;
+  EXPECT_EQ(std::count(resident.begin() + far_page, resident.begin() + far_page + 256, true), 0)
+      << "a single random read set off readahead";
+
+  std::string chunk(kChunk, '\0');
+  ASSERT_EQ(pread(fd, chunk.data(), kChunk, static_cast<off_t>(5 * kChunk)),
+            static_cast<ssize_t>(kChunk));
+  EXPECT_TRUE(chunk == want.substr(5 * kChunk, kChunk))
+      << "the stored pages hold the source's bytes";
+  close(fd);
 }
 
 TEST_F(FuseReadTest, WritesOfEveryKindFailWithErofs) {

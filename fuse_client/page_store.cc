@@ -1,0 +1,81 @@
+#include "fuse_client/page_store.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/logging.h"
+
+namespace granary::fuse {
+
+PageStore::PageStore(size_t max_queued) : max_queued_(max_queued) {}
+
+PageStore::~PageStore() { Detach(); }
+
+void PageStore::Attach(fuse_session* session) {
+  Detach();
+  std::lock_guard lock(mutex_);
+  attached_ = true;
+  worker_ = std::thread([this, session] { Work(session); });
+}
+
+void PageStore::Detach() {
+  std::thread worker;
+  {
+    std::lock_guard lock(mutex_);
+    attached_ = false;
+    queue_.clear();
+    worker = std::move(worker_);
+  }
+  wake_.notify_all();
+  if (worker.joinable()) worker.join();
+}
+
+void PageStore::Store(uint64_t inode, uint64_t offset, std::shared_ptr<const Chunk> chunk) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!attached_ || queue_.size() >= max_queued_) {
+      ++dropped_;
+      return;
+    }
+    queue_.push_back(Task{inode, offset, std::move(chunk)});
+  }
+  wake_.notify_one();
+}
+
+uint64_t PageStore::stored() const {
+  std::lock_guard lock(mutex_);
+  return stored_;
+}
+
+uint64_t PageStore::dropped() const {
+  std::lock_guard lock(mutex_);
+  return dropped_;
+}
+
+void PageStore::Work(fuse_session* session) {
+  for (;;) {
+    Task task;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return !attached_ || !queue_.empty(); });
+      if (!attached_) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    fuse_bufvec bytes = FUSE_BUFVEC_INIT(task.chunk->size);
+    bytes.buf[0].mem = const_cast<char*>(task.chunk->bytes.get());
+    int result = fuse_lowlevel_notify_store(session, task.inode, static_cast<off_t>(task.offset),
+                                            &bytes, FUSE_BUF_NO_SPLICE);
+    // ENOENT: the kernel forgot the inode (the file was closed and evicted),
+    // so there is no page cache to fill; anything else is worth one line.
+    if (result != 0 && result != -ENOENT) {
+      GRANARY_LOG_FIRST_N(WARNING, 5)
+          << "cannot store " << task.chunk->size << " bytes of inode " << task.inode
+          << " in the kernel's page cache: " << std::strerror(-result);
+    }
+    std::lock_guard lock(mutex_);
+    ++(result == 0 ? stored_ : dropped_);
+  }
+}
+
+}  // namespace granary::fuse
