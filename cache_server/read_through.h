@@ -62,6 +62,12 @@ class ReadThrough {
   absl::StatusOr<Chunk> Read(const ChunkKey& key, uint32_t offset, uint32_t length,
                              ChunkSourcing sourcing = ChunkSourcing::kReadThrough);
 
+  // Where a cached chunk lies, for a reader on this host that reads it
+  // itself (store::ChunkStore::Locate); counted as a hit serving the whole
+  // chunk. NOT_FOUND on a miss, which is not read through: the reader reads
+  // it with Read() over gRPC.
+  absl::StatusOr<store::ChunkStore::Extent> Locate(const ChunkKey& key);
+
   // Fetches chunk `key` of `manifest` through its owner, from a peer or from
   // the source into the store, unless the store holds it already. Counts as a
   // fetch, not as a chunk read.

@@ -22,6 +22,7 @@
 #include "cache_server/cluster_view.h"
 #include "cache_server/data_dir_lock.h"
 #include "cache_server/dataset_registry.h"
+#include "cache_server/local_read_server.h"
 #include "cache_server/membership/etcd_membership.h"
 #include "cache_server/membership/static_membership.h"
 #include "cache_server/metrics.h"
@@ -32,6 +33,7 @@
 #include "cache_server/version_activity.h"
 #include "common/cluster_token.h"
 #include "common/http.h"
+#include "common/local_read_socket.h"
 #include "common/logging.h"
 #include "common/members_file.h"
 #include "common/server_address.h"
@@ -197,6 +199,7 @@ struct GranaryServer::Parts {
   std::unique_ptr<RequestAuthenticator> authenticator;
   std::unique_ptr<GranaryService> service;
   std::unique_ptr<grpc::Server> grpc_server;
+  std::unique_ptr<LocalReadServer> local_reads;
   HttpServer metrics_http;
   // Last, so it stops reporting changes before anything it reports to goes.
   std::unique_ptr<MembershipSource> membership;
@@ -285,9 +288,17 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   }
   parts->running = true;
   absl::Status protected_socket = ProtectSocket(c.socket_path, c.socket_mode, socket_gid);
-  if (!protected_socket.ok()) {
+  const std::string local_read_path = LocalReadSocketPath(c.socket_path);
+  absl::StatusOr<std::unique_ptr<LocalReadServer>> local_reads =
+      protected_socket.ok() ? LocalReadServer::Start(local_read_path, parts->read_through.get())
+                            : protected_socket;
+  if (local_reads.ok()) {
+    parts->local_reads = *std::move(local_reads);
+    protected_socket = ProtectSocket(local_read_path, c.socket_mode, socket_gid);
+  }
+  if (!local_reads.ok() || !protected_socket.ok()) {
     GranaryServer cleanup(std::move(parts));
-    return protected_socket;
+    return local_reads.ok() ? protected_socket : local_reads.status();
   }
 
   Parts* raw = parts.get();
@@ -334,9 +345,11 @@ void GranaryServer::Shutdown() {
   parts_->membership.reset();
   parts_->grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   parts_->grpc_server->Wait();
+  if (parts_->local_reads != nullptr) parts_->local_reads->Shutdown();
   parts_->metrics_http.Stop();
   std::error_code ignored;
   std::filesystem::remove(parts_->config.socket_path, ignored);
+  std::filesystem::remove(LocalReadSocketPath(parts_->config.socket_path), ignored);
   parts_.reset();
 }
 

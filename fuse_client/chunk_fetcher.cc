@@ -33,6 +33,13 @@ absl::Status ChunkFetcher::Read(const FileRef& file, uint32_t chunk_index, uint3
   absl::Status server_status = absl::UnavailableError("cache servers marked down");
   if (!servers_down()) {
     ChunkKey key{file.snapshot.manifest.version(), file.file_id, chunk_index};
+    if (local_ != nullptr) {
+      absl::Status local_status = local_->Read(key, offset_in_chunk, out);
+      if (local_status.ok()) return local_status;
+      if (absl::IsDataLoss(local_status)) {
+        GRANARY_LOG_FIRST_N(WARNING, 20) << local_status << "; reading it through granaryd";
+      }
+    }
     server_status = servers_->ReadChunk(key, offset_in_chunk, out);
     if (server_status.ok()) {
       if (down_until_ns_.exchange(0) != 0) {

@@ -4,6 +4,11 @@
 // the dataset's source directly, so a training job keeps reading through cache
 // nodes' failures.
 //
+// A chunk the local granaryd holds is read out of its segment file directly
+// (the local read path, common/local_read_socket.h), without its bytes
+// crossing gRPC; any failure there (a miss, above all) falls back to the
+// path below.
+//
 // Policy:
 //  - FAILED_PRECONDITION from a server (the source changed since the
 //    snapshot, or is gone) is final: the read fails, FUSE answers ESTALE, and
@@ -27,6 +32,7 @@
 #include "absl/status/status.h"
 #include "common/cluster_reader.h"
 #include "common/dataset_client.h"
+#include "common/local_read_socket.h"
 #include "fuse_client/source_file.h"
 
 namespace granary::fuse {
@@ -40,9 +46,11 @@ struct FileRef {
 
 class ChunkFetcher {
  public:
-  // `servers` must outlive the fetcher.
-  ChunkFetcher(ClusterReader* servers, std::chrono::milliseconds retry_after)
-      : servers_(servers), retry_after_(retry_after) {}
+  // `servers` and `local` (null: no local read path, as when the local
+  // server is reached over TCP) must outlive the fetcher.
+  ChunkFetcher(ClusterReader* servers, LocalChunkReader* local,
+               std::chrono::milliseconds retry_after)
+      : servers_(servers), local_(local), retry_after_(retry_after) {}
 
   // Reads `out.size()` bytes at `offset_in_chunk` of chunk `chunk_index` of
   // `file`; the range must lie inside the chunk.
@@ -56,6 +64,7 @@ class ChunkFetcher {
   void MarkDown(const absl::Status& cause);
 
   ClusterReader* const servers_;
+  LocalChunkReader* const local_;
   const std::chrono::milliseconds retry_after_;
   std::atomic<int64_t> down_until_ns_{0};  // steady_clock; 0: up.
 };

@@ -31,12 +31,14 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/cluster_reader.h"
 #include "common/cluster_token.h"
 #include "common/dataset_client.h"
+#include "common/local_read_socket.h"
 #include "common/logging.h"
 #include "common/server_address.h"
 #include "common/size.h"
@@ -67,6 +69,7 @@ struct Flags {
   uint32_t read_ahead_kb = 8192;
   uint32_t readahead_threads = 4;
   bool no_page_store = false;
+  bool no_local_reads = false;
   uint32_t fuse_threads = 16;
   uint32_t rpc_timeout_ms = 10000;
   uint32_t retry_after_ms = 1000;
@@ -199,7 +202,15 @@ int Run(const Flags& flags, int report_fd) {
   }
   ClusterReader servers(client->get(), {.client = client_options, .watch = {}});
   ChunkCache cache(*cache_size);
-  ChunkFetcher fetcher(&servers, std::chrono::milliseconds(flags.retry_after_ms));
+  // Chunks the local server holds are read out of its segment files when it
+  // is reached over its Unix socket (so it runs on this host).
+  std::unique_ptr<LocalChunkReader> local_reads;
+  if (absl::StartsWith((*client)->address(), "unix:") && !flags.no_local_reads) {
+    local_reads = std::make_unique<LocalChunkReader>(
+        LocalReadSocketPath(std::string_view((*client)->address()).substr(5)));
+  }
+  ChunkFetcher fetcher(&servers, local_reads.get(),
+                       std::chrono::milliseconds(flags.retry_after_ms));
   PageStore page_store(kPageStoreQueue);
   Readahead readahead(static_cast<int>(flags.readahead_threads), &cache, &fetcher, &page_store);
   GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, &page_store, *readahead_bytes});
@@ -273,6 +284,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-page-store", flags.no_page_store,
                "Do not copy fetched chunks into the kernel's page cache (reads of their other "
                "bytes then each cost a FUSE request)");
+  app.add_flag("--no-local-reads", flags.no_local_reads,
+               "Receive every chunk over gRPC, rather than reading those the local server holds "
+               "out of its segment files");
   app.add_option("--read-ahead-kb", flags.read_ahead_kb,
                  "Kernel readahead of the mount (root only)")
       ->capture_default_str();

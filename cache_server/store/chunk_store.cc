@@ -203,6 +203,7 @@ class SegmentChunkStore final : public ChunkStore {
   absl::StatusOr<std::string> Read(const ChunkKey& key) override;
   absl::StatusOr<std::string> ReadRange(const ChunkKey& key, uint64_t offset,
                                         uint64_t length) override;
+  absl::StatusOr<Extent> Locate(const ChunkKey& key) override;
   bool Contains(const ChunkKey& key) override;
   absl::StatusOr<bool> Insert(const ChunkKey& key, std::string_view data) override;
   void SetVersionState(uint64_t dataset_version, VersionState state) override;
@@ -570,6 +571,27 @@ absl::StatusOr<std::string> SegmentChunkStore::ReadChunk(const ChunkKey& key,
   }
   hits_++;
   return data;
+}
+
+absl::StatusOr<ChunkStore::Extent> SegmentChunkStore::Locate(const ChunkKey& key) {
+  GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> location, index_->Get(key.Encode()));
+  std::shared_ptr<SegmentFile> file;
+  if (location) {
+    std::lock_guard lock(mu_);
+    if (auto it = segments_.find(location->segment_id()); it != segments_.end()) {
+      file = it->second.file;
+      it->second.last_use_ms = NowMs();
+    }
+  }
+  // Opened by path, not dup()ed: the store's own descriptor may be O_DIRECT
+  // and is writable. A segment unlinked since the lookup is a miss.
+  int segment_fd = file == nullptr ? -1 : ::open(file->path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (segment_fd < 0) {
+    misses_++;
+    return NotCached(key);
+  }
+  hits_++;
+  return Extent{segment_fd, *std::move(location)};
 }
 
 bool SegmentChunkStore::Contains(const ChunkKey& key) {

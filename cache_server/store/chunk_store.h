@@ -43,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/chunk_key.h"
+#include "proto/granary.pb.h"
 
 namespace granary::store {
 
@@ -127,6 +128,17 @@ class ChunkStore {
   // ends past the chunk's end.
   virtual absl::StatusOr<std::string> ReadRange(const ChunkKey& key, uint64_t offset,
                                                 uint64_t length) = 0;
+
+  // Where the chunk lies, for a reader on this host that reads and verifies
+  // it itself (common/local_read_socket.h): `segment_fd`, a new read-only
+  // buffered descriptor of its segment that the caller must close, and its
+  // location (offset, length, checksums). Counts as a hit. NOT_FOUND on a
+  // miss, or when the segment has just been reclaimed.
+  struct Extent {
+    int segment_fd = -1;
+    v1::ChunkLocation location;
+  };
+  virtual absl::StatusOr<Extent> Locate(const ChunkKey& key) = 0;
 
   // Whether the index holds `key` (without reading or verifying it).
   virtual bool Contains(const ChunkKey& key) = 0;

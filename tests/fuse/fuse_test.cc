@@ -305,6 +305,21 @@ TEST_F(FuseReadTest, ARandomReadFillsTheKernelPageCacheWithItsWholeChunk) {
   close(fd);
 }
 
+TEST_F(FuseReadTest, ChunksTheLocalServerHoldsAreReadOutOfItsSegmentsNotOverGrpc) {
+  const std::string name = "big2.bin";
+  const std::string want = ReadWhole(source_ + "/" + name);
+  ASSERT_TRUE(ReadWhole(mounted_ + "/" + name) == want);  // Misses: read through over gRPC.
+  ASSERT_TRUE(mount_->Restart().ok());                    // No chunk in granary-fuse's memory.
+  auto grpc_reads = server_->Metric("granary_read_latency_seconds_count");
+  auto served = server_->Metric("granary_bytes_from_cache_total");
+  ASSERT_TRUE(grpc_reads.ok() && served.ok()) << grpc_reads.status() << served.status();
+
+  EXPECT_TRUE(ReadWhole(mounted_ + "/" + name) == want);
+  EXPECT_EQ(*server_->Metric("granary_read_latency_seconds_count"), *grpc_reads)
+      << "cached chunks crossed gRPC";
+  EXPECT_GE(*server_->Metric("granary_bytes_from_cache_total") - *served, want.size());
+}
+
 TEST_F(FuseReadTest, WritesOfEveryKindFailWithErofs) {
   const std::string file = mounted_ + "/chunk_exact";
   auto expect_erofs = [](int result, const char* what) {

@@ -2,15 +2,21 @@
 // checksum blocks covering the range, to the byte, at block boundaries and at
 // the chunk's ends; a damaged block is detected by a range covering it only,
 // counted, and answered from the source; whole-chunk cache-only reads (how
-// peers copy chunks) are unchanged.
+// peers copy chunks) are unchanged. The local read path (the segment's
+// descriptor handed over the local read socket) gives the same bytes, finds a
+// damaged block on the reader's side, and survives garbage.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <vector>
 
+#include "common/local_read_socket.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
 
@@ -155,6 +161,96 @@ TEST_F(RangeReadTest, CacheOnlyReadsOfWholeChunksAreHitsOrNotFound) {
   ASSERT_TRUE(copy.status.ok()) << copy.status.error_message();
   EXPECT_TRUE(copy.from_cache);
   EXPECT_TRUE(copy.data == Expected(0, 0, kChunk));
+}
+
+TEST_F(RangeReadTest, LocalReadsGiveTheCachedBytesAndMissesAreNotFound) {
+  const std::string local_socket = LocalReadSocketPath(server_->socket_path());
+  struct stat st;
+  ASSERT_EQ(::stat(local_socket.c_str(), &st), 0) << local_socket;
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0660u) << "the gRPC socket's mode";
+
+  LocalChunkReader reader(local_socket);
+  std::string chunk(kChunk, '\0');
+  absl::Status miss = reader.Read({version_, file_id_, 0}, 0, chunk);
+  EXPECT_TRUE(absl::IsNotFound(miss)) << miss;
+  EXPECT_EQ(Metric("granary_source_reads_total"), 0) << "a local read never reads through";
+
+  ASSERT_TRUE(Read(0, 0, 0).status.ok());
+  ASSERT_TRUE(Read(1, 0, 0).status.ok());
+  const double served_before = Metric("granary_bytes_from_cache_total");
+  absl::Status whole = reader.Read({version_, file_id_, 0}, 0, chunk);
+  ASSERT_TRUE(whole.ok()) << whole;
+  EXPECT_TRUE(chunk == Expected(0, 0, kChunk));
+  EXPECT_EQ(Metric("granary_bytes_from_cache_total") - served_before, kChunk);
+  for (uint32_t offset : {0u, kBlock - 1, kBlock, 5 * kBlock + 3}) {
+    std::string range(kBlock + 2, '\0');
+    absl::Status read = reader.Read({version_, file_id_, 0}, offset, range);
+    ASSERT_TRUE(read.ok()) << offset << ": " << read;
+    EXPECT_TRUE(range == Expected(0, offset, kBlock + 2)) << offset;
+  }
+  std::string tail(kTail, '\0');
+  ASSERT_TRUE(reader.Read({version_, file_id_, 1}, 0, tail).ok());
+  EXPECT_TRUE(tail == Expected(1, 0, kTail));
+  absl::Status past = reader.Read({version_, file_id_, 1}, kTail - 1, {tail.data(), 2});
+  EXPECT_TRUE(absl::IsOutOfRange(past)) << past;
+  EXPECT_EQ(Metric("granary_source_reads_total"), 2);
+}
+
+TEST_F(RangeReadTest, ALocalReaderFindsADamagedBlockItself) {
+  ASSERT_TRUE(Read(0, 0, 0).status.ok());
+  FlipByteOfChunk0(5 * kBlock + 7);  // In block 5.
+  LocalChunkReader reader(LocalReadSocketPath(server_->socket_path()));
+  std::string clean(3 * kBlock, '\0');
+  ASSERT_TRUE(reader.Read({version_, file_id_, 0}, 2 * kBlock, clean).ok());
+  EXPECT_TRUE(clean == Expected(0, 2 * kBlock, 3 * kBlock));
+  std::string chunk(kChunk, '\0');
+  absl::Status damaged = reader.Read({version_, file_id_, 0}, 0, chunk);
+  EXPECT_TRUE(absl::IsDataLoss(damaged)) << damaged;
+  EXPECT_NE(damaged.message().find("at block 5"), std::string::npos) << damaged;
+  EXPECT_NE(damaged.message().find(ChunkKey{version_, file_id_, 0}.ToString()), std::string::npos)
+      << damaged;
+}
+
+TEST_F(RangeReadTest, GarbageOnTheLocalReadSocketIsAnsweredAndTheServerKeepsServing) {
+  ASSERT_TRUE(Read(0, 0, 0).status.ok());
+  const std::string path = LocalReadSocketPath(server_->socket_path());
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  path.copy(address.sun_path, path.size());
+  const int socket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(socket, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  auto ask = [&](std::string_view bytes) {
+    EXPECT_EQ(::send(socket, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+    v1::LocalReadResponse response;
+    int passed_fd = -1;
+    absl::Status received = ReceiveLocalReadMessage(socket, &response, &passed_fd);
+    EXPECT_TRUE(received.ok()) << received;
+    if (passed_fd != -1) ::close(passed_fd);
+    return response;
+  };
+  v1::LocalReadResponse garbage = ask("\xff\xff\xff\xff\xff");
+  EXPECT_EQ(garbage.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(garbage.message().find("could not be parsed"), std::string::npos) << garbage.message();
+  v1::LocalReadResponse keyless = ask("\x10\x01");  // Only a field this version does not know.
+  EXPECT_EQ(keyless.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(keyless.message().find("names no chunk key"), std::string::npos) << keyless.message();
+  ::close(socket);
+
+  LocalChunkReader reader(path);
+  std::string chunk(kChunk, '\0');
+  ASSERT_TRUE(reader.Read({version_, file_id_, 0}, 0, chunk).ok());
+  EXPECT_TRUE(chunk == Expected(0, 0, kChunk));
+  ASSERT_TRUE(Read(0, 0, 1).status.ok()) << "gRPC still serves";
+}
+
+TEST(LocalChunkReaderTest, NoServerIsUnavailableNamingTheSocket) {
+  LocalChunkReader reader("/nonexistent/granaryd.sock.local");
+  std::string chunk(16, '\0');
+  absl::Status status = reader.Read({1, 1, 0}, 0, chunk);
+  EXPECT_TRUE(absl::IsUnavailable(status)) << status;
+  EXPECT_NE(status.message().find("/nonexistent/granaryd.sock.local"), std::string::npos) << status;
 }
 
 }  // namespace

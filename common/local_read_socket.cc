@@ -1,0 +1,230 @@
+#include "common/local_read_socket.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/hash.h"
+#include "common/status.h"
+
+namespace granary {
+
+namespace {
+
+// Every byte of [offset, offset + out.size()) of `fd`, or DATA_LOSS if the
+// file ends first.
+absl::Status PreadExactly(int fd, uint64_t offset, std::span<char> out, const ChunkKey& key) {
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n =
+        ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, absl::StrCat("reading chunk ", key.ToString()));
+    if (n == 0) {
+      return absl::DataLossError(
+          absl::StrCat("the segment of chunk ", key.ToString(), " ends before the chunk does"));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mismatch(const ChunkKey& key, uint64_t block) {
+  return absl::DataLossError(
+      absl::StrCat("chunk ", key.ToString(), " does not match its checksum at block ", block));
+}
+
+}  // namespace
+
+std::string LocalReadSocketPath(std::string_view grpc_socket_path) {
+  return std::string(grpc_socket_path) + ".local";
+}
+
+absl::Status SendLocalReadMessage(int socket, const google::protobuf::MessageLite& message,
+                                  int passed_fd) {
+  std::string bytes = message.SerializeAsString();
+  iovec data{bytes.data(), bytes.size()};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (passed_fd != -1) {
+    header.msg_control = control;
+    header.msg_controllen = sizeof(control);
+    cmsghdr* attached = CMSG_FIRSTHDR(&header);
+    attached->cmsg_level = SOL_SOCKET;
+    attached->cmsg_type = SCM_RIGHTS;
+    attached->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(attached), &passed_fd, sizeof(int));
+  }
+  ssize_t sent;
+  do {
+    sent = ::sendmsg(socket, &header, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent < 0) return ErrnoStatus(errno, "sending on the local read socket");
+  return absl::OkStatus();
+}
+
+absl::Status ReceiveLocalReadMessage(int socket, google::protobuf::MessageLite* message,
+                                     int* passed_fd) {
+  *passed_fd = -1;
+  auto bytes = std::make_unique<char[]>(kMaxLocalReadMessageBytes);
+  iovec data{bytes.get(), kMaxLocalReadMessageBytes};
+  msghdr header{};
+  header.msg_iov = &data;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  header.msg_control = control;
+  header.msg_controllen = sizeof(control);
+  ssize_t received;
+  do {
+    received = ::recvmsg(socket, &header, MSG_CMSG_CLOEXEC);
+  } while (received < 0 && errno == EINTR);
+  if (received < 0) return ErrnoStatus(errno, "receiving on the local read socket");
+  for (cmsghdr* attached = CMSG_FIRSTHDR(&header); attached != nullptr;
+       attached = CMSG_NXTHDR(&header, attached)) {
+    if (attached->cmsg_level == SOL_SOCKET && attached->cmsg_type == SCM_RIGHTS) {
+      std::memcpy(passed_fd, CMSG_DATA(attached), sizeof(int));
+    }
+  }
+  if (received == 0 && *passed_fd == -1) {
+    return absl::UnavailableError("the local read socket was closed by its peer");
+  }
+  absl::Status status;
+  if ((header.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+    status = absl::InvalidArgumentError("a local read message was over the size limit");
+  } else if (!message->ParseFromArray(bytes.get(), static_cast<int>(received))) {
+    status = absl::InvalidArgumentError("a local read message could not be parsed");
+  }
+  if (!status.ok() && *passed_fd != -1) {
+    ::close(*passed_fd);
+    *passed_fd = -1;
+  }
+  return status;
+}
+
+absl::Status ReadVerifiedRange(int segment_fd, const v1::ChunkLocation& location,
+                               const ChunkKey& key, uint64_t offset, std::span<char> out) {
+  const uint64_t length = location.length();
+  if (offset > length || out.size() > length - offset) {
+    return absl::OutOfRangeError(absl::StrCat("range [", offset, ", +", out.size(),
+                                              ") is past the end of chunk ", key.ToString(), " (",
+                                              length, " bytes)"));
+  }
+  const uint64_t block_bytes = location.checksum_block_bytes();
+  const bool by_blocks =
+      block_bytes != 0 && location.block_xxh3_size() > 0 &&
+      static_cast<uint64_t>(location.block_xxh3_size()) == (length + block_bytes - 1) / block_bytes;
+  // The covering bytes, [begin, end) of the chunk: whole blocks, or the whole
+  // chunk when only its checksum is known.
+  const uint64_t begin = by_blocks ? offset / block_bytes * block_bytes : 0;
+  const uint64_t end =
+      by_blocks
+          ? std::min(length, (offset + out.size() + block_bytes - 1) / block_bytes * block_bytes)
+          : length;
+  std::unique_ptr<char[]> staging;
+  char* covering = out.data();
+  if (begin != offset || end != offset + out.size()) {
+    staging = std::make_unique_for_overwrite<char[]>(end - begin);
+    covering = staging.get();
+  }
+  GRANARY_RETURN_IF_ERROR(
+      PreadExactly(segment_fd, location.offset() + begin, {covering, end - begin}, key));
+  if (by_blocks) {
+    for (uint64_t at = begin; at < end; at += block_bytes) {
+      const uint64_t block = at / block_bytes;
+      if (Xxh3(covering + (at - begin), std::min(block_bytes, end - at)) !=
+          location.block_xxh3(static_cast<int>(block))) {
+        return Mismatch(key, block);
+      }
+    }
+  } else if (Xxh3(covering, length) != location.xxh3()) {
+    return Mismatch(key, 0);
+  }
+  if (staging != nullptr) std::memcpy(out.data(), covering + (offset - begin), out.size());
+  return absl::OkStatus();
+}
+
+LocalChunkReader::~LocalChunkReader() {
+  for (int socket : idle_) ::close(socket);
+}
+
+absl::StatusOr<int> LocalChunkReader::TakeConnection() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!idle_.empty()) {
+      int socket = idle_.back();
+      idle_.pop_back();
+      return socket;
+    }
+  }
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (socket_path_.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path ", socket_path_, " is too long"));
+  }
+  socket_path_.copy(address.sun_path, socket_path_.size());
+  int socket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (socket < 0) return ErrnoStatus(errno, "creating a local read socket");
+  if (::connect(socket, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    int error = errno;
+    ::close(socket);
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", socket_path_, ": ", std::strerror(error)));
+  }
+  return socket;
+}
+
+void LocalChunkReader::KeepConnection(int socket) {
+  std::lock_guard lock(mutex_);
+  idle_.push_back(socket);
+}
+
+absl::Status LocalChunkReader::Ask(int socket, const ChunkKey& key, v1::ChunkLocation* location,
+                                   int* segment_fd, bool* answered) {
+  v1::LocalReadRequest request;
+  request.mutable_key()->set_dataset_version(key.dataset_version);
+  request.mutable_key()->set_file_id(key.file_id);
+  request.mutable_key()->set_chunk_index(key.chunk_index);
+  GRANARY_RETURN_IF_ERROR(SendLocalReadMessage(socket, request, -1));
+  v1::LocalReadResponse response;
+  GRANARY_RETURN_IF_ERROR(ReceiveLocalReadMessage(socket, &response, segment_fd));
+  *answered = true;
+  if (response.code() != 0) {
+    if (*segment_fd != -1) ::close(*segment_fd);
+    *segment_fd = -1;
+    return absl::Status(static_cast<absl::StatusCode>(response.code()), response.message());
+  }
+  if (*segment_fd == -1) {
+    return absl::InternalError("the local read answer for " + key.ToString() + " had no segment");
+  }
+  *location = std::move(*response.mutable_location());
+  return absl::OkStatus();
+}
+
+absl::Status LocalChunkReader::Read(const ChunkKey& key, uint32_t offset_in_chunk,
+                                    std::span<char> out) {
+  GRANARY_ASSIGN_OR_RETURN(int socket, TakeConnection());
+  v1::ChunkLocation location;
+  int segment_fd = -1;
+  bool answered = false;
+  absl::Status asked = Ask(socket, key, &location, &segment_fd, &answered);
+  // A connection that failed mid-exchange may hold half an answer: drop it.
+  if (answered) {
+    KeepConnection(socket);
+  } else {
+    ::close(socket);
+  }
+  GRANARY_RETURN_IF_ERROR(asked);
+  absl::Status read = ReadVerifiedRange(segment_fd, location, key, offset_in_chunk, out);
+  ::close(segment_fd);
+  return read;
+}
+
+}  // namespace granary

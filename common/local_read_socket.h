@@ -1,0 +1,92 @@
+// The local read path: how a reader on granaryd's own host (granary-fuse)
+// reads cached chunks out of the segment files itself, instead of receiving
+// every byte over gRPC. granaryd answers a LocalReadRequest on its local read
+// socket (SOCK_SEQPACKET, the gRPC socket's path + ".local", with the same
+// owner, group and mode) with the chunk's location and a read-only descriptor
+// of its segment file (SCM_RIGHTS); the reader preads the chunk and verifies
+// each block against the location's XXH3s before using a byte of it.
+//
+// A descriptor is good for the chunk it came with only: the segment may be
+// reclaimed afterwards, and the descriptor then reads the old, unlinked file,
+// which the checksums still vouch for. Anything that fails here (a miss, no
+// server, a mismatch) is for the caller to read through gRPC instead, which
+// reads misses through and drops chunks that do not verify.
+//
+// Thread-safety: the free functions are reentrant; LocalChunkReader's methods
+// may be called concurrently (each call uses a connection of its own).
+#ifndef GRANARY_COMMON_LOCAL_READ_SOCKET_H_
+#define GRANARY_COMMON_LOCAL_READ_SOCKET_H_
+
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/chunk_key.h"
+#include "google/protobuf/message_lite.h"
+#include "proto/granary.pb.h"
+
+namespace granary {
+
+// Where granaryd serving the gRPC socket `grpc_socket_path` answers local reads.
+std::string LocalReadSocketPath(std::string_view grpc_socket_path);
+
+// Largest message either side sends (a location with a checksum per block).
+inline constexpr size_t kMaxLocalReadMessageBytes = 64 << 10;
+
+// Sends `message` as one datagram on `socket`, with descriptor `passed_fd`
+// attached when it is not -1.
+absl::Status SendLocalReadMessage(int socket, const google::protobuf::MessageLite& message,
+                                  int passed_fd);
+// Receives one datagram into `message`. `*passed_fd` gets the descriptor
+// attached to it, which the caller must close, or -1. UNAVAILABLE when the
+// peer has closed the connection.
+absl::Status ReceiveLocalReadMessage(int socket, google::protobuf::MessageLite* message,
+                                     int* passed_fd);
+
+// The reader's side: connections to one granaryd's local read socket, made
+// when needed and kept for the next read.
+class LocalChunkReader {
+ public:
+  explicit LocalChunkReader(std::string socket_path) : socket_path_(std::move(socket_path)) {}
+  ~LocalChunkReader();
+  LocalChunkReader(const LocalChunkReader&) = delete;
+  LocalChunkReader& operator=(const LocalChunkReader&) = delete;
+
+  // Reads `out.size()` bytes at `offset_in_chunk` of chunk `key` out of the
+  // local granaryd's store, verified. NOT_FOUND when it does not hold the
+  // chunk, UNAVAILABLE when it cannot be reached, DATA_LOSS when the bytes do
+  // not match their checksums, OUT_OF_RANGE past the chunk's end.
+  absl::Status Read(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out);
+
+  const std::string& socket_path() const { return socket_path_; }
+
+ private:
+  // An idle connection, or a new one.
+  absl::StatusOr<int> TakeConnection();
+  void KeepConnection(int socket);
+  // The request and answer on `socket`; `*segment_fd` gets the descriptor,
+  // and `*answered` whether an answer arrived (the connection is still good).
+  absl::Status Ask(int socket, const ChunkKey& key, v1::ChunkLocation* location, int* segment_fd,
+                   bool* answered);
+
+  const std::string socket_path_;
+  std::mutex mutex_;
+  std::vector<int> idle_;  // Guarded by mutex_.
+};
+
+// Reads bytes [offset, offset + out.size()) of the chunk at `location` in
+// the segment open as `segment_fd` and verifies them: the covering blocks
+// against location.block_xxh3, or the whole chunk against location.xxh3 when
+// the location predates block checksums. DATA_LOSS on a mismatch or a short
+// file, naming the chunk.
+absl::Status ReadVerifiedRange(int segment_fd, const v1::ChunkLocation& location,
+                               const ChunkKey& key, uint64_t offset, std::span<char> out);
+
+}  // namespace granary
+
+#endif  // GRANARY_COMMON_LOCAL_READ_SOCKET_H_
