@@ -25,7 +25,8 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
   std::vector<ChunkSlice> slices = SliceRange(file_size, chunk_size, offset, size);
   if (slices.empty()) return Reply{};
   const uint64_t end = offset + slices.back().offset_in_range + slices.back().length;
-  if (Record(offset, end)) {  // Before this read blocks, so the fetches overlap.
+  const bool sequential = Record(offset, end);
+  if (sequential) {  // Before this read blocks, so the fetches overlap.
     const uint64_t last_chunk = ChunkCount(file_size, chunk_size);
     const uint64_t window = std::max<uint64_t>(1, context_.readahead_bytes / chunk_size);
     for (uint64_t next = slices.back().chunk_index + 1;
@@ -37,12 +38,28 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
   std::shared_ptr<Chunk> assembled;
   if (slices.size() > 1) assembled = std::make_shared<Chunk>(end - offset);
   for (const ChunkSlice& slice : slices) {
-    auto chunk = file_->LoadChunk(slice.chunk_index, *context_.cache, *context_.fetcher,
-                                  *context_.page_store);
-    if (!chunk.ok()) return chunk.status();
-    std::span<const char> bytes = (*chunk)->span().subspan(slice.offset_in_chunk, slice.length);
-    if (assembled == nullptr) return Reply{*std::move(chunk), bytes};
-    std::memcpy(assembled->bytes.get() + slice.offset_in_range, bytes.data(), bytes.size());
+    std::shared_ptr<const Chunk> chunk =
+        context_.cache->GetIfCached(file_->KeyOf(slice.chunk_index));
+    if (chunk == nullptr && sequential) {
+      auto loaded = file_->LoadChunk(slice.chunk_index, *context_.cache, *context_.fetcher,
+                                     *context_.page_store);
+      if (!loaded.ok()) return loaded.status();
+      chunk = *std::move(loaded);
+    }
+    if (chunk != nullptr) {
+      std::span<const char> bytes = chunk->span().subspan(slice.offset_in_chunk, slice.length);
+      if (assembled == nullptr) return Reply{std::move(chunk), bytes};
+      std::memcpy(assembled->bytes.get() + slice.offset_in_range, bytes.data(), bytes.size());
+      continue;
+    }
+    // A random read: its whole chunk is fetched in the background (for the
+    // reads near it that usually follow), while it reads only its bytes.
+    context_.readahead->Schedule(file_, slice.chunk_index);
+    if (assembled == nullptr) assembled = std::make_shared<Chunk>(slice.length);
+    std::span<char> out = assembled->span().subspan(slice.offset_in_range, slice.length);
+    absl::Status status =
+        context_.fetcher->Read(file_->ref(), slice.chunk_index, slice.offset_in_chunk, out);
+    if (!status.ok()) return status;
   }
   return Reply{assembled, assembled->span()};
 }

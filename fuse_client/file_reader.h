@@ -1,8 +1,12 @@
-// FileReader answers the reads of one open file, in whole chunks through the
-// chunk cache; every chunk it fetches also goes to the kernel's page cache
-// (PageStore), so a random reader's later reads of the same chunk never reach
-// granary-fuse. Fetching whole chunks for random 128 KiB reads measured faster
-// than fetching only the bytes asked for (bench/RESULTS.md, issue 4).
+// FileReader answers the reads of one open file through the chunk cache.
+// Every chunk it fetches whole also goes to the kernel's page cache
+// (PageStore), so later reads of that chunk never reach granary-fuse:
+//  - a sequential reader waits for whole chunks, and the next
+//    `readahead_bytes` worth of chunks are fetched in the background;
+//  - a random reader's read of an uncached chunk fetches only its own bytes
+//    and has the whole chunk fetched in the background, for the nearby reads
+//    that usually follow. (Waiting for the whole chunk instead made the first
+//    read of each chunk cost a 4 MiB fetch: slower, bench/RESULTS.md.)
 //
 // A read continues a sequential stream when it starts at offset 0 or where
 // the previous read ended, or when it is the second read in a row within a

@@ -1,6 +1,7 @@
-// Readahead fetches chunks into the chunk cache in the background, ahead of
-// sequential readers, on a fixed pool of threads, so the next chunks of a file
-// are fetched in parallel while the reader consumes the current one. Requests
+// Readahead fetches chunks into the chunk cache (and so the kernel's page
+// cache) in the background, on a fixed pool of threads: the next chunks of a
+// sequential reader, fetched in parallel while it consumes the current one,
+// and the whole chunk around a random reader's read. Requests
 // for chunks already cached or in flight are dropped, and so are requests
 // beyond a bounded queue: readahead is a hint, never a backlog.
 //
