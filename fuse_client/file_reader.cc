@@ -31,7 +31,7 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
     const uint64_t window = std::max<uint64_t>(1, context_.readahead_bytes / chunk_size);
     for (uint64_t next = slices.back().chunk_index + 1;
          next < last_chunk && next <= slices.back().chunk_index + window; ++next) {
-      context_.readahead->Schedule(file_, static_cast<uint32_t>(next));
+      context_.readahead->Schedule(file_, static_cast<uint32_t>(next), /*into_page_cache=*/false);
     }
   }
 
@@ -41,8 +41,8 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
     std::shared_ptr<const Chunk> chunk =
         context_.cache->GetIfCached(file_->KeyOf(slice.chunk_index));
     if (chunk == nullptr && sequential) {
-      auto loaded = file_->LoadChunk(slice.chunk_index, *context_.cache, *context_.fetcher,
-                                     *context_.page_store);
+      auto loaded =
+          file_->LoadChunk(slice.chunk_index, *context_.cache, *context_.fetcher, nullptr);
       if (!loaded.ok()) return loaded.status();
       chunk = *std::move(loaded);
     }
@@ -54,7 +54,7 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
     }
     // A random read: its whole chunk is fetched in the background (for the
     // reads near it that usually follow), while it reads only its bytes.
-    context_.readahead->Schedule(file_, slice.chunk_index);
+    context_.readahead->Schedule(file_, slice.chunk_index, /*into_page_cache=*/true);
     if (assembled == nullptr) assembled = std::make_shared<Chunk>(slice.length);
     std::span<char> out = assembled->span().subspan(slice.offset_in_range, slice.length);
     absl::Status status =

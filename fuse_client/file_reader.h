@@ -1,12 +1,13 @@
-// FileReader answers the reads of one open file through the chunk cache.
-// Every chunk it fetches whole also goes to the kernel's page cache
-// (PageStore), so later reads of that chunk never reach granary-fuse:
+// FileReader answers the reads of one open file through the chunk cache:
 //  - a sequential reader waits for whole chunks, and the next
-//    `readahead_bytes` worth of chunks are fetched in the background;
-//  - a random reader's read of an uncached chunk fetches only its own bytes
-//    and has the whole chunk fetched in the background, for the nearby reads
-//    that usually follow. (Waiting for the whole chunk instead made the first
-//    read of each chunk cost a 4 MiB fetch: slower, bench/RESULTS.md.)
+//    `readahead_bytes` worth of chunks are fetched in the background; the
+//    kernel's own readahead then asks for their bytes;
+//  - a random reader's read of an uncached chunk fetches only its own bytes,
+//    and the whole chunk is fetched in the background and copied into the
+//    kernel's page cache (PageStore), so the nearby reads that usually follow
+//    never reach granary-fuse. Copying sequential readers' chunks there too
+//    measured slower (the kernel's readahead asks for the same pages), and so
+//    did waiting for a random read's whole chunk (bench/RESULTS.md, issue 4).
 //
 // A read continues a sequential stream when it starts at offset 0 or where
 // the previous read ended, or when it is the second read in a row within a
@@ -30,7 +31,6 @@
 #include "fuse_client/chunk_cache.h"
 #include "fuse_client/chunk_fetcher.h"
 #include "fuse_client/open_file.h"
-#include "fuse_client/page_store.h"
 #include "fuse_client/readahead.h"
 
 namespace granary::fuse {
@@ -42,7 +42,6 @@ class FileReader {
     ChunkCache* cache;
     ChunkFetcher* fetcher;
     Readahead* readahead;
-    PageStore* page_store;
     uint64_t readahead_bytes;
   };
 

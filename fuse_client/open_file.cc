@@ -7,7 +7,7 @@ namespace granary::fuse {
 absl::StatusOr<std::shared_ptr<const Chunk>> OpenFile::LoadChunk(uint32_t chunk_index,
                                                                  ChunkCache& cache,
                                                                  ChunkFetcher& fetcher,
-                                                                 PageStore& page_store) {
+                                                                 PageStore* page_store) {
   bool fetched_here = false;
   absl::StatusOr<std::shared_ptr<const Chunk>> chunk =
       cache.GetOrFetch(KeyOf(chunk_index), [&]() -> absl::StatusOr<Chunk> {
@@ -17,8 +17,8 @@ absl::StatusOr<std::shared_ptr<const Chunk>> OpenFile::LoadChunk(uint32_t chunk_
         fetched_here = true;
         return fetched;
       });
-  if (fetched_here && chunk.ok()) {
-    page_store.Store(inode, uint64_t{chunk_index} * chunk_size(), *chunk);
+  if (fetched_here && chunk.ok() && page_store != nullptr) {
+    page_store->Store(inode, uint64_t{chunk_index} * chunk_size(), *chunk);
   }
   return chunk;
 }

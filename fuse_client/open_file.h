@@ -35,10 +35,11 @@ struct OpenFile {
   FileRef ref() { return {dataset->snapshot(), file_id, source}; }
 
   // Whole chunk `chunk_index`, from `cache` or fetched into it; a chunk
-  // fetched here is also handed to `page_store` for the kernel's page cache.
+  // fetched here is also handed to `page_store`, unless null, for the
+  // kernel's page cache.
   absl::StatusOr<std::shared_ptr<const Chunk>> LoadChunk(uint32_t chunk_index, ChunkCache& cache,
                                                          ChunkFetcher& fetcher,
-                                                         PageStore& page_store);
+                                                         PageStore* page_store);
 
   const std::shared_ptr<const MountedDataset> dataset;
   const uint64_t inode;

@@ -1,9 +1,8 @@
 // PageStore copies whole chunks that granary-fuse has fetched into the
 // kernel's page cache of their file (FUSE_NOTIFY_STORE), so that the kernel
-// answers the next reads of those bytes itself, without a FUSE request each.
-// Readahead chunks reach the page cache before a sequential reader asks for
-// them, and a random reader's later reads near an earlier one cost a page
-// cache hit. The kernel reclaims these pages like any other clean page cache,
+// answers the next reads of those bytes itself, without a FUSE request each:
+// a random reader's later reads near an earlier one cost a page cache hit.
+// The kernel reclaims these pages like any other clean page cache,
 // so the cache stays bounded by memory pressure, not by us.
 //
 // Stores run on one background thread: storing a page waits for the page's

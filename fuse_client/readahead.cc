@@ -20,12 +20,13 @@ Readahead::~Readahead() {
   for (std::thread& thread : threads_) thread.join();
 }
 
-void Readahead::Schedule(std::shared_ptr<OpenFile> file, uint32_t chunk_index) {
+void Readahead::Schedule(std::shared_ptr<OpenFile> file, uint32_t chunk_index,
+                         bool into_page_cache) {
   if (cache_->Contains(file->KeyOf(chunk_index))) return;
   {
     std::lock_guard lock(mutex_);
     if (queue_.size() >= max_queued_) return;
-    queue_.push_back(Task{std::move(file), chunk_index});
+    queue_.push_back(Task{std::move(file), chunk_index, into_page_cache});
   }
   wake_.notify_one();
 }
@@ -42,7 +43,10 @@ void Readahead::Work() {
     }
     // Errors are not reported here: the reader that needs the chunk fetches
     // it again and gets the error itself.
-    task.file->LoadChunk(task.chunk_index, *cache_, *fetcher_, *page_store_).IgnoreError();
+    task.file
+        ->LoadChunk(task.chunk_index, *cache_, *fetcher_,
+                    task.into_page_cache ? page_store_ : nullptr)
+        .IgnoreError();
   }
 }
 

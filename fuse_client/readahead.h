@@ -33,13 +33,15 @@ class Readahead {
   Readahead(const Readahead&) = delete;
   Readahead& operator=(const Readahead&) = delete;
 
-  // Fetches chunk `chunk_index` of `file` into the cache unless it is there.
-  void Schedule(std::shared_ptr<OpenFile> file, uint32_t chunk_index);
+  // Fetches chunk `chunk_index` of `file` into the cache unless it is there,
+  // and then into the kernel's page cache if `into_page_cache`.
+  void Schedule(std::shared_ptr<OpenFile> file, uint32_t chunk_index, bool into_page_cache);
 
  private:
   struct Task {
     std::shared_ptr<OpenFile> file;
     uint32_t chunk_index;
+    bool into_page_cache;
   };
 
   void Work();
