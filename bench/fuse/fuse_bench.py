@@ -3,22 +3,28 @@
 
   1 MiB sequential and 128 KiB random reads of one file
     - through granary-fuse, chunks in granaryd's local cache, the mount's page
-      cache dropped (posix_fadvise DONTNEED on the mount's file);
+      cache dropped (posix_fadvise DONTNEED on the mount's file); also through
+      two more mounts with one part of the read path turned off, to show what
+      each is worth: --no-local-reads (every chunk over gRPC) and
+      --no-page-store (fetched chunks not copied into the page cache);
     - through bindfs over the source (its page cache dropped the same way);
     - straight from the source file, warm in the page cache;
   a repeated read through granary-fuse (keep_cache: the kernel's page cache);
   stat latency (first stat of a file: a FUSE lookup; and a cached stat);
   time to mount a dataset of FILES files until a file in it can be stat()ed.
+Every read measurement is taken --rounds times, the systems in turn within a
+round, and the median is reported (the machine is shared and noisy).
 
 Usage (as root; installs bindfs if missing):
   /usr/bin/python3 bench/fuse/fuse_bench.py [--build build] [--size-mib 1024]
-      [--files 1000000] [--workdir /var/tmp/granary-fuse-bench]
+      [--files 1000000] [--rounds 3] [--workdir /var/tmp/granary-fuse-bench]
 Prints one line per measurement and the ratios against the targets.
 """
 import argparse
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -123,6 +129,7 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--files", type=int, default=1000000)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workdir", default="/var/tmp/granary-fuse-bench")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
@@ -130,7 +137,7 @@ def main():
         subprocess.run(["apt-get", "install", "-y", "-qq", "bindfs"], check=True)
 
     work = args.workdir
-    for mnt in ("mnt", "bindfs", "mnt1m"):
+    for mnt in ("mnt", "mnt-grpc", "mnt-nostore", "bindfs", "mnt1m"):
         unmount(os.path.join(work, mnt))
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "src"))
@@ -139,37 +146,50 @@ def main():
         for _ in range(args.size_mib):
             f.write(os.urandom(MIB))
     server = Granaryd(build, work)
-    mnt = os.path.join(work, "mnt")
+    mounts = {"granary": ((), os.path.join(work, "mnt")),
+              "no_local_reads": (("--no-local-reads",), os.path.join(work, "mnt-grpc")),
+              "no_page_store": (("--no-page-store",), os.path.join(work, "mnt-nostore"))}
     bind = os.path.join(work, "bindfs")
     mnt1m = os.path.join(work, "mnt1m")
     results = {}
     try:
         server.add("bench", os.path.join(work, "src"), "4MiB")
-        mount_granary(build, server.address, mnt, "bench")
+        for extra, mountpoint in mounts.values():
+            mount_granary(build, server.address, mountpoint, "bench", extra)
         os.makedirs(bind)
         subprocess.run(["bindfs", os.path.join(work, "src"), bind], check=True)
-        via_mount = os.path.join(mnt, "bench", "data.bin")
-        via_bindfs = os.path.join(bind, "data.bin")
+        paths = {name: os.path.join(mountpoint, "bench", "data.bin")
+                 for name, (_, mountpoint) in mounts.items()}
+        paths["bindfs"] = os.path.join(bind, "data.bin")
 
-        # Fill granaryd's cache (the first read goes through to the source)
-        # and the source's page cache.
-        sequential_read(via_mount, MIB)
+        # Fill granaryd's cache (the first read goes through to the source),
+        # the source's page cache, and each mount's chunk cache as a job's
+        # earlier epochs would.
+        for name in mounts:
+            sequential_read(paths[name], MIB)
         sequential_read(data_file, MIB)
 
-        results["direct_seq"] = sequential_read(data_file, MIB)
-        results["direct_rand"] = random_read(data_file, 128 << 10)
-        drop_file_cache(via_mount)
-        results["granary_seq"] = sequential_read(via_mount, MIB)
-        results["granary_repeat"] = sequential_read(via_mount, MIB)
-        drop_file_cache(via_mount)
-        results["granary_rand"] = random_read(via_mount, 128 << 10)
-        drop_file_cache(via_bindfs)
-        results["bindfs_seq"] = sequential_read(via_bindfs, MIB)
-        drop_file_cache(via_bindfs)
-        results["bindfs_rand"] = random_read(via_bindfs, 128 << 10)
-        for key in ("direct_seq", "direct_rand", "granary_seq", "granary_repeat", "granary_rand",
-                    "bindfs_seq", "bindfs_rand"):
-            log("%-16s %6.2f GB/s" % (key, results[key]))
+        samples = {}
+
+        def measure(key, function):
+            samples.setdefault(key, []).append(function())
+
+        def cold(path, read):
+            drop_file_cache(path)
+            return read(path)
+
+        for _ in range(args.rounds):
+            measure("direct_seq", lambda: sequential_read(data_file, MIB))
+            measure("direct_rand", lambda: random_read(data_file, 128 << 10))
+            for name, path in paths.items():
+                measure(name + "_seq", lambda: cold(path, lambda p: sequential_read(p, MIB)))
+                if name == "granary":
+                    measure("granary_repeat", lambda: sequential_read(path, MIB))
+                measure(name + "_rand", lambda: cold(path, lambda p: random_read(p, 128 << 10)))
+        for key, values in samples.items():
+            results[key] = statistics.median(values)
+            log("%-22s %6.2f GB/s  (median of %s)" %
+                (key, results[key], ", ".join("%.2f" % v for v in values)))
 
         # Stat latency over a many-file dataset.
         small = os.path.join(work, "small")
@@ -192,7 +212,7 @@ def main():
         log("stat, first (FUSE lookup): %.1f us; cached: %.1f us" %
             (results["stat_first_us"], results["stat_cached_us"]))
     finally:
-        for m in (mnt, bind, mnt1m):
+        for m in [mountpoint for _, mountpoint in mounts.values()] + [bind, mnt1m]:
             unmount(m)
         server.stop()
 
@@ -204,6 +224,12 @@ def main():
          results["granary_rand"] / results["bindfs_rand"],
          results["granary_repeat"] / results["direct_seq"], results["mount_s"],
          results["stat_first_us"], results["stat_cached_us"]))
+    log("parts of the read path: local reads vs gRPC %.2fx sequential, %.2fx random; "
+        "page store vs none %.2fx sequential, %.2fx random" %
+        (results["granary_seq"] / results["no_local_reads_seq"],
+         results["granary_rand"] / results["no_local_reads_rand"],
+         results["granary_seq"] / results["no_page_store_seq"],
+         results["granary_rand"] / results["no_page_store_rand"]))
 
 
 if __name__ == "__main__":
