@@ -122,7 +122,7 @@ absl::Status Catalog::WriteDataset(const v1::CatalogDataset& record,
                                    const std::vector<uint64_t>& dropped_versions) {
   rocksdb::WriteBatch batch;
   for (const Manifest* new_manifest : new_manifests) {
-    const std::vector<ManifestEntry>& entries = new_manifest->entries();
+    const ManifestEntries& entries = new_manifest->entries();
     uint32_t page_index = 0;
     for (size_t start = 0; start < entries.size(); start += kManifestPageEntries) {
       v1::ManifestPage page;
@@ -349,7 +349,7 @@ absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::GetManifest(uint64_t ve
 
 absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::LoadManifest(
     const v1::CatalogDataset& record, uint64_t version) {
-  std::vector<ManifestEntry> entries;
+  ManifestEntries entries;
   std::string prefix = ManifestPrefix(version);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
@@ -358,8 +358,8 @@ absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::LoadManifest(
       return absl::DataLossError(
           absl::StrCat("catalog: a manifest page of dataset '", record.name(), "' does not parse"));
     }
-    for (const v1::ManifestEntry& proto : page.entries()) {
-      GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry, ManifestEntry::FromProto(proto));
+    for (v1::ManifestEntry& proto : *page.mutable_entries()) {
+      GRANARY_ASSIGN_OR_RETURN(ManifestEntry entry, ManifestEntry::FromProto(std::move(proto)));
       entries.push_back(std::move(entry));
     }
   }

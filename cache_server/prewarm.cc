@@ -10,7 +10,7 @@ namespace granary {
 
 absl::StatusOr<std::vector<uint64_t>> SelectFiles(const Manifest& manifest,
                                                   const std::vector<std::string>& paths) {
-  const std::vector<ManifestEntry>& entries = manifest.entries();
+  const ManifestEntries& entries = manifest.entries();
   std::vector<bool> chosen(entries.size(), paths.empty());
   for (const std::string& path : paths) {
     GRANARY_ASSIGN_OR_RETURN(std::string clean, CleanDatasetPath(path));

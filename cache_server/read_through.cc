@@ -13,7 +13,7 @@
 namespace granary {
 
 absl::StatusOr<const ManifestEntry*> ChunkEntry(const Manifest& manifest, const ChunkKey& key) {
-  const std::vector<ManifestEntry>& entries = manifest.entries();
+  const ManifestEntries& entries = manifest.entries();
   if (key.file_id >= entries.size()) {
     return absl::OutOfRangeError(absl::StrCat(
         "chunk ", key.ToString(), ": file id ", key.file_id, " is past the end of dataset '",

@@ -123,7 +123,7 @@ grpc::Status GranaryService::GetManifest(grpc::ServerContext* context,
   }
   absl::StatusOr<std::shared_ptr<const Manifest>> manifest = parts_.catalog->GetManifest(version);
   if (!manifest.ok()) return Answer(manifest.status(), "GetManifest");
-  const std::vector<ManifestEntry>& entries = (*manifest)->entries();
+  const ManifestEntries& entries = (*manifest)->entries();
   size_t next = 0;
   do {
     v1::ManifestPage page;

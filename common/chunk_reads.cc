@@ -8,7 +8,7 @@ namespace granary {
 absl::StatusOr<size_t> ReadFileThroughChunks(const Manifest& manifest, uint64_t file_id,
                                              uint64_t offset, std::span<char> out,
                                              ChunkReadFn read_chunk) {
-  const std::vector<ManifestEntry>& entries = manifest.entries();
+  const ManifestEntries& entries = manifest.entries();
   if (file_id >= entries.size() || entries[file_id].type != EntryType::kFile) {
     return absl::InvalidArgumentError(absl::StrCat(
         "file id ", file_id, " is not a file of dataset '", manifest.identity().name, "'"));

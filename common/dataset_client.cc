@@ -62,7 +62,7 @@ absl::StatusOr<DatasetSnapshot> DatasetClient::GetManifest(std::string_view name
       stub_->GetManifest(&context, request);
 
   v1::DatasetInfo info;
-  std::vector<ManifestEntry> entries;
+  ManifestEntries entries;
   v1::ManifestPage page;
   bool first = true;
   absl::Status bad_entry;
@@ -72,8 +72,8 @@ absl::StatusOr<DatasetSnapshot> DatasetClient::GetManifest(std::string_view name
       entries.reserve(info.file_count() + info.directory_count() + 1);
       first = false;
     }
-    for (const v1::ManifestEntry& proto : page.entries()) {
-      absl::StatusOr<ManifestEntry> entry = ManifestEntry::FromProto(proto);
+    for (v1::ManifestEntry& proto : *page.mutable_entries()) {
+      absl::StatusOr<ManifestEntry> entry = ManifestEntry::FromProto(std::move(proto));
       if (!entry.ok()) {
         bad_entry = entry.status();
         break;

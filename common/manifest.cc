@@ -1,6 +1,9 @@
 #include "common/manifest.h"
 
 #include <algorithm>
+#include <iterator>
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +14,35 @@
 #include "proto/granary.pb.h"
 
 namespace granary {
+namespace {
+
+constexpr size_t kHashBlockBytes = 64 << 10;
+
+// The version hash's encoding of a field: integers as 8 little-endian bytes,
+// strings as their bytes and then their length.
+void AppendU64(uint64_t value, std::string* out) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(value >> (8 * i)));
+}
+
+void AppendBytes(std::string_view bytes, std::string* out) {
+  out->append(bytes);
+  AppendU64(bytes.size(), out);
+}
+
+// Sorts an order of indexes and then moves each entry once: swapping the
+// entries themselves moves three strings per swap.
+void SortByPath(ManifestEntries& entries) {
+  std::vector<size_t> order(entries.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return entries[a].path < entries[b].path; });
+  ManifestEntries sorted;
+  sorted.reserve(entries.size());
+  for (size_t i : order) sorted.push_back(std::move(entries[i]));
+  entries = std::move(sorted);
+}
+
+}  // namespace
 
 void ManifestEntry::ToProto(v1::ManifestEntry* out) const {
   out->set_path(path);
@@ -22,57 +54,65 @@ void ManifestEntry::ToProto(v1::ManifestEntry* out) const {
   out->set_etag(etag);
 }
 
-absl::StatusOr<ManifestEntry> ManifestEntry::FromProto(const v1::ManifestEntry& entry) {
+absl::StatusOr<ManifestEntry> ManifestEntry::FromProto(v1::ManifestEntry entry) {
   if (entry.type() < v1::ENTRY_TYPE_FILE || entry.type() > v1::ENTRY_TYPE_SYMLINK) {
     return absl::InvalidArgumentError(
         absl::StrCat("manifest entry '", entry.path(), "' has unknown type ", entry.type()));
   }
-  ManifestEntry out;
-  auto clean = CleanDatasetPath(entry.path());
-  if (!clean.ok()) return clean.status();
-  if (*clean != entry.path()) {
+  if (!IsCleanDatasetPath(entry.path())) {
     return absl::InvalidArgumentError(
         absl::StrCat("manifest entry path '", entry.path(), "' is not clean"));
   }
-  out.path = entry.path();
+  ManifestEntry out;
+  out.path = std::move(*entry.mutable_path());
   out.type = static_cast<EntryType>(entry.type());
   out.size = entry.size();
   out.mode = entry.mode();
   out.mtime_ns = entry.mtime_ns();
-  out.symlink_target = entry.symlink_target();
-  out.etag = entry.etag();
+  out.symlink_target = std::move(*entry.mutable_symlink_target());
+  out.etag = std::move(*entry.mutable_etag());
   return out;
 }
 
 absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity,
                                          std::vector<ManifestEntry> entries) {
+  return Build(std::move(identity), ManifestEntries(std::make_move_iterator(entries.begin()),
+                                                    std::make_move_iterator(entries.end())));
+}
+
+absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntries entries) {
   if (identity.chunk_size == 0) {
     return absl::InvalidArgumentError("manifest chunk size must be positive");
   }
-  std::sort(entries.begin(), entries.end(),
-            [](const ManifestEntry& a, const ManifestEntry& b) { return a.path < b.path; });
+  auto by_path = [](const ManifestEntry& a, const ManifestEntry& b) { return a.path < b.path; };
+  // Scans and servers hand over sorted entries, and sorting a million of them
+  // in place costs more than building the rest of the manifest.
+  if (!std::is_sorted(entries.begin(), entries.end(), by_path)) SortByPath(entries);
   Manifest manifest;
+  // Fields are gathered and hashed in blocks: one Xxh3Stream::Update per field
+  // costs more than hashing its bytes, and the digest does not depend on how
+  // the input is split.
+  std::string block;
   Xxh3Stream hash;
-  hash.Update(identity.name);
-  hash.UpdateU64(identity.name.size());
-  hash.Update(identity.source);
-  hash.UpdateU64(identity.source.size());
-  hash.UpdateU64(identity.chunk_size);
+  AppendBytes(identity.name, &block);
+  AppendBytes(identity.source, &block);
+  AppendU64(identity.chunk_size, &block);
   for (size_t i = 0; i < entries.size(); ++i) {
     const ManifestEntry& entry = entries[i];
     if (i > 0 && entries[i - 1].path == entry.path) {
       return absl::InvalidArgumentError(absl::StrCat("manifest has path '", entry.path, "' twice"));
     }
-    hash.Update(entry.path);
-    hash.UpdateU64(entry.path.size());
-    hash.UpdateU64(static_cast<uint64_t>(entry.type));
-    hash.UpdateU64(entry.size);
-    hash.UpdateU64(entry.mode);
-    hash.UpdateU64(static_cast<uint64_t>(entry.mtime_ns));
-    hash.Update(entry.symlink_target);
-    hash.UpdateU64(entry.symlink_target.size());
-    hash.Update(entry.etag);
-    hash.UpdateU64(entry.etag.size());
+    AppendBytes(entry.path, &block);
+    AppendU64(static_cast<uint64_t>(entry.type), &block);
+    AppendU64(entry.size, &block);
+    AppendU64(entry.mode, &block);
+    AppendU64(static_cast<uint64_t>(entry.mtime_ns), &block);
+    AppendBytes(entry.symlink_target, &block);
+    AppendBytes(entry.etag, &block);
+    if (block.size() >= kHashBlockBytes) {
+      hash.Update(block);
+      block.clear();
+    }
     switch (entry.type) {
       case EntryType::kFile:
         // Chunk indexes are 32-bit: a larger file's chunks could not all be
@@ -93,6 +133,7 @@ absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity,
         break;
     }
   }
+  hash.Update(block);
   manifest.version_ = hash.Digest();
   manifest.identity_ = std::move(identity);
   manifest.entries_ = std::move(entries);
@@ -105,6 +146,20 @@ std::optional<uint64_t> Manifest::Find(std::string_view path) const {
       [](const ManifestEntry& entry, std::string_view wanted) { return entry.path < wanted; });
   if (it == entries_.end() || it->path != path) return std::nullopt;
   return static_cast<uint64_t>(it - entries_.begin());
+}
+
+bool IsCleanDatasetPath(std::string_view path) {
+  if (path.empty()) return true;
+  size_t start = 0;
+  while (true) {
+    size_t end = path.find('/', start);
+    std::string_view part = path.substr(start, end - start);
+    if (part.empty() || part == "." || part == ".." || part.find('\0') != std::string_view::npos) {
+      return false;
+    }
+    if (end == std::string_view::npos) return true;
+    start = end + 1;
+  }
 }
 
 absl::StatusOr<std::string> CleanDatasetPath(std::string_view path) {

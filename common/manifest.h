@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/huge_page_allocator.h"
 
 namespace granary {
 
@@ -35,9 +36,16 @@ struct ManifestEntry {
   std::string etag;
 
   void ToProto(v1::ManifestEntry* out) const;
-  // Fails with INVALID_ARGUMENT on an unknown entry type or a path that is not clean.
-  static absl::StatusOr<ManifestEntry> FromProto(const v1::ManifestEntry& entry);
+  // Fails with INVALID_ARGUMENT on an unknown entry type or a path that is not
+  // clean. Takes `entry` by value so that a caller done with it can move its
+  // strings in.
+  static absl::StatusOr<ManifestEntry> FromProto(v1::ManifestEntry entry);
 };
+
+// A manifest's entries. A million of them take over 100 MiB, which huge pages
+// fill with a few hundred page faults instead of tens of thousands (the larger
+// part of the time to load a manifest) and look up with fewer TLB misses.
+using ManifestEntries = std::vector<ManifestEntry, HugePageAllocator<ManifestEntry>>;
 
 struct DatasetIdentity {
   std::string name;
@@ -47,16 +55,17 @@ struct DatasetIdentity {
 
 class Manifest {
  public:
-  // Sorts `entries` by path and computes the version. Fails with
-  // INVALID_ARGUMENT on a duplicate or unclean path, or a file of more than
-  // 2^32 chunks.
+  // Sorts `entries` by path (unless they already are) and computes the
+  // version. Fails with INVALID_ARGUMENT on a duplicate or unclean path, or a
+  // file of more than 2^32 chunks.
+  static absl::StatusOr<Manifest> Build(DatasetIdentity identity, ManifestEntries entries);
   static absl::StatusOr<Manifest> Build(DatasetIdentity identity,
                                         std::vector<ManifestEntry> entries);
 
   const DatasetIdentity& identity() const { return identity_; }
   uint64_t version() const { return version_; }
   uint32_t chunk_size() const { return identity_.chunk_size; }
-  const std::vector<ManifestEntry>& entries() const { return entries_; }
+  const ManifestEntries& entries() const { return entries_; }
 
   // The file id of `path` (a clean relative path), if the manifest has it.
   std::optional<uint64_t> Find(std::string_view path) const;
@@ -70,7 +79,7 @@ class Manifest {
   Manifest() = default;
 
   DatasetIdentity identity_;
-  std::vector<ManifestEntry> entries_;
+  ManifestEntries entries_;
   uint64_t version_ = 0;
   uint64_t file_count_ = 0;
   uint64_t directory_count_ = 0;
@@ -83,6 +92,8 @@ class Manifest {
 // Fails with INVALID_ARGUMENT naming the path otherwise (".." would escape the
 // source; an absolute path would name another tree).
 absl::StatusOr<std::string> CleanDatasetPath(std::string_view path);
+// Whether `path` is already clean: CleanDatasetPath would return it unchanged.
+bool IsCleanDatasetPath(std::string_view path);
 
 }  // namespace granary
 

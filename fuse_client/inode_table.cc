@@ -30,7 +30,7 @@ std::string_view ParentOf(std::string_view path) {
 
 MountedDataset::MountedDataset(uint32_t slot, DatasetSnapshot snapshot)
     : slot_(slot), snapshot_(std::move(snapshot)) {
-  const std::vector<ManifestEntry>& entries = snapshot_.manifest.entries();
+  const ManifestEntries& entries = snapshot_.manifest.entries();
   manifest_has_root_ = !entries.empty() && entries[0].path.empty();
   const uint64_t nodes = entries.size() + 1;
   constexpr uint64_t kNoParent = ~uint64_t{0};

@@ -144,6 +144,26 @@ TEST(Manifest, VersionFollowsContentAndIdentity) {
   EXPECT_NE(first->version(), other_name->version());
 }
 
+// Versions are stored in catalogs and named by chunk keys: the hash of a given
+// manifest must never change.
+TEST(Manifest, VersionIsStable) {
+  auto entries = SampleEntries();
+  entries.push_back({"a/l", EntryType::kSymlink, 0, 0120777, 3, "x.bin", "etag"});
+  auto manifest = Manifest::Build({"ds", "/src", 1024}, entries);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(manifest->version(), 0x6abd03d52c9698f4u);
+}
+
+TEST(Manifest, CleanPathsAreRecognised) {
+  for (const char* clean : {"", "a", "a/b.txt", "a b/c\xc3\xa9", "..a/b.."}) {
+    EXPECT_TRUE(IsCleanDatasetPath(clean)) << clean;
+  }
+  for (const char* unclean : {"/", "/a", "a/", "a//b", ".", "..", "a/./b", "a/../b", "../a"}) {
+    EXPECT_FALSE(IsCleanDatasetPath(unclean)) << unclean;
+  }
+  EXPECT_FALSE(IsCleanDatasetPath(std::string_view("a\0b", 3)));
+}
+
 TEST(Manifest, RejectsDuplicatesAndBadProtoEntries) {
   auto entries = SampleEntries();
   entries.push_back(entries[0]);

@@ -31,7 +31,7 @@ void CheckDecodedEntry(const v1::ManifestEntry& sent, const ManifestEntry& entry
 }
 
 void CheckManifest(const Manifest& manifest, const std::vector<ManifestEntry>& decoded) {
-  const std::vector<ManifestEntry>& entries = manifest.entries();
+  const ManifestEntries& entries = manifest.entries();
   GRANARY_FUZZ_CHECK(entries.size() == decoded.size(), "entries lost or added");
   uint64_t files = 0, directories = 0, bytes = 0, chunks = 0;
   const uint32_t chunk_size = manifest.chunk_size();
