@@ -142,9 +142,9 @@ absl::Status Catalog::WriteDataset(const v1::CatalogDataset& record,
                      absl::StrCat("writing dataset '", record.name(), "'"));
 }
 
-absl::StatusOr<v1::CatalogDataset> Catalog::Create(const Manifest& manifest, uint32_t replicas,
-                                                   int64_t now_unix_ms) {
-  const DatasetIdentity& identity = manifest.identity();
+absl::StatusOr<v1::CatalogDataset> Catalog::Create(std::shared_ptr<const Manifest> manifest,
+                                                   uint32_t replicas, int64_t now_unix_ms) {
+  const DatasetIdentity& identity = manifest->identity();
   std::lock_guard lock(mu_);
   if (datasets_.contains(identity.name)) {
     return absl::AlreadyExistsError(absl::StrCat("dataset '", identity.name, "' already exists"));
@@ -159,15 +159,16 @@ absl::StatusOr<v1::CatalogDataset> Catalog::Create(const Manifest& manifest, uin
   record.set_updated_unix_ms(tombstone == tombstones_.end()
                                  ? now_unix_ms
                                  : std::max(now_unix_ms, tombstone->second.updated_unix_ms() + 1));
-  *record.add_versions() = VersionRecord(manifest, now_unix_ms);
-  GRANARY_RETURN_IF_ERROR(WriteDataset(record, {&manifest}, {}));
+  *record.add_versions() = VersionRecord(*manifest, now_unix_ms);
+  GRANARY_RETURN_IF_ERROR(WriteDataset(record, {manifest.get()}, {}));
   Install(record, {});
+  manifests_.try_emplace(manifest->version(), std::move(manifest));
   return record;
 }
 
-absl::StatusOr<v1::CatalogDataset> Catalog::AddVersion(const Manifest& manifest,
+absl::StatusOr<v1::CatalogDataset> Catalog::AddVersion(std::shared_ptr<const Manifest> manifest,
                                                        int64_t now_unix_ms) {
-  const std::string& name = manifest.identity().name;
+  const std::string& name = manifest->identity().name;
   std::lock_guard lock(mu_);
   auto it = datasets_.find(name);
   if (it == datasets_.end()) {
@@ -176,24 +177,25 @@ absl::StatusOr<v1::CatalogDataset> Catalog::AddVersion(const Manifest& manifest,
   v1::CatalogDataset record = it->second;
   bool known = false;
   for (const v1::CatalogVersion& version : record.versions()) {
-    known = known || version.version() == manifest.version();
+    known = known || version.version() == manifest->version();
   }
-  if (record.versions().rbegin()->version() == manifest.version()) return record;
+  if (record.versions().rbegin()->version() == manifest->version()) return record;
   record.set_updated_unix_ms(now_unix_ms);
   if (known) {
     // The source went back to an older version's content: make it current again.
     auto* versions = record.mutable_versions();
     auto old = std::find_if(versions->begin(), versions->end(),
-                            [&](const auto& v) { return v.version() == manifest.version(); });
+                            [&](const auto& v) { return v.version() == manifest->version(); });
     v1::CatalogVersion moved = *old;
     versions->erase(old);
     *versions->Add() = moved;
     GRANARY_RETURN_IF_ERROR(WriteDataset(record, {}, {}));
   } else {
-    *record.add_versions() = VersionRecord(manifest, now_unix_ms);
-    GRANARY_RETURN_IF_ERROR(WriteDataset(record, {&manifest}, {}));
+    *record.add_versions() = VersionRecord(*manifest, now_unix_ms);
+    GRANARY_RETURN_IF_ERROR(WriteDataset(record, {manifest.get()}, {}));
   }
   Install(record, {});
+  manifests_.try_emplace(manifest->version(), std::move(manifest));
   return record;
 }
 
@@ -350,6 +352,9 @@ absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::GetManifest(uint64_t ve
 absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::LoadManifest(
     const v1::CatalogDataset& record, uint64_t version) {
   ManifestEntries entries;
+  for (const v1::CatalogVersion& held : record.versions()) {
+    if (held.version() == version) entries.reserve(held.entry_count());
+  }
   std::string prefix = ManifestPrefix(version);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {

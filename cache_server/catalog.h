@@ -12,9 +12,10 @@
 // catalogs replicated across servers converge: between two records of one
 // name, the later change wins (CatalogSync).
 //
-// Manifests are loaded on first use and shared; a loaded manifest is rebuilt
-// and its version checked against the record, so a damaged catalog is reported
-// (DATA_LOSS) rather than served.
+// Manifests written here stay in memory, since mounts ask for a version
+// right after it is registered; the others are loaded on first use. All are
+// shared. A loaded manifest is rebuilt and its version checked against the
+// record, so a damaged catalog is reported (DATA_LOSS) rather than served.
 //
 // Thread-safety: all methods are safe to call concurrently.
 #ifndef GRANARY_CACHE_SERVER_CATALOG_H_
@@ -51,12 +52,13 @@ class Catalog {
   // Records a new dataset whose first version is `manifest`, with `replicas`
   // copies of each chunk per cache group. ALREADY_EXISTS naming the dataset
   // if the name is taken (a removed name may be reused).
-  absl::StatusOr<v1::CatalogDataset> Create(const Manifest& manifest, uint32_t replicas,
-                                            int64_t now_unix_ms);
+  absl::StatusOr<v1::CatalogDataset> Create(std::shared_ptr<const Manifest> manifest,
+                                            uint32_t replicas, int64_t now_unix_ms);
 
   // Makes `manifest` the current version of its dataset (nothing changes when
   // it already is). NOT_FOUND naming the dataset if it was removed meanwhile.
-  absl::StatusOr<v1::CatalogDataset> AddVersion(const Manifest& manifest, int64_t now_unix_ms);
+  absl::StatusOr<v1::CatalogDataset> AddVersion(std::shared_ptr<const Manifest> manifest,
+                                                int64_t now_unix_ms);
 
   // Deletes the dataset and all its manifests, leaving a tombstone; returns
   // what it was.

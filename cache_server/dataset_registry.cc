@@ -86,14 +86,17 @@ absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Add(std::string_view name, std:
   }
   GRANARY_ASSIGN_OR_RETURN(Manifest manifest, Scan(name, source, chunk_size));
   GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record,
-                           catalog_->Create(manifest, replicas, NowUnixMs()));
+                           catalog_->Create(std::make_shared<const Manifest>(std::move(manifest)),
+                                            replicas, NowUnixMs()));
   return Describe(record);
 }
 
 absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Refresh(std::string_view name) {
   GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, catalog_->Get(name));
   GRANARY_ASSIGN_OR_RETURN(Manifest manifest, Scan(name, record.source(), record.chunk_size()));
-  GRANARY_ASSIGN_OR_RETURN(record, catalog_->AddVersion(manifest, NowUnixMs()));
+  GRANARY_ASSIGN_OR_RETURN(
+      record,
+      catalog_->AddVersion(std::make_shared<const Manifest>(std::move(manifest)), NowUnixMs()));
   return Describe(record);
 }
 

@@ -124,15 +124,19 @@ grpc::Status GranaryService::GetManifest(grpc::ServerContext* context,
   absl::StatusOr<std::shared_ptr<const Manifest>> manifest = parts_.catalog->GetManifest(version);
   if (!manifest.ok()) return Answer(manifest.status(), "GetManifest");
   const ManifestEntries& entries = (*manifest)->entries();
+  // One page is refilled for every write: its entries keep their strings'
+  // memory, where a page per write would allocate and free every field.
+  v1::ManifestPage page;
+  *page.mutable_dataset() = *info;
   size_t next = 0;
   do {
-    v1::ManifestPage page;
-    if (next == 0) *page.mutable_dataset() = *info;
     size_t end = std::min(entries.size(), next + Catalog::kManifestPageEntries);
     for (; next < end; ++next) entries[next].ToProto(page.add_entries());
     if (context->IsCancelled() || !writer->Write(page)) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
     }
+    page.clear_dataset();
+    page.mutable_entries()->Clear();
   } while (next < entries.size());
   return grpc::Status::OK;
 }
