@@ -33,32 +33,39 @@ MountedDataset::MountedDataset(uint32_t slot, DatasetSnapshot snapshot)
   const ManifestEntries& entries = snapshot_.manifest.entries();
   manifest_has_root_ = !entries.empty() && entries[0].path.empty();
   const uint64_t nodes = entries.size() + 1;
-  constexpr uint64_t kNoParent = ~uint64_t{0};
-  std::vector<uint64_t> parent(nodes, kNoParent);
-  std::vector<uint64_t> counts(nodes + 1, 0);
-  std::string_view last_parent_path;
-  uint64_t last_parent = 0;
-  for (uint64_t i = manifest_has_root_ ? 1 : 0; i < entries.size(); ++i) {
-    std::string_view parent_path = ParentOf(entries[i].path);
-    if (parent_path != last_parent_path || i == 0) {
-      if (parent_path.empty()) {
-        last_parent = 0;
-      } else {
-        std::optional<uint64_t> id = snapshot_.manifest.Find(parent_path);
-        last_parent = id && entries[*id].type == EntryType::kDirectory ? *id + 1 : kNoParent;
+  // Calls visit(parent, child) for every node but the root, in path order.
+  // Entries are sorted by path, so the parent changes seldom and is looked up
+  // only then; orphans (whose directory is not listed) are skipped.
+  auto for_each_child = [&](auto visit) {
+    constexpr uint64_t kNoParent = ~uint64_t{0};
+    std::string_view last_parent_path;
+    uint64_t last_parent = 0;
+    for (uint64_t i = manifest_has_root_ ? 1 : 0; i < entries.size(); ++i) {
+      std::string_view parent_path = ParentOf(entries[i].path);
+      if (parent_path != last_parent_path || i == 0) {
+        if (parent_path.empty()) {
+          last_parent = 0;
+        } else {
+          std::optional<uint64_t> id = snapshot_.manifest.Find(parent_path);
+          last_parent = id && entries[*id].type == EntryType::kDirectory ? *id + 1 : kNoParent;
+        }
+        last_parent_path = parent_path;
       }
-      last_parent_path = parent_path;
+      if (last_parent != kNoParent) visit(last_parent, i + 1);
     }
-    if (last_parent == kNoParent) continue;  // An orphan: its directory is not listed.
-    parent[i + 1] = last_parent;
-    ++counts[last_parent + 1];
-  }
-  for (uint64_t n = 0; n < nodes; ++n) counts[n + 1] += counts[n];
-  child_begin_ = counts;
-  children_.resize(counts[nodes]);
-  for (uint64_t n = 1; n < nodes; ++n) {
-    if (parent[n] != kNoParent) children_[counts[parent[n]]++] = n;
-  }
+  };
+  // The parents are found twice rather than kept in a table of a node each:
+  // fresh memory costs more than the second pass.
+  child_begin_.assign(nodes + 1, 0);
+  for_each_child([&](uint64_t parent, uint64_t) { ++child_begin_[parent + 1]; });
+  for (uint64_t n = 0; n < nodes; ++n) child_begin_[n + 1] += child_begin_[n];
+  children_.resize(child_begin_[nodes]);
+  // Placing a child advances its parent's begin to the next one's, so the
+  // begins are shifted back afterwards.
+  for_each_child(
+      [&](uint64_t parent, uint64_t child) { children_[child_begin_[parent]++] = child; });
+  for (uint64_t n = nodes; n > 0; --n) child_begin_[n] = child_begin_[n - 1];
+  child_begin_[0] = 0;
 }
 
 const ManifestEntry* MountedDataset::EntryOf(uint64_t node) const {

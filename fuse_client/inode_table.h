@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/dataset_client.h"
+#include "common/huge_page_allocator.h"
 
 namespace granary::fuse {
 
@@ -65,8 +66,10 @@ class MountedDataset {
   uint32_t slot_;
   DatasetSnapshot snapshot_;
   bool manifest_has_root_ = false;
-  std::vector<uint64_t> child_begin_;  // Per node, into children_; one extra at the end.
-  std::vector<uint64_t> children_;
+  // Per node, into children_; one extra at the end. Huge pages, like the
+  // manifest's: a lookup in a large directory touches a few of them at random.
+  std::vector<uint64_t, HugePageAllocator<uint64_t>> child_begin_;
+  std::vector<uint64_t, HugePageAllocator<uint64_t>> children_;
 };
 
 class InodeTable {
