@@ -151,14 +151,19 @@ absl::Status ReadVerifiedRange(int segment_fd, const v1::ChunkLocation& location
   return absl::OkStatus();
 }
 
-LocalChunkReader::~LocalChunkReader() {
+LocalChunkReader::~LocalChunkReader() { DropIdleConnections(); }
+
+void LocalChunkReader::DropIdleConnections() {
+  std::lock_guard lock(mutex_);
   for (int socket : idle_) ::close(socket);
+  idle_.clear();
 }
 
-absl::StatusOr<int> LocalChunkReader::TakeConnection() {
+absl::StatusOr<int> LocalChunkReader::TakeConnection(bool* kept) {
   {
     std::lock_guard lock(mutex_);
-    if (!idle_.empty()) {
+    *kept = !idle_.empty();
+    if (*kept) {
       int socket = idle_.back();
       idle_.pop_back();
       return socket;
@@ -210,16 +215,23 @@ absl::Status LocalChunkReader::Ask(int socket, const ChunkKey& key, v1::ChunkLoc
 
 absl::Status LocalChunkReader::Read(const ChunkKey& key, uint32_t offset_in_chunk,
                                     std::span<char> out) {
-  GRANARY_ASSIGN_OR_RETURN(int socket, TakeConnection());
   v1::ChunkLocation location;
   int segment_fd = -1;
-  bool answered = false;
-  absl::Status asked = Ask(socket, key, &location, &segment_fd, &answered);
-  // A connection that failed mid-exchange may hold half an answer: drop it.
-  if (answered) {
-    KeepConnection(socket);
-  } else {
-    ::close(socket);
+  absl::Status asked;
+  // A kept connection that fails was most likely cut by a granaryd restart:
+  // every kept one is then as dead, and a new one gets the answer.
+  for (bool retry = true; retry;) {
+    bool kept = false;
+    GRANARY_ASSIGN_OR_RETURN(int socket, TakeConnection(&kept));
+    bool answered = false;
+    asked = Ask(socket, key, &location, &segment_fd, &answered);
+    if (answered) {
+      KeepConnection(socket);
+    } else {
+      ::close(socket);  // It may hold half an answer.
+      DropIdleConnections();
+    }
+    retry = !answered && kept;
   }
   GRANARY_RETURN_IF_ERROR(asked);
   absl::Status read = ReadVerifiedRange(segment_fd, location, key, offset_in_chunk, out);

@@ -66,9 +66,10 @@ class LocalChunkReader {
   const std::string& socket_path() const { return socket_path_; }
 
  private:
-  // An idle connection, or a new one.
-  absl::StatusOr<int> TakeConnection();
+  // An idle connection (`*kept` set), or a new one.
+  absl::StatusOr<int> TakeConnection(bool* kept);
   void KeepConnection(int socket);
+  void DropIdleConnections();
   // The request and answer on `socket`; `*segment_fd` gets the descriptor,
   // and `*answered` whether an answer arrived (the connection is still good).
   absl::Status Ask(int socket, const ChunkKey& key, v1::ChunkLocation* location, int* segment_fd,

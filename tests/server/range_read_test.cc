@@ -245,6 +245,18 @@ TEST_F(RangeReadTest, GarbageOnTheLocalReadSocketIsAnsweredAndTheServerKeepsServ
   ASSERT_TRUE(Read(0, 0, 1).status.ok()) << "gRPC still serves";
 }
 
+TEST_F(RangeReadTest, ALocalReaderKeepsReadingAcrossAGranarydRestart) {
+  ASSERT_TRUE(Read(0, 0, 0).status.ok());
+  LocalChunkReader reader(LocalReadSocketPath(server_->socket_path()));
+  std::string chunk(kChunk, '\0');
+  ASSERT_TRUE(reader.Read({version_, file_id_, 0}, 0, chunk).ok());
+  ASSERT_TRUE(server_->Restart().ok());
+  chunk.assign(kChunk, '\0');
+  absl::Status after = reader.Read({version_, file_id_, 0}, 0, chunk);
+  ASSERT_TRUE(after.ok()) << after;
+  EXPECT_TRUE(chunk == Expected(0, 0, kChunk));
+}
+
 TEST(LocalChunkReaderTest, NoServerIsUnavailableNamingTheSocket) {
   LocalChunkReader reader("/nonexistent/granaryd.sock.local");
   std::string chunk(16, '\0');
