@@ -18,6 +18,8 @@ round, and the median is reported (the machine is shared and noisy).
 Usage (as root; installs bindfs if missing):
   /usr/bin/python3 bench/fuse/fuse_bench.py [--build build] [--size-mib 1024]
       [--files 1000000] [--rounds 3] [--workdir /var/tmp/granary-fuse-bench]
+      [--only-mount]
+--only-mount measures just the many-file mount and stat latency.
 Prints one line per measurement and the ratios against the targets.
 """
 import argparse
@@ -124,6 +126,47 @@ def mount_granary(build, server, mountpoint, dataset, extra=()):
     return time.perf_counter() - start
 
 
+def read_speeds(args, build, server, work, data_file, mounts, bind, results):
+    """Sequential, repeated and random reads: the granary mounts vs bindfs vs direct."""
+    server.add("bench", os.path.join(work, "src"), "4MiB")
+    for extra, mountpoint in mounts.values():
+        mount_granary(build, server.address, mountpoint, "bench", extra)
+    os.makedirs(bind)
+    subprocess.run(["bindfs", os.path.join(work, "src"), bind], check=True)
+    paths = {name: os.path.join(mountpoint, "bench", "data.bin")
+             for name, (_, mountpoint) in mounts.items()}
+    paths["bindfs"] = os.path.join(bind, "data.bin")
+
+    # Fill granaryd's cache (the first read goes through to the source),
+    # the source's page cache, and each mount's chunk cache as a job's
+    # earlier epochs would.
+    for name in mounts:
+        sequential_read(paths[name], MIB)
+    sequential_read(data_file, MIB)
+
+    samples = {}
+
+    def measure(key, function):
+        samples.setdefault(key, []).append(function())
+
+    def cold(path, read):
+        drop_file_cache(path)
+        return read(path)
+
+    for _ in range(args.rounds):
+        measure("direct_seq", lambda: sequential_read(data_file, MIB))
+        measure("direct_rand", lambda: random_read(data_file, 128 << 10))
+        for name, path in paths.items():
+            measure(name + "_seq", lambda: cold(path, lambda p: sequential_read(p, MIB)))
+            if name == "granary":
+                measure("granary_repeat", lambda: sequential_read(path, MIB))
+            measure(name + "_rand", lambda: cold(path, lambda p: random_read(p, 128 << 10)))
+    for key, values in samples.items():
+        results[key] = statistics.median(values)
+        log("%-22s %6.2f GB/s  (median of %s)" %
+            (key, results[key], ", ".join("%.2f" % v for v in values)))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build")
@@ -131,9 +174,11 @@ def main():
     parser.add_argument("--files", type=int, default=1000000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workdir", default="/var/tmp/granary-fuse-bench")
+    parser.add_argument("--only-mount", action="store_true",
+                        help="skip the read measurements: only mount FILES files and stat them")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
-    if shutil.which("bindfs") is None:
+    if not args.only_mount and shutil.which("bindfs") is None:
         subprocess.run(["apt-get", "install", "-y", "-qq", "bindfs"], check=True)
 
     work = args.workdir
@@ -143,7 +188,7 @@ def main():
     os.makedirs(os.path.join(work, "src"))
     data_file = os.path.join(work, "src", "data.bin")
     with open(data_file, "wb") as f:
-        for _ in range(args.size_mib):
+        for _ in range(0 if args.only_mount else args.size_mib):
             f.write(os.urandom(MIB))
     server = Granaryd(build, work)
     mounts = {"granary": ((), os.path.join(work, "mnt")),
@@ -153,43 +198,8 @@ def main():
     mnt1m = os.path.join(work, "mnt1m")
     results = {}
     try:
-        server.add("bench", os.path.join(work, "src"), "4MiB")
-        for extra, mountpoint in mounts.values():
-            mount_granary(build, server.address, mountpoint, "bench", extra)
-        os.makedirs(bind)
-        subprocess.run(["bindfs", os.path.join(work, "src"), bind], check=True)
-        paths = {name: os.path.join(mountpoint, "bench", "data.bin")
-                 for name, (_, mountpoint) in mounts.items()}
-        paths["bindfs"] = os.path.join(bind, "data.bin")
-
-        # Fill granaryd's cache (the first read goes through to the source),
-        # the source's page cache, and each mount's chunk cache as a job's
-        # earlier epochs would.
-        for name in mounts:
-            sequential_read(paths[name], MIB)
-        sequential_read(data_file, MIB)
-
-        samples = {}
-
-        def measure(key, function):
-            samples.setdefault(key, []).append(function())
-
-        def cold(path, read):
-            drop_file_cache(path)
-            return read(path)
-
-        for _ in range(args.rounds):
-            measure("direct_seq", lambda: sequential_read(data_file, MIB))
-            measure("direct_rand", lambda: random_read(data_file, 128 << 10))
-            for name, path in paths.items():
-                measure(name + "_seq", lambda: cold(path, lambda p: sequential_read(p, MIB)))
-                if name == "granary":
-                    measure("granary_repeat", lambda: sequential_read(path, MIB))
-                measure(name + "_rand", lambda: cold(path, lambda p: random_read(p, 128 << 10)))
-        for key, values in samples.items():
-            results[key] = statistics.median(values)
-            log("%-22s %6.2f GB/s  (median of %s)" %
-                (key, results[key], ", ".join("%.2f" % v for v in values)))
+        if not args.only_mount:
+            read_speeds(args, build, server, work, data_file, mounts, bind, results)
 
         # Stat latency over a many-file dataset.
         small = os.path.join(work, "small")
@@ -217,6 +227,10 @@ def main():
         server.stop()
 
     log("")
+    if args.only_mount:
+        log("ratios: mount %.2f s (target < 2); stat %.1f us first, %.1f us cached (target < 20)" %
+            (results["mount_s"], results["stat_first_us"], results["stat_cached_us"]))
+        return
     log("ratios: seq vs bindfs %.2fx (target >= 2); random vs bindfs %.2fx (target >= 2); "
         "repeated vs page cache %.2fx (target >= 0.8); mount %.2f s (target < 2); "
         "stat %.1f us first, %.1f us cached (target < 20)" %
