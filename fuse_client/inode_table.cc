@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <ranges>
 
 namespace granary::fuse {
 namespace {
@@ -19,6 +20,16 @@ void StatDirectory(int64_t mtime_ns, uint32_t mode, struct stat* out) {
   out->st_nlink = 2;
   out->st_mtim = {mtime_ns / 1000000000, mtime_ns % 1000000000};
   out->st_ctim = out->st_atim = out->st_mtim;
+}
+
+// Orders like the names it is taken from, ties aside: names hold no NUL, so
+// the zero padding of a short name sorts before any longer name's bytes.
+uint64_t NameKey(std::string_view name) {
+  uint64_t key = 0;
+  for (size_t i = 0; i < 8; ++i) {
+    key = key << 8 | (i < name.size() ? static_cast<unsigned char>(name[i]) : 0);
+  }
+  return key;
 }
 
 std::string_view ParentOf(std::string_view path) {
@@ -60,10 +71,14 @@ MountedDataset::MountedDataset(uint32_t slot, DatasetSnapshot snapshot)
   for_each_child([&](uint64_t parent, uint64_t) { ++child_begin_[parent + 1]; });
   for (uint64_t n = 0; n < nodes; ++n) child_begin_[n + 1] += child_begin_[n];
   children_.resize(child_begin_[nodes]);
+  child_keys_.resize(child_begin_[nodes]);
   // Placing a child advances its parent's begin to the next one's, so the
   // begins are shifted back afterwards.
-  for_each_child(
-      [&](uint64_t parent, uint64_t child) { children_[child_begin_[parent]++] = child; });
+  for_each_child([&](uint64_t parent, uint64_t child) {
+    uint64_t at = child_begin_[parent]++;
+    children_[at] = child;
+    child_keys_[at] = NameKey(NameOf(child));
+  });
   for (uint64_t n = nodes; n > 0; --n) child_begin_[n] = child_begin_[n - 1];
   child_begin_[0] = 0;
 }
@@ -87,12 +102,18 @@ std::string_view MountedDataset::NameOf(uint64_t node) const {
 }
 
 std::optional<uint64_t> MountedDataset::Lookup(uint64_t node, std::string_view name) const {
-  std::span<const uint64_t> children = Children(node);
-  auto it = std::lower_bound(
-      children.begin(), children.end(), name,
-      [this](uint64_t child, std::string_view wanted) { return NameOf(child) < wanted; });
-  if (it == children.end() || NameOf(*it) != name) return std::nullopt;
-  return *it;
+  if (node >= node_count()) return std::nullopt;
+  const uint64_t key = NameKey(name);
+  // Positions in children_ of the children of `node`, in name order; so
+  // their keys are in order too.
+  auto positions = std::views::iota(child_begin_[node], child_begin_[node + 1]);
+  auto at = std::ranges::partition_point(positions, [&](uint64_t i) {
+    return child_keys_[i] < key || (child_keys_[i] == key && NameOf(children_[i]) < name);
+  });
+  if (at == positions.end() || child_keys_[*at] != key || NameOf(children_[*at]) != name) {
+    return std::nullopt;
+  }
+  return children_[*at];
 }
 
 void MountedDataset::Stat(uint64_t node, struct stat* out) const {
