@@ -46,6 +46,10 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
       if (!loaded.ok()) return loaded.status();
       chunk = *std::move(loaded);
     }
+    if (chunk != nullptr && !sequential) {
+      // Its next reads are a page cache hit once this copy lands.
+      context_.page_store->Store(file_->inode, file_->OffsetOf(slice.chunk_index), chunk);
+    }
     if (chunk != nullptr) {
       std::span<const char> bytes = chunk->span().subspan(slice.offset_in_chunk, slice.length);
       if (assembled == nullptr) return Reply{std::move(chunk), bytes};

@@ -5,7 +5,8 @@
 //  - a random reader's read of an uncached chunk fetches only its own bytes,
 //    and the whole chunk is fetched in the background and copied into the
 //    kernel's page cache (PageStore), so the nearby reads that usually follow
-//    never reach granary-fuse. Copying sequential readers' chunks there too
+//    never reach granary-fuse; a chunk already in the chunk cache is copied
+//    there at its first random read. Copying sequential readers' chunks there too
 //    measured slower (the kernel's readahead asks for the same pages), and so
 //    did waiting for a random read's whole chunk (bench/RESULTS.md, issue 4).
 //
@@ -31,6 +32,7 @@
 #include "fuse_client/chunk_cache.h"
 #include "fuse_client/chunk_fetcher.h"
 #include "fuse_client/open_file.h"
+#include "fuse_client/page_store.h"
 #include "fuse_client/readahead.h"
 
 namespace granary::fuse {
@@ -42,6 +44,7 @@ class FileReader {
     ChunkCache* cache;
     ChunkFetcher* fetcher;
     Readahead* readahead;
+    PageStore* page_store;
     uint64_t readahead_bytes;
   };
 

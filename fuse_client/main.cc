@@ -213,7 +213,7 @@ int Run(const Flags& flags, int report_fd) {
                        std::chrono::milliseconds(flags.retry_after_ms));
   PageStore page_store(kPageStoreQueue);
   Readahead readahead(static_cast<int>(flags.readahead_threads), &cache, &fetcher, &page_store);
-  GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, *readahead_bytes});
+  GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, &page_store, *readahead_bytes});
 
   std::string options =
       absl::StrCat("ro,default_permissions,fsname=granary,subtype=granary,max_read=", kMaxRead);

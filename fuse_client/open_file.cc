@@ -18,7 +18,7 @@ absl::StatusOr<std::shared_ptr<const Chunk>> OpenFile::LoadChunk(uint32_t chunk_
         return fetched;
       });
   if (fetched_here && chunk.ok() && page_store != nullptr) {
-    page_store->Store(inode, uint64_t{chunk_index} * chunk_size(), *chunk);
+    page_store->Store(inode, OffsetOf(chunk_index), *chunk);
   }
   return chunk;
 }

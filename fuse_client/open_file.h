@@ -33,6 +33,8 @@ struct OpenFile {
     return {dataset->snapshot().manifest.version(), file_id, chunk_index};
   }
   FileRef ref() { return {dataset->snapshot(), file_id, source}; }
+  // Where chunk `chunk_index` starts in the file.
+  uint64_t OffsetOf(uint32_t chunk_index) const { return uint64_t{chunk_index} * chunk_size(); }
 
   // Whole chunk `chunk_index`, from `cache` or fetched into it; a chunk
   // fetched here is also handed to `page_store`, unless null, for the

@@ -37,6 +37,9 @@ void PageStore::Store(uint64_t inode, uint64_t offset, std::shared_ptr<const Chu
       ++dropped_;
       return;
     }
+    for (const Task& queued : queue_) {
+      if (queued.inode == inode && queued.offset == offset) return;
+    }
     queue_.push_back(Task{inode, offset, std::move(chunk)});
   }
   wake_.notify_one();
