@@ -265,6 +265,13 @@ class SegmentChunkStore final : public ChunkStore {
     uint64_t offset = 0;
     uint64_t length = 0;
   };
+  struct Found {
+    v1::ChunkLocation location;
+    std::shared_ptr<SegmentFile> file;
+  };
+  // The index entry of the chunk and its segment, which counts as used;
+  // nullopt on a miss.
+  absl::StatusOr<std::optional<Found>> Find(std::string_view encoded_key);
   // Read() (no range) and ReadRange(): the lookup, the verified read, and
   // dropping an entry that does not verify.
   absl::StatusOr<std::string> ReadChunk(const ChunkKey& key, std::optional<ByteRange> range);
@@ -536,35 +543,29 @@ absl::StatusOr<std::string> SegmentChunkStore::ReadRange(const ChunkKey& key, ui
 absl::StatusOr<std::string> SegmentChunkStore::ReadChunk(const ChunkKey& key,
                                                          std::optional<ByteRange> range) {
   const std::string encoded = key.Encode();
-  GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> location, index_->Get(encoded));
-  std::shared_ptr<SegmentFile> file;
-  if (location) {
-    std::lock_guard lock(mu_);
-    if (auto it = segments_.find(location->segment_id()); it != segments_.end()) {
-      file = it->second.file;
-      it->second.last_use_ms = NowMs();
-    }
-  }
-  if (file == nullptr) {
+  GRANARY_ASSIGN_OR_RETURN(std::optional<Found> found, Find(encoded));
+  if (!found) {
     misses_++;
     return NotCached(key);
   }
+  const v1::ChunkLocation& location = found->location;
+  SegmentFile& file = *found->file;
   if (range &&
-      (range->offset > location->length() || range->length > location->length() - range->offset)) {
+      (range->offset > location.length() || range->length > location.length() - range->offset)) {
     return absl::OutOfRangeError(absl::StrCat("range [", range->offset, ", +", range->length,
                                               ") is past the end of chunk ", key.ToString(), " (",
-                                              location->length(), " bytes)"));
+                                              location.length(), " bytes)"));
   }
   absl::StatusOr<std::string> data =
-      range ? ReadRangeVerified(*file, *location, range->offset, range->length)
-            : ReadVerified(*file, *location);
+      range ? ReadRangeVerified(file, location, range->offset, range->length)
+            : ReadVerified(file, location);
   if (!data.ok()) {
     if (data.status().code() == absl::StatusCode::kDataLoss) checksum_failures_++;
     GRANARY_LOG_FIRST_N(WARNING, 20)
         << "chunk store: dropping " << key.ToString() << ": " << data.status().message();
     {
       std::lock_guard lock(mu_);
-      DropLocked(encoded, *location);
+      DropLocked(encoded, location);
     }
     misses_++;
     return NotCached(key);
@@ -574,24 +575,27 @@ absl::StatusOr<std::string> SegmentChunkStore::ReadChunk(const ChunkKey& key,
 }
 
 absl::StatusOr<ChunkStore::Extent> SegmentChunkStore::Locate(const ChunkKey& key) {
-  GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> location, index_->Get(key.Encode()));
-  std::shared_ptr<SegmentFile> file;
-  if (location) {
-    std::lock_guard lock(mu_);
-    if (auto it = segments_.find(location->segment_id()); it != segments_.end()) {
-      file = it->second.file;
-      it->second.last_use_ms = NowMs();
-    }
-  }
+  GRANARY_ASSIGN_OR_RETURN(std::optional<Found> found, Find(key.Encode()));
   // Opened by path, not dup()ed: the store's own descriptor may be O_DIRECT
   // and is writable. A segment unlinked since the lookup is a miss.
-  int segment_fd = file == nullptr ? -1 : ::open(file->path().c_str(), O_RDONLY | O_CLOEXEC);
+  int segment_fd = found ? ::open(found->file->path().c_str(), O_RDONLY | O_CLOEXEC) : -1;
   if (segment_fd < 0) {
     misses_++;
     return NotCached(key);
   }
   hits_++;
-  return Extent{segment_fd, *std::move(location)};
+  return Extent{segment_fd, std::move(found->location)};
+}
+
+absl::StatusOr<std::optional<SegmentChunkStore::Found>> SegmentChunkStore::Find(
+    std::string_view encoded_key) {
+  GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> location, index_->Get(encoded_key));
+  if (!location) return std::nullopt;
+  std::lock_guard lock(mu_);
+  auto it = segments_.find(location->segment_id());
+  if (it == segments_.end()) return std::nullopt;
+  it->second.last_use_ms = NowMs();
+  return Found{*std::move(location), it->second.file};
 }
 
 bool SegmentChunkStore::Contains(const ChunkKey& key) {

@@ -149,6 +149,34 @@ INSTANTIATE_TEST_SUITE_P(IoEngines, RangedRead,
                                   (std::get<1>(info.param) ? "Direct" : "Buffered");
                          });
 
+TEST(Locate, GivesAReadOnlyDescriptorOfTheSegmentAndTheChunksChecksums) {
+  for (bool direct_io : {false, true}) {
+    SCOPED_TRACE(direct_io ? "O_DIRECT store" : "buffered store");
+    ScratchDir dir;
+    auto store = ChunkStore::Open(Options(dir, direct_io));
+    ASSERT_TRUE(store.ok()) << store.status();
+    EXPECT_TRUE(absl::IsNotFound((*store)->Locate(kKey).status()));
+    const std::string expected = ChunkBytes(kKey, kChunkBytes);
+    ASSERT_TRUE(*(*store)->Insert(kKey, expected));
+
+    absl::StatusOr<ChunkStore::Extent> extent = (*store)->Locate(kKey);
+    ASSERT_TRUE(extent.ok()) << extent.status();
+    const int flags = ::fcntl(extent->segment_fd, F_GETFL);
+    EXPECT_EQ(flags & O_ACCMODE, O_RDONLY);
+    EXPECT_EQ(flags & O_DIRECT, 0) << "readers read it buffered, at any offset";
+    EXPECT_EQ(extent->location.length(), kChunkBytes);
+    EXPECT_EQ(extent->location.checksum_block_bytes(), kBlock);
+    EXPECT_EQ(extent->location.block_xxh3_size(), 6);
+    std::string read(kChunkBytes, '\0');
+    ASSERT_EQ(::pread(extent->segment_fd, read.data(), read.size(),
+                      static_cast<off_t>(extent->location.offset())),
+              static_cast<ssize_t>(kChunkBytes));
+    EXPECT_TRUE(read == expected);
+    ::close(extent->segment_fd);
+    EXPECT_EQ((*store)->Stats().hits, 1u);
+  }
+}
+
 TEST(RangedRead, RangesPastTheEndAreOutOfRangeAndNameTheChunk) {
   ScratchDir dir;
   auto store = ChunkStore::Open(Options(dir));
