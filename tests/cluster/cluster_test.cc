@@ -201,7 +201,9 @@ TEST_F(StaticClusterTest, AJoiningNodeCopiesItsShareFromTheOldOwners) {
   }
   ASSERT_TRUE(EventuallyDatasetOn(*joined).ok());
   v1::PrewarmProgress again = Prewarm(0, "rack-a");
-  EXPECT_EQ(again.nodes(), 3u);
+  EXPECT_EQ(again.nodes(), 3u) << "the coordinator's log:\n"
+                               << cluster_->node(0).log() << "\nthe joining node's log:\n"
+                               << cluster_->node(*joined).log();
   EXPECT_EQ(again.chunks_done(), static_cast<uint64_t>(kChunks));
   std::map<std::string, int> owned = PredictedOwners("rack-a");
   ASSERT_GT(owned["a3"], 0);
