@@ -68,6 +68,7 @@ bool GroupPrewarm::RunRound(std::vector<MemberShare>* shares,
       absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
           cluster_->clients().Channel(share.member);
       if (channel.ok()) {
+        (*channel)->WaitForConnected(std::chrono::system_clock::now() + kMemberConnectWait);
         v1::PrewarmRequest request = request_;
         request.set_owned_share_only(true);
         for (const std::string& id : unreachable) request.add_unreachable_members(id);
