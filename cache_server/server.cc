@@ -267,6 +267,22 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
 
   GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));
   GRANARY_ASSIGN_OR_RETURN(gid_t socket_gid, SocketGroup(c.socket_group));
+  // The local read socket and the metrics endpoint come up before the gRPC
+  // socket accepts, so that a client that got an answer finds them too.
+  const std::string local_read_path = LocalReadSocketPath(c.socket_path);
+  GRANARY_ASSIGN_OR_RETURN(parts->local_reads,
+                           LocalReadServer::Start(local_read_path, parts->read_through.get()));
+  GRANARY_RETURN_IF_ERROR(ProtectSocket(local_read_path, c.socket_mode, socket_gid));
+  Parts* raw = parts.get();
+  parts->metrics_http.Handle("GET", "/metrics", [raw](const HttpRequest&) {
+    HttpResponse response;
+    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    response.body = raw->metrics.Render(raw->store->Stats(), raw->catalog->Size());
+    return response;
+  });
+  if (absl::Status started = parts->metrics_http.Start(c.metrics_listen); !started.ok()) {
+    return absl::Status(started.code(), absl::StrCat("metrics endpoint: ", started.message()));
+  }
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -288,31 +304,9 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   }
   parts->running = true;
   absl::Status protected_socket = ProtectSocket(c.socket_path, c.socket_mode, socket_gid);
-  const std::string local_read_path = LocalReadSocketPath(c.socket_path);
-  absl::StatusOr<std::unique_ptr<LocalReadServer>> local_reads =
-      protected_socket.ok() ? LocalReadServer::Start(local_read_path, parts->read_through.get())
-                            : protected_socket;
-  if (local_reads.ok()) {
-    parts->local_reads = *std::move(local_reads);
-    protected_socket = ProtectSocket(local_read_path, c.socket_mode, socket_gid);
-  }
-  if (!local_reads.ok() || !protected_socket.ok()) {
+  if (!protected_socket.ok()) {
     GranaryServer cleanup(std::move(parts));
-    return local_reads.ok() ? protected_socket : local_reads.status();
-  }
-
-  Parts* raw = parts.get();
-  parts->metrics_http.Handle("GET", "/metrics", [raw](const HttpRequest&) {
-    HttpResponse response;
-    response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    response.body = raw->metrics.Render(raw->store->Stats(), raw->catalog->Size());
-    return response;
-  });
-  absl::Status metrics_started = parts->metrics_http.Start(c.metrics_listen);
-  if (!metrics_started.ok()) {
-    GranaryServer cleanup(std::move(parts));
-    return absl::Status(metrics_started.code(),
-                        absl::StrCat("metrics endpoint: ", metrics_started.message()));
+    return protected_socket;
   }
   // Membership starts once this node answers, so that peers told about it
   // can reach it; the catalog exchange then needs the member list.
@@ -345,7 +339,7 @@ void GranaryServer::Shutdown() {
   parts_->membership.reset();
   parts_->grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   parts_->grpc_server->Wait();
-  if (parts_->local_reads != nullptr) parts_->local_reads->Shutdown();
+  parts_->local_reads->Shutdown();
   parts_->metrics_http.Stop();
   std::error_code ignored;
   std::filesystem::remove(parts_->config.socket_path, ignored);
