@@ -9,19 +9,14 @@
 #include "absl/strings/str_cat.h"
 #include "common/local_read_socket.h"
 #include "common/logging.h"
+#include "common/server_address.h"
 #include "common/status.h"
 
 namespace granary {
 
 absl::StatusOr<std::unique_ptr<LocalReadServer>> LocalReadServer::Start(const std::string& path,
                                                                         ReadThrough* reads) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket path ", path, " is longer than ",
-                                                   sizeof(address.sun_path) - 1, " bytes"));
-  }
-  path.copy(address.sun_path, path.size());
+  GRANARY_ASSIGN_OR_RETURN(sockaddr_un address, UnixSocketAddress(path));
   ::unlink(path.c_str());
   int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoStatus(errno, "creating the local read socket");

@@ -85,14 +85,8 @@ absl::Status PrepareSocket(const std::string& path) {
   if (error) {
     return ErrnoStatus(error.value(), absl::StrCat("cannot create the directory of socket ", path));
   }
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket path ", path, " is longer than ",
-                                                   sizeof(address.sun_path) - 1, " bytes"));
-  }
+  GRANARY_ASSIGN_OR_RETURN(sockaddr_un address, UnixSocketAddress(path));
   if (!std::filesystem::exists(path, error)) return absl::OkStatus();
-  path.copy(address.sun_path, path.size());
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   bool live = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
   if (fd >= 0) ::close(fd);

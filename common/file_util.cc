@@ -32,4 +32,18 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path, std::strin
   return content;
 }
 
+absl::StatusOr<size_t> PreadUntilFullOrEnd(int fd, uint64_t offset, std::span<char> out,
+                                           std::string_view context) {
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n =
+        ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, context);
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
 }  // namespace granary

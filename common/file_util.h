@@ -1,9 +1,12 @@
-// Small file helpers shared by the configuration readers.
+// Small file helpers: whole files for the configuration readers, and
+// positioned reads that do not stop short.
 //
 // Thread-safety: pure functions.
 #ifndef GRANARY_COMMON_FILE_UTIL_H_
 #define GRANARY_COMMON_FILE_UTIL_H_
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -15,6 +18,12 @@ namespace granary {
 // PERMISSION_DENIED, ...) and name `what` and the path, e.g.
 // "members file /etc/granary/members.yaml: No such file or directory".
 absl::StatusOr<std::string> ReadFileToString(const std::string& path, std::string_view what);
+
+// Reads from `fd` at `offset` until `out` is full or the file ends, and
+// returns how many bytes were read (fewer than out.size() only at its end).
+// Errors follow errno, with `context` as their message's start.
+absl::StatusOr<size_t> PreadUntilFullOrEnd(int fd, uint64_t offset, std::span<char> out,
+                                           std::string_view context);
 
 }  // namespace granary
 

@@ -10,37 +10,15 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/block_checksums.h"
+#include "common/file_util.h"
 #include "common/hash.h"
+#include "common/server_address.h"
 #include "common/status.h"
 
 namespace granary {
 
-namespace {
-
-// Every byte of [offset, offset + out.size()) of `fd`, or DATA_LOSS if the
-// file ends first.
-absl::Status PreadExactly(int fd, uint64_t offset, std::span<char> out, const ChunkKey& key) {
-  size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n =
-        ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, absl::StrCat("reading chunk ", key.ToString()));
-    if (n == 0) {
-      return absl::DataLossError(
-          absl::StrCat("the segment of chunk ", key.ToString(), " ends before the chunk does"));
-    }
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Mismatch(const ChunkKey& key, uint64_t block) {
-  return absl::DataLossError(
-      absl::StrCat("chunk ", key.ToString(), " does not match its checksum at block ", block));
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string LocalReadSocketPath(std::string_view grpc_socket_path) {
   return std::string(grpc_socket_path) + ".local";
@@ -74,7 +52,7 @@ absl::Status SendLocalReadMessage(int socket, const google::protobuf::MessageLit
 absl::Status ReceiveLocalReadMessage(int socket, google::protobuf::MessageLite* message,
                                      int* passed_fd) {
   *passed_fd = -1;
-  auto bytes = std::make_unique<char[]>(kMaxLocalReadMessageBytes);
+  auto bytes = std::make_unique_for_overwrite<char[]>(kMaxLocalReadMessageBytes);
   iovec data{bytes.get(), kMaxLocalReadMessageBytes};
   msghdr header{};
   header.msg_iov = &data;
@@ -118,9 +96,7 @@ absl::Status ReadVerifiedRange(int segment_fd, const v1::ChunkLocation& location
                                               length, " bytes)"));
   }
   const uint64_t block_bytes = location.checksum_block_bytes();
-  const bool by_blocks =
-      block_bytes != 0 && location.block_xxh3_size() > 0 &&
-      static_cast<uint64_t>(location.block_xxh3_size()) == (length + block_bytes - 1) / block_bytes;
+  const bool by_blocks = HasBlockChecksums(location);
   // The covering bytes, [begin, end) of the chunk: whole blocks, or the whole
   // chunk when only its checksum is known.
   const uint64_t begin = by_blocks ? offset / block_bytes * block_bytes : 0;
@@ -134,18 +110,21 @@ absl::Status ReadVerifiedRange(int segment_fd, const v1::ChunkLocation& location
     staging = std::make_unique_for_overwrite<char[]>(end - begin);
     covering = staging.get();
   }
-  GRANARY_RETURN_IF_ERROR(
-      PreadExactly(segment_fd, location.offset() + begin, {covering, end - begin}, key));
-  if (by_blocks) {
-    for (uint64_t at = begin; at < end; at += block_bytes) {
-      const uint64_t block = at / block_bytes;
-      if (Xxh3(covering + (at - begin), std::min(block_bytes, end - at)) !=
-          location.block_xxh3(static_cast<int>(block))) {
-        return Mismatch(key, block);
-      }
-    }
-  } else if (Xxh3(covering, length) != location.xxh3()) {
-    return Mismatch(key, 0);
+  GRANARY_ASSIGN_OR_RETURN(
+      size_t read,
+      PreadUntilFullOrEnd(segment_fd, location.offset() + begin, {covering, end - begin},
+                          absl::StrCat("reading chunk ", key.ToString())));
+  if (read < end - begin) {
+    return absl::DataLossError(
+        absl::StrCat("the segment of chunk ", key.ToString(), " ends before the chunk does"));
+  }
+  const std::optional<uint64_t> mismatch =
+      by_blocks ? MismatchedBlock(location, begin / block_bytes, covering, end - begin)
+      : Xxh3(covering, length) != location.xxh3() ? std::optional<uint64_t>(0)
+                                                  : std::nullopt;
+  if (mismatch) {
+    return absl::DataLossError(absl::StrCat("chunk ", key.ToString(),
+                                            " does not match its checksum at block ", *mismatch));
   }
   if (staging != nullptr) std::memcpy(out.data(), covering + (offset - begin), out.size());
   return absl::OkStatus();
@@ -169,12 +148,7 @@ absl::StatusOr<int> LocalChunkReader::TakeConnection(bool* kept) {
       return socket;
     }
   }
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (socket_path_.size() >= sizeof(address.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket path ", socket_path_, " is too long"));
-  }
-  socket_path_.copy(address.sun_path, socket_path_.size());
+  GRANARY_ASSIGN_OR_RETURN(sockaddr_un address, UnixSocketAddress(socket_path_));
   int socket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (socket < 0) return ErrnoStatus(errno, "creating a local read socket");
   if (::connect(socket, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {

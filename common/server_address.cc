@@ -1,5 +1,7 @@
 #include "common/server_address.h"
 
+#include <sys/socket.h>
+
 #include <cstdlib>
 
 #include "absl/status/status.h"
@@ -101,6 +103,17 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(std::string_view addr
   interceptors.push_back(std::make_unique<TokenInterceptorFactory>(cluster_token));
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       std::string(address), grpc::InsecureChannelCredentials(), args, std::move(interceptors));
+}
+
+absl::StatusOr<sockaddr_un> UnixSocketAddress(std::string_view path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("socket path ", AsAbsl(path), " is longer than ",
+                                                   sizeof(address.sun_path) - 1, " bytes"));
+  }
+  path.copy(address.sun_path, path.size());
+  return address;
 }
 
 }  // namespace granary

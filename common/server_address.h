@@ -8,6 +8,8 @@
 #ifndef GRANARY_COMMON_SERVER_ADDRESS_H_
 #define GRANARY_COMMON_SERVER_ADDRESS_H_
 
+#include <sys/un.h>
+
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,6 +25,10 @@ namespace granary {
 // Largest gRPC message any Granary endpoint sends or accepts: a 64 MiB chunk
 // plus framing.
 inline constexpr int kMaxMessageBytes = 72 << 20;
+
+// The address of the Unix socket at `path`; INVALID_ARGUMENT naming it when
+// it is too long for one.
+absl::StatusOr<sockaddr_un> UnixSocketAddress(std::string_view path);
 
 // `explicit_address` if non-empty, else $GRANARY_SERVER, else the default socket.
 std::string ResolveServerAddress(std::string_view explicit_address);

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
+#include "common/file_util.h"
 #include "common/status.h"
 
 namespace granary::fuse {
@@ -70,18 +71,11 @@ absl::StatusOr<int> SourceFile::Open() {
 
 absl::Status SourceFile::ReadExactly(uint64_t offset, std::span<char> out) {
   GRANARY_ASSIGN_OR_RETURN(int fd, Open());
-  size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, absl::StrCat("read source file ", Path()));
-    }
-    if (n == 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("source file ", Path(), " shrank below ", offset + out.size(), " bytes"));
-    }
-    done += static_cast<size_t>(n);
+  GRANARY_ASSIGN_OR_RETURN(
+      size_t read, PreadUntilFullOrEnd(fd, offset, out, absl::StrCat("read source file ", Path())));
+  if (read < out.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("source file ", Path(), " shrank below ", offset + out.size(), " bytes"));
   }
   return absl::OkStatus();
 }

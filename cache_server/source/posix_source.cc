@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
 #include "common/chunk_key.h"
+#include "common/file_util.h"
 #include "common/status.h"
 
 namespace granary {
@@ -84,18 +85,12 @@ absl::StatusOr<std::string> ReadPosixFileRange(const std::string& root, const Ma
   }
   GRANARY_RETURN_IF_ERROR(CheckUnchanged(before, entry));
   std::string data(length, '\0');
-  size_t done = 0;
-  while (done < length) {
-    ssize_t n = ::pread(fd.get(), data.data() + done, length - done, offset + done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return ErrnoStatus(errno, absl::StrCat("read source file '", entry.path, "'"));
-    }
-    if (n == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "source file '", entry.path, "' was truncated while being read; refresh the dataset"));
-    }
-    done += static_cast<size_t>(n);
+  GRANARY_ASSIGN_OR_RETURN(
+      size_t read, PreadUntilFullOrEnd(fd.get(), offset, data,
+                                       absl::StrCat("read source file '", entry.path, "'")));
+  if (read < length) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "source file '", entry.path, "' was truncated while being read; refresh the dataset"));
   }
   // A rewrite during the read would mix bytes of two versions; the second check
   // catches it.

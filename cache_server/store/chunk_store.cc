@@ -62,6 +62,7 @@
 #include "cache_server/store/segment_file.h"
 #include "cache_server/store/segment_sealer.h"
 #include "common/absl_compat.h"
+#include "common/block_checksums.h"
 #include "common/hash.h"
 #include "common/logging.h"
 #include "common/size.h"
@@ -83,21 +84,11 @@ absl::Status NotCached(const ChunkKey& key) {
   return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached"));
 }
 
-// Records the XXH3 of each `block_bytes` piece of `data` in `location`.
-void SetBlockChecksums(std::string_view data, uint64_t block_bytes, v1::ChunkLocation& location) {
-  location.set_checksum_block_bytes(static_cast<uint32_t>(block_bytes));
-  for (uint64_t at = 0; at < data.size(); at += block_bytes) {
-    location.add_block_xxh3(Xxh3(data.data() + at, std::min(block_bytes, data.size() - at)));
-  }
-}
-
 // DATA_LOSS unless the entry's block checksums describe its chunk in blocks
 // that O_DIRECT can read (a damaged entry, not damaged data).
 absl::Status CheckBlockLayout(const v1::ChunkLocation& location, const SegmentFile& file) {
   const uint64_t block_bytes = location.checksum_block_bytes();
-  if (block_bytes == 0 || block_bytes % kBlockBytes != 0 ||
-      static_cast<uint64_t>(location.block_xxh3_size()) !=
-          (location.length() + block_bytes - 1) / block_bytes) {
+  if (!HasBlockChecksums(location) || block_bytes % kBlockBytes != 0) {
     return absl::DataLossError(
         absl::StrCat("index entry of the chunk at offset ", location.offset(), " of ", file.path(),
                      " holds ", location.block_xxh3_size(), " checksums of ", block_bytes,
@@ -112,13 +103,10 @@ absl::Status CheckBlockLayout(const v1::ChunkLocation& location, const SegmentFi
 // CheckBlockLayout. DATA_LOSS on a mismatch.
 absl::Status CheckBlocks(const v1::ChunkLocation& location, const SegmentFile& file,
                          uint64_t first_block, const char* data, uint64_t length) {
-  const uint64_t block_bytes = location.checksum_block_bytes();
-  for (uint64_t at = 0, block = first_block; at < length; at += block_bytes, ++block) {
-    if (Xxh3(data + at, std::min(block_bytes, length - at)) != location.block_xxh3(block)) {
-      return absl::DataLossError(absl::StrCat("checksum mismatch in block ", block,
-                                              " of the chunk at offset ", location.offset(), " of ",
-                                              file.path()));
-    }
+  if (std::optional<uint64_t> block = MismatchedBlock(location, first_block, data, length)) {
+    return absl::DataLossError(absl::StrCat("checksum mismatch in block ", *block,
+                                            " of the chunk at offset ", location.offset(), " of ",
+                                            file.path()));
   }
   return absl::OkStatus();
 }
