@@ -98,9 +98,8 @@ void LocalReadServer::Serve(Connection* served) {
       answer = absl::InvalidArgumentError("local read request names no chunk key");
     }
     if (answer.ok()) {
-      ChunkKey key{request.key().dataset_version(), request.key().file_id(),
-                   request.key().chunk_index()};
-      absl::StatusOr<store::ChunkStore::Extent> extent = reads_->Locate(key);
+      absl::StatusOr<store::ChunkStore::Extent> extent =
+          reads_->Locate(ChunkKey::FromProto(request.key()));
       if (extent.ok()) {
         segment_fd = extent->segment_fd;
         *response.mutable_location() = std::move(extent->location);

@@ -153,8 +153,7 @@ grpc::Status GranaryService::ReadChunk(grpc::ServerContext* context,
 absl::Status GranaryService::StreamChunk(const v1::ReadChunkRequest& request,
                                          grpc::ServerWriter<v1::ReadChunkResponse>* writer) {
   if (!request.has_key()) return absl::InvalidArgumentError("read request names no chunk key");
-  ChunkKey key{request.key().dataset_version(), request.key().file_id(),
-               request.key().chunk_index()};
+  const ChunkKey key = ChunkKey::FromProto(request.key());
   auto started = std::chrono::steady_clock::now();
   GRANARY_ASSIGN_OR_RETURN(
       ReadThrough::Chunk chunk,

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/absl_compat.h"
+#include "proto/granary.pb.h"
 
 namespace granary {
 namespace {
@@ -51,6 +52,16 @@ std::string ChunkKey::VersionPrefix(uint64_t dataset_version) {
   char out[8];
   PutBigEndian(dataset_version, 8, out);
   return std::string(out, sizeof(out));
+}
+
+void ChunkKey::ToProto(v1::ChunkKey* out) const {
+  out->set_dataset_version(dataset_version);
+  out->set_file_id(file_id);
+  out->set_chunk_index(chunk_index);
+}
+
+ChunkKey ChunkKey::FromProto(const v1::ChunkKey& key) {
+  return {key.dataset_version(), key.file_id(), key.chunk_index()};
 }
 
 std::string ChunkKey::ToString() const {

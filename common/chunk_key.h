@@ -15,6 +15,10 @@
 
 namespace granary {
 
+namespace v1 {
+class ChunkKey;
+}  // namespace v1
+
 struct ChunkKey {
   uint64_t dataset_version = 0;
   uint64_t file_id = 0;
@@ -33,6 +37,10 @@ struct ChunkKey {
 
   // "v<16 hex>/f<file>/c<chunk>", for logs and errors.
   std::string ToString() const;
+
+  // As requests carry it.
+  void ToProto(v1::ChunkKey* out) const;
+  static ChunkKey FromProto(const v1::ChunkKey& key);
 
   friend bool operator==(const ChunkKey&, const ChunkKey&) = default;
   template <typename H>

@@ -129,9 +129,7 @@ absl::Status DatasetClient::ReadChunk(const ChunkKey& key, uint32_t offset_in_ch
   grpc::ClientContext context;
   SetDeadline(&context, options_.read_timeout);
   v1::ReadChunkRequest request;
-  request.mutable_key()->set_dataset_version(key.dataset_version);
-  request.mutable_key()->set_file_id(key.file_id);
-  request.mutable_key()->set_chunk_index(key.chunk_index);
+  key.ToProto(request.mutable_key());
   request.set_offset(offset_in_chunk);
   request.set_length(static_cast<uint32_t>(out.size()));
   request.set_cache_only(sourcing == ChunkSourcing::kCacheOnly);

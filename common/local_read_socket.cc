@@ -168,9 +168,7 @@ void LocalChunkReader::KeepConnection(int socket) {
 absl::Status LocalChunkReader::Ask(int socket, const ChunkKey& key, v1::ChunkLocation* location,
                                    int* segment_fd, bool* answered) {
   v1::LocalReadRequest request;
-  request.mutable_key()->set_dataset_version(key.dataset_version);
-  request.mutable_key()->set_file_id(key.file_id);
-  request.mutable_key()->set_chunk_index(key.chunk_index);
+  key.ToProto(request.mutable_key());
   GRANARY_RETURN_IF_ERROR(SendLocalReadMessage(socket, request, -1));
   v1::LocalReadResponse response;
   GRANARY_RETURN_IF_ERROR(ReceiveLocalReadMessage(socket, &response, segment_fd));
