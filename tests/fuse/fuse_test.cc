@@ -320,6 +320,32 @@ TEST_F(FuseReadTest, ChunksTheLocalServerHoldsAreReadOutOfItsSegmentsNotOverGrpc
   EXPECT_GE(*server_->Metric("granary_bytes_from_cache_total") - *served, want.size());
 }
 
+// Whether user `nobody` can read `path` whole and finds `want` there (run in
+// a child process that drops root).
+bool NobodyReads(const std::string& path, const std::string& want) {
+  pid_t child = fork();
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    _exit(ReadWhole(path) == want && !want.empty() ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+TEST_F(FuseReadTest, AllowOtherLetsOtherUsersReadAndOnlyWithIt) {
+  if (geteuid() != 0) GTEST_SKIP() << "switching to user nobody needs root";
+  const std::string want = ReadWhole(source_ + "/odd");  // Mode 0644.
+  auto shared = FuseMount::Start(server_->socket_address(), {"-o", "allow_other"}, "ds");
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  // Both mount points' parents let nobody through, so only the mounts differ.
+  for (const std::string& mount : {mount_->path(), (*shared)->path()}) {
+    ASSERT_EQ(chmod(std::filesystem::path(mount).parent_path().c_str(), 0755), 0) << mount;
+  }
+  EXPECT_FALSE(NobodyReads(mounted_ + "/odd", want)) << "the mount without allow_other";
+  EXPECT_TRUE(NobodyReads((*shared)->path() + "/ds/odd", want)) << "the mount with allow_other";
+}
+
 TEST_F(FuseReadTest, WritesOfEveryKindFailWithErofs) {
   const std::string file = mounted_ + "/chunk_exact";
   auto expect_erofs = [](int result, const char* what) {
