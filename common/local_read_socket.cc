@@ -4,15 +4,21 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/block_checksums.h"
+#include "common/file_util.h"
+#include "common/hash.h"
 #include "common/server_address.h"
 #include "common/status.h"
 
 namespace granary {
+
+namespace {}  // namespace
 
 std::string LocalReadSocketPath(std::string_view grpc_socket_path) {
   return std::string(grpc_socket_path) + ".local";
@@ -81,6 +87,49 @@ absl::Status ReceiveLocalReadMessage(int socket, google::protobuf::MessageLite* 
   return status;
 }
 
+absl::Status ReadVerifiedRange(int segment_fd, const v1::ChunkLocation& location,
+                               const ChunkKey& key, uint64_t offset, std::span<char> out) {
+  const uint64_t length = location.length();
+  if (offset > length || out.size() > length - offset) {
+    return absl::OutOfRangeError(absl::StrCat("range [", offset, ", +", out.size(),
+                                              ") is past the end of chunk ", key.ToString(), " (",
+                                              length, " bytes)"));
+  }
+  const uint64_t block_bytes = location.checksum_block_bytes();
+  const bool by_blocks = HasBlockChecksums(location);
+  // The covering bytes, [begin, end) of the chunk: whole blocks, or the whole
+  // chunk when only its checksum is known.
+  const uint64_t begin = by_blocks ? offset / block_bytes * block_bytes : 0;
+  const uint64_t end =
+      by_blocks
+          ? std::min(length, (offset + out.size() + block_bytes - 1) / block_bytes * block_bytes)
+          : length;
+  std::unique_ptr<char[]> staging;
+  char* covering = out.data();
+  if (begin != offset || end != offset + out.size()) {
+    staging = std::make_unique_for_overwrite<char[]>(end - begin);
+    covering = staging.get();
+  }
+  GRANARY_ASSIGN_OR_RETURN(
+      size_t read,
+      PreadUntilFullOrEnd(segment_fd, location.offset() + begin, {covering, end - begin},
+                          absl::StrCat("reading chunk ", key.ToString())));
+  if (read < end - begin) {
+    return absl::DataLossError(
+        absl::StrCat("the segment of chunk ", key.ToString(), " ends before the chunk does"));
+  }
+  const std::optional<uint64_t> mismatch =
+      by_blocks ? MismatchedBlock(location, begin / block_bytes, covering, end - begin)
+      : Xxh3(covering, length) != location.xxh3() ? std::optional<uint64_t>(0)
+                                                  : std::nullopt;
+  if (mismatch) {
+    return absl::DataLossError(absl::StrCat("chunk ", key.ToString(),
+                                            " does not match its checksum at block ", *mismatch));
+  }
+  if (staging != nullptr) std::memcpy(out.data(), covering + (offset - begin), out.size());
+  return absl::OkStatus();
+}
+
 LocalChunkReader::~LocalChunkReader() { DropIdleConnections(); }
 
 void LocalChunkReader::DropIdleConnections() {
@@ -136,8 +185,8 @@ absl::Status LocalChunkReader::Ask(int socket, const ChunkKey& key, v1::ChunkLoc
   return absl::OkStatus();
 }
 
-absl::StatusOr<MappedChunk> LocalChunkReader::Map(const ChunkKey& key, uint32_t offset_in_chunk,
-                                                  uint32_t length) {
+absl::Status LocalChunkReader::Read(const ChunkKey& key, uint32_t offset_in_chunk,
+                                    std::span<char> out) {
   v1::ChunkLocation location;
   int segment_fd = -1;
   absl::Status asked;
@@ -157,10 +206,9 @@ absl::StatusOr<MappedChunk> LocalChunkReader::Map(const ChunkKey& key, uint32_t 
     retry = !answered && kept;
   }
   GRANARY_RETURN_IF_ERROR(asked);
-  absl::StatusOr<MappedChunk> mapped =
-      MappedChunk::Map(segment_fd, location, key, offset_in_chunk, length);
+  absl::Status read = ReadVerifiedRange(segment_fd, location, key, offset_in_chunk, out);
   ::close(segment_fd);
-  return mapped;
+  return read;
 }
 
 }  // namespace granary

@@ -3,12 +3,11 @@
 // every byte over gRPC. granaryd answers a LocalReadRequest on its local read
 // socket (SOCK_SEQPACKET, the gRPC socket's path + ".local", with the same
 // owner, group and mode) with the chunk's location and a read-only descriptor
-// of its segment file (SCM_RIGHTS); the reader maps the chunk (MappedChunk)
-// and verifies each block against the location's XXH3s as it uses it, so the
-// bytes are copied once, from the page cache to wherever they go.
+// of its segment file (SCM_RIGHTS); the reader preads the chunk and verifies
+// each block against the location's XXH3s before using a byte of it.
 //
 // A descriptor is good for the chunk it came with only: the segment may be
-// reclaimed afterwards, and the mapping then reads the old, unlinked file,
+// reclaimed afterwards, and the descriptor then reads the old, unlinked file,
 // which the checksums still vouch for. Anything that fails here (a miss, no
 // server, a mismatch) is for the caller to read through gRPC instead, which
 // reads misses through and drops chunks that do not verify.
@@ -20,6 +19,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,7 +27,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/chunk_key.h"
-#include "common/mapped_chunk.h"
 #include "google/protobuf/message_lite.h"
 #include "proto/granary.pb.h"
 
@@ -58,12 +57,11 @@ class LocalChunkReader {
   LocalChunkReader(const LocalChunkReader&) = delete;
   LocalChunkReader& operator=(const LocalChunkReader&) = delete;
 
-  // Maps bytes [offset_in_chunk, offset_in_chunk + length) of chunk `key`
-  // out of the local granaryd's store; they are verified as they are used
-  // (MappedChunk::Verified). NOT_FOUND when it does not hold the chunk,
-  // UNAVAILABLE when it cannot be reached, OUT_OF_RANGE past the chunk's end,
-  // DATA_LOSS when its segment is too short.
-  absl::StatusOr<MappedChunk> Map(const ChunkKey& key, uint32_t offset_in_chunk, uint32_t length);
+  // Reads `out.size()` bytes at `offset_in_chunk` of chunk `key` out of the
+  // local granaryd's store, verified. NOT_FOUND when it does not hold the
+  // chunk, UNAVAILABLE when it cannot be reached, DATA_LOSS when the bytes do
+  // not match their checksums, OUT_OF_RANGE past the chunk's end.
+  absl::Status Read(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out);
 
   const std::string& socket_path() const { return socket_path_; }
 
@@ -81,6 +79,14 @@ class LocalChunkReader {
   std::mutex mutex_;
   std::vector<int> idle_;  // Guarded by mutex_.
 };
+
+// Reads bytes [offset, offset + out.size()) of the chunk at `location` in
+// the segment open as `segment_fd` and verifies them: the covering blocks
+// against location.block_xxh3, or the whole chunk against location.xxh3 when
+// the location predates block checksums. DATA_LOSS on a mismatch or a short
+// file, naming the chunk.
+absl::Status ReadVerifiedRange(int segment_fd, const v1::ChunkLocation& location,
+                               const ChunkKey& key, uint64_t offset, std::span<char> out);
 
 }  // namespace granary
 

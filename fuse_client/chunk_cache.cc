@@ -34,7 +34,7 @@ absl::StatusOr<std::shared_ptr<const Chunk>> ChunkCache::GetOrFetch(const ChunkK
   std::lock_guard lock(mutex_);
   slot->done = true;
   if (fetched.ok()) {
-    cached_bytes_ += fetched->size();
+    cached_bytes_ += fetched->size;
     slot->result = std::make_shared<const Chunk>(*std::move(fetched));
     lru_.push_front(key);
     slot->lru_position = lru_.begin();
@@ -60,19 +60,10 @@ bool ChunkCache::Contains(const ChunkKey& key) {
   return slots_.contains(key);
 }
 
-void ChunkCache::Drop(const ChunkKey& key) {
-  std::lock_guard lock(mutex_);
-  auto it = slots_.find(key);
-  if (it == slots_.end() || !it->second->done) return;
-  cached_bytes_ -= (*it->second->result)->size();
-  lru_.erase(it->second->lru_position);
-  slots_.erase(it);
-}
-
 void ChunkCache::EvictLocked() {
   while (cached_bytes_ > capacity_bytes_ && lru_.size() > 1) {
     auto it = slots_.find(lru_.back());
-    cached_bytes_ -= (*it->second->result)->size();
+    cached_bytes_ -= (*it->second->result)->size;
     slots_.erase(it);
     lru_.pop_back();
   }

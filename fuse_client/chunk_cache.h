@@ -5,9 +5,6 @@
 // every waiter gets its error and the next request fetches again. When the
 // chunks held exceed the capacity, the least recently used are dropped; a
 // chunk still referenced by a reader stays alive until that reader is done.
-// Chunks the local granaryd holds are cached as mappings of its segment files
-// (fuse_client/chunk.h): they cost page cache, not memory of granary-fuse's
-// own, and keep a reclaimed segment's disk space until they are dropped.
 //
 // Thread-safety: every method may be called concurrently. The fetch function
 // runs on the calling thread without the cache's lock held.
@@ -19,13 +16,23 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <span>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/chunk_key.h"
-#include "fuse_client/chunk.h"
 
 namespace granary::fuse {
+
+// The bytes of one whole chunk (or of a slice of one, for uncached reads).
+struct Chunk {
+  explicit Chunk(size_t length) : bytes(new char[length]), size(length) {}
+  std::span<char> span() { return {bytes.get(), size}; }
+  std::span<const char> span() const { return {bytes.get(), size}; }
+
+  std::unique_ptr<char[]> bytes;  // Left uninitialised: the fetch fills it.
+  size_t size;
+};
 
 class ChunkCache {
  public:
@@ -42,8 +49,6 @@ class ChunkCache {
   std::shared_ptr<const Chunk> GetIfCached(const ChunkKey& key);
   // True if `key` is cached or being fetched.
   bool Contains(const ChunkKey& key);
-  // Forgets `key` if it is cached (its bytes no longer verify).
-  void Drop(const ChunkKey& key);
 
   uint64_t capacity_bytes() const { return capacity_bytes_; }
 

@@ -28,32 +28,24 @@ void ChunkFetcher::MarkDown(const absl::Status& cause) {
   }
 }
 
-absl::StatusOr<Chunk> ChunkFetcher::Fetch(const FileRef& file, uint32_t chunk_index,
-                                          uint32_t offset_in_chunk, uint32_t length) {
-  if (local_ != nullptr && !servers_down()) {
-    absl::StatusOr<MappedChunk> mapped =
-        local_->Map(file.KeyOf(chunk_index), offset_in_chunk, length);
-    if (mapped.ok()) return Chunk(*std::move(mapped));
-    if (absl::IsDataLoss(mapped.status())) {
-      GRANARY_LOG_FIRST_N(WARNING, 20) << mapped.status() << "; reading it through granaryd";
-    }
-  }
-  return FetchUnmapped(file, chunk_index, offset_in_chunk, length);
-}
-
-absl::StatusOr<Chunk> ChunkFetcher::FetchUnmapped(const FileRef& file, uint32_t chunk_index,
-                                                  uint32_t offset_in_chunk, uint32_t length) {
-  Chunk chunk(offset_in_chunk, length);
-  const std::span<char> out = chunk.memory();
+absl::Status ChunkFetcher::Read(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
+                                std::span<char> out) {
   absl::Status server_status = absl::UnavailableError("cache servers marked down");
   if (!servers_down()) {
-    const ChunkKey key = file.KeyOf(chunk_index);
+    ChunkKey key{file.snapshot.manifest.version(), file.file_id, chunk_index};
+    if (local_ != nullptr) {
+      absl::Status local_status = local_->Read(key, offset_in_chunk, out);
+      if (local_status.ok()) return local_status;
+      if (absl::IsDataLoss(local_status)) {
+        GRANARY_LOG_FIRST_N(WARNING, 20) << local_status << "; reading it through granaryd";
+      }
+    }
     server_status = servers_->ReadChunk(key, offset_in_chunk, out);
     if (server_status.ok()) {
       if (down_until_ns_.exchange(0) != 0) {
         GRANARY_LOG(INFO) << "the cache answers again";
       }
-      return chunk;
+      return server_status;
     }
     if (server_status.code() == absl::StatusCode::kFailedPrecondition) {
       // The reader gets ESTALE; the log says which file and why.
@@ -72,7 +64,7 @@ absl::StatusOr<Chunk> ChunkFetcher::FetchUnmapped(const FileRef& file, uint32_t 
   }
   uint64_t offset = uint64_t{chunk_index} * file.snapshot.manifest.chunk_size() + offset_in_chunk;
   absl::Status source_status = file.source.ReadExactly(offset, out);
-  if (source_status.ok()) return chunk;
+  if (source_status.ok()) return source_status;
   GRANARY_LOG(ERROR) << "read of " << file.source.Path() << " [" << offset << ", +" << out.size()
                      << ") failed: server: " << server_status << "; source: " << source_status;
   if (source_status.code() == absl::StatusCode::kFailedPrecondition) return source_status;

@@ -4,10 +4,10 @@
 // the dataset's source directly, so a training job keeps reading through cache
 // nodes' failures.
 //
-// A chunk the local granaryd holds is mapped from its segment file in place
+// A chunk the local granaryd holds is read out of its segment file directly
 // (the local read path, common/local_read_socket.h), without its bytes
 // crossing gRPC; any failure there (a miss, above all) falls back to the
-// path below, as do bytes whose mapping does not verify (FetchUnmapped).
+// path below.
 //
 // Policy:
 //  - FAILED_PRECONDITION from a server (the source changed since the
@@ -27,22 +27,18 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <span>
 
 #include "absl/status/status.h"
 #include "common/cluster_reader.h"
 #include "common/dataset_client.h"
 #include "common/local_read_socket.h"
-#include "fuse_client/chunk.h"
 #include "fuse_client/source_file.h"
 
 namespace granary::fuse {
 
 // One open file of a mounted dataset version, as the read path sees it.
 struct FileRef {
-  ChunkKey KeyOf(uint32_t chunk_index) const {
-    return {snapshot.manifest.version(), file_id, chunk_index};
-  }
-
   const DatasetSnapshot& snapshot;
   uint64_t file_id;
   SourceFile& source;
@@ -56,15 +52,10 @@ class ChunkFetcher {
                std::chrono::milliseconds retry_after)
       : servers_(servers), local_(local), retry_after_(retry_after) {}
 
-  // Bytes [offset_in_chunk, offset_in_chunk + length) of chunk `chunk_index`
-  // of `file`, which must lie inside the chunk: mapped when the local
-  // granaryd holds the chunk, else read into memory.
-  absl::StatusOr<Chunk> Fetch(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
-                              uint32_t length);
-  // The same, never mapped: for bytes whose mapping did not verify. The
-  // server that is asked for them drops its damaged copy and reads it again.
-  absl::StatusOr<Chunk> FetchUnmapped(const FileRef& file, uint32_t chunk_index,
-                                      uint32_t offset_in_chunk, uint32_t length);
+  // Reads `out.size()` bytes at `offset_in_chunk` of chunk `chunk_index` of
+  // `file`; the range must lie inside the chunk.
+  absl::Status Read(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
+                    std::span<char> out);
 
   // True while reads skip the servers.
   bool servers_down() const;

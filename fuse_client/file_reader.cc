@@ -4,8 +4,6 @@
 #include <cstring>
 
 #include "common/chunk_math.h"
-#include "common/logging.h"
-#include "common/status.h"
 
 namespace granary::fuse {
 
@@ -38,47 +36,36 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
   }
 
   std::shared_ptr<Chunk> assembled;
-  if (slices.size() > 1) assembled = std::make_shared<Chunk>(0, end - offset);
+  if (slices.size() > 1) assembled = std::make_shared<Chunk>(end - offset);
   for (const ChunkSlice& slice : slices) {
     std::shared_ptr<const Chunk> chunk =
         context_.cache->GetIfCached(file_->KeyOf(slice.chunk_index));
     if (chunk == nullptr && sequential) {
-      GRANARY_ASSIGN_OR_RETURN(
-          chunk, file_->LoadChunk(slice.chunk_index, *context_.cache, *context_.fetcher, nullptr));
+      auto loaded =
+          file_->LoadChunk(slice.chunk_index, *context_.cache, *context_.fetcher, nullptr);
+      if (!loaded.ok()) return loaded.status();
+      chunk = *std::move(loaded);
     }
     if (chunk != nullptr && !sequential) {
       // Its next reads are a page cache hit once this copy lands.
       context_.page_store->Store(file_->inode, file_->OffsetOf(slice.chunk_index), chunk);
     }
-    if (chunk == nullptr) {
-      // A random read: its whole chunk is fetched in the background (for the
-      // reads near it that usually follow), while it reads only its bytes.
-      context_.readahead->Schedule(file_, slice.chunk_index, /*into_page_cache=*/true);
-      GRANARY_ASSIGN_OR_RETURN(Chunk part,
-                               context_.fetcher->Fetch(file_->ref(), slice.chunk_index,
-                                                       slice.offset_in_chunk, slice.length));
-      chunk = std::make_shared<const Chunk>(std::move(part));
+    if (chunk != nullptr) {
+      std::span<const char> bytes = chunk->span().subspan(slice.offset_in_chunk, slice.length);
+      if (assembled == nullptr) return Reply{std::move(chunk), bytes};
+      std::memcpy(assembled->bytes.get() + slice.offset_in_range, bytes.data(), bytes.size());
+      continue;
     }
-    GRANARY_ASSIGN_OR_RETURN(std::span<const char> bytes, VerifiedBytes(slice, chunk));
-    if (assembled == nullptr) return Reply{std::move(chunk), bytes};
-    std::memcpy(assembled->memory().data() + slice.offset_in_range, bytes.data(), bytes.size());
+    // A random read: its whole chunk is fetched in the background (for the
+    // reads near it that usually follow), while it reads only its bytes.
+    context_.readahead->Schedule(file_, slice.chunk_index, /*into_page_cache=*/true);
+    if (assembled == nullptr) assembled = std::make_shared<Chunk>(slice.length);
+    std::span<char> out = assembled->span().subspan(slice.offset_in_range, slice.length);
+    absl::Status status =
+        context_.fetcher->Read(file_->ref(), slice.chunk_index, slice.offset_in_chunk, out);
+    if (!status.ok()) return status;
   }
-  return Reply{assembled, assembled->memory()};
-}
-
-absl::StatusOr<std::span<const char>> FileReader::VerifiedBytes(
-    const ChunkSlice& slice, std::shared_ptr<const Chunk>& chunk) {
-  absl::StatusOr<std::span<const char>> bytes = chunk->Bytes(slice.offset_in_chunk, slice.length);
-  if (!absl::IsDataLoss(bytes.status())) return bytes;
-  // The local granaryd's copy was damaged since it was mapped: a miss, which
-  // granaryd reads through again.
-  GRANARY_LOG_FIRST_N(WARNING, 20) << bytes.status() << "; reading it through granaryd";
-  context_.cache->Drop(file_->KeyOf(slice.chunk_index));
-  GRANARY_ASSIGN_OR_RETURN(Chunk fetched,
-                           context_.fetcher->FetchUnmapped(file_->ref(), slice.chunk_index,
-                                                           slice.offset_in_chunk, slice.length));
-  chunk = std::make_shared<const Chunk>(std::move(fetched));
-  return chunk->Bytes(slice.offset_in_chunk, slice.length);
+  return Reply{assembled, assembled->span()};
 }
 
 }  // namespace granary::fuse

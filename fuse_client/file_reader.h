@@ -29,7 +29,6 @@
 #include <span>
 
 #include "absl/status/statusor.h"
-#include "common/chunk_math.h"
 #include "fuse_client/chunk_cache.h"
 #include "fuse_client/chunk_fetcher.h"
 #include "fuse_client/open_file.h"
@@ -67,10 +66,6 @@ class FileReader {
   // Records a read of [offset, end) and says whether it continues a
   // sequential stream.
   bool Record(uint64_t offset, uint64_t end);
-  // The bytes of `slice` in `chunk`; when a mapped chunk's bytes no longer
-  // verify, `chunk` is replaced by the slice read through granaryd.
-  absl::StatusOr<std::span<const char>> VerifiedBytes(const ChunkSlice& slice,
-                                                      std::shared_ptr<const Chunk>& chunk);
 
   const std::shared_ptr<OpenFile> file_;
   const Context context_;

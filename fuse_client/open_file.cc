@@ -11,9 +11,10 @@ absl::StatusOr<std::shared_ptr<const Chunk>> OpenFile::LoadChunk(uint32_t chunk_
   bool fetched_here = false;
   absl::StatusOr<std::shared_ptr<const Chunk>> chunk =
       cache.GetOrFetch(KeyOf(chunk_index), [&]() -> absl::StatusOr<Chunk> {
-        absl::StatusOr<Chunk> fetched = fetcher.Fetch(
-            ref(), chunk_index, 0, ChunkLength(entry.size, chunk_size(), chunk_index));
-        fetched_here = fetched.ok();
+        Chunk fetched(ChunkLength(entry.size, chunk_size(), chunk_index));
+        absl::Status status = fetcher.Read(ref(), chunk_index, 0, fetched.span());
+        if (!status.ok()) return status;
+        fetched_here = true;
         return fetched;
       });
   if (fetched_here && chunk.ok() && page_store != nullptr) {

@@ -65,25 +65,16 @@ void PageStore::Work(fuse_session* session) {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    // Bytes that do not verify are not stored: the reads of them come
-    // through FUSE, which reads them through granaryd again.
-    absl::StatusOr<std::span<const char>> verified =
-        task.chunk->Bytes(task.chunk->begin(), task.chunk->size());
-    int result = -EIO;
-    if (verified.ok()) {
-      fuse_bufvec bytes = FUSE_BUFVEC_INIT(verified->size());
-      bytes.buf[0].mem = const_cast<char*>(verified->data());
-      result = fuse_lowlevel_notify_store(session, task.inode,
-                                          static_cast<off_t>(task.offset + task.chunk->begin()),
-                                          &bytes, FUSE_BUF_NO_SPLICE);
-    }
+    fuse_bufvec bytes = FUSE_BUFVEC_INIT(task.chunk->size);
+    bytes.buf[0].mem = const_cast<char*>(task.chunk->bytes.get());
+    int result = fuse_lowlevel_notify_store(session, task.inode, static_cast<off_t>(task.offset),
+                                            &bytes, FUSE_BUF_NO_SPLICE);
     // ENOENT: the kernel forgot the inode (the file was closed and evicted),
     // so there is no page cache to fill; anything else is worth one line.
     if (result != 0 && result != -ENOENT) {
       GRANARY_LOG_FIRST_N(WARNING, 5)
-          << "cannot store " << task.chunk->size() << " bytes of inode " << task.inode
-          << " in the kernel's page cache: "
-          << (verified.ok() ? std::strerror(-result) : verified.status().ToString());
+          << "cannot store " << task.chunk->size << " bytes of inode " << task.inode
+          << " in the kernel's page cache: " << std::strerror(-result);
     }
     std::lock_guard lock(mutex_);
     ++(result == 0 ? stored_ : dropped_);

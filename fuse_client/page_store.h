@@ -43,8 +43,8 @@ class PageStore {
   // Stops storing: drops queued chunks and waits for the store in progress.
   void Detach();
 
-  // Stores `chunk` as the bytes of inode `inode` from `offset` (where the
-  // chunk starts in the file), unless the same store is already waiting.
+  // Stores `chunk` as the bytes of inode `inode` at `offset`, unless the
+  // same store is already waiting.
   void Store(uint64_t inode, uint64_t offset, std::shared_ptr<const Chunk> chunk);
 
   // Chunks stored, and chunks dropped (queue full or the kernel refused).

@@ -815,12 +815,8 @@ absl::Status SegmentChunkStore::Recover() {
       GRANARY_RETURN_IF_ERROR(file->Unlink());
       continue;
     }
-    // A torn or dropped tail is left in place, not truncated: a local reader
-    // may still have bytes there mapped (common/mapped_chunk.h), and touching
-    // a mapping past a file's end kills the reader. Sealed segments take no
-    // more writes, so the tail only costs its disk space until the segment goes.
     GRANARY_ASSIGN_OR_RETURN(uint64_t size, file->Size());
-    segment.end = std::max(segment.end, size);
+    if (size > segment.end) GRANARY_RETURN_IF_ERROR(file->Truncate(segment.end));
     if (!was_sealed) sealer_.Seal(file);
     disk_bytes_ += segment.end;
     directory_bytes_[directory] += segment.end;

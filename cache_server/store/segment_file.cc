@@ -74,6 +74,13 @@ absl::StatusOr<uint64_t> SegmentFile::Size() const {
   return static_cast<uint64_t>(st.st_size);
 }
 
+absl::Status SegmentFile::Truncate(uint64_t size) {
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("truncate ", path_));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SegmentFile::Sync() {
   if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, absl::StrCat("fdatasync ", path_));
   return absl::OkStatus();

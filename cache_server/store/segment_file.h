@@ -7,7 +7,7 @@
 // (tmpfs, for one, does not: the fallback to buffered I/O is logged once).
 //
 // Thread-safety: the descriptor may be used for concurrent pread/pwrite at
-// distinct offsets; Sync/Unlink are safe to call from any thread.
+// distinct offsets; Truncate/Sync/Unlink are safe to call from any thread.
 // The descriptor is closed when the object is destroyed, so holders of a
 // shared_ptr can finish reading a segment that has just been unlinked.
 #ifndef GRANARY_CACHE_SERVER_STORE_SEGMENT_FILE_H_
@@ -28,8 +28,7 @@ class SegmentFile {
   // Creates a new, empty segment; ALREADY_EXISTS if the file exists.
   static absl::StatusOr<std::unique_ptr<SegmentFile>> Create(const std::string& directory,
                                                              uint64_t id, bool direct_io);
-  // Opens an existing segment. Segments never shrink: local readers map them
-  // (common/mapped_chunk.h).
+  // Opens an existing segment for reading and truncation.
   static absl::StatusOr<std::unique_ptr<SegmentFile>> Open(const std::string& directory,
                                                            uint64_t id, bool direct_io);
 
@@ -47,6 +46,7 @@ class SegmentFile {
   const std::string& path() const { return path_; }
 
   absl::StatusOr<uint64_t> Size() const;
+  absl::Status Truncate(uint64_t size);
   // fdatasync: everything written so far survives a power loss.
   absl::Status Sync();
   absl::Status Unlink();

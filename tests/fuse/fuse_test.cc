@@ -320,40 +320,6 @@ TEST_F(FuseReadTest, ChunksTheLocalServerHoldsAreReadOutOfItsSegmentsNotOverGrpc
   EXPECT_GE(*server_->Metric("granary_bytes_from_cache_total") - *served, want.size());
 }
 
-TEST_F(FuseReadTest, ChunksDamagedInTheStoreAfterTheyWereMappedReadCorrectly) {
-  const std::string name = "big3.bin";
-  const std::string want = ReadWhole(source_ + "/" + name);
-  ASSERT_TRUE(ReadWhole(mounted_ + "/" + name) == want);  // Misses: read through over gRPC.
-  ASSERT_TRUE(mount_->Restart().ok());
-  ASSERT_TRUE(ReadWhole(mounted_ + "/" + name) == want);  // Now mapped from the segments.
-  auto failures_before = server_->Metric("granary_store_checksum_failures_total");
-  ASSERT_TRUE(failures_before.ok()) << failures_before.status();
-
-  // Every segment's first chunk gets a wrong byte under granary-fuse's mapping.
-  int damaged = 0;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(server_->data_dir())) {
-    if (!entry.path().filename().string().starts_with("segment-")) continue;
-    const int fd = open(entry.path().c_str(), O_RDWR | O_CLOEXEC);
-    ASSERT_GE(fd, 0) << entry.path();
-    char byte;
-    ASSERT_EQ(pread(fd, &byte, 1, 100), 1);
-    byte = static_cast<char>(~byte);
-    ASSERT_EQ(pwrite(fd, &byte, 1, 100), 1);
-    close(fd);
-    ++damaged;
-  }
-  ASSERT_GT(damaged, 0);
-  const int fd = open((mounted_ + "/" + name).c_str(), O_RDONLY);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
-  close(fd);
-
-  EXPECT_TRUE(ReadWhole(mounted_ + "/" + name) == want) << "damaged bytes reached the reader";
-  EXPECT_GT(*server_->Metric("granary_store_checksum_failures_total"), *failures_before)
-      << "granaryd was not asked for the damaged chunks";
-  EXPECT_TRUE(ReadWhole(mounted_ + "/" + name) == want);
-}
-
 // Whether user `nobody` can read `path` whole and finds `want` there (run in
 // a child process that drops root).
 bool NobodyReads(const std::string& path, const std::string& want) {

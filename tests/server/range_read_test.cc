@@ -14,11 +14,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <span>
 #include <vector>
 
 #include "common/local_read_socket.h"
-#include "common/mapped_chunk.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
 
@@ -30,18 +28,6 @@ constexpr uint32_t kChunk = 4 << 20;
 constexpr uint32_t kBlock = 64 << 10;
 // Chunk 0 is whole; chunk 1 is 10,000 bytes.
 constexpr uint32_t kTail = 10000;
-
-// Maps [offset, offset + out.size()) of chunk `key` through `reader` and
-// copies the bytes, verified, into `out`.
-absl::Status ReadLocally(LocalChunkReader& reader, const ChunkKey& key, uint32_t offset,
-                         std::span<char> out) {
-  absl::StatusOr<MappedChunk> mapped = reader.Map(key, offset, static_cast<uint32_t>(out.size()));
-  if (!mapped.ok()) return mapped.status();
-  absl::StatusOr<std::span<const char>> bytes = mapped->Verified(offset, out.size());
-  if (!bytes.ok()) return bytes.status();
-  std::copy(bytes->begin(), bytes->end(), out.begin());
-  return absl::OkStatus();
-}
 
 class RangeReadTest : public GranarydTest {
  protected:
@@ -186,27 +172,27 @@ TEST_F(RangeReadTest, LocalReadsGiveTheCachedBytesAndMissesAreNotFound) {
 
   LocalChunkReader reader(local_socket);
   std::string chunk(kChunk, '\0');
-  absl::Status miss = ReadLocally(reader, {version_, file_id_, 0}, 0, chunk);
+  absl::Status miss = reader.Read({version_, file_id_, 0}, 0, chunk);
   EXPECT_TRUE(absl::IsNotFound(miss)) << miss;
   EXPECT_EQ(Metric("granary_source_reads_total"), 0) << "a local read never reads through";
 
   ASSERT_TRUE(Read(0, 0, 0).status.ok());
   ASSERT_TRUE(Read(1, 0, 0).status.ok());
   const double served_before = Metric("granary_bytes_from_cache_total");
-  absl::Status whole = ReadLocally(reader, {version_, file_id_, 0}, 0, chunk);
+  absl::Status whole = reader.Read({version_, file_id_, 0}, 0, chunk);
   ASSERT_TRUE(whole.ok()) << whole;
   EXPECT_TRUE(chunk == Expected(0, 0, kChunk));
   EXPECT_EQ(Metric("granary_bytes_from_cache_total") - served_before, kChunk);
   for (uint32_t offset : {0u, kBlock - 1, kBlock, 5 * kBlock + 3}) {
     std::string range(kBlock + 2, '\0');
-    absl::Status read = ReadLocally(reader, {version_, file_id_, 0}, offset, range);
+    absl::Status read = reader.Read({version_, file_id_, 0}, offset, range);
     ASSERT_TRUE(read.ok()) << offset << ": " << read;
     EXPECT_TRUE(range == Expected(0, offset, kBlock + 2)) << offset;
   }
   std::string tail(kTail, '\0');
-  ASSERT_TRUE(ReadLocally(reader, {version_, file_id_, 1}, 0, tail).ok());
+  ASSERT_TRUE(reader.Read({version_, file_id_, 1}, 0, tail).ok());
   EXPECT_TRUE(tail == Expected(1, 0, kTail));
-  absl::Status past = ReadLocally(reader, {version_, file_id_, 1}, kTail - 1, {tail.data(), 2});
+  absl::Status past = reader.Read({version_, file_id_, 1}, kTail - 1, {tail.data(), 2});
   EXPECT_TRUE(absl::IsOutOfRange(past)) << past;
   EXPECT_EQ(Metric("granary_source_reads_total"), 2);
 }
@@ -216,45 +202,14 @@ TEST_F(RangeReadTest, ALocalReaderFindsADamagedBlockItself) {
   FlipByteOfChunk0(5 * kBlock + 7);  // In block 5.
   LocalChunkReader reader(LocalReadSocketPath(server_->socket_path()));
   std::string clean(3 * kBlock, '\0');
-  ASSERT_TRUE(ReadLocally(reader, {version_, file_id_, 0}, 2 * kBlock, clean).ok());
+  ASSERT_TRUE(reader.Read({version_, file_id_, 0}, 2 * kBlock, clean).ok());
   EXPECT_TRUE(clean == Expected(0, 2 * kBlock, 3 * kBlock));
   std::string chunk(kChunk, '\0');
-  absl::Status damaged = ReadLocally(reader, {version_, file_id_, 0}, 0, chunk);
+  absl::Status damaged = reader.Read({version_, file_id_, 0}, 0, chunk);
   EXPECT_TRUE(absl::IsDataLoss(damaged)) << damaged;
   EXPECT_NE(damaged.message().find("at block 5"), std::string::npos) << damaged;
   EXPECT_NE(damaged.message().find(ChunkKey{version_, file_id_, 0}.ToString()), std::string::npos)
       << damaged;
-}
-
-TEST_F(RangeReadTest, AMappedChunkDamagedAfterItWasMappedNoLongerVerifies) {
-  ASSERT_TRUE(Read(0, 0, 0).status.ok());
-  LocalChunkReader reader(LocalReadSocketPath(server_->socket_path()));
-  absl::StatusOr<MappedChunk> mapped = reader.Map({version_, file_id_, 0}, 0, kChunk);
-  ASSERT_TRUE(mapped.ok()) << mapped.status();
-  EXPECT_EQ(mapped->begin(), 0u);
-  EXPECT_EQ(mapped->end(), kChunk);
-  absl::StatusOr<std::span<const char>> before = mapped->Verified(5 * kBlock, kBlock);
-  ASSERT_TRUE(before.ok()) << before.status();
-  EXPECT_TRUE(std::string(before->begin(), before->end()) == Expected(0, 5 * kBlock, kBlock));
-
-  FlipByteOfChunk0(5 * kBlock + 7);  // In block 5, under the mapping.
-  absl::StatusOr<std::span<const char>> after = mapped->Verified(5 * kBlock, kBlock);
-  EXPECT_TRUE(absl::IsDataLoss(after.status())) << after.status();
-  EXPECT_NE(after.status().message().find("at block 5"), std::string::npos) << after.status();
-  absl::StatusOr<std::span<const char>> other = mapped->Verified(4 * kBlock, kBlock);
-  ASSERT_TRUE(other.ok()) << "block 4 is intact: " << other.status();
-  EXPECT_TRUE(std::string(other->begin(), other->end()) == Expected(0, 4 * kBlock, kBlock));
-}
-
-TEST_F(RangeReadTest, AMappedRangeCoversWholeBlocksOnly) {
-  ASSERT_TRUE(Read(0, 0, 0).status.ok());
-  LocalChunkReader reader(LocalReadSocketPath(server_->socket_path()));
-  absl::StatusOr<MappedChunk> mapped = reader.Map({version_, file_id_, 0}, kBlock + 5, 10);
-  ASSERT_TRUE(mapped.ok()) << mapped.status();
-  EXPECT_EQ(mapped->begin(), kBlock);
-  EXPECT_EQ(mapped->end(), 2 * kBlock);
-  absl::StatusOr<std::span<const char>> outside = mapped->Verified(2 * kBlock, 1);
-  EXPECT_TRUE(absl::IsOutOfRange(outside.status())) << outside.status();
 }
 
 TEST_F(RangeReadTest, GarbageOnTheLocalReadSocketIsAnsweredAndTheServerKeepsServing) {
@@ -285,7 +240,7 @@ TEST_F(RangeReadTest, GarbageOnTheLocalReadSocketIsAnsweredAndTheServerKeepsServ
 
   LocalChunkReader reader(path);
   std::string chunk(kChunk, '\0');
-  ASSERT_TRUE(ReadLocally(reader, {version_, file_id_, 0}, 0, chunk).ok());
+  ASSERT_TRUE(reader.Read({version_, file_id_, 0}, 0, chunk).ok());
   EXPECT_TRUE(chunk == Expected(0, 0, kChunk));
   ASSERT_TRUE(Read(0, 0, 1).status.ok()) << "gRPC still serves";
 }
@@ -294,10 +249,10 @@ TEST_F(RangeReadTest, ALocalReaderKeepsReadingAcrossAGranarydRestart) {
   ASSERT_TRUE(Read(0, 0, 0).status.ok());
   LocalChunkReader reader(LocalReadSocketPath(server_->socket_path()));
   std::string chunk(kChunk, '\0');
-  ASSERT_TRUE(ReadLocally(reader, {version_, file_id_, 0}, 0, chunk).ok());
+  ASSERT_TRUE(reader.Read({version_, file_id_, 0}, 0, chunk).ok());
   ASSERT_TRUE(server_->Restart().ok());
   chunk.assign(kChunk, '\0');
-  absl::Status after = ReadLocally(reader, {version_, file_id_, 0}, 0, chunk);
+  absl::Status after = reader.Read({version_, file_id_, 0}, 0, chunk);
   ASSERT_TRUE(after.ok()) << after;
   EXPECT_TRUE(chunk == Expected(0, 0, kChunk));
 }
@@ -305,7 +260,7 @@ TEST_F(RangeReadTest, ALocalReaderKeepsReadingAcrossAGranarydRestart) {
 TEST(LocalChunkReaderTest, NoServerIsUnavailableNamingTheSocket) {
   LocalChunkReader reader("/nonexistent/granaryd.sock.local");
   std::string chunk(16, '\0');
-  absl::Status status = ReadLocally(reader, {1, 1, 0}, 0, chunk);
+  absl::Status status = reader.Read({1, 1, 0}, 0, chunk);
   EXPECT_TRUE(absl::IsUnavailable(status)) << status;
   EXPECT_NE(status.message().find("/nonexistent/granaryd.sock.local"), std::string::npos) << status;
 }
