@@ -99,7 +99,7 @@ void LocalReadServer::Serve(Connection* served) {
     }
     if (answer.ok()) {
       absl::StatusOr<store::ChunkStore::Extent> extent =
-          reads_->Locate(ChunkKey::FromProto(request.key()));
+          reads_->Locate(ChunkKey::FromProto(request.key()), request.read_bytes());
       if (extent.ok()) {
         segment_fd = extent->segment_fd;
         *response.mutable_location() = std::move(extent->location);

@@ -70,11 +70,14 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32
   return Chunk{std::make_shared<const std::string>(data->substr(offset, end - offset)), false};
 }
 
-absl::StatusOr<store::ChunkStore::Extent> ReadThrough::Locate(const ChunkKey& key) {
+absl::StatusOr<store::ChunkStore::Extent> ReadThrough::Locate(const ChunkKey& key,
+                                                              uint64_t read_bytes) {
   activity_->Touch(key.dataset_version);
   GRANARY_ASSIGN_OR_RETURN(store::ChunkStore::Extent extent, store_->Locate(key));
-  metrics_->hits.fetch_add(1, std::memory_order_relaxed);
-  metrics_->bytes_from_cache.fetch_add(extent.location.length(), std::memory_order_relaxed);
+  if (read_bytes > 0) {
+    metrics_->hits.fetch_add(1, std::memory_order_relaxed);
+    metrics_->bytes_from_cache.fetch_add(read_bytes, std::memory_order_relaxed);
+  }
   return extent;
 }
 

@@ -63,10 +63,10 @@ class ReadThrough {
                              ChunkSourcing sourcing = ChunkSourcing::kReadThrough);
 
   // Where a cached chunk lies, for a reader on this host that reads it
-  // itself (store::ChunkStore::Locate); counted as a hit serving the whole
-  // chunk. NOT_FOUND on a miss, which is not read through: the reader reads
-  // it with Read() over gRPC.
-  absl::StatusOr<store::ChunkStore::Extent> Locate(const ChunkKey& key);
+  // itself (store::ChunkStore::Locate); counted as a hit serving `read_bytes`,
+  // unless that is 0 (a prefetch). NOT_FOUND on a miss, which is not read
+  // through: the reader reads it with Read() over gRPC.
+  absl::StatusOr<store::ChunkStore::Extent> Locate(const ChunkKey& key, uint64_t read_bytes);
 
   // Fetches chunk `key` of `manifest` through its owner, from a peer or from
   // the source into the store, unless the store holds it already. Counts as a

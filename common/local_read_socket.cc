@@ -1,5 +1,6 @@
 #include "common/local_read_socket.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -165,10 +166,8 @@ void LocalChunkReader::KeepConnection(int socket) {
   idle_.push_back(socket);
 }
 
-absl::Status LocalChunkReader::Ask(int socket, const ChunkKey& key, v1::ChunkLocation* location,
-                                   int* segment_fd, bool* answered) {
-  v1::LocalReadRequest request;
-  key.ToProto(request.mutable_key());
+absl::Status LocalChunkReader::Ask(int socket, const v1::LocalReadRequest& request,
+                                   v1::ChunkLocation* location, int* segment_fd, bool* answered) {
   GRANARY_RETURN_IF_ERROR(SendLocalReadMessage(socket, request, -1));
   v1::LocalReadResponse response;
   GRANARY_RETURN_IF_ERROR(ReceiveLocalReadMessage(socket, &response, segment_fd));
@@ -179,16 +178,18 @@ absl::Status LocalChunkReader::Ask(int socket, const ChunkKey& key, v1::ChunkLoc
     return absl::Status(static_cast<absl::StatusCode>(response.code()), response.message());
   }
   if (*segment_fd == -1) {
-    return absl::InternalError("the local read answer for " + key.ToString() + " had no segment");
+    return absl::InternalError("the local read answer for " +
+                               ChunkKey::FromProto(request.key()).ToString() + " had no segment");
   }
   *location = std::move(*response.mutable_location());
   return absl::OkStatus();
 }
 
-absl::Status LocalChunkReader::Read(const ChunkKey& key, uint32_t offset_in_chunk,
-                                    std::span<char> out) {
-  v1::ChunkLocation location;
-  int segment_fd = -1;
+absl::Status LocalChunkReader::Locate(const ChunkKey& key, uint64_t read_bytes,
+                                      v1::ChunkLocation* location, int* segment_fd) {
+  v1::LocalReadRequest request;
+  key.ToProto(request.mutable_key());
+  request.set_read_bytes(read_bytes);
   absl::Status asked;
   // A kept connection that fails was most likely cut by a granaryd restart:
   // every kept one is then as dead, and a new one gets the answer.
@@ -196,7 +197,7 @@ absl::Status LocalChunkReader::Read(const ChunkKey& key, uint32_t offset_in_chun
     bool kept = false;
     GRANARY_ASSIGN_OR_RETURN(int socket, TakeConnection(&kept));
     bool answered = false;
-    asked = Ask(socket, key, &location, &segment_fd, &answered);
+    asked = Ask(socket, request, location, segment_fd, &answered);
     if (answered) {
       KeepConnection(socket);
     } else {
@@ -205,10 +206,28 @@ absl::Status LocalChunkReader::Read(const ChunkKey& key, uint32_t offset_in_chun
     }
     retry = !answered && kept;
   }
-  GRANARY_RETURN_IF_ERROR(asked);
+  return asked;
+}
+
+absl::Status LocalChunkReader::Read(const ChunkKey& key, uint32_t offset_in_chunk,
+                                    std::span<char> out) {
+  v1::ChunkLocation location;
+  int segment_fd = -1;
+  GRANARY_RETURN_IF_ERROR(Locate(key, out.size(), &location, &segment_fd));
   absl::Status read = ReadVerifiedRange(segment_fd, location, key, offset_in_chunk, out);
   ::close(segment_fd);
   return read;
+}
+
+absl::Status LocalChunkReader::Prefetch(const ChunkKey& key) {
+  v1::ChunkLocation location;
+  int segment_fd = -1;
+  GRANARY_RETURN_IF_ERROR(Locate(key, /*read_bytes=*/0, &location, &segment_fd));
+  // Advice only: a failure costs the read that follows its disk wait, no more.
+  ::posix_fadvise(segment_fd, static_cast<off_t>(location.offset()),
+                  static_cast<off_t>(location.length()), POSIX_FADV_WILLNEED);
+  ::close(segment_fd);
+  return absl::OkStatus();
 }
 
 }  // namespace granary

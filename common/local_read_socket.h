@@ -62,6 +62,9 @@ class LocalChunkReader {
   // chunk, UNAVAILABLE when it cannot be reached, DATA_LOSS when the bytes do
   // not match their checksums, OUT_OF_RANGE past the chunk's end.
   absl::Status Read(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out);
+  // Asks the kernel to start reading chunk `key` from disk into the page
+  // cache (POSIX_FADV_WILLNEED), for a Read() soon after; errors as Read().
+  absl::Status Prefetch(const ChunkKey& key);
 
   const std::string& socket_path() const { return socket_path_; }
 
@@ -72,8 +75,13 @@ class LocalChunkReader {
   void DropIdleConnections();
   // The request and answer on `socket`; `*segment_fd` gets the descriptor,
   // and `*answered` whether an answer arrived (the connection is still good).
-  absl::Status Ask(int socket, const ChunkKey& key, v1::ChunkLocation* location, int* segment_fd,
-                   bool* answered);
+  absl::Status Ask(int socket, const v1::LocalReadRequest& request, v1::ChunkLocation* location,
+                   int* segment_fd, bool* answered);
+  // Asks for chunk `key`, to read `read_bytes` of it, until an answer
+  // arrives; on success `*segment_fd` is the segment's descriptor, which the
+  // caller must close.
+  absl::Status Locate(const ChunkKey& key, uint64_t read_bytes, v1::ChunkLocation* location,
+                      int* segment_fd);
 
   const std::string socket_path_;
   std::mutex mutex_;

@@ -189,12 +189,28 @@ TEST_F(RangeReadTest, LocalReadsGiveTheCachedBytesAndMissesAreNotFound) {
     ASSERT_TRUE(read.ok()) << offset << ": " << read;
     EXPECT_TRUE(range == Expected(0, offset, kBlock + 2)) << offset;
   }
+  EXPECT_EQ(Metric("granary_bytes_from_cache_total") - served_before, kChunk + 4 * (kBlock + 2))
+      << "each read counts the bytes it read";
   std::string tail(kTail, '\0');
   ASSERT_TRUE(reader.Read({version_, file_id_, 1}, 0, tail).ok());
   EXPECT_TRUE(tail == Expected(1, 0, kTail));
   absl::Status past = reader.Read({version_, file_id_, 1}, kTail - 1, {tail.data(), 2});
   EXPECT_TRUE(absl::IsOutOfRange(past)) << past;
   EXPECT_EQ(Metric("granary_source_reads_total"), 2);
+}
+
+TEST_F(RangeReadTest, ALocalPrefetchOfAHeldChunkIsNoReadAndOfAMissIsNotFound) {
+  LocalChunkReader reader(LocalReadSocketPath(server_->socket_path()));
+  absl::Status miss = reader.Prefetch({version_, file_id_, 0});
+  EXPECT_TRUE(absl::IsNotFound(miss)) << miss;
+  ASSERT_TRUE(Read(0, 0, 0).status.ok());
+  const double hits_before = Metric("granary_cache_hits_total");
+  const double served_before = Metric("granary_bytes_from_cache_total");
+  absl::Status held = reader.Prefetch({version_, file_id_, 0});
+  EXPECT_TRUE(held.ok()) << held;
+  EXPECT_EQ(Metric("granary_cache_hits_total"), hits_before);
+  EXPECT_EQ(Metric("granary_bytes_from_cache_total"), served_before);
+  EXPECT_EQ(Metric("granary_source_reads_total"), 1) << "a prefetch never reads through";
 }
 
 TEST_F(RangeReadTest, ALocalReaderFindsADamagedBlockItself) {
