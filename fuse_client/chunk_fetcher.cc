@@ -28,18 +28,29 @@ void ChunkFetcher::MarkDown(const absl::Status& cause) {
   }
 }
 
+LocalChunkReader* ChunkFetcher::local() const { return servers_down() ? nullptr : local_; }
+
+absl::Status ChunkFetcher::ReadLocal(const FileRef& file, uint32_t chunk_index,
+                                     uint32_t offset_in_chunk, std::span<char> out) {
+  if (local() == nullptr) return absl::UnavailableError("no local read path");
+  absl::Status status = local_->Read(file.KeyOf(chunk_index), offset_in_chunk, out);
+  if (absl::IsDataLoss(status)) {
+    GRANARY_LOG_FIRST_N(WARNING, 20) << status << "; reading it through granaryd";
+  }
+  return status;
+}
+
+absl::Status ChunkFetcher::PrefetchLocal(const FileRef& file, uint32_t chunk_index) {
+  if (local() == nullptr) return absl::UnavailableError("no local read path");
+  return local_->Prefetch(file.KeyOf(chunk_index));
+}
+
 absl::Status ChunkFetcher::Read(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
                                 std::span<char> out) {
   absl::Status server_status = absl::UnavailableError("cache servers marked down");
   if (!servers_down()) {
-    ChunkKey key{file.snapshot.manifest.version(), file.file_id, chunk_index};
-    if (local_ != nullptr) {
-      absl::Status local_status = local_->Read(key, offset_in_chunk, out);
-      if (local_status.ok()) return local_status;
-      if (absl::IsDataLoss(local_status)) {
-        GRANARY_LOG_FIRST_N(WARNING, 20) << local_status << "; reading it through granaryd";
-      }
-    }
+    const ChunkKey key = file.KeyOf(chunk_index);
+    if (ReadLocal(file, chunk_index, offset_in_chunk, out).ok()) return absl::OkStatus();
     server_status = servers_->ReadChunk(key, offset_in_chunk, out);
     if (server_status.ok()) {
       if (down_until_ns_.exchange(0) != 0) {

@@ -39,6 +39,10 @@ namespace granary::fuse {
 
 // One open file of a mounted dataset version, as the read path sees it.
 struct FileRef {
+  ChunkKey KeyOf(uint32_t chunk_index) const {
+    return {snapshot.manifest.version(), file_id, chunk_index};
+  }
+
   const DatasetSnapshot& snapshot;
   uint64_t file_id;
   SourceFile& source;
@@ -56,12 +60,22 @@ class ChunkFetcher {
   // `file`; the range must lie inside the chunk.
   absl::Status Read(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
                     std::span<char> out);
+  // The same from the local granaryd's store only: NOT_FOUND when it does
+  // not hold the chunk, UNAVAILABLE when there is no local read path or the
+  // servers are marked down; then Read() is the way.
+  absl::Status ReadLocal(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
+                         std::span<char> out);
+  // Starts reading chunk `chunk_index` of `file` from the local granaryd's
+  // disk into the page cache; errors as ReadLocal().
+  absl::Status PrefetchLocal(const FileRef& file, uint32_t chunk_index);
 
   // True while reads skip the servers.
   bool servers_down() const;
 
  private:
   void MarkDown(const absl::Status& cause);
+  // Null when reads may not use the local read path now.
+  LocalChunkReader* local() const;
 
   ClusterReader* const servers_;
   LocalChunkReader* const local_;

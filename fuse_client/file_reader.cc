@@ -6,6 +6,13 @@
 #include "common/chunk_math.h"
 
 namespace granary::fuse {
+namespace {
+
+// How far behind the front of a sequential stream a read still belongs to
+// it: the kernel's readahead window (granary-fuse's --read-ahead-kb) and more.
+constexpr uint64_t kOutOfOrderBytes = 16 << 20;
+
+}  // namespace
 
 bool FileReader::Record(uint64_t offset, uint64_t end) {
   const uint64_t chunk_size = file_->chunk_size();
@@ -13,9 +20,14 @@ bool FileReader::Record(uint64_t offset, uint64_t end) {
   std::lock_guard lock(mutex_);
   const uint64_t expected_chunk = next_offset_ / chunk_size;
   const bool near = chunk + 1 >= expected_chunk && chunk <= expected_chunk + 1;
+  // The kernel's readahead requests arrive out of order, some a little behind
+  // the front of the stream.
+  const bool just_behind = offset < next_offset_ && offset + kOutOfOrderBytes >= next_offset_;
   near_run_ = near ? near_run_ + 1 : 0;
-  const bool sequential = offset == 0 || offset == next_offset_ || near_run_ >= 2;
+  const bool sequential = offset == 0 || offset == next_offset_ || near_run_ >= 2 ||
+                          ((near || just_behind) && streaming_);
   next_offset_ = sequential ? std::max(next_offset_, end) : end;
+  streaming_ = sequential;
   return sequential;
 }
 
@@ -37,10 +49,22 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
 
   std::shared_ptr<Chunk> assembled;
   if (slices.size() > 1) assembled = std::make_shared<Chunk>(end - offset);
+  auto output_of = [&](const ChunkSlice& slice) {
+    if (assembled == nullptr) assembled = std::make_shared<Chunk>(slice.length);
+    return assembled->span().subspan(slice.offset_in_range, slice.length);
+  };
   for (const ChunkSlice& slice : slices) {
     std::shared_ptr<const Chunk> chunk =
         context_.cache->GetIfCached(file_->KeyOf(slice.chunk_index));
     if (chunk == nullptr && sequential) {
+      // Straight from the local store when it holds the chunk: each byte is
+      // read and copied once, and no whole chunk waits in memory.
+      if (context_.fetcher
+              ->ReadLocal(file_->ref(), slice.chunk_index, slice.offset_in_chunk, output_of(slice))
+              .ok()) {
+        continue;
+      }
+      if (slices.size() == 1) assembled.reset();  // The reply points into the chunk instead.
       auto loaded =
           file_->LoadChunk(slice.chunk_index, *context_.cache, *context_.fetcher, nullptr);
       if (!loaded.ok()) return loaded.status();
@@ -59,10 +83,8 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
     // A random read: its whole chunk is fetched in the background (for the
     // reads near it that usually follow), while it reads only its bytes.
     context_.readahead->Schedule(file_, slice.chunk_index, /*into_page_cache=*/true);
-    if (assembled == nullptr) assembled = std::make_shared<Chunk>(slice.length);
-    std::span<char> out = assembled->span().subspan(slice.offset_in_range, slice.length);
-    absl::Status status =
-        context_.fetcher->Read(file_->ref(), slice.chunk_index, slice.offset_in_chunk, out);
+    absl::Status status = context_.fetcher->Read(file_->ref(), slice.chunk_index,
+                                                 slice.offset_in_chunk, output_of(slice));
     if (!status.ok()) return status;
   }
   return Reply{assembled, assembled->span()};

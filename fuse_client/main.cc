@@ -66,7 +66,7 @@ struct Flags {
   bool foreground = false;
   std::string cache_size = "512MiB";
   std::string readahead = "32MiB";
-  uint32_t read_ahead_kb = 8192;
+  uint32_t read_ahead_kb = 4096;
   uint32_t readahead_threads = 4;
   bool no_page_store = false;
   bool no_local_reads = false;

@@ -22,13 +22,30 @@ Readahead::~Readahead() {
 
 void Readahead::Schedule(std::shared_ptr<OpenFile> file, uint32_t chunk_index,
                          bool into_page_cache) {
-  if (cache_->Contains(file->KeyOf(chunk_index))) return;
+  const ChunkKey key = file->KeyOf(chunk_index);
+  if (cache_->Contains(key)) return;
   {
     std::lock_guard lock(mutex_);
-    if (queue_.size() >= max_queued_) return;
+    if (queue_.size() >= max_queued_ || (!into_page_cache && prefetched_.contains(key))) return;
+    for (const Task& queued : queue_) {
+      if (queued.file->KeyOf(queued.chunk_index) == key &&
+          queued.into_page_cache == into_page_cache) {
+        return;
+      }
+    }
     queue_.push_back(Task{std::move(file), chunk_index, into_page_cache});
   }
   wake_.notify_one();
+}
+
+void Readahead::RememberPrefetchLocked(const ChunkKey& key) {
+  constexpr size_t kRememberedPrefetches = 1024;
+  if (!prefetched_.insert(key).second) return;
+  prefetch_order_.push_back(key);
+  if (prefetch_order_.size() > kRememberedPrefetches) {
+    prefetched_.erase(prefetch_order_.front());
+    prefetch_order_.pop_front();
+  }
 }
 
 void Readahead::Work() {
@@ -40,6 +57,13 @@ void Readahead::Work() {
       if (stopping_) return;
       task = std::move(queue_.front());
       queue_.pop_front();
+    }
+    // A sequential reader reads the chunks the local granaryd holds straight
+    // from its store (FileReader): of those, only the disk read is started.
+    if (!task.into_page_cache && fetcher_->PrefetchLocal(task.file->ref(), task.chunk_index).ok()) {
+      std::lock_guard lock(mutex_);
+      RememberPrefetchLocked(task.file->KeyOf(task.chunk_index));
+      continue;
     }
     // Errors are not reported here: the reader that needs the chunk fetches
     // it again and gets the error itself.

@@ -1,9 +1,12 @@
 // Readahead fetches chunks into the chunk cache (and so the kernel's page
 // cache) in the background, on a fixed pool of threads: the next chunks of a
 // sequential reader, fetched in parallel while it consumes the current one,
-// and the whole chunk around a random reader's read. Requests
-// for chunks already cached or in flight are dropped, and so are requests
-// beyond a bounded queue: readahead is a hint, never a backlog.
+// and the whole chunk around a random reader's read. Of the chunks the local
+// granaryd holds, a sequential reader reads its ranges from the store itself
+// (FileReader), so for those only their disk read is started here.
+// Requests for chunks already cached, in flight, queued or recently
+// prefetched are dropped, and so are requests beyond a bounded queue:
+// readahead is a hint, never a backlog.
 //
 // Thread-safety: Schedule() may be called concurrently. The destructor waits
 // for running fetches and drops queued ones.
@@ -18,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+#include "common/chunk_key.h"
 #include "fuse_client/chunk_cache.h"
 #include "fuse_client/chunk_fetcher.h"
 #include "fuse_client/open_file.h"
@@ -45,6 +50,9 @@ class Readahead {
   };
 
   void Work();
+  // Remembers that `key`'s disk read was started, forgetting the oldest of
+  // kRememberedPrefetches. Requires mutex_.
+  void RememberPrefetchLocked(const ChunkKey& key);
 
   ChunkCache* const cache_;
   ChunkFetcher* const fetcher_;
@@ -53,6 +61,8 @@ class Readahead {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Task> queue_;
+  absl::flat_hash_set<ChunkKey> prefetched_;
+  std::deque<ChunkKey> prefetch_order_;  // prefetched_, oldest first.
   bool stopping_ = false;
   std::vector<std::thread> threads_;
 };

@@ -317,7 +317,11 @@ TEST_F(FuseReadTest, ChunksTheLocalServerHoldsAreReadOutOfItsSegmentsNotOverGrpc
   EXPECT_TRUE(ReadWhole(mounted_ + "/" + name) == want);
   EXPECT_EQ(*server_->Metric("granary_read_latency_seconds_count"), *grpc_reads)
       << "cached chunks crossed gRPC";
-  EXPECT_GE(*server_->Metric("granary_bytes_from_cache_total") - *served, want.size());
+  // Each byte is read from the store once; a read the kernel sends far out of
+  // order looks random and may have its chunk fetched whole besides.
+  const double read_from_store = *server_->Metric("granary_bytes_from_cache_total") - *served;
+  EXPECT_GE(read_from_store, want.size());
+  EXPECT_LE(read_from_store, want.size() + 2 * kChunk);
 }
 
 // Whether user `nobody` can read `path` whole and finds `want` there (run in
