@@ -10,16 +10,19 @@
     - through bindfs over the source (its page cache dropped the same way);
     - straight from the source file, warm in the page cache;
   a repeated read through granary-fuse (keep_cache: the kernel's page cache);
-  stat latency (first stat of a file: a FUSE lookup; and a cached stat);
+  stat latency: the first stat of a file (a FUSE lookup; bindfs's lookup over
+  the same files as the floor), a cached stat, and the first stat of a file
+  whose directory was listed;
   time to mount a dataset of FILES files until a file in it can be stat()ed.
 Every read measurement is taken --rounds times, the systems in turn within a
-round, and the median is reported (the machine is shared and noisy).
+round; speeds are the median over rounds, ratios the median of the ratios
+within each round (the machine is shared and noisy).
 
 Usage (as root; installs bindfs if missing):
   /usr/bin/python3 bench/fuse/fuse_bench.py [--build build] [--size-mib 1024]
       [--files 1000000] [--rounds 3] [--workdir /var/tmp/granary-fuse-bench]
       [--only-mount]
---only-mount measures just the many-file mount and stat latency.
+--only-mount measures just the many-file mount and stat latencies.
 Prints one line per measurement and the ratios against the targets.
 """
 import argparse
@@ -126,6 +129,17 @@ def mount_granary(build, server, mountpoint, dataset, extra=()):
     return time.perf_counter() - start
 
 
+RATIOS = {
+    "seq_vs_bindfs": ("granary_seq", "bindfs_seq"),
+    "rand_vs_bindfs": ("granary_rand", "bindfs_rand"),
+    "repeat_vs_direct": ("granary_repeat", "direct_seq"),
+    "local_vs_grpc_seq": ("granary_seq", "no_local_reads_seq"),
+    "local_vs_grpc_rand": ("granary_rand", "no_local_reads_rand"),
+    "store_vs_none_seq": ("granary_seq", "no_page_store_seq"),
+    "store_vs_none_rand": ("granary_rand", "no_page_store_rand"),
+}
+
+
 def read_speeds(args, build, server, work, data_file, mounts, bind, results):
     """Sequential, repeated and random reads: the granary mounts vs bindfs vs direct."""
     server.add("bench", os.path.join(work, "src"), "4MiB")
@@ -165,6 +179,39 @@ def read_speeds(args, build, server, work, data_file, mounts, bind, results):
         results[key] = statistics.median(values)
         log("%-22s %6.2f GB/s  (median of %s)" %
             (key, results[key], ", ".join("%.2f" % v for v in values)))
+    # Ratios are taken within each round (the systems ran back to back), then
+    # their median: the load on a shared machine drifts between rounds.
+    for key, (numerator, denominator) in RATIOS.items():
+        results[key] = statistics.median(
+            a / b for a, b in zip(samples[numerator], samples[denominator]))
+
+
+def stat_latencies(mounted, source, names, bind, results):
+    """stat() latency through the mount of the many-file dataset.
+
+    first: a file the kernel has not seen (one FUSE lookup); bindfs_first: the
+    same files through bindfs, the lookup round trip of a minimal FUSE
+    filesystem; cached: the same files again (the kernel's caches); listed: files
+    the kernel has not looked up but whose directory was listed, as a DataLoader
+    does before reading (readdirplus hands the kernel every entry's attributes).
+    """
+    rng = random.Random(3)
+    shuffled = rng.sample(names, min(len(names), 20000))
+    looked_up, listed = shuffled[:len(shuffled) // 2], shuffled[len(shuffled) // 2:]
+    results["stat_first_us"] = stat_latency_us([os.path.join(mounted, n) for n in looked_up])
+    results["stat_cached_us"] = stat_latency_us([os.path.join(mounted, n) for n in looked_up])
+    os.makedirs(bind, exist_ok=True)
+    subprocess.run(["bindfs", source, bind], check=True)
+    results["stat_bindfs_first_us"] = stat_latency_us([os.path.join(bind, n) for n in looked_up])
+    directories = sorted({os.path.dirname(n) for n in names})
+    start = time.perf_counter()
+    entries = sum(len(os.listdir(os.path.join(mounted, d))) for d in directories)
+    results["list_us_per_entry"] = (time.perf_counter() - start) / entries * 1e6
+    results["stat_listed_us"] = stat_latency_us([os.path.join(mounted, n) for n in listed])
+    log("stat, first (FUSE lookup): %.1f us (bindfs: %.1f us); cached: %.1f us; "
+        "after listing the directory: %.1f us (listing: %.1f us per entry)" %
+        (results["stat_first_us"], results["stat_bindfs_first_us"], results["stat_cached_us"],
+         results["stat_listed_us"], results["list_us_per_entry"]))
 
 
 def main():
@@ -178,11 +225,11 @@ def main():
                         help="skip the read measurements: only mount FILES files and stat them")
     args = parser.parse_args()
     build = os.path.abspath(args.build)
-    if not args.only_mount and shutil.which("bindfs") is None:
+    if shutil.which("bindfs") is None:
         subprocess.run(["apt-get", "install", "-y", "-qq", "bindfs"], check=True)
 
     work = args.workdir
-    for mnt in ("mnt", "mnt-grpc", "mnt-nostore", "bindfs", "mnt1m"):
+    for mnt in ("mnt", "mnt-grpc", "mnt-nostore", "bindfs", "mnt1m", "bindfs-small"):
         unmount(os.path.join(work, mnt))
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "src"))
@@ -196,6 +243,7 @@ def main():
               "no_page_store": (("--no-page-store",), os.path.join(work, "mnt-nostore"))}
     bind = os.path.join(work, "bindfs")
     mnt1m = os.path.join(work, "mnt1m")
+    bind_small = os.path.join(work, "bindfs-small")
     results = {}
     try:
         if not args.only_mount:
@@ -216,34 +264,26 @@ def main():
         os.stat(os.path.join(mnt1m, "many", names[-1]))
         results["mount_s"] += time.perf_counter() - start
         log("mount of %d files until the first stat: %.3f s" % (args.files, results["mount_s"]))
-        sample = [os.path.join(mnt1m, "many", n) for n in random.Random(3).sample(names, 10000)]
-        results["stat_first_us"] = stat_latency_us(sample)
-        results["stat_cached_us"] = stat_latency_us(sample)
-        log("stat, first (FUSE lookup): %.1f us; cached: %.1f us" %
-            (results["stat_first_us"], results["stat_cached_us"]))
+        stat_latencies(os.path.join(mnt1m, "many"), small, names, bind_small, results)
     finally:
-        for m in [mountpoint for _, mountpoint in mounts.values()] + [bind, mnt1m]:
+        for m in [mountpoint for _, mountpoint in mounts.values()] + [bind, mnt1m, bind_small]:
             unmount(m)
         server.stop()
 
     log("")
+    stats = ("stat %.1f us first, %.1f us after listing, %.1f us cached (target < 20)" %
+             (results["stat_first_us"], results["stat_listed_us"], results["stat_cached_us"]))
     if args.only_mount:
-        log("ratios: mount %.2f s (target < 2); stat %.1f us first, %.1f us cached (target < 20)" %
-            (results["mount_s"], results["stat_first_us"], results["stat_cached_us"]))
+        log("ratios: mount %.2f s (target < 2); %s" % (results["mount_s"], stats))
         return
     log("ratios: seq vs bindfs %.2fx (target >= 2); random vs bindfs %.2fx (target >= 2); "
-        "repeated vs page cache %.2fx (target >= 0.8); mount %.2f s (target < 2); "
-        "stat %.1f us first, %.1f us cached (target < 20)" %
-        (results["granary_seq"] / results["bindfs_seq"],
-         results["granary_rand"] / results["bindfs_rand"],
-         results["granary_repeat"] / results["direct_seq"], results["mount_s"],
-         results["stat_first_us"], results["stat_cached_us"]))
+        "repeated vs page cache %.2fx (target >= 0.8); mount %.2f s (target < 2); %s" %
+        (results["seq_vs_bindfs"], results["rand_vs_bindfs"], results["repeat_vs_direct"],
+         results["mount_s"], stats))
     log("parts of the read path: local reads vs gRPC %.2fx sequential, %.2fx random; "
         "page store vs none %.2fx sequential, %.2fx random" %
-        (results["granary_seq"] / results["no_local_reads_seq"],
-         results["granary_rand"] / results["no_local_reads_rand"],
-         results["granary_seq"] / results["no_page_store_seq"],
-         results["granary_rand"] / results["no_page_store_rand"]))
+        (results["local_vs_grpc_seq"], results["local_vs_grpc_rand"],
+         results["store_vs_none_seq"], results["store_vs_none_rand"]))
 
 
 if __name__ == "__main__":
