@@ -1,5 +1,6 @@
 // ChunkCache is granary-fuse's bounded in-process cache of whole chunks, shared
-// by every open file: readahead fills it ahead of sequential readers, and
+// by every open file: readahead fills it ahead of sequential readers of chunks
+// held by other nodes (local ones are read straight from the store), and
 // random readers that come back to a chunk find it here. Concurrent requests
 // for one chunk share one fetch (single-flight); a failed fetch is not cached,
 // every waiter gets its error and the next request fetches again. When the
