@@ -49,7 +49,7 @@ absl::StatusOr<Manifest> DatasetRegistry::Scan(std::string_view name, std::strin
                                                uint32_t chunk_size) {
   GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(source));
   auto started = std::chrono::steady_clock::now();
-  absl::StatusOr<std::vector<ManifestEntry>> entries = ScanPosixTree(root, scan_threads_);
+  absl::StatusOr<ManifestEntries> entries = ScanPosixTree(root, scan_threads_);
   if (!entries.ok()) {
     return absl::Status(entries.status().code(),
                         absl::StrCat("dataset '", AsAbsl(name), "': ", entries.status().message()));

@@ -19,8 +19,6 @@
 
 namespace granary {
 
-namespace {}  // namespace
-
 std::string LocalReadSocketPath(std::string_view grpc_socket_path) {
   return std::string(grpc_socket_path) + ".local";
 }

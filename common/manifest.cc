@@ -1,7 +1,6 @@
 #include "common/manifest.h"
 
 #include <algorithm>
-#include <iterator>
 #include <string>
 #include <utility>
 
@@ -72,12 +71,6 @@ absl::StatusOr<ManifestEntry> ManifestEntry::FromProto(v1::ManifestEntry entry) 
   out.symlink_target = std::move(*entry.mutable_symlink_target());
   out.etag = std::move(*entry.mutable_etag());
   return out;
-}
-
-absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity,
-                                         std::vector<ManifestEntry> entries) {
-  return Build(std::move(identity), ManifestEntries(std::make_move_iterator(entries.begin()),
-                                                    std::make_move_iterator(entries.end())));
 }
 
 absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntries entries) {

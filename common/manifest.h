@@ -59,8 +59,6 @@ class Manifest {
   // version. Fails with INVALID_ARGUMENT on a duplicate or unclean path, or a
   // file of more than 2^32 chunks.
   static absl::StatusOr<Manifest> Build(DatasetIdentity identity, ManifestEntries entries);
-  static absl::StatusOr<Manifest> Build(DatasetIdentity identity,
-                                        std::vector<ManifestEntry> entries);
 
   const DatasetIdentity& identity() const { return identity_; }
   uint64_t version() const { return version_; }

@@ -28,12 +28,13 @@ void ChunkFetcher::MarkDown(const absl::Status& cause) {
   }
 }
 
-LocalChunkReader* ChunkFetcher::local() const { return servers_down() ? nullptr : local_; }
+LocalChunkReader* ChunkFetcher::LocalReads() const { return servers_down() ? nullptr : local_; }
 
 absl::Status ChunkFetcher::ReadLocal(const FileRef& file, uint32_t chunk_index,
                                      uint32_t offset_in_chunk, std::span<char> out) {
-  if (local() == nullptr) return absl::UnavailableError("no local read path");
-  absl::Status status = local_->Read(file.KeyOf(chunk_index), offset_in_chunk, out);
+  LocalChunkReader* local = LocalReads();
+  if (local == nullptr) return absl::UnavailableError("no local read path");
+  absl::Status status = local->Read(file.KeyOf(chunk_index), offset_in_chunk, out);
   if (absl::IsDataLoss(status)) {
     GRANARY_LOG_FIRST_N(WARNING, 20) << status << "; reading it through granaryd";
   }
@@ -41,8 +42,9 @@ absl::Status ChunkFetcher::ReadLocal(const FileRef& file, uint32_t chunk_index,
 }
 
 absl::Status ChunkFetcher::PrefetchLocal(const FileRef& file, uint32_t chunk_index) {
-  if (local() == nullptr) return absl::UnavailableError("no local read path");
-  return local_->Prefetch(file.KeyOf(chunk_index));
+  LocalChunkReader* local = LocalReads();
+  if (local == nullptr) return absl::UnavailableError("no local read path");
+  return local->Prefetch(file.KeyOf(chunk_index));
 }
 
 absl::Status ChunkFetcher::Read(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,

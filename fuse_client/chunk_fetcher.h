@@ -74,8 +74,8 @@ class ChunkFetcher {
 
  private:
   void MarkDown(const absl::Status& cause);
-  // Null when reads may not use the local read path now.
-  LocalChunkReader* local() const;
+  // The local read path, or null when reads may not use it now.
+  LocalChunkReader* LocalReads() const;
 
   ClusterReader* const servers_;
   LocalChunkReader* const local_;

@@ -61,6 +61,10 @@ class Readahead {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Task> queue_;
+  // Local chunks whose disk read was started lately. A sequential reader
+  // schedules its whole window on every read, and the next epoch reads the
+  // same chunks again; scheduling each chunk once per stream instead, which
+  // prefetched again every epoch, measured 0.81-0.85x as fast.
   absl::flat_hash_set<ChunkKey> prefetched_;
   std::deque<ChunkKey> prefetch_order_;  // prefetched_, oldest first.
   bool stopping_ = false;

@@ -42,7 +42,7 @@ class Scan {
     for (std::thread& worker : workers) worker.join();
   }
 
-  absl::StatusOr<std::vector<ManifestEntry>> Result() && {
+  absl::StatusOr<ManifestEntries> Result() && {
     if (!error_.ok()) return error_;
     return std::move(entries_);
   }
@@ -153,7 +153,7 @@ class Scan {
   std::deque<std::string> queue_;
   int busy_ = 0;
   absl::Status error_;
-  std::vector<ManifestEntry> entries_;
+  ManifestEntries entries_;
 };
 
 }  // namespace
@@ -174,7 +174,7 @@ bool SymlinkStaysInside(const std::string& link_path, const std::string& target)
   return true;
 }
 
-absl::StatusOr<std::vector<ManifestEntry>> ScanPosixTree(const std::string& root, int threads) {
+absl::StatusOr<ManifestEntries> ScanPosixTree(const std::string& root, int threads) {
   struct stat st;
   if (::stat(root.c_str(), &st) != 0) {
     int error = errno;
@@ -193,7 +193,7 @@ absl::StatusOr<std::vector<ManifestEntry>> ScanPosixTree(const std::string& root
   Scan scan(root, root_fd);
   scan.Run(std::max(1, threads));
   ::close(root_fd);
-  GRANARY_ASSIGN_OR_RETURN(std::vector<ManifestEntry> entries, std::move(scan).Result());
+  GRANARY_ASSIGN_OR_RETURN(ManifestEntries entries, std::move(scan).Result());
   ManifestEntry root_entry;
   root_entry.type = EntryType::kDirectory;
   root_entry.mode = st.st_mode;

@@ -13,7 +13,6 @@
 #define GRANARY_CACHE_SERVER_SOURCE_POSIX_SCANNER_H_
 
 #include <string>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/manifest.h"
@@ -23,7 +22,7 @@ namespace granary {
 // The entries under `root` (an absolute directory path), unsorted.
 // NOT_FOUND naming the root when it does not exist, INVALID_ARGUMENT when it is
 // not a directory, PERMISSION_DENIED naming the directory that cannot be read.
-absl::StatusOr<std::vector<ManifestEntry>> ScanPosixTree(const std::string& root, int threads);
+absl::StatusOr<ManifestEntries> ScanPosixTree(const std::string& root, int threads);
 
 // Whether a symlink at `link_path` (relative to the root) with `target` points
 // inside the tree, judged lexically. Exposed for tests.

@@ -108,7 +108,7 @@ TEST(CleanDatasetPath, NormalisesAndRejectsEscapes) {
   }
 }
 
-std::vector<ManifestEntry> SampleEntries() {
+ManifestEntries SampleEntries() {
   return {
       {"b.txt", EntryType::kFile, 5000, 0100644, 1, "", ""},
       {"", EntryType::kDirectory, 0, 040755, 1, "", ""},

@@ -16,7 +16,7 @@ ManifestEntry File(std::string path) {
   return {std::move(path), EntryType::kFile, 1, 0100644, 1, "", ""};
 }
 
-MountedDataset Mount(std::vector<ManifestEntry> entries) {
+MountedDataset Mount(ManifestEntries entries) {
   auto manifest = Manifest::Build({"ds", "/src", 1 << 20}, std::move(entries));
   EXPECT_TRUE(manifest.ok()) << manifest.status();
   return MountedDataset(0, DatasetSnapshot{{}, *std::move(manifest)});
@@ -31,8 +31,8 @@ std::string PathOf(const MountedDataset& dataset, std::optional<uint64_t> node) 
 TEST(MountedDataset, LooksUpNamesSharingTheirFirstEightBytes) {
   std::vector<std::string> names = {"abcdefg",     "abcdefgh", "abcdefgh1",        "abcdefgh2",
                                     "abcdefghzzz", "b c",      "\xc3\xa9t\xc3\xa9"};
-  std::vector<ManifestEntry> entries = {Dir(""),         Dir("a"),    Dir("a/sub"),
-                                        File("a/sub/x"), File("top"), File("gone/orphan")};
+  ManifestEntries entries = {Dir(""),         Dir("a"),    Dir("a/sub"),
+                             File("a/sub/x"), File("top"), File("gone/orphan")};
   for (const std::string& name : names) entries.push_back(File("a/" + name));
   MountedDataset dataset = Mount(entries);
 

@@ -30,7 +30,7 @@ void CheckDecodedEntry(const v1::ManifestEntry& sent, const ManifestEntry& entry
   GRANARY_FUZZ_CHECK(back.SerializeAsString() == known.SerializeAsString(), sent.path());
 }
 
-void CheckManifest(const Manifest& manifest, const std::vector<ManifestEntry>& decoded) {
+void CheckManifest(const Manifest& manifest, const ManifestEntries& decoded) {
   const ManifestEntries& entries = manifest.entries();
   GRANARY_FUZZ_CHECK(entries.size() == decoded.size(), "entries lost or added");
   uint64_t files = 0, directories = 0, bytes = 0, chunks = 0;
@@ -70,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace granary;
   v1::ManifestPage page;
   if (!page.ParseFromArray(data, static_cast<int>(size))) return -1;
-  std::vector<ManifestEntry> entries;
+  ManifestEntries entries;
   for (const v1::ManifestEntry& proto : page.entries()) {
     absl::StatusOr<ManifestEntry> entry = ManifestEntry::FromProto(proto);
     if (!entry.ok()) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/local_read_socket.h"
+#include "common/server_address.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
 
@@ -231,11 +232,10 @@ TEST_F(RangeReadTest, ALocalReaderFindsADamagedBlockItself) {
 TEST_F(RangeReadTest, GarbageOnTheLocalReadSocketIsAnsweredAndTheServerKeepsServing) {
   ASSERT_TRUE(Read(0, 0, 0).status.ok());
   const std::string path = LocalReadSocketPath(server_->socket_path());
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  path.copy(address.sun_path, path.size());
+  absl::StatusOr<sockaddr_un> address = UnixSocketAddress(path);
+  ASSERT_TRUE(address.ok()) << address.status();
   const int socket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  ASSERT_EQ(::connect(socket, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::connect(socket, reinterpret_cast<sockaddr*>(&*address), sizeof(*address)), 0);
   auto ask = [&](std::string_view bytes) {
     EXPECT_EQ(::send(socket, bytes.data(), bytes.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(bytes.size()));

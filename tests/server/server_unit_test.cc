@@ -164,7 +164,7 @@ TEST(SingleFlight, ConcurrentCallersShareOneCall) {
 }
 
 TEST(Prewarm, SelectFilesTakesDirectoriesWholeAndOnlyThem) {
-  std::vector<ManifestEntry> entries;
+  ManifestEntries entries;
   auto add = [&](std::string path, EntryType type) {
     ManifestEntry entry;
     entry.path = std::move(path);
