@@ -1,0 +1,125 @@
+#include "tests/security/security_support.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "tests/support/child_process.h"
+#include "tests/support/granaryd_process.h"
+
+namespace granary::testing {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+absl::StatusOr<CommandResult> Run(const std::vector<std::string>& argv,
+                                  std::chrono::milliseconds timeout) {
+  if (argv.empty()) return absl::InvalidArgumentError("no command to run");
+  TempDir temp;
+  const std::string out_path = temp.path() + "/stdout", err_path = temp.path() + "/stderr";
+  pid_t pid = ::fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    int in = ::open("/dev/null", O_RDONLY);
+    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (in < 0 || out < 0 || err < 0) ::_exit(126);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    std::vector<char*> args;
+    for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  std::optional<int> status = WaitForExit(pid, timeout);
+  if (!status) KillChild(pid);
+  CommandResult result;
+  if (status && WIFEXITED(*status)) result.exit_code = WEXITSTATUS(*status);
+  result.stdout_text = ReadAll(out_path);
+  result.stderr_text = ReadAll(err_path);
+  return result;
+}
+
+absl::StatusOr<gid_t> EnsureGroup(const std::string& name) {
+  if (group* found = ::getgrnam(name.c_str()); found != nullptr) return found->gr_gid;
+  absl::StatusOr<CommandResult> made = Run({"/usr/sbin/groupadd", "--system", name});
+  if (!made.ok()) return made.status();
+  if (group* found = ::getgrnam(name.c_str()); found != nullptr) return found->gr_gid;
+  return absl::InternalError(absl::StrCat("groupadd ", name, " failed: ", made->stderr_text));
+}
+
+absl::StatusOr<TestUser> EnsureTestUser(const std::string& name,
+                                        const std::vector<std::string>& groups) {
+  if (::getpwnam(name.c_str()) == nullptr) {
+    absl::StatusOr<CommandResult> made =
+        Run({"/usr/sbin/useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+             name});
+    if (!made.ok()) return made.status();
+    if (::getpwnam(name.c_str()) == nullptr) {
+      return absl::InternalError(absl::StrCat("useradd ", name, " failed: ", made->stderr_text));
+    }
+  }
+  for (const std::string& group_name : groups) {
+    absl::StatusOr<gid_t> gid = EnsureGroup(group_name);
+    if (!gid.ok()) return gid.status();
+    absl::StatusOr<CommandResult> added =
+        Run({"/usr/sbin/usermod", "--append", "--groups", group_name, name});
+    if (!added.ok()) return added.status();
+    if (added->exit_code != 0) {
+      return absl::InternalError(
+          absl::StrCat("usermod -aG ", group_name, " ", name, ": ", added->stderr_text));
+    }
+  }
+  passwd* entry = ::getpwnam(name.c_str());
+  return TestUser{name, entry->pw_uid, entry->pw_gid};
+}
+
+absl::StatusOr<CommandResult> RunAs(const TestUser& user, const std::vector<std::string>& argv,
+                                    std::chrono::milliseconds timeout) {
+  std::vector<std::string> command = {"/usr/bin/setpriv",
+                                      absl::StrCat("--reuid=", user.uid),
+                                      absl::StrCat("--regid=", user.gid),
+                                      "--init-groups",
+                                      "--reset-env",
+                                      "--"};
+  command.insert(command.end(), argv.begin(), argv.end());
+  return Run(command, timeout);
+}
+
+std::string CliPath() { return GRANARY_TEST_CLI_PATH; }
+std::string FusePath() { return GRANARY_TEST_FUSE_PATH; }
+
+void ReportAttack(const AttackRow& row) {
+  auto cell = [](const std::string& text) {
+    return absl::StrReplaceAll(text, {{"|", "\\|"}, {"\n", " "}});
+  };
+  std::string line = absl::StrCat("| ", cell(row.finding), " | ", cell(row.attack), " | ",
+                                  cell(row.channel), " | ", cell(row.expected), " | ",
+                                  cell(row.observed), " |");
+  std::cout << "attack table row: " << line << std::endl;
+  if (const char* table = std::getenv("GRANARY_SECURITY_TABLE"); table != nullptr) {
+    std::ofstream(table, std::ios::app) << line << "\n";
+  }
+}
+
+}  // namespace granary::testing

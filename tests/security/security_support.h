@@ -1,0 +1,68 @@
+// Support for the security suite (tests/security/README.md): local users made
+// for the tests (the suite runs as root and creates them with useradd),
+// commands run as those users through setpriv, and the table of attacks, one
+// row per attack tried: what was tried, over which channel, the refusal
+// expected and the one observed.
+//
+// Thread-safety: call from one test thread.
+#ifndef GRANARY_TESTS_SECURITY_SECURITY_SUPPORT_H_
+#define GRANARY_TESTS_SECURITY_SECURITY_SUPPORT_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace granary::testing {
+
+struct TestUser {
+  std::string name;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// The local user `name`, created (a system user without a home) if it does
+// not exist yet, and made a member of each of `groups` (created as needed).
+// Needs root.
+absl::StatusOr<TestUser> EnsureTestUser(const std::string& name,
+                                        const std::vector<std::string>& groups = {});
+
+// The group id of `name`, creating the group if it does not exist.
+absl::StatusOr<gid_t> EnsureGroup(const std::string& name);
+
+struct CommandResult {
+  int exit_code = -1;  // -1: killed by a signal or by the timeout.
+  std::string stdout_text;
+  std::string stderr_text;
+};
+
+// Runs `argv` as `user` (real and effective ids, and the user's groups) to
+// completion, SIGKILLed after `timeout`.
+absl::StatusOr<CommandResult> RunAs(const TestUser& user, const std::vector<std::string>& argv,
+                                    std::chrono::milliseconds timeout = std::chrono::seconds(30));
+// The same as whoever runs the test (root).
+absl::StatusOr<CommandResult> Run(const std::vector<std::string>& argv,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// The granary CLI this suite was built with.
+std::string CliPath();
+// The granary-fuse binary this suite was built with.
+std::string FusePath();
+
+// One row of the table of attacks: printed, and appended to
+// $GRANARY_SECURITY_TABLE when set.
+struct AttackRow {
+  std::string finding;   // "1", "4", or "new" for attacks beyond the list.
+  std::string attack;    // What was tried, by whom.
+  std::string channel;   // "Unix socket", "TCP", "mount", "local read socket", "HTTP", ...
+  std::string expected;  // The refusal that should happen.
+  std::string observed;  // What happened: the error as the attacker saw it.
+};
+void ReportAttack(const AttackRow& row);
+
+}  // namespace granary::testing
+
+#endif  // GRANARY_TESTS_SECURITY_SECURITY_SUPPORT_H_
