@@ -51,6 +51,11 @@ void ManifestEntry::ToProto(v1::ManifestEntry* out) const {
   out->set_mtime_ns(mtime_ns);
   out->set_symlink_target(symlink_target);
   out->set_etag(etag);
+  out->set_uid(uid);
+  out->set_gid(gid);
+  out->set_device(device);
+  out->set_inode(inode);
+  out->set_ctime_ns(ctime_ns);
 }
 
 absl::StatusOr<ManifestEntry> ManifestEntry::FromProto(v1::ManifestEntry entry) {
@@ -70,6 +75,11 @@ absl::StatusOr<ManifestEntry> ManifestEntry::FromProto(v1::ManifestEntry entry) 
   out.mtime_ns = entry.mtime_ns();
   out.symlink_target = std::move(*entry.mutable_symlink_target());
   out.etag = std::move(*entry.mutable_etag());
+  out.uid = entry.uid();
+  out.gid = entry.gid();
+  out.device = entry.device();
+  out.inode = entry.inode();
+  out.ctime_ns = entry.ctime_ns();
   return out;
 }
 
@@ -102,6 +112,11 @@ absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntri
     AppendU64(static_cast<uint64_t>(entry.mtime_ns), &block);
     AppendBytes(entry.symlink_target, &block);
     AppendBytes(entry.etag, &block);
+    AppendU64(entry.uid, &block);
+    AppendU64(entry.gid, &block);
+    AppendU64(entry.device, &block);
+    AppendU64(entry.inode, &block);
+    AppendU64(static_cast<uint64_t>(entry.ctime_ns), &block);
     if (block.size() >= kHashBlockBytes) {
       hash.Update(block);
       block.clear();

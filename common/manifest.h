@@ -1,6 +1,6 @@
 // A Manifest is the immutable snapshot of a dataset's source taken when it was
 // registered or refreshed: every regular file, directory and in-tree symlink
-// with its path, size, mode and mtime. Entries are sorted by path; an entry's
+// with its path, size, mode, owner, mtime and identity (device, inode, ctime). Entries are sorted by path; an entry's
 // index is its file id, which chunk keys name. The version is an XXH3-64 hash of
 // the dataset's identity (name, source, chunk size) and every entry, so equal
 // content gives an equal version and any change gives a new one.
@@ -34,6 +34,13 @@ struct ManifestEntry {
   int64_t mtime_ns = 0;
   std::string symlink_target;
   std::string etag;
+  // The source's owner; with `mode`, who may read the entry.
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  // Identity in the source at scan time (st_dev, st_ino, st_ctim).
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  int64_t ctime_ns = 0;
 
   void ToProto(v1::ManifestEntry* out) const;
   // Fails with INVALID_ARGUMENT on an unknown entry type or a path that is not

@@ -21,8 +21,19 @@
 namespace granary {
 namespace {
 
-int64_t MtimeNs(const struct stat& st) {
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+int64_t Nanoseconds(const struct timespec& time) {
+  return static_cast<int64_t>(time.tv_sec) * 1'000'000'000 + time.tv_nsec;
+}
+
+// What the manifest keeps of every entry's stat: mode, owner, mtime and identity.
+void RecordStat(const struct stat& st, ManifestEntry* entry) {
+  entry->mode = st.st_mode;
+  entry->mtime_ns = Nanoseconds(st.st_mtim);
+  entry->uid = st.st_uid;
+  entry->gid = st.st_gid;
+  entry->device = st.st_dev;
+  entry->inode = st.st_ino;
+  entry->ctime_ns = Nanoseconds(st.st_ctim);
 }
 
 std::string JoinPath(const std::string& dir, const char* name) {
@@ -110,8 +121,7 @@ class Scan {
       }
       ManifestEntry entry;
       entry.path = JoinPath(dir, item->d_name);
-      entry.mode = st.st_mode;
-      entry.mtime_ns = MtimeNs(st);
+      RecordStat(st, &entry);
       if (S_ISREG(st.st_mode)) {
         entry.type = EntryType::kFile;
         entry.size = static_cast<uint64_t>(st.st_size);
@@ -196,8 +206,7 @@ absl::StatusOr<ManifestEntries> ScanPosixTree(const std::string& root, int threa
   GRANARY_ASSIGN_OR_RETURN(ManifestEntries entries, std::move(scan).Result());
   ManifestEntry root_entry;
   root_entry.type = EntryType::kDirectory;
-  root_entry.mode = st.st_mode;
-  root_entry.mtime_ns = MtimeNs(st);
+  RecordStat(st, &root_entry);
   entries.push_back(std::move(root_entry));
   return entries;
 }
