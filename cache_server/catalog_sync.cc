@@ -3,6 +3,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/chunk_math.h"
 #include "common/logging.h"
 #include "common/parallel_for.h"
 #include "common/status.h"
@@ -18,8 +19,41 @@ constexpr size_t kMaxParallelExchanges = 16;
 // out a reconnect backoff, short enough that a dead peer holds up a dataset
 // registration only briefly.
 constexpr std::chrono::seconds kConnectTimeout{3};
+// How far ahead of this node's clock a peer's change may be dated: clocks of
+// a cluster differ by less, and a record dated further (INT64_MAX, say) would
+// win every later change for good.
+constexpr std::chrono::minutes kMaxClockSkew{5};
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 }  // namespace
+
+absl::Status ValidatePeerRecord(const v1::CatalogDataset& record, int64_t now_unix_ms) {
+  GRANARY_RETURN_IF_ERROR(ValidateDatasetName(record.name()));
+  const int64_t latest = now_unix_ms + std::chrono::milliseconds(kMaxClockSkew).count();
+  if (record.updated_unix_ms() <= 0 || record.updated_unix_ms() > latest) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("record of dataset '", record.name(), "' is dated ", record.updated_unix_ms(),
+                     " ms, outside 0 to ", latest, " (this node's clock plus ",
+                     kMaxClockSkew.count(), " minutes)"));
+  }
+  if (record.removed()) return absl::OkStatus();
+  if (record.versions_size() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("record of dataset '", record.name(), "' has no version"));
+  }
+  if (record.chunk_size() < kMinChunkSize || record.chunk_size() > kMaxChunkSize ||
+      record.replicas() > kMaxReplicas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("record of dataset '", record.name(), "' has chunk size ", record.chunk_size(),
+                     " and ", record.replicas(), " replicas, out of range"));
+  }
+  return absl::OkStatus();
+}
 
 CatalogSync::CatalogSync(Catalog* catalog, DatasetRegistry* registry, ClusterView* cluster,
                          std::chrono::milliseconds period)
@@ -82,12 +116,17 @@ absl::StatusOr<v1::ExchangeCatalogResponse> CatalogSync::Answer(
     const v1::ExchangeCatalogRequest& request) {
   std::shared_ptr<const ClusterMap> members = cluster_->current();
   const Member* sender = members->Find(request.sender_id());
-  if (sender == nullptr) {
+  if (sender != nullptr && sender->id == cluster_->self().id) {
+    GRANARY_LOG(WARNING) << "audit: refused a catalog exchange whose sender claims to be this "
+                            "node ('"
+                         << sender->id << "')";
+  } else if (sender == nullptr) {
     // Not in this node's member list yet (etcd watches lag a little): its
     // manifests cannot be fetched now, but it still learns this catalog, and
     // this node catches up when the sender appears.
-    GRANARY_LOG(INFO) << "catalog exchange from unknown member '" << request.sender_id()
-                      << "': answering without adopting its records";
+    GRANARY_LOG(INFO) << "catalog exchange from unknown member '"
+                      << request.sender_id().substr(0, 128) << "': answering without adopting its "
+                      << "records";
   } else if (absl::Status merged =
                  Merge(*sender, {request.records().begin(), request.records().end()});
              !merged.ok()) {
@@ -106,25 +145,42 @@ absl::StatusOr<v1::ExchangeCatalogResponse> CatalogSync::Answer(
 absl::Status CatalogSync::Merge(const Member& from,
                                 const std::vector<v1::CatalogDataset>& records) {
   GRANARY_ASSIGN_OR_RETURN(const DatasetClient* reader, cluster_->clients().Reader(from));
+  const int64_t now = NowUnixMs();
   for (const v1::CatalogDataset& record : records) {
-    if (!catalog_->IsNewer(record)) continue;
-    std::vector<std::shared_ptr<const Manifest>> manifests;
-    for (const v1::CatalogVersion& version : record.versions()) {
-      if (catalog_->HasVersion(version.version())) continue;
-      absl::StatusOr<DatasetSnapshot> snapshot =
-          reader->GetManifest(record.name(), version.version());
-      if (!snapshot.ok()) {
-        return absl::Status(snapshot.status().code(),
-                            absl::StrCat("manifest of dataset '", record.name(), "' from ", from.id,
-                                         ": ", snapshot.status().message()));
-      }
-      manifests.push_back(std::make_shared<const Manifest>(std::move(snapshot->manifest)));
+    // One refused record never keeps the others out.
+    absl::Status adopted = ValidatePeerRecord(record, now);
+    if (adopted.ok() && !catalog_->IsNewer(record)) continue;
+    if (adopted.ok()) adopted = AdoptFrom(from, *reader, record);
+    if (!adopted.ok()) {
+      GRANARY_LOG(WARNING) << "audit: refused a catalog record from node " << from.id << " ("
+                           << from.address << "): " << adopted;
     }
-    GRANARY_ASSIGN_OR_RETURN(bool changed, registry_->Adopt(record, manifests));
-    if (changed) {
-      GRANARY_LOG(INFO) << "catalog: " << (record.removed() ? "removed" : "took") << " dataset '"
-                        << record.name() << "' from " << from.id;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CatalogSync::AdoptFrom(const Member& from, const DatasetClient& reader,
+                                    const v1::CatalogDataset& record) {
+  std::vector<std::shared_ptr<const Manifest>> manifests;
+  for (const v1::CatalogVersion& version : record.versions()) {
+    if (catalog_->HasVersion(version.version())) continue;
+    absl::StatusOr<DatasetSnapshot> snapshot = reader.GetManifest(record.name(), version.version());
+    if (!snapshot.ok()) {
+      return absl::Status(snapshot.status().code(),
+                          absl::StrCat("manifest of dataset '", record.name(), "' from ", from.id,
+                                       ": ", snapshot.status().message()));
     }
+    manifests.push_back(std::make_shared<const Manifest>(std::move(snapshot->manifest)));
+  }
+  absl::StatusOr<bool> changed = registry_->Adopt(record, manifests);
+  if (!changed.ok()) {
+    return absl::Status(changed.status().code(), absl::StrCat("dataset '", record.name(),
+                                                              "': ", changed.status().message()));
+  }
+  if (*changed) {
+    GRANARY_LOG(INFO) << "audit: node " << from.id << " (catalog exchange) "
+                      << (record.removed() ? "removed" : "changed") << " dataset '" << record.name()
+                      << "' (source " << record.source() << "): OK";
   }
   return absl::OkStatus();
 }

@@ -19,6 +19,10 @@
 //     missed.
 // A peer that cannot be reached is logged and caught up by a later exchange.
 //
+// A peer's records are checked before they are adopted (ValidatePeerRecord,
+// then the source roots and limits of DatasetRegistry::Adopt): a peer is
+// trusted to be a member of the cluster, not to be right.
+//
 // Thread-safety: all methods may be called concurrently; the destructor stops
 // the background thread.
 #ifndef GRANARY_CACHE_SERVER_CATALOG_SYNC_H_
@@ -39,6 +43,12 @@
 #include "proto/granary.pb.h"
 
 namespace granary {
+
+// OK when a peer's record is well formed: a valid name, dated after the
+// epoch and at most a few minutes ahead of `now_unix_ms`, and (unless a
+// tombstone) with a version, a chunk size and replicas in range.
+// INVALID_ARGUMENT naming the dataset and the fault otherwise.
+absl::Status ValidatePeerRecord(const v1::CatalogDataset& record, int64_t now_unix_ms);
 
 class CatalogSync {
  public:
@@ -62,8 +72,14 @@ class CatalogSync {
  private:
   absl::Status ExchangeWith(const Member& peer);
   void ExchangeWithAll(const std::vector<Member>& peers);
-  // Adopts the records of `from` that are newer than this node's.
+  // Adopts the records of `from` that are valid and newer than this node's;
+  // each refused record is logged as an audit line. Fails only when `from`
+  // cannot be read from at all.
   absl::Status Merge(const Member& from, const std::vector<v1::CatalogDataset>& records);
+  // Fetches the manifests `record` names that this node lacks from `from`
+  // and adopts the record.
+  absl::Status AdoptFrom(const Member& from, const DatasetClient& reader,
+                         const v1::CatalogDataset& record);
   void MembersChanged();
   void Run();
 

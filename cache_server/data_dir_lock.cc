@@ -9,18 +9,15 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/status.h"
 
 namespace granary {
 
 absl::StatusOr<std::unique_ptr<DataDirLock>> DataDirLock::Acquire(const std::string& data_dir) {
-  std::error_code error;
-  std::filesystem::create_directories(data_dir, error);
-  if (error) {
-    return ErrnoStatus(error.value(), absl::StrCat("cannot create data directory ", data_dir));
-  }
+  GRANARY_RETURN_IF_ERROR(CreatePrivateDirectory(data_dir, "data directory"));
   std::string path = absl::StrCat(data_dir, "/granaryd.lock");
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open lock file ", path));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int lock_error = errno;

@@ -10,6 +10,7 @@
 #include "common/absl_compat.h"
 #include "common/chunk_math.h"
 #include "common/logging.h"
+#include "common/printable.h"
 #include "common/size.h"
 #include "common/status.h"
 
@@ -32,7 +33,7 @@ absl::Status ValidateDatasetName(std::string_view name) {
   }
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrCat("dataset name '", AsAbsl(name),
+      absl::StrCat("dataset name '", Printable(name),
                    "' is invalid: use 1-128 letters, digits, '.', '_' or '-', not starting "
                    "with '.' or '-'"));
 }
@@ -42,14 +43,25 @@ uint32_t ReplicasOf(const v1::CatalogDataset& record) {
 }
 
 DatasetRegistry::DatasetRegistry(Catalog* catalog, store::ChunkStore* store,
-                                 VersionActivity* activity, int scan_threads)
-    : catalog_(catalog), store_(store), activity_(activity), scan_threads_(scan_threads) {}
+                                 VersionActivity* activity, const SourceRoots* roots, Limits limits,
+                                 int scan_threads)
+    : catalog_(catalog),
+      store_(store),
+      activity_(activity),
+      roots_(roots),
+      limits_(limits),
+      scan_threads_(scan_threads) {}
 
 absl::StatusOr<Manifest> DatasetRegistry::Scan(std::string_view name, std::string_view source,
                                                uint32_t chunk_size) {
-  GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(source));
+  absl::StatusOr<std::string> root = roots_->Confine(source);
+  if (!root.ok()) {
+    return absl::Status(root.status().code(),
+                        absl::StrCat("dataset '", AsAbsl(name), "': ", root.status().message()));
+  }
   auto started = std::chrono::steady_clock::now();
-  absl::StatusOr<ManifestEntries> entries = ScanPosixTree(root, scan_threads_);
+  absl::StatusOr<ManifestEntries> entries =
+      ScanPosixTree(*root, scan_threads_, limits_.max_dataset_entries);
   if (!entries.ok()) {
     return absl::Status(entries.status().code(),
                         absl::StrCat("dataset '", AsAbsl(name), "': ", entries.status().message()));
@@ -84,6 +96,12 @@ absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Add(std::string_view name, std:
   if (catalog_->Get(name).ok()) {
     return absl::AlreadyExistsError(absl::StrCat("dataset '", AsAbsl(name), "' already exists"));
   }
+  if (catalog_->Size() >= limits_.max_datasets) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the catalog holds ", catalog_->Size(),
+                     " datasets, the most it may hold "
+                     "(max_datasets); remove one or raise the limit"));
+  }
   GRANARY_ASSIGN_OR_RETURN(Manifest manifest, Scan(name, source, chunk_size));
   GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record,
                            catalog_->Create(std::make_shared<const Manifest>(std::move(manifest)),
@@ -92,6 +110,7 @@ absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Add(std::string_view name, std:
 }
 
 absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Refresh(std::string_view name) {
+  GRANARY_RETURN_IF_ERROR(ValidateDatasetName(name));
   GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, catalog_->Get(name));
   GRANARY_ASSIGN_OR_RETURN(Manifest manifest, Scan(name, record.source(), record.chunk_size()));
   GRANARY_ASSIGN_OR_RETURN(
@@ -101,6 +120,7 @@ absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Refresh(std::string_view name) 
 }
 
 absl::StatusOr<uint64_t> DatasetRegistry::Remove(std::string_view name) {
+  GRANARY_RETURN_IF_ERROR(ValidateDatasetName(name));
   GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, catalog_->Remove(name, NowUnixMs()));
   std::vector<uint64_t> versions;
   for (const v1::CatalogVersion& version : record.versions()) versions.push_back(version.version());
@@ -110,6 +130,22 @@ absl::StatusOr<uint64_t> DatasetRegistry::Remove(std::string_view name) {
 absl::StatusOr<bool> DatasetRegistry::Adopt(
     const v1::CatalogDataset& record,
     const std::vector<std::shared_ptr<const Manifest>>& manifests) {
+  if (!record.removed()) {
+    GRANARY_RETURN_IF_ERROR(roots_->Confine(record.source()).status());
+    if (!catalog_->Get(record.name()).ok() && catalog_->Size() >= limits_.max_datasets) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the catalog holds ", catalog_->Size(),
+                       " datasets, the most it may hold (max_datasets)"));
+    }
+    for (const std::shared_ptr<const Manifest>& manifest : manifests) {
+      if (manifest->entries().size() > limits_.max_dataset_entries) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("a version has ", manifest->entries().size(),
+                         " entries, more than one dataset may have (max_dataset_entries, ",
+                         limits_.max_dataset_entries, ")"));
+      }
+    }
+  }
   GRANARY_ASSIGN_OR_RETURN(Catalog::Adopted adopted, catalog_->Adopt(record, manifests));
   FreeVersions(record.name(), adopted.dropped_versions);
   return adopted.changed;
@@ -134,6 +170,7 @@ uint64_t DatasetRegistry::FreeVersions(std::string_view name,
 }
 
 absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Get(std::string_view name) {
+  GRANARY_RETURN_IF_ERROR(ValidateDatasetName(name));
   GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, catalog_->Get(name));
   return Describe(record);
 }

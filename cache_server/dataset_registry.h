@@ -4,9 +4,15 @@
 // readable), removing (catalog records and cached chunks), and describing
 // datasets as v1::DatasetInfo with this node's cached bytes.
 //
+// Sources are confined to the configured source roots (SourceRoots), both
+// when this node registers or refreshes a dataset and when it adopts a peer's
+// record; and the catalog's size and each version's entries are bounded
+// (Limits), so that no caller can exhaust the node's memory.
+//
 // Errors name what was wrong: INVALID_ARGUMENT for a bad name, source or chunk
 // size; ALREADY_EXISTS for a taken name; NOT_FOUND for an unknown dataset or a
-// missing source; PERMISSION_DENIED for an unreadable source.
+// missing source; PERMISSION_DENIED for an unreadable source or one outside
+// the source roots; RESOURCE_EXHAUSTED past a limit.
 //
 // Thread-safety: all methods are safe to call concurrently; concurrent
 // registrations of one name leave exactly one.
@@ -20,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "cache_server/catalog.h"
+#include "cache_server/source_roots.h"
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/version_activity.h"
 #include "proto/granary.pb.h"
@@ -40,8 +47,14 @@ uint32_t ReplicasOf(const v1::CatalogDataset& record);
 
 class DatasetRegistry {
  public:
+  struct Limits {
+    size_t max_datasets = 1000;
+    size_t max_dataset_entries = 5'000'000;
+  };
+
+  // `roots` must outlive the registry.
   DatasetRegistry(Catalog* catalog, store::ChunkStore* store, VersionActivity* activity,
-                  int scan_threads);
+                  const SourceRoots* roots, Limits limits, int scan_threads);
 
   // `chunk_size` 0 means kDefaultChunkSize; `replicas` 0 means 1, and at
   // most kMaxReplicas.
@@ -52,6 +65,8 @@ class DatasetRegistry {
   absl::StatusOr<uint64_t> Remove(std::string_view name);
   // Takes a peer's record of a dataset if it is newer (Catalog::Adopt), and
   // frees the chunks of versions it drops. Returns whether anything changed.
+  // A record whose source lies outside this node's source roots, or that
+  // would pass a limit, is refused (PERMISSION_DENIED, RESOURCE_EXHAUSTED).
   absl::StatusOr<bool> Adopt(const v1::CatalogDataset& record,
                              const std::vector<std::shared_ptr<const Manifest>>& manifests);
   absl::StatusOr<v1::DatasetInfo> Get(std::string_view name);
@@ -67,6 +82,8 @@ class DatasetRegistry {
   Catalog* const catalog_;
   store::ChunkStore* const store_;
   VersionActivity* const activity_;
+  const SourceRoots* const roots_;
+  const Limits limits_;
   const int scan_threads_;
 };
 

@@ -5,11 +5,13 @@
 //   granaryd [--config FILE] [--data-dir DIR] [--capacity SIZE] [--listen HOST:PORT]
 //            [--socket PATH] [--node-id ID] [--group NAME] [--members FILE | --etcd URL]
 //            [--advertise HOST:PORT] [--token-file FILE]
-//            [--metrics-listen HOST:PORT] [--cache-dir DIR]...
+//            [--metrics-listen HOST:PORT] [--cache-dir DIR]... [--source-root DIR]...
+//            [--admin-group GROUP]
 //
 // SIGTERM or SIGINT shut it down cleanly. Exit status 0 after a clean
 // shutdown, 2 for bad flags or configuration, 1 when the server cannot start.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -32,8 +34,8 @@ namespace {
 struct Flags {
   std::string config_file;
   std::optional<std::string> data_dir, capacity, listen, socket, node_id, group, members, etcd,
-      advertise, token_file, metrics_listen;
-  std::vector<std::string> cache_dirs;
+      advertise, token_file, metrics_listen, admin_group;
+  std::vector<std::string> cache_dirs, source_roots;
 };
 
 void Fail(int exit_code, absl::string_view reason) {
@@ -72,6 +74,8 @@ absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
   if (flags.etcd) config.etcd_url = *flags.etcd;
   if (flags.token_file) config.cluster_token_file = *flags.token_file;
   if (!flags.cache_dirs.empty()) config.cache_dirs = flags.cache_dirs;
+  if (!flags.source_roots.empty()) config.source_roots = flags.source_roots;
+  if (flags.admin_group) config.admin_group = *flags.admin_group;
   if (!config.members_file.empty() && !config.etcd_url.empty()) {
     return absl::InvalidArgumentError(
         "both a members file and etcd are configured; cluster membership comes from one");
@@ -93,6 +97,12 @@ int Run(int argc, char** argv) {
                  "Prometheus endpoint address (default 127.0.0.1:7071)");
   app.add_option("--cache-dir", flags.cache_dirs,
                  "Cache directory, repeatable, one per NVMe drive (default <data-dir>/cache)");
+  app.add_option("--source-root", flags.source_roots,
+                 "Directory datasets may be registered from, repeatable (default: none, so no "
+                 "dataset can be registered)");
+  app.add_option("--admin-group", flags.admin_group,
+                 "Group whose members may register, refresh and remove datasets (default: root "
+                 "alone)");
   app.add_option("--node-id", flags.node_id, "This node's name (default: host name)");
   app.add_option("--group", flags.group, "This node's cache group (default: 'default')");
   auto* members = app.add_option("--members", flags.members, "Static cluster member list");
@@ -108,6 +118,9 @@ int Run(int argc, char** argv) {
     return app.exit(error);
   }
 
+  // Every file and directory granaryd creates (catalog, index, segments,
+  // sockets before they are given their mode) is its own alone.
+  ::umask(077);
   absl::StatusOr<GranarydConfig> config = BuildConfig(flags);
   if (!config.ok()) Fail(2, config.status().message());
 

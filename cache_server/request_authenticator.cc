@@ -31,6 +31,21 @@ grpc::Status RequestAuthenticator::Check(const grpc::ServerContextBase& context,
                       "(--token-file or $GRANARY_TOKEN_FILE)");
 }
 
+absl::StatusOr<Caller> RequestAuthenticator::Identify(const grpc::ServerContextBase& context) {
+  Caller caller;
+  std::string peer = context.peer();
+  if (absl::StartsWith(peer, "unix:")) {
+    caller.channel = Caller::Channel::kUnixSocket;
+    caller.credentials.uid = 0;
+    return caller;
+  }
+  grpc::Status checked = Check(context, "call");
+  if (!checked.ok()) return absl::UnauthenticatedError(checked.error_message());
+  caller.address = peer;
+  caller.cluster_member = true;
+  return caller;
+}
+
 bool RequestAuthenticator::ShouldLog(const std::string& peer) {
   // "ipv4:10.0.0.7:51234": every connection has its own port; limit per host.
   std::string host = peer.substr(0, peer.rfind(':'));

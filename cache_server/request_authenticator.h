@@ -14,6 +14,8 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "cache_server/caller.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/status.h"
 
@@ -25,6 +27,8 @@ class RequestAuthenticator {
   explicit RequestAuthenticator(std::string cluster_token);
 
   grpc::Status Check(const grpc::ServerContextBase& context, std::string_view method);
+
+  absl::StatusOr<Caller> Identify(const grpc::ServerContextBase& context);
 
  private:
   bool ShouldLog(const std::string& peer);

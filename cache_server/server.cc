@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cache_server/access_policy.h"
 #include "cache_server/catalog.h"
 #include "cache_server/catalog_sync.h"
 #include "cache_server/cluster_view.h"
@@ -29,9 +30,11 @@
 #include "cache_server/read_through.h"
 #include "cache_server/request_authenticator.h"
 #include "cache_server/service.h"
+#include "cache_server/source_roots.h"
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/version_activity.h"
 #include "common/cluster_token.h"
+#include "common/file_util.h"
 #include "common/http.h"
 #include "common/local_read_socket.h"
 #include "common/logging.h"
@@ -186,6 +189,8 @@ struct GranaryServer::Parts {
   std::unique_ptr<Catalog> catalog;
   ServerMetrics metrics;
   std::unique_ptr<VersionActivity> activity;
+  std::unique_ptr<SourceRoots> source_roots;
+  std::unique_ptr<AccessPolicy> policy;
   std::unique_ptr<DatasetRegistry> registry;
   std::unique_ptr<ClusterView> cluster;
   std::unique_ptr<ReadThrough> read_through;
@@ -218,11 +223,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
 
   GRANARY_ASSIGN_OR_RETURN(parts->lock, DataDirLock::Acquire(c.data_dir));
   for (const std::string& dir : c.cache_dirs) {
-    std::error_code error;
-    std::filesystem::create_directories(dir, error);
-    if (error) {
-      return ErrnoStatus(error.value(), absl::StrCat("cannot create cache directory ", dir));
-    }
+    GRANARY_RETURN_IF_ERROR(CreatePrivateDirectory(dir, "cache directory"));
   }
   store::StoreOptions store_options;
   store_options.directories = c.cache_dirs;
@@ -234,8 +235,13 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   GRANARY_ASSIGN_OR_RETURN(parts->store, store::ChunkStore::Open(store_options));
   GRANARY_ASSIGN_OR_RETURN(parts->catalog, Catalog::Open(c.data_dir + "/catalog"));
   parts->activity = std::make_unique<VersionActivity>(parts->store.get(), kActiveAfterLastUse);
-  parts->registry = std::make_unique<DatasetRegistry>(parts->catalog.get(), parts->store.get(),
-                                                      parts->activity.get(), kScanThreads);
+  GRANARY_ASSIGN_OR_RETURN(SourceRoots roots, SourceRoots::Resolve(c.source_roots));
+  parts->source_roots = std::make_unique<SourceRoots>(std::move(roots));
+  GRANARY_ASSIGN_OR_RETURN(AccessPolicy policy, AccessPolicy::Make(c.admin_group));
+  parts->policy = std::make_unique<AccessPolicy>(std::move(policy));
+  parts->registry = std::make_unique<DatasetRegistry>(
+      parts->catalog.get(), parts->store.get(), parts->activity.get(), parts->source_roots.get(),
+      DatasetRegistry::Limits{c.max_datasets, c.max_dataset_entries}, kScanThreads);
   std::string token;
   if (!c.cluster_token_file.empty()) {
     GRANARY_ASSIGN_OR_RETURN(token, LoadClusterToken(c.cluster_token_file));
@@ -256,7 +262,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->service = std::make_unique<GranaryService>(
       ServiceParts{parts->catalog.get(), parts->registry.get(), parts->read_through.get(),
                    parts->store.get(), &parts->metrics, parts->activity.get(), parts->cluster.get(),
-                   parts->catalog_sync.get(), parts->authenticator.get()},
+                   parts->catalog_sync.get(), parts->authenticator.get(), parts->policy.get()},
       c.prewarm_parallelism);
 
   GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));

@@ -10,6 +10,7 @@
 #include "common/chunk_key.h"
 #include "common/logging.h"
 #include "common/parallel_for.h"
+#include "common/printable.h"
 #include "common/status.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -31,6 +32,13 @@ grpc::Status Answer(const absl::Status& status, const char* operation) {
   return ToGrpcStatus(status);
 }
 
+// One line in the log for every change a caller asks for, allowed or not:
+// who, what, and the result.
+void Audit(const Caller& caller, std::string_view change, const absl::Status& result) {
+  GRANARY_LOG(INFO) << "audit: " << DescribeCaller(caller) << ": " << change << ": "
+                    << (result.ok() ? std::string("OK") : result.ToString());
+}
+
 ChunkSourcing SourcingOf(const v1::ReadChunkRequest& request) {
   if (request.cache_only()) return ChunkSourcing::kCacheOnly;
   return request.owner_fetch() ? ChunkSourcing::kOwnerFetch : ChunkSourcing::kReadThrough;
@@ -38,26 +46,38 @@ ChunkSourcing SourcingOf(const v1::ReadChunkRequest& request) {
 
 }  // namespace
 
-// Rejects the call unless its caller may make it.
-#define GRANARY_AUTHENTICATE(context, method)                                                \
-  if (grpc::Status denied = parts_.authenticator->Check(*(context), method); !denied.ok()) { \
-    return denied;                                                                           \
-  }
-
 GranaryService::GranaryService(ServiceParts parts, unsigned default_prewarm_parallelism)
     : parts_(parts),
       default_prewarm_parallelism_(default_prewarm_parallelism),
       started_(std::chrono::steady_clock::now()) {}
 
+absl::StatusOr<Caller> GranaryService::Authorize(const grpc::ServerContextBase& context,
+                                                 std::string_view method,
+                                                 AccessPolicy::Action action,
+                                                 std::string_view change) {
+  GRANARY_ASSIGN_OR_RETURN(Caller caller, parts_.authenticator->Identify(context));
+  absl::Status allowed = parts_.policy->Allow(caller, action, method);
+  if (!allowed.ok()) {
+    if (!change.empty()) Audit(caller, change, allowed);
+    return allowed;
+  }
+  return caller;
+}
+
 grpc::Status GranaryService::AddDataset(grpc::ServerContext* context,
                                         const v1::AddDatasetRequest* request,
                                         v1::DatasetInfo* response) {
-  GRANARY_AUTHENTICATE(context, "AddDataset");
+  const std::string change = absl::StrCat("AddDataset '", Printable(request->name()), "' from ",
+                                          Printable(request->source()));
+  absl::StatusOr<Caller> caller =
+      Authorize(*context, "AddDataset", AccessPolicy::Action::kAdminister, change);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::StatusOr<v1::DatasetInfo> info = parts_.registry->Add(
       request->name(), request->source(), request->chunk_size(), request->replicas());
+  Audit(*caller,
+        info.ok() ? absl::StrCat(change, " as version ", FormatVersion(info->version())) : change,
+        info.status());
   if (info.ok()) {
-    GRANARY_LOG(INFO) << "registered dataset '" << request->name() << "' version "
-                      << FormatVersion(info->version());
     parts_.catalog_sync->PushToAll();
     *response = *std::move(info);
   }
@@ -67,7 +87,9 @@ grpc::Status GranaryService::AddDataset(grpc::ServerContext* context,
 grpc::Status GranaryService::ListDatasets(grpc::ServerContext* context,
                                           const v1::ListDatasetsRequest*,
                                           v1::ListDatasetsResponse* response) {
-  GRANARY_AUTHENTICATE(context, "ListDatasets");
+  absl::StatusOr<Caller> caller =
+      Authorize(*context, "ListDatasets", AccessPolicy::Action::kDescribe);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   for (v1::DatasetInfo& info : parts_.registry->List()) *response->add_datasets() = std::move(info);
   return grpc::Status::OK;
 }
@@ -75,7 +97,9 @@ grpc::Status GranaryService::ListDatasets(grpc::ServerContext* context,
 grpc::Status GranaryService::GetDataset(grpc::ServerContext* context,
                                         const v1::GetDatasetRequest* request,
                                         v1::DatasetInfo* response) {
-  GRANARY_AUTHENTICATE(context, "GetDataset");
+  absl::StatusOr<Caller> caller =
+      Authorize(*context, "GetDataset", AccessPolicy::Action::kDescribe);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::StatusOr<v1::DatasetInfo> info = parts_.registry->Get(request->name());
   if (info.ok()) *response = *std::move(info);
   return Answer(info.status(), "GetDataset");
@@ -84,8 +108,14 @@ grpc::Status GranaryService::GetDataset(grpc::ServerContext* context,
 grpc::Status GranaryService::RefreshDataset(grpc::ServerContext* context,
                                             const v1::RefreshDatasetRequest* request,
                                             v1::DatasetInfo* response) {
-  GRANARY_AUTHENTICATE(context, "RefreshDataset");
+  const std::string change = absl::StrCat("RefreshDataset '", Printable(request->name()), "'");
+  absl::StatusOr<Caller> caller =
+      Authorize(*context, "RefreshDataset", AccessPolicy::Action::kAdminister, change);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::StatusOr<v1::DatasetInfo> info = parts_.registry->Refresh(request->name());
+  Audit(*caller,
+        info.ok() ? absl::StrCat(change, " to version ", FormatVersion(info->version())) : change,
+        info.status());
   if (info.ok()) {
     parts_.catalog_sync->PushToAll();
     *response = *std::move(info);
@@ -96,10 +126,13 @@ grpc::Status GranaryService::RefreshDataset(grpc::ServerContext* context,
 grpc::Status GranaryService::RemoveDataset(grpc::ServerContext* context,
                                            const v1::RemoveDatasetRequest* request,
                                            v1::RemoveDatasetResponse* response) {
-  GRANARY_AUTHENTICATE(context, "RemoveDataset");
+  const std::string change = absl::StrCat("RemoveDataset '", Printable(request->name()), "'");
+  absl::StatusOr<Caller> caller =
+      Authorize(*context, "RemoveDataset", AccessPolicy::Action::kAdminister, change);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::StatusOr<uint64_t> freed = parts_.registry->Remove(request->name());
+  Audit(*caller, change, freed.status());
   if (freed.ok()) {
-    GRANARY_LOG(INFO) << "removed dataset '" << request->name() << "'";
     parts_.catalog_sync->PushToAll();
     response->set_freed_bytes(*freed);
   }
@@ -109,7 +142,9 @@ grpc::Status GranaryService::RemoveDataset(grpc::ServerContext* context,
 grpc::Status GranaryService::GetManifest(grpc::ServerContext* context,
                                          const v1::GetManifestRequest* request,
                                          grpc::ServerWriter<v1::ManifestPage>* writer) {
-  GRANARY_AUTHENTICATE(context, "GetManifest");
+  absl::StatusOr<Caller> caller =
+      Authorize(*context, "GetManifest", AccessPolicy::Action::kDescribe);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::StatusOr<v1::DatasetInfo> info = parts_.registry->Get(request->name());
   if (!info.ok()) return Answer(info.status(), "GetManifest");
   uint64_t version = request->version() == 0 ? info->version() : request->version();
@@ -144,10 +179,20 @@ grpc::Status GranaryService::GetManifest(grpc::ServerContext* context,
 grpc::Status GranaryService::ReadChunk(grpc::ServerContext* context,
                                        const v1::ReadChunkRequest* request,
                                        grpc::ServerWriter<v1::ReadChunkResponse>* writer) {
-  GRANARY_AUTHENTICATE(context, "ReadChunk");
-  absl::Status streamed = StreamChunk(*request, writer);
+  absl::StatusOr<Caller> caller = Authorize(*context, "ReadChunk", AccessPolicy::Action::kRead);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  absl::Status streamed = AllowRead(*caller, *request);
+  if (streamed.ok()) streamed = StreamChunk(*request, writer);
   if (!streamed.ok()) parts_.metrics->read_errors.fetch_add(1, std::memory_order_relaxed);
   return Answer(streamed, "ReadChunk");
+}
+
+absl::Status GranaryService::AllowRead(const Caller& caller, const v1::ReadChunkRequest& request) {
+  if (!AccessPolicy::ChecksFiles(caller)) return absl::OkStatus();
+  if (!request.has_key()) return absl::InvalidArgumentError("read request names no chunk key");
+  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
+                           parts_.catalog->GetManifest(request.key().dataset_version()));
+  return parts_.policy->AllowRead(caller, *manifest, request.key().file_id());
 }
 
 absl::Status GranaryService::StreamChunk(const v1::ReadChunkRequest& request,
@@ -176,8 +221,17 @@ absl::Status GranaryService::StreamChunk(const v1::ReadChunkRequest& request,
 grpc::Status GranaryService::Prewarm(grpc::ServerContext* context,
                                      const v1::PrewarmRequest* request,
                                      grpc::ServerWriter<v1::PrewarmProgress>* writer) {
-  GRANARY_AUTHENTICATE(context, "Prewarm");
-  return Answer(RunPrewarm(context, *request, writer), "Prewarm");
+  const std::string change = absl::StrCat(
+      "Prewarm '", Printable(request->name()), "'",
+      request->group().empty() ? "" : absl::StrCat(" in group '", Printable(request->group()), "'"),
+      request->owned_share_only() ? " (this node's share)" : "",
+      request->paths_size() == 0 ? "" : absl::StrCat(", ", request->paths_size(), " paths"));
+  absl::StatusOr<Caller> caller =
+      Authorize(*context, "Prewarm", AccessPolicy::Action::kPrewarm, change);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  absl::Status ran = RunPrewarm(context, *request, writer);
+  Audit(*caller, change, ran);
+  return Answer(ran, "Prewarm");
 }
 
 absl::Status GranaryService::RunPrewarm(grpc::ServerContext* context,
@@ -187,6 +241,11 @@ absl::Status GranaryService::RunPrewarm(grpc::ServerContext* context,
     return absl::InvalidArgumentError(absl::StrCat("prewarm parallelism ", request.parallelism(),
                                                    " is over the maximum, ",
                                                    kMaxPrewarmParallelism));
+  }
+  if (static_cast<size_t>(request.paths_size()) > kMaxPrewarmPaths) {
+    return absl::InvalidArgumentError(absl::StrCat("a prewarm names ", request.paths_size(),
+                                                   " paths, over the maximum of ", kMaxPrewarmPaths,
+                                                   "; name their directories instead"));
   }
   const Member& self = parts_.cluster->self();
   if (request.owned_share_only()) {
@@ -218,6 +277,7 @@ absl::Status GranaryService::RunPrewarm(grpc::ServerContext* context,
 
 absl::StatusOr<GranaryService::PrewarmPlan> GranaryService::PlanPrewarm(
     const v1::PrewarmRequest& request) {
+  GRANARY_RETURN_IF_ERROR(ValidateDatasetName(request.name()));
   GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, parts_.catalog->Get(request.name()));
   PrewarmPlan plan;
   GRANARY_ASSIGN_OR_RETURN(plan.manifest,
@@ -306,7 +366,8 @@ void GranaryService::AskPeers(
 
 grpc::Status GranaryService::Status(grpc::ServerContext* context, const v1::StatusRequest* request,
                                     v1::StatusResponse* response) {
-  GRANARY_AUTHENTICATE(context, "Status");
+  absl::StatusOr<Caller> caller = Authorize(*context, "Status", AccessPolicy::Action::kDescribe);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   response->set_dataset_count(parts_.catalog->Size());
   *response->add_nodes() = LocalStatus();
   if (request->local_only()) return grpc::Status::OK;
@@ -357,7 +418,8 @@ absl::StatusOr<v1::LocateResponse> GranaryService::LocateLocally(const std::stri
 
 grpc::Status GranaryService::Locate(grpc::ServerContext* context, const v1::LocateRequest* request,
                                     v1::LocateResponse* response) {
-  GRANARY_AUTHENTICATE(context, "Locate");
+  absl::StatusOr<Caller> caller = Authorize(*context, "Locate", AccessPolicy::Action::kDescribe);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::StatusOr<v1::LocateResponse> local = LocateLocally(request->name());
   if (!local.ok()) return Answer(local.status(), "Locate");
   *response = *std::move(local);
@@ -408,7 +470,9 @@ grpc::Status GranaryService::Locate(grpc::ServerContext* context, const v1::Loca
 
 grpc::Status GranaryService::GetMembers(grpc::ServerContext* context, const v1::GetMembersRequest*,
                                         v1::GetMembersResponse* response) {
-  GRANARY_AUTHENTICATE(context, "GetMembers");
+  absl::StatusOr<Caller> caller =
+      Authorize(*context, "GetMembers", AccessPolicy::Action::kDescribe);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   response->set_self_id(parts_.cluster->self().id);
   std::shared_ptr<const ClusterMap> members = parts_.cluster->current();
   for (const Member& member : members->members()) {
@@ -425,7 +489,9 @@ grpc::Status GranaryService::GetMembers(grpc::ServerContext* context, const v1::
 grpc::Status GranaryService::ExchangeCatalog(grpc::ServerContext* context,
                                              const v1::ExchangeCatalogRequest* request,
                                              v1::ExchangeCatalogResponse* response) {
-  GRANARY_AUTHENTICATE(context, "ExchangeCatalog");
+  absl::StatusOr<Caller> caller =
+      Authorize(*context, "ExchangeCatalog", AccessPolicy::Action::kExchangeCatalog);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::StatusOr<v1::ExchangeCatalogResponse> answer = parts_.catalog_sync->Answer(*request);
   if (answer.ok()) *response = *std::move(answer);
   return Answer(answer.status(), "ExchangeCatalog");

@@ -6,8 +6,13 @@
 // In a cluster, Status and Locate gather every member's figures (unless the
 // request asks for this node only), Prewarm coordinates the whole cache group
 // (GroupPrewarm), dataset changes are pushed to every peer before the call
-// answers (CatalogSync), and GetMembers tells readers whom to route to. Every
-// call is first checked by the RequestAuthenticator.
+// answers (CatalogSync), and GetMembers tells readers whom to route to.
+//
+// Every call first learns who its caller is (RequestAuthenticator) and
+// whether it may make the call (AccessPolicy); a read by a local caller other
+// than root is also checked against the file's owner, group and mode. Every
+// change (register, refresh, remove, prewarm) leaves an audit line in the
+// log, allowed or refused: who, what, and the result.
 //
 // Streams: ReadChunk sends at most kMaxReadMessageBytes per message;
 // GetManifest sends pages of at most Catalog::kManifestPageEntries entries;
@@ -24,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "cache_server/access_policy.h"
+#include "cache_server/caller.h"
 #include "cache_server/catalog.h"
 #include "cache_server/catalog_sync.h"
 #include "cache_server/cluster_view.h"
@@ -48,6 +55,7 @@ struct ServiceParts {
   ClusterView* cluster;
   CatalogSync* catalog_sync;
   RequestAuthenticator* authenticator;
+  const AccessPolicy* policy;
 };
 
 class GranaryService final : public v1::Granary::Service {
@@ -55,6 +63,7 @@ class GranaryService final : public v1::Granary::Service {
   static constexpr size_t kMaxReadMessageBytes = 1 << 20;
   static constexpr std::chrono::milliseconds kPrewarmProgressInterval{100};
   static constexpr unsigned kMaxPrewarmParallelism = 256;
+  static constexpr size_t kMaxPrewarmPaths = 10'000;
 
   GranaryService(ServiceParts parts, unsigned default_prewarm_parallelism);
 
@@ -86,6 +95,12 @@ class GranaryService final : public v1::Granary::Service {
                                v1::ExchangeCatalogResponse* response) override;
 
  private:
+  // Who made the call, if they may make it. A refused change (`change`
+  // non-empty) is audited.
+  absl::StatusOr<Caller> Authorize(const grpc::ServerContextBase& context, std::string_view method,
+                                   AccessPolicy::Action action, std::string_view change = {});
+  // Whether `caller` may read the file `request` reads from (AccessPolicy::AllowRead).
+  absl::Status AllowRead(const Caller& caller, const v1::ReadChunkRequest& request);
   absl::Status StreamChunk(const v1::ReadChunkRequest& request,
                            grpc::ServerWriter<v1::ReadChunkResponse>* writer);
   absl::Status RunPrewarm(grpc::ServerContext* context, const v1::PrewarmRequest& request,

@@ -56,6 +56,26 @@ KeyParser AddressKey(std::string GranarydConfig::*field) {
   };
 }
 
+// A directory or a list of them; never empty.
+KeyParser PathListKey(std::vector<std::string> GranarydConfig::*field) {
+  return [field](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+    std::vector<std::string> dirs;
+    if (node.IsScalar()) {
+      dirs.push_back(node.Scalar());
+    } else if (node.IsSequence()) {
+      for (const YAML::Node& item : node) {
+        GRANARY_ASSIGN_OR_RETURN(std::string dir, Scalar(item));
+        dirs.push_back(dir);
+      }
+    } else {
+      return absl::InvalidArgumentError("expected a directory or a list of directories");
+    }
+    if (dirs.empty()) return absl::InvalidArgumentError("the list is empty");
+    config->*field = std::move(dirs);
+    return absl::OkStatus();
+  };
+}
+
 const std::map<std::string, KeyParser>& KeyParsers() {
   static const auto* parsers = new std::map<std::string, KeyParser>{
       {"data_dir", StringKey(&GranarydConfig::data_dir)},
@@ -90,23 +110,12 @@ const std::map<std::string, KeyParser>& KeyParsers() {
          config->socket_mode = mode;
          return absl::OkStatus();
        }},
-      {"cache_dirs",
-       [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
-         std::vector<std::string> dirs;
-         if (node.IsScalar()) {
-           dirs.push_back(node.Scalar());
-         } else if (node.IsSequence()) {
-           for (const YAML::Node& item : node) {
-             GRANARY_ASSIGN_OR_RETURN(std::string dir, Scalar(item));
-             dirs.push_back(dir);
-           }
-         } else {
-           return absl::InvalidArgumentError("expected a directory or a list of directories");
-         }
-         if (dirs.empty()) return absl::InvalidArgumentError("the list is empty");
-         config->cache_dirs = std::move(dirs);
-         return absl::OkStatus();
-       }},
+      {"cache_dirs", PathListKey(&GranarydConfig::cache_dirs)},
+      {"source_roots", PathListKey(&GranarydConfig::source_roots)},
+      {"admin_group", StringKey(&GranarydConfig::admin_group)},
+      {"max_datasets", WholeNumberKey(&GranarydConfig::max_datasets, 1, 1'000'000)},
+      {"max_dataset_entries",
+       WholeNumberKey(&GranarydConfig::max_dataset_entries, 1, 1'000'000'000)},
   };
   return *parsers;
 }

@@ -13,6 +13,8 @@
 //   cluster_token_file: /etc/granary/token
 //   socket_mode: 0660                 socket_group: granary
 //   prewarm_parallelism: 8
+//   source_roots: [/mnt/nfs/datasets, /lustre/ml]   admin_group: granary-admin
+//   max_datasets: 1000                max_dataset_entries: 5000000
 // An unknown key, a value of the wrong kind, or a bad size or address is an
 // INVALID_ARGUMENT error naming the file, the key and the value.
 //
@@ -55,6 +57,17 @@ struct GranarydConfig {
   // calls are not authenticated.
   std::string cluster_token_file;
   uint32_t prewarm_parallelism = 8;
+  // The only directories datasets may be registered from (a source must be
+  // one of them or lie beneath one). Empty: no dataset can be registered.
+  std::vector<std::string> source_roots;
+  // Members of this group may register, refresh and remove datasets over
+  // the Unix socket, as root may; empty: root alone.
+  std::string admin_group;
+  // How many datasets the catalog holds, and how many entries (files,
+  // directories, links) one dataset version may have: a registration over
+  // either is refused, so that no caller exhausts granaryd's memory.
+  uint32_t max_datasets = 1000;
+  uint32_t max_dataset_entries = 5'000'000;
 };
 
 // The embedded single-node default: DefaultDataDir(), DefaultSocketPath(),

@@ -1,9 +1,11 @@
 #include "common/file_util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
@@ -44,6 +46,27 @@ absl::StatusOr<size_t> PreadUntilFullOrEnd(int fd, uint64_t offset, std::span<ch
     done += static_cast<size_t>(n);
   }
   return done;
+}
+
+absl::Status CreatePrivateDirectory(const std::string& path, std::string_view what) {
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (error) {
+    return ErrnoStatus(error.value(), absl::StrCat("cannot create ", AsAbsl(what), " ", path));
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return ErrnoStatus(errno, absl::StrCat(AsAbsl(what), " ", path));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(AsAbsl(what), " ", path, " exists but is not a directory"));
+  }
+  if ((st.st_mode & 077) != 0 && ::chmod(path.c_str(), st.st_mode & 0700) != 0) {
+    return ErrnoStatus(errno,
+                       absl::StrCat("cannot make ", AsAbsl(what), " ", path, " private (0700)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace granary

@@ -1,5 +1,5 @@
-// Small file helpers: whole files for the configuration readers, and
-// positioned reads that do not stop short.
+// Small file helpers: whole files for the configuration readers, private
+// directories for granaryd's data, and positioned reads that do not stop short.
 //
 // Thread-safety: pure functions.
 #ifndef GRANARY_COMMON_FILE_UTIL_H_
@@ -18,6 +18,12 @@ namespace granary {
 // PERMISSION_DENIED, ...) and name `what` and the path, e.g.
 // "members file /etc/granary/members.yaml: No such file or directory".
 absl::StatusOr<std::string> ReadFileToString(const std::string& path, std::string_view what);
+
+// Creates `path` (and missing parents) as a directory only its owner may
+// enter (0700), and takes group and world access away from an existing one:
+// what granaryd caches is readable by granaryd alone. Errors name `what` and
+// the path.
+absl::Status CreatePrivateDirectory(const std::string& path, std::string_view what);
 
 // Reads from `fd` at `offset` until `out` is full or the file ends, and
 // returns how many bytes were read (fewer than out.size() only at its end).

@@ -51,8 +51,13 @@ absl::Status ErrnoStatus(int error_number, std::string_view context) {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
+  // A message travels in the reply's metadata, which has a size limit: one
+  // that echoes a long input must not make the reply itself fail.
+  absl::string_view message = status.message();
+  std::string bounded(message.substr(0, kMaxErrorMessageBytes));
+  if (message.size() > kMaxErrorMessageBytes) absl::StrAppend(&bounded, "... (cut)");
   // absl::StatusCode and grpc::StatusCode share their numeric values.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::move(bounded));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

@@ -18,6 +18,8 @@ namespace granary {
 // is "<context>: <strerror>".
 absl::Status ErrnoStatus(int error_number, std::string_view context);
 
+// The same code and message; a message over kMaxErrorMessageBytes is cut.
+inline constexpr size_t kMaxErrorMessageBytes = 1024;
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
@@ -25,9 +27,9 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // Evaluates `expr` (an absl::Status) and returns it from the enclosing function
 // when it is not OK.
-#define GRANARY_RETURN_IF_ERROR(expr)                \
-  do {                                               \
-    ::absl::Status granary_status_ = (expr);         \
+#define GRANARY_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::absl::Status granary_status_ = (expr);           \
     if (!granary_status_.ok()) return granary_status_; \
   } while (false)
 

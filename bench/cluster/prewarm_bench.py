@@ -132,6 +132,8 @@ class Group:
                  "--metrics-listen", "127.0.0.1:%d" % node["metrics"],
                  "--capacity", str(capacity_bytes), "--node-id", node["id"],
                  "--group", node["group"],
+                 # Benchmarks register sources from wherever they made them.
+                 "--source-root", "/",
                  "--members", members],
                 stdout=logf, stderr=subprocess.STDOUT, preexec_fn=enter_cgroup(cgroup)))
         for i in range(n):

@@ -819,7 +819,9 @@ class Granary(System):
             cmd = [os.path.join(build, "granaryd"), "--data-dir", node["dir"],
                    "--socket", node["sock"], "--listen", "127.0.0.1:%d" % node["tcp"],
                    "--metrics-listen", "127.0.0.1:%d" % node["metrics"],
-                   "--capacity", capacity]
+                   "--capacity", capacity,
+                   # Benchmarks register sources from wherever they made them.
+                   "--source-root", "/"]
             if self.servers > 1:
                 cmd += ["--node-id", node["id"]] + cluster_args
             with open(node["log"], "w") as logf:

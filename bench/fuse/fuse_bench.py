@@ -99,7 +99,9 @@ class Granaryd:
         self.proc = subprocess.Popen(
             [os.path.join(build, "granaryd"), "--data-dir", os.path.join(workdir, "data"),
              "--socket", self.socket, "--listen", "127.0.0.1:%d" % free_port(),
-             "--metrics-listen", "127.0.0.1:%d" % free_port(), "--capacity", "16GiB"],
+             "--metrics-listen", "127.0.0.1:%d" % free_port(), "--capacity", "16GiB",
+             # Benchmarks register sources from wherever they made them.
+             "--source-root", "/"],
             stderr=self.log, stdout=self.log)
         self.cli = [os.path.join(build, "granary"), "--server", self.address]
         wait_for(lambda: subprocess.run(self.cli + ["status"], capture_output=True).returncode == 0,

@@ -44,7 +44,8 @@ std::string JoinPath(const std::string& dir, const char* name) {
 // first error, which stops every worker.
 class Scan {
  public:
-  Scan(const std::string& root, int root_fd) : root_(root), root_fd_(root_fd) {}
+  Scan(const std::string& root, int root_fd, size_t max_entries)
+      : root_(root), root_fd_(root_fd), max_entries_(max_entries) {}
 
   void Run(int threads) {
     queue_.push_back("");
@@ -80,6 +81,15 @@ class Scan {
       if (!listed.ok() && error_.ok()) error_ = listed;
       for (std::string& subdir : subdirs) queue_.push_back(std::move(subdir));
       std::move(found.begin(), found.end(), std::back_inserter(entries_));
+      // Checked as entries arrive, so a tree far over the limit stops the
+      // scan early instead of first filling memory with it. The root's own
+      // entry is added after the scan: one more than these.
+      if (entries_.size() >= max_entries_ && error_.ok()) {
+        error_ = absl::ResourceExhaustedError(absl::StrCat(
+            "source ", root_, " has more than ", max_entries_,
+            " files, directories and links, the most one dataset may have (max_dataset_entries); "
+            "register a subdirectory or raise the limit"));
+      }
       cv_.notify_all();
     }
     cv_.notify_all();
@@ -158,6 +168,7 @@ class Scan {
 
   const std::string& root_;
   const int root_fd_;
+  const size_t max_entries_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> queue_;
@@ -184,7 +195,8 @@ bool SymlinkStaysInside(const std::string& link_path, const std::string& target)
   return true;
 }
 
-absl::StatusOr<ManifestEntries> ScanPosixTree(const std::string& root, int threads) {
+absl::StatusOr<ManifestEntries> ScanPosixTree(const std::string& root, int threads,
+                                              size_t max_entries) {
   struct stat st;
   if (::stat(root.c_str(), &st) != 0) {
     int error = errno;
@@ -200,7 +212,7 @@ absl::StatusOr<ManifestEntries> ScanPosixTree(const std::string& root, int threa
   if (root_fd < 0) {
     return ErrnoStatus(errno, absl::StrCat("cannot read source directory ", root));
   }
-  Scan scan(root, root_fd);
+  Scan scan(root, root_fd, max_entries);
   scan.Run(std::max(1, threads));
   ::close(root_fd);
   GRANARY_ASSIGN_OR_RETURN(ManifestEntries entries, std::move(scan).Result());

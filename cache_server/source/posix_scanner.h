@@ -12,6 +12,8 @@
 #ifndef GRANARY_CACHE_SERVER_SOURCE_POSIX_SCANNER_H_
 #define GRANARY_CACHE_SERVER_SOURCE_POSIX_SCANNER_H_
 
+#include <cstddef>
+#include <limits>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,8 +23,11 @@ namespace granary {
 
 // The entries under `root` (an absolute directory path), unsorted.
 // NOT_FOUND naming the root when it does not exist, INVALID_ARGUMENT when it is
-// not a directory, PERMISSION_DENIED naming the directory that cannot be read.
-absl::StatusOr<ManifestEntries> ScanPosixTree(const std::string& root, int threads);
+// not a directory, PERMISSION_DENIED naming the directory that cannot be read,
+// RESOURCE_EXHAUSTED when the tree, root included, has more than `max_entries`
+// entries (the scan stops soon after it finds out).
+absl::StatusOr<ManifestEntries> ScanPosixTree(
+    const std::string& root, int threads, size_t max_entries = std::numeric_limits<size_t>::max());
 
 // Whether a symlink at `link_path` (relative to the root) with `target` points
 // inside the tree, judged lexically. Exposed for tests.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
 #include "common/chunk_key.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "rocksdb/db.h"
@@ -65,12 +66,7 @@ absl::Status ScanPrefix(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* family,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const std::string& path) {
-  std::error_code error;
-  std::filesystem::create_directories(path, error);
-  if (error) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot create index directory ", path, ": ", error.message()));
-  }
+  GRANARY_RETURN_IF_ERROR(CreatePrivateDirectory(path, "index directory"));
   rocksdb::Options options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;

@@ -63,6 +63,7 @@
 #include "cache_server/store/segment_sealer.h"
 #include "common/absl_compat.h"
 #include "common/block_checksums.h"
+#include "common/file_util.h"
 #include "common/hash.h"
 #include "common/logging.h"
 #include "common/size.h"
@@ -111,19 +112,12 @@ absl::Status CheckBlocks(const v1::ChunkLocation& location, const SegmentFile& f
   return absl::OkStatus();
 }
 
-// Creates `directory` if needed and checks that files can be created in it.
+// Creates `directory` if needed, private to granaryd, and checks that files
+// can be created in it.
 absl::Status PrepareDirectory(const std::string& directory) {
-  std::error_code error;
-  std::filesystem::create_directories(directory, error);
-  if (std::filesystem::exists(directory) && !std::filesystem::is_directory(directory)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cache directory ", directory, " exists but is not a directory"));
-  }
-  if (error) {
-    return ErrnoStatus(error.value(), absl::StrCat("cannot create cache directory ", directory));
-  }
+  GRANARY_RETURN_IF_ERROR(CreatePrivateDirectory(directory, "cache directory"));
   const std::string probe = absl::StrCat(directory, "/.granary-write-probe");
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
     return ErrnoStatus(errno, absl::StrCat("cache directory ", directory, " is not writable"));
   }

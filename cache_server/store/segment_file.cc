@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<SegmentFile>> SegmentFile::OpenWithFlags(
   flags |= O_CLOEXEC;
   int fd = -1;
   if (direct_io) {
-    fd = ::open(path.c_str(), flags | O_DIRECT, 0644);
+    fd = ::open(path.c_str(), flags | O_DIRECT, 0600);
     if (fd < 0 && errno == EINVAL) {
       GRANARY_LOG_FIRST_N(WARNING, 1)
           << "chunk store: " << directory << " does not support O_DIRECT; using buffered I/O";
@@ -61,7 +61,7 @@ absl::StatusOr<std::unique_ptr<SegmentFile>> SegmentFile::OpenWithFlags(
       return ErrnoStatus(errno, absl::StrCat("open segment ", path));
     }
   }
-  if (fd < 0) fd = ::open(path.c_str(), flags, 0644);
+  if (fd < 0) fd = ::open(path.c_str(), flags, 0600);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open segment ", path));
   return std::unique_ptr<SegmentFile>(new SegmentFile(id, fd, direct_io, std::move(path)));
 }

@@ -89,6 +89,7 @@ Fixture* StartFixture() {
   config.listen = "127.0.0.1:0";
   config.metrics_listen = "127.0.0.1:0";
   config.capacity_bytes = 256 << 20;
+  config.source_roots = {fixture->sandbox};
   absl::StatusOr<std::unique_ptr<GranaryServer>> server = GranaryServer::Start(config);
   GRANARY_FUZZ_CHECK(server.ok(), server.status().ToString());
   fixture->server = *std::move(server);

@@ -97,7 +97,7 @@ for spec in "${granary_nodes[@]}"; do
   "${granaryd}" --data-dir "${tmp}/granary-${id}" --socket "${tmp}/granaryd-${id}.sock" \
     --listen "127.0.0.1:${peer_port[${id}]}" --metrics-listen "127.0.0.1:$(free_port)" \
     --node-id "${id}" --group "${spec#*:}" --members "${tmp}/members.yaml" \
-    --token-file "${GRANARY_TOKEN_FILE}" >"${tmp}/log/granaryd-${id}" 2>&1 &
+    --token-file "${GRANARY_TOKEN_FILE}" --source-root "${tmp}" >"${tmp}/log/granaryd-${id}" 2>&1 &
   pids+=($!)
 done
 export GRANARY_SERVER="127.0.0.1:${peer_port[localhost]}"

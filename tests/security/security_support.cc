@@ -71,9 +71,8 @@ absl::StatusOr<gid_t> EnsureGroup(const std::string& name) {
 absl::StatusOr<TestUser> EnsureTestUser(const std::string& name,
                                         const std::vector<std::string>& groups) {
   if (::getpwnam(name.c_str()) == nullptr) {
-    absl::StatusOr<CommandResult> made =
-        Run({"/usr/sbin/useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-             name});
+    absl::StatusOr<CommandResult> made = Run({"/usr/sbin/useradd", "--system", "--no-create-home",
+                                              "--shell", "/usr/sbin/nologin", name});
     if (!made.ok()) return made.status();
     if (::getpwnam(name.c_str()) == nullptr) {
       return absl::InternalError(absl::StrCat("useradd ", name, " failed: ", made->stderr_text));
@@ -113,9 +112,9 @@ void ReportAttack(const AttackRow& row) {
   auto cell = [](const std::string& text) {
     return absl::StrReplaceAll(text, {{"|", "\\|"}, {"\n", " "}});
   };
-  std::string line = absl::StrCat("| ", cell(row.finding), " | ", cell(row.attack), " | ",
-                                  cell(row.channel), " | ", cell(row.expected), " | ",
-                                  cell(row.observed), " |");
+  std::string line =
+      absl::StrCat("| ", cell(row.finding), " | ", cell(row.attack), " | ", cell(row.channel),
+                   " | ", cell(row.expected), " | ", cell(row.observed), " |");
   std::cout << "attack table row: " << line << std::endl;
   if (const char* table = std::getenv("GRANARY_SECURITY_TABLE"); table != nullptr) {
     std::ofstream(table, std::ios::app) << line << "\n";

@@ -40,10 +40,13 @@ using Clock = std::chrono::steady_clock;
 
 std::string GranarydPath() { return GRANARY_TEST_GRANARYD_PATH; }
 
-TempDir::TempDir() {
+std::string TempDirBase() {
   const char* base = std::getenv("TMPDIR");
-  std::string pattern =
-      absl::StrCat(base != nullptr && base[0] != '\0' ? base : "/tmp", "/granary-test-XXXXXX");
+  return base != nullptr && base[0] != '\0' ? base : "/tmp";
+}
+
+TempDir::TempDir() {
+  std::string pattern = absl::StrCat(TempDirBase(), "/granary-test-XXXXXX");
   char* made = ::mkdtemp(pattern.data());
   if (made == nullptr) std::abort();
   path_ = made;
@@ -127,6 +130,9 @@ std::unique_ptr<v1::Granary::Stub> GranarydProcess::TcpStub() const {
 absl::Status GranarydProcess::Spawn() {
   std::vector<std::string> args{"--data-dir", data_dir_,     "--socket",         socket_path_,
                                 "--listen",   tcp_address(), "--metrics-listen", metrics_address()};
+  for (const std::string& root : options_.source_roots) {
+    args.insert(args.end(), {"--source-root", root});
+  }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::string binary = GranarydPath();
   if (!options_.user.empty()) {

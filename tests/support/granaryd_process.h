@@ -33,7 +33,10 @@ namespace granary::testing {
 // Absolute path of the granaryd binary this test was built with.
 std::string GranarydPath();
 
-// A fresh directory under $TMPDIR (or /tmp), removed with its content by the
+// Where temporary directories go: $TMPDIR, or /tmp.
+std::string TempDirBase();
+
+// A fresh directory under TempDirBase(), removed with its content by the
 // destructor.
 class TempDir {
  public:
@@ -55,6 +58,9 @@ struct GranarydOptions {
   // Appended after the flags GranarydProcess sets itself (--data-dir,
   // --socket, --listen, --metrics-listen), so they may add to or override them.
   std::vector<std::string> extra_args;
+  // The directories datasets may be registered from (--source-root): by
+  // default where every test makes its sources.
+  std::vector<std::string> source_roots = {TempDirBase()};
   // The TCP (peer) port; 0: a free one. Clusters choose ports up front to
   // write them into the members file.
   int tcp_port = 0;

@@ -1,0 +1,122 @@
+#include "cache_server/access_policy.h"
+
+#include <grp.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/absl_compat.h"
+
+namespace granary {
+namespace {
+
+bool InGroup(const PeerCredentials& credentials, gid_t gid) {
+  return credentials.gid == gid || std::find(credentials.groups.begin(), credentials.groups.end(),
+                                             gid) != credentials.groups.end();
+}
+
+// Whether the permission bits of `entry` grant `wanted` (S_IROTH, S_IXOTH:
+// the "other" position) to `credentials`, as the kernel decides for a caller
+// that is not root: only one class of bits applies.
+bool Grants(const ManifestEntry& entry, const PeerCredentials& credentials, uint32_t wanted) {
+  uint32_t bits = entry.mode;
+  if (credentials.uid == entry.uid) {
+    bits >>= 6;
+  } else if (InGroup(credentials, entry.gid)) {
+    bits >>= 3;
+  }
+  return (bits & wanted) == wanted;
+}
+
+std::string_view Parent(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
+}
+
+}  // namespace
+
+absl::StatusOr<AccessPolicy> AccessPolicy::Make(const std::string& admin_group) {
+  if (admin_group.empty()) return AccessPolicy(std::nullopt, "");
+  group entry{};
+  group* found = nullptr;
+  std::vector<char> buffer(16384);
+  ::getgrnam_r(admin_group.c_str(), &entry, buffer.data(), buffer.size(), &found);
+  if (found == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("admin_group '", admin_group, "' is not a group on this host"));
+  }
+  return AccessPolicy(found->gr_gid, admin_group);
+}
+
+bool AccessPolicy::ChecksFiles(const Caller& caller) {
+  return caller.channel == Caller::Channel::kUnixSocket && caller.credentials.uid != 0;
+}
+
+bool AccessPolicy::IsAdministrator(const PeerCredentials& credentials) const {
+  return credentials.uid == 0 || (admin_gid_ && InGroup(credentials, *admin_gid_));
+}
+
+absl::Status AccessPolicy::Allow(const Caller& caller, Action action,
+                                 std::string_view method) const {
+  if (caller.channel == Caller::Channel::kTcp) {
+    if (caller.cluster_member) return absl::OkStatus();
+    return absl::UnauthenticatedError(
+        absl::StrCat(AsAbsl(method),
+                     " over TCP needs the cluster token (--token-file) or a certificate "
+                     "of the cluster's CA"));
+  }
+  switch (action) {
+    case Action::kDescribe:
+    case Action::kRead:
+    case Action::kPrewarm:
+      return absl::OkStatus();
+    case Action::kAdminister:
+      if (IsAdministrator(caller.credentials)) return absl::OkStatus();
+      return absl::PermissionDeniedError(absl::StrCat(
+          AsAbsl(method), " is an administrator's act: it needs root",
+          admin_group_.empty() ? "" : absl::StrCat(" or membership of group '", admin_group_, "'"),
+          ", and the caller is ", DescribeCaller(caller)));
+    case Action::kExchangeCatalog:
+      return absl::PermissionDeniedError(
+          absl::StrCat(AsAbsl(method), " is for cluster members over TCP, not local callers"));
+  }
+  return absl::InternalError("unknown action");
+}
+
+absl::Status AccessPolicy::AllowRead(const Caller& caller, const Manifest& manifest,
+                                     uint64_t file_id) const {
+  const ManifestEntries& entries = manifest.entries();
+  if (file_id >= entries.size()) {
+    return absl::NotFoundError(absl::StrCat("dataset version has no file ", file_id));
+  }
+  if (!ChecksFiles(caller)) return absl::OkStatus();
+  const ManifestEntry& file = entries[file_id];
+  auto refuse = [&](std::string_view why) {
+    return absl::PermissionDeniedError(absl::StrCat("'", file.path, "' ", AsAbsl(why), " for ",
+                                                    DescribeCaller(caller), ", as in the source"));
+  };
+  if (!Grants(file, caller.credentials, S_IROTH)) return refuse("is not readable");
+  std::string_view directory = file.path;
+  do {
+    directory = Parent(directory);
+    std::optional<uint64_t> id = manifest.Find(directory);
+    if (!id || !Grants(entries[*id], caller.credentials, S_IXOTH)) {
+      return refuse(
+          absl::StrCat("lies in directory '", AsAbsl(directory), "', which is not searchable"));
+    }
+  } while (!directory.empty());
+  return absl::OkStatus();
+}
+
+std::string DescribeCaller(const Caller& caller) {
+  if (caller.channel == Caller::Channel::kUnixSocket) {
+    return absl::StrCat("uid ", caller.credentials.uid, " (pid ", caller.credentials.pid,
+                        ") on the Unix socket");
+  }
+  return absl::StrCat(caller.address, " over TCP",
+                      caller.cluster_member ? " (cluster member)" : " (not authenticated)");
+}
+
+}  // namespace granary
