@@ -32,13 +32,12 @@ struct RootListing {
 struct Ops {
   static GranaryFs& Fs(fuse_req_t req) { return *static_cast<GranaryFs*>(fuse_req_userdata(req)); }
 
-  static void FillEntry(const GranaryFs& fs, const MountedDataset& dataset, uint64_t node,
-                        double timeout, fuse_entry_param* entry) {
+  static void FillEntry(const MountedDataset& dataset, uint64_t node, double timeout,
+                        fuse_entry_param* entry) {
     *entry = {};
     entry->ino = dataset.InodeOf(node);
     entry->generation = 1;
     dataset.Stat(node, &entry->attr);
-    fs.table_->SetOwner(&entry->attr);
     entry->attr_timeout = timeout;
     entry->entry_timeout = timeout;
   }
@@ -64,7 +63,7 @@ struct Ops {
         fuse_reply_err(req, ENOENT);
         return;
       }
-      FillEntry(fs, *dataset, 0, kRootTimeout, &entry);
+      FillEntry(*dataset, 0, kRootTimeout, &entry);
       fuse_reply_entry(req, &entry);
       return;
     }
@@ -80,7 +79,7 @@ struct Ops {
       fuse_reply_entry(req, &entry);
       return;
     }
-    FillEntry(fs, *dir.dataset, *child, kImmutableTimeout, &entry);
+    FillEntry(*dir.dataset, *child, kImmutableTimeout, &entry);
     fuse_reply_entry(req, &entry);
   }
 
@@ -98,7 +97,6 @@ struct Ops {
       return;
     }
     node.dataset->Stat(node.node, &st);
-    fs.table_->SetOwner(&st);
     fuse_reply_attr(req, &st, node.node == 0 ? kRootTimeout : kImmutableTimeout);
   }
 
@@ -166,11 +164,11 @@ struct Ops {
         const MountedDataset& dataset =
             *reinterpret_cast<RootListing*>(fi->fh)->datasets[index - 2];
         name = dataset.name();
-        FillEntry(fs, dataset, 0, kRootTimeout, &entry);
+        FillEntry(dataset, 0, kRootTimeout, &entry);
       } else {
         uint64_t child = dir.dataset->Children(dir.node)[index - 2];
         name = dir.dataset->NameOf(child);
-        FillEntry(fs, *dir.dataset, child, kImmutableTimeout, &entry);
+        FillEntry(*dir.dataset, child, kImmutableTimeout, &entry);
       }
       std::string name_z(name);
       char* at = buffer.data() + used;

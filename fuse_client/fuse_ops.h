@@ -6,6 +6,12 @@
 // per open file; open files keep the kernel's page cache (keep_cache), since
 // a dataset version never changes.
 //
+// Permissions: every entry shows its source's owner, group and mode (the
+// manifest's), and granary-fuse always mounts with default_permissions, so
+// the kernel refuses a user exactly what the source's owners and modes
+// refuse them -- search permission on every ancestor directory included --
+// even on an allow_other mount served by root (invariant 7 of DESIGN.md).
+//
 // Timeouts: entries and attributes inside a dataset are cached by the kernel
 // for a day (versions are immutable); names in the root for a second, so that
 // datasets added, refreshed or removed show up promptly.

@@ -132,6 +132,10 @@ void MountedDataset::Stat(uint64_t node, struct stat* out) const {
     out->st_mtim = {entry->mtime_ns / 1000000000, entry->mtime_ns % 1000000000};
     out->st_ctim = out->st_atim = out->st_mtim;
   }
+  if (entry != nullptr) {
+    out->st_uid = entry->uid;
+    out->st_gid = entry->gid;
+  }
   out->st_ino = InodeOf(node);
   out->st_blksize = 1 << 20;
 }
@@ -194,7 +198,8 @@ void InodeTable::StatRoot(struct stat* out) const {
   StatDirectory(kMountTimeNs, 0555, out);
   out->st_ino = kRootInode;
   out->st_blksize = 1 << 20;
-  SetOwner(out);
+  out->st_uid = uid_;
+  out->st_gid = gid_;
 }
 
 }  // namespace granary::fuse

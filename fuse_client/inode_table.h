@@ -60,6 +60,10 @@ class MountedDataset {
   // The last path component of `node`.
   std::string_view NameOf(uint64_t node) const;
 
+  // The attributes of `node` as the source had them: type, mode, owner
+  // (uid, gid), size and times from its manifest entry. The kernel checks
+  // access against them (the mount has default_permissions). A dataset root
+  // the manifest does not list shows as root's, mode 0555.
   void Stat(uint64_t node, struct stat* out) const;
 
  private:
@@ -78,7 +82,8 @@ class MountedDataset {
 
 class InodeTable {
  public:
-  // `uid` and `gid` own every file (manifests do not record owners).
+  // `uid` and `gid` own the mount root; everything in a dataset has its
+  // source's owner.
   InodeTable(uid_t uid, gid_t gid) : uid_(uid), gid_(gid) {}
 
   // The dataset version behind `inode` and the node inside it; nullptr for the
@@ -102,11 +107,6 @@ class InodeTable {
   std::shared_ptr<const MountedDataset> Add(DatasetSnapshot snapshot);
 
   void StatRoot(struct stat* out) const;
-  // Fills uid and gid of a stat filled by MountedDataset::Stat.
-  void SetOwner(struct stat* out) const {
-    out->st_uid = uid_;
-    out->st_gid = gid_;
-  }
 
  private:
   const uid_t uid_;

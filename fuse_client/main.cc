@@ -11,7 +11,10 @@
 // `fusermount3 -u MOUNTPOINT`.
 //
 // Non-root users need `user_allow_other` in /etc/fuse.conf for -o allow_other
-// (containers reading a mount made by another user need it).
+// (containers reading a mount made by another user need it). Every entry
+// shows its source's owner, group and mode, and the kernel enforces them
+// (default_permissions, always on): other users of an allow_other mount read
+// only what the source lets them read.
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/mount.h>
@@ -215,6 +218,9 @@ int Run(const Flags& flags, int report_fd) {
   Readahead readahead(static_cast<int>(flags.readahead_threads), &cache, &fetcher, &page_store);
   GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, &page_store, *readahead_bytes});
 
+  // default_permissions always: the kernel checks each access against the
+  // source's owners and modes that the entries show (fuse_ops.h); no option
+  // given here can turn that off.
   std::string options =
       absl::StrCat("ro,default_permissions,fsname=granary,subtype=granary,max_read=", kMaxRead);
   for (const std::string& option : flags.options) absl::StrAppend(&options, ",", option);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
+#include "common/source_path.h"
 #include "common/status.h"
 
 namespace granary {
@@ -100,13 +101,26 @@ class Scan {
   absl::Status ListDirectory(const std::string& dir, std::vector<ManifestEntry>* found,
                              std::vector<std::string>* subdirs) {
     std::string full = dir.empty() ? root_ : absl::StrCat(root_, "/", dir);
-    int fd = dir.empty()
-                 ? ::dup(root_fd_)
-                 : ::openat(root_fd_, dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-      // A directory removed while the scan runs is simply not there.
-      if (errno == ENOENT) return absl::OkStatus();
-      return ErrnoStatus(errno, absl::StrCat("cannot read source directory ", full));
+    int fd;
+    if (dir.empty()) {
+      fd = ::dup(root_fd_);
+      if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot read source directory ", full));
+    } else {
+      // Beneath the root, through no symlink: a directory swapped for a
+      // symlink since it was listed must not bring another tree in.
+      absl::StatusOr<UniqueFd> opened = OpenBeneath(root_fd_, dir, O_RDONLY | O_DIRECTORY);
+      if (!opened.ok()) {
+        // Removed, or no longer a directory, while the scan runs: it is
+        // simply not there.
+        if (absl::IsNotFound(opened.status()) || absl::IsFailedPrecondition(opened.status())) {
+          GRANARY_LOG(INFO) << "skipping " << full << ": " << opened.status().message();
+          return absl::OkStatus();
+        }
+        return absl::Status(
+            opened.status().code(),
+            absl::StrCat("cannot read source directory ", full, ": ", opened.status().message()));
+      }
+      fd = opened->Release();
     }
     DIR* stream = ::fdopendir(fd);
     if (stream == nullptr) {
@@ -197,24 +211,26 @@ bool SymlinkStaysInside(const std::string& link_path, const std::string& target)
 
 absl::StatusOr<ManifestEntries> ScanPosixTree(const std::string& root, int threads,
                                               size_t max_entries) {
-  struct stat st;
-  if (::stat(root.c_str(), &st) != 0) {
+  // The root itself may be reached through symlinks (an administrator chose
+  // it); nothing beneath it is.
+  UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!root_fd.valid()) {
     int error = errno;
+    struct stat st;
+    if (error == ENOTDIR && ::stat(root.c_str(), &st) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("source ", root, " is not a directory"));
+    }
     if (error == ENOENT || error == ENOTDIR) {
       return absl::NotFoundError(absl::StrCat("source directory ", root, " does not exist"));
     }
-    return ErrnoStatus(error, absl::StrCat("source directory ", root));
+    return ErrnoStatus(error, absl::StrCat("cannot read source directory ", root));
   }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat("source ", root, " is not a directory"));
+  struct stat st;
+  if (::fstat(root_fd.get(), &st) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot stat source directory ", root));
   }
-  int root_fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (root_fd < 0) {
-    return ErrnoStatus(errno, absl::StrCat("cannot read source directory ", root));
-  }
-  Scan scan(root, root_fd, max_entries);
+  Scan scan(root, root_fd.get(), max_entries);
   scan.Run(std::max(1, threads));
-  ::close(root_fd);
   GRANARY_ASSIGN_OR_RETURN(ManifestEntries entries, std::move(scan).Result());
   ManifestEntry root_entry;
   root_entry.type = EntryType::kDirectory;

@@ -1,7 +1,9 @@
 // Scans a posix source into manifest entries, in parallel: worker threads take
 // directories from a shared queue, list them and lstat every entry, so a tree
 // of a million files on a network filesystem is not listed one round trip at
-// a time.
+// a time. Every directory below the root is opened beneath it with no symlink
+// followed (OpenBeneath, common/source_path.h), so a directory swapped for a
+// symlink while the scan runs is skipped, never listed.
 //
 // What is recorded: the root (path ""), every directory, every regular file
 // (empty ones included) with its size, mode and mtime, and every symlink whose

@@ -1,12 +1,15 @@
 // The posix source: a dataset that lives in a directory of any POSIX
 // filesystem (local disk, NFS, Lustre, ...), named "posix:///abs/path" or by a
-// bare absolute path. Granary only ever reads it.
+// bare absolute path (PosixRootOf, common/source_path.h). Granary only ever
+// reads it.
 //
-// ReadPosixFileRange() reads a byte range of one manifest entry and guarantees
-// the bytes belong to the manifest's version of the file: it checks the file's
-// size and mtime against the entry before and after reading, so that a file
-// replaced, truncated or rewritten since registration fails with
-// FAILED_PRECONDITION naming it instead of yielding bytes of another version.
+// ReadPosixFileRange() is how granaryd reads a byte range of one manifest
+// entry: through VerifiedSourceFile (common/verified_source_file.h), which
+// opens the file beneath the source's root without following any symlink and
+// guarantees the bytes belong to the very file the manifest recorded, so that
+// a file replaced, redirected, truncated or rewritten since registration
+// fails with FAILED_PRECONDITION naming it instead of yielding bytes of
+// another file or another version.
 //
 // Thread-safety: pure functions; safe to call concurrently.
 #ifndef GRANARY_CACHE_SERVER_SOURCE_POSIX_SOURCE_H_
@@ -14,21 +17,17 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "common/manifest.h"
+#include "common/source_path.h"
 
 namespace granary {
 
-// The root directory named by `source`. INVALID_ARGUMENT naming the source for
-// another scheme, a relative path or an empty one.
-absl::StatusOr<std::string> PosixRootOf(std::string_view source);
-
 // Reads exactly `length` bytes at `offset` of file `entry` under `root`.
-// FAILED_PRECONDITION naming the file when it is gone or no longer matches the
-// entry; PERMISSION_DENIED or another errno-derived code naming it when it
-// cannot be read.
+// FAILED_PRECONDITION naming the file when it is gone, reached through a
+// symlink or no longer the file the entry recorded; PERMISSION_DENIED or
+// another errno-derived code naming it when it cannot be read.
 absl::StatusOr<std::string> ReadPosixFileRange(const std::string& root, const ManifestEntry& entry,
                                                uint64_t offset, uint32_t length);
 

@@ -56,5 +56,41 @@ TEST(MountedDataset, LooksUpNamesSharingTheirFirstEightBytes) {
   EXPECT_EQ(dataset.Children(0).size(), 2u);  // "a" and "top".
 }
 
+// Every node shows its source's owner, group and mode: the kernel checks
+// access against them (default_permissions).
+TEST(MountedDataset, StatShowsTheSourcesOwnerGroupAndMode) {
+  ManifestEntry root = Dir("");
+  root.mode = 040750;
+  root.uid = 1001;
+  root.gid = 2002;
+  ManifestEntry secret = File("secret");
+  secret.mode = 0100600;
+  secret.uid = 1003;
+  secret.gid = 2004;
+  MountedDataset dataset = Mount({root, secret});
+
+  struct stat st;
+  dataset.Stat(0, &st);
+  EXPECT_EQ(st.st_mode, 040750u);
+  EXPECT_EQ(st.st_uid, 1001u);
+  EXPECT_EQ(st.st_gid, 2002u);
+  std::optional<uint64_t> node = dataset.Lookup(0, "secret");
+  ASSERT_TRUE(node);
+  dataset.Stat(*node, &st);
+  EXPECT_EQ(st.st_mode, 0100600u);
+  EXPECT_EQ(st.st_uid, 1003u);
+  EXPECT_EQ(st.st_gid, 2004u);
+}
+
+// A manifest without a root entry shows its root as root's, readable by all.
+TEST(MountedDataset, ARootTheManifestDoesNotListIsRootsAndOpenToAll) {
+  MountedDataset dataset = Mount({File("only")});
+  struct stat st;
+  dataset.Stat(0, &st);
+  EXPECT_EQ(st.st_mode, 040555u);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_gid, 0u);
+}
+
 }  // namespace
 }  // namespace granary::fuse

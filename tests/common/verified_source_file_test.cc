@@ -1,0 +1,110 @@
+// VerifiedSourceFile against files changed behind the manifest's back: a
+// file replaced by another whose size and mtime are forged to match, a chmod,
+// a FIFO; and a plain read that matches.
+#include "common/verified_source_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace granary {
+namespace {
+
+int64_t Nanoseconds(const struct timespec& time) {
+  return int64_t{time.tv_sec} * 1'000'000'000 + time.tv_nsec;
+}
+
+class VerifiedSourceFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/granary-verified-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    root_ = pattern;
+    std::ofstream(root_ + "/file") << "recorded";
+    entry_ = Record("file");
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  // The manifest entry of `path` as the scanner would record it now.
+  ManifestEntry Record(const std::string& path) {
+    struct stat st;
+    EXPECT_EQ(::lstat((root_ + "/" + path).c_str(), &st), 0) << path;
+    ManifestEntry entry;
+    entry.path = path;
+    entry.size = static_cast<uint64_t>(st.st_size);
+    entry.mode = st.st_mode;
+    entry.mtime_ns = Nanoseconds(st.st_mtim);
+    entry.uid = st.st_uid;
+    entry.gid = st.st_gid;
+    entry.device = st.st_dev;
+    entry.inode = st.st_ino;
+    entry.ctime_ns = Nanoseconds(st.st_ctim);
+    return entry;
+  }
+
+  // Expects the open of the recorded file refused, naming it and `what`.
+  void ExpectStale(const std::string& what) {
+    absl::StatusOr<VerifiedSourceFile> file = VerifiedSourceFile::Open(root_, entry_);
+    ASSERT_FALSE(file.ok()) << "opened a file that is not the recorded one";
+    EXPECT_EQ(file.status().code(), absl::StatusCode::kFailedPrecondition) << file.status();
+    EXPECT_NE(file.status().message().find("'file'"), std::string_view::npos) << file.status();
+    EXPECT_NE(file.status().message().find(what), std::string_view::npos) << file.status();
+  }
+
+  std::string root_;
+  ManifestEntry entry_;
+};
+
+TEST_F(VerifiedSourceFileTest, ReadsTheRecordedFile) {
+  absl::StatusOr<VerifiedSourceFile> file = VerifiedSourceFile::Open(root_, entry_);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::string bytes(4, '\0');
+  ASSERT_TRUE(file->ReadExactly(2, bytes).ok());
+  EXPECT_EQ(bytes, "cord");
+}
+
+TEST_F(VerifiedSourceFileTest, AnotherFileWithForgedSizeAndMtimeIsRefused) {
+  std::ofstream(root_ + "/forged") << "FORGED!!";
+  struct timespec times[2] = {{0, UTIME_OMIT},
+                              {entry_.mtime_ns / 1'000'000'000, entry_.mtime_ns % 1'000'000'000}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (root_ + "/forged").c_str(), times, 0), 0);
+  std::filesystem::rename(root_ + "/forged", root_ + "/file");
+  ManifestEntry now = Record("file");
+  ASSERT_EQ(now.size, entry_.size);
+  ASSERT_EQ(now.mtime_ns, entry_.mtime_ns);
+  ExpectStale("inode");
+}
+
+TEST_F(VerifiedSourceFileTest, AChmodChangesTheCtimeAndIsRefused) {
+  // The ctime has a clock tick's granularity: make sure it moves.
+  ::usleep(20'000);
+  ASSERT_EQ(::chmod((root_ + "/file").c_str(), 0600), 0);
+  ExpectStale("ctime_ns");
+}
+
+TEST_F(VerifiedSourceFileTest, AFifoInPlaceOfTheFileIsRefusedWithoutBlocking) {
+  std::filesystem::remove(root_ + "/file");
+  ASSERT_EQ(::mkfifo((root_ + "/file").c_str(), 0644), 0);
+  ExpectStale("no longer a regular file");
+}
+
+TEST_F(VerifiedSourceFileTest, AFileChangedAfterTheOpenFailsItsNextRead) {
+  absl::StatusOr<VerifiedSourceFile> file = VerifiedSourceFile::Open(root_, entry_);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ::usleep(20'000);
+  std::ofstream(root_ + "/file", std::ios::in | std::ios::out) << "REWRITE!";
+  std::string bytes(8, '\0');
+  absl::Status read = file->ReadExactly(0, bytes);
+  EXPECT_EQ(read.code(), absl::StatusCode::kFailedPrecondition) << read;
+}
+
+}  // namespace
+}  // namespace granary
