@@ -50,6 +50,10 @@ absl::StatusOr<size_t> PreadUntilFullOrEnd(int fd, uint64_t offset, std::span<ch
 
 absl::Status CreatePrivateDirectory(const std::string& path, std::string_view what) {
   std::error_code error;
+  if (std::filesystem::exists(path, error) && !std::filesystem::is_directory(path, error)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(AsAbsl(what), " ", path, " exists but is not a directory"));
+  }
   std::filesystem::create_directories(path, error);
   if (error) {
     return ErrnoStatus(error.value(), absl::StrCat("cannot create ", AsAbsl(what), " ", path));
@@ -58,11 +62,9 @@ absl::Status CreatePrivateDirectory(const std::string& path, std::string_view wh
   if (::stat(path.c_str(), &st) != 0) {
     return ErrnoStatus(errno, absl::StrCat(AsAbsl(what), " ", path));
   }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(AsAbsl(what), " ", path, " exists but is not a directory"));
-  }
-  if ((st.st_mode & 077) != 0 && ::chmod(path.c_str(), st.st_mode & 0700) != 0) {
+  // On a read-only filesystem nothing will be written there to protect; the
+  // caller's own checks name that.
+  if ((st.st_mode & 077) != 0 && ::chmod(path.c_str(), st.st_mode & 0700) != 0 && errno != EROFS) {
     return ErrnoStatus(errno,
                        absl::StrCat("cannot make ", AsAbsl(what), " ", path, " private (0700)"));
   }

@@ -441,7 +441,10 @@ absl::StatusOr<std::string> SegmentChunkStore::ReadVerified(SegmentFile& file,
   absl::Status status;
   std::string data;
   // Filled in place: zeroing a multi-megabyte string first would cost as
-  // much as a third of a page-cache read.
+  // much as a third of a page-cache read. Reserved first: GCC 12's
+  // resize_and_overwrite mis-sizes a string it has to grow by less than
+  // twice (a 24-byte chunk came back as 30 bytes).
+  data.reserve(location.length());
   data.resize_and_overwrite(location.length(), [&](char* out, size_t length) {
     status = ReadVerifiedInto(file, location, out);
     return length;

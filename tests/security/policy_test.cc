@@ -83,7 +83,8 @@ class PolicyTest : public ::testing::Test {
   // `granary --server unix:SOCKET args...` as `user` (root when null).
   CommandResult Cli(const TestUser* user, std::vector<std::string> args) {
     args.insert(args.begin(), {CliPath(), "--server", server_->socket_address()});
-    absl::StatusOr<CommandResult> ran = user == nullptr ? granary::testing::Run(args) : RunAs(*user, args);
+    absl::StatusOr<CommandResult> ran =
+        user == nullptr ? granary::testing::Run(args) : RunAs(*user, args);
     EXPECT_TRUE(ran.ok()) << ran.status();
     return ran.ok() ? *ran : CommandResult{};
   }
@@ -184,8 +185,7 @@ TEST_F(PolicyTest, CachedBytesAreReadableByGranarydAlone) {
   ASSERT_EQ(Cli(nullptr, {"prewarm", "ds"}).exit_code, 0);
   ASSERT_EQ(Cli(nullptr, {"cat", "ds/secret.txt"}).stdout_text, kSecret);
   int shared = 0, checked = 0;
-  for (const fs::directory_entry& entry :
-       fs::recursive_directory_iterator(server_->data_dir())) {
+  for (const fs::directory_entry& entry : fs::recursive_directory_iterator(server_->data_dir())) {
     struct stat st;
     ASSERT_EQ(::lstat(entry.path().c_str(), &st), 0);
     if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;
@@ -216,8 +216,8 @@ TEST_F(PolicyTest, OversizedAndMalformedInputIsRefusedBriefly) {
   EXPECT_TRUE(absl::StrContains(shown.stderr_text, "10000 bytes")) << shown.stderr_text;
   ReportAttack({"9", "a 10 KB dataset name", "Unix socket",
                 "INVALID_ARGUMENT echoing at most 128 bytes of it",
-                absl::StrCat(shown.stderr_text.size(), "-byte error: ",
-                             FirstLine(shown.stderr_text).substr(0, 90), "...")});
+                absl::StrCat(shown.stderr_text.size(),
+                             "-byte error: ", FirstLine(shown.stderr_text).substr(0, 90), "...")});
 
   v1::DatasetInfo info;
   grpc::Status nul = AddDataset(server_->SocketStub().get(), "nul",
@@ -243,8 +243,7 @@ TEST_F(PolicyTest, DatasetsAndEntriesAreBounded) {
   EXPECT_NE(wide.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(wide.stderr_text, "max_dataset_entries")) << wide.stderr_text;
   ReportAttack({"9", "registering a source with more entries than max_dataset_entries (40)",
-                "Unix socket", "RESOURCE_EXHAUSTED naming the limit",
-                FirstLine(wide.stderr_text)});
+                "Unix socket", "RESOURCE_EXHAUSTED naming the limit", FirstLine(wide.stderr_text)});
 
   EXPECT_EQ(Cli(nullptr, {"dataset", "add", "two", source_ + "/private"}).exit_code, 0);
   EXPECT_EQ(Cli(nullptr, {"dataset", "add", "three", source_ + "/root-only"}).exit_code, 0);
