@@ -247,6 +247,13 @@ HttpRequestParser::Step HttpRequestParser::ConsumeChunked(std::string_view& inpu
       } else {
         body_remaining_ = size;
         body_announced_ = request_.body.size() + size;
+        // Grown geometrically but never past the limit, so that a body at the
+        // limit holds no more than the limit.
+        if (body_announced_ > request_.body.capacity()) {
+          request_.body.reserve(static_cast<size_t>(
+              std::min<uint64_t>(std::max<uint64_t>(body_announced_, 2 * request_.body.capacity()),
+                                 limits_.max_body_bytes)));
+        }
         phase_ = Phase::kChunkData;
       }
     }
