@@ -6,10 +6,10 @@
 // reusing its answers for --locate-cache-ms. Runs until SIGINT or SIGTERM.
 //
 // Memory: request bodies are buffered whole (at most --max-body-bytes each, and
-// twice that for all connections together), and Filter parses a NodeList body
-// into a JSON tree several times its size, on at most kHandlerThreads threads
-// at once; deploy/kubernetes/extender.yaml sizes the container's memory limit
-// from these (deploy/README.md).
+// twice that for all connections together), and a request being handled takes
+// up to about 15x its body (Filter builds a JSON tree of it; bench/RESULTS.md),
+// on at most kHandlerThreads threads at once. deploy/kubernetes/extender.yaml
+// sizes the container's memory limit from these (deploy/README.md).
 #include <signal.h>
 
 #include <chrono>
@@ -52,7 +52,7 @@ struct Flags {
   std::string prefix;
   std::string token_file;
   double required_group_share = 0.5;
-  size_t max_body_bytes = 4 << 20;
+  size_t max_body_bytes = 1 << 20;
   size_t max_connections = 256;
   size_t max_datasets_per_pod = 64;
   int64_t locate_cache_ms = 2000;
@@ -129,8 +129,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-body-bytes", flags.max_body_bytes,
                  "Largest request body accepted (413 above). With nodeCacheCapable: true the "
-                 "scheduler sends node names, a few hundred KB for thousands of nodes; whole "
-                 "NodeLists need more. The process may use about 12x this (deploy/README.md)")
+                 "scheduler sends node names: 5,000 nodes take about 80 kB. A request being "
+                 "handled takes up to about 15x its body in memory (deploy/README.md)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
       ->capture_default_str();
   app.add_option("--max-connections", flags.max_connections,

@@ -38,7 +38,7 @@ constexpr int kSlowClients = 100;
 constexpr int kIdleClients = 100;
 constexpr char kUser[] = "granary-http-attacker";
 // granary-extender's default --max-body-bytes.
-constexpr uint64_t kBodyLimit = 4 << 20;
+constexpr uint64_t kBodyLimit = 1 << 20;
 
 // The process's peak resident set (VmHWM), in KiB.
 uint64_t PeakRssKiB(pid_t pid) {
@@ -316,7 +316,7 @@ TEST_F(HttpSecurityTest, BodiesOverTheLimitAreRefusedWithoutTheMemory) {
                     chunked_status, " '", chunked_reply.substr(0, chunked_reply.size() - 1),
                     "'; extender VmHWM ", start_kib, " KiB at start, ", after_length_kib,
                     " KiB after the first, ", after_chunked_kib,
-                    " KiB after the second (body limit 4096 KiB)")});
+                    " KiB after the second (body limit 1024 KiB)")});
 }
 
 TEST_F(HttpSecurityTest, TwentyThousandDatasetsInOneAnnotationCostNoLocateCall) {
