@@ -1,34 +1,488 @@
 #include "common/http.h"
 
+#include <errno.h>
 #include <httplib.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
+#include "common/logging.h"
 
 namespace granary {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Epoll tags of the two descriptors that are not connections.
+constexpr uint64_t kListenTag = 0;
+constexpr uint64_t kWakeTag = 1;
+constexpr uint64_t kFirstConnectionId = 2;
+// After its final answer a connection still reads (and drops) what the
+// client is sending, so that closing does not reset the connection before the
+// client has read the answer (RFC 9112 9.6).
+constexpr std::chrono::milliseconds kLingerTime{2000};
+// How long accepting pauses when the process is out of descriptors.
+constexpr std::chrono::milliseconds kAcceptBackoff{100};
+constexpr size_t kReadBufferBytes = 64 << 10;
+
+const char* ReasonPhrase(int status) {
+  switch (status) {
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return status < 400 ? "OK" : "Error";
+  }
+}
+
+std::string Serialize(const HttpResponse& response, bool keep_alive) {
+  return absl::StrCat(
+      "HTTP/1.1 ", response.status, " ", ReasonPhrase(response.status),
+      "\r\nContent-Type: ", response.content_type, "\r\nContent-Length: ", response.body.size(),
+      "\r\nConnection: ", keep_alive ? "keep-alive" : "close", "\r\n\r\n", response.body);
+}
+
+HttpResponse Refusal(int status, std::string_view message) {
+  return HttpResponse{status, "text/plain; charset=utf-8", absl::StrCat(AsAbsl(message), "\n")};
+}
+
+absl::Status OptionsValid(const HttpServerOptions& options) {
+  for (auto [value, name] :
+       {std::pair{options.max_header_bytes, "max_header_bytes"},
+        std::pair{options.max_body_bytes, "max_body_bytes"},
+        std::pair{options.max_buffered_body_bytes, "max_buffered_body_bytes"},
+        std::pair{options.max_connections, "max_connections"},
+        std::pair{options.handler_threads, "handler_threads"},
+        std::pair{static_cast<size_t>(options.request_timeout.count()), "request_timeout"},
+        std::pair{static_cast<size_t>(options.idle_timeout.count()), "idle_timeout"},
+        std::pair{static_cast<size_t>(options.write_timeout.count()), "write_timeout"}}) {
+    if (value == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("HTTP server option ", name, " is 0"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 struct HttpServer::Impl {
-  httplib::Server server;
+  enum class State { kReading, kHandling, kWriting, kLingering };
+
+  struct Connection {
+    int fd = -1;
+    uint64_t id = 0;
+    State state = State::kReading;
+    bool watched = false;
+    std::optional<HttpRequestParser> parser;
+    bool request_started = false;
+    Clock::time_point deadline;
+    std::string pending;  // Bytes read past the request being handled.
+    std::string out;
+    size_t out_sent = 0;
+    bool close_after_write = false;
+    uint64_t reserved_body_bytes = 0;
+    bool continue_sent = false;
+  };
+
+  struct Job {
+    uint64_t id;
+    const Handler* handler;
+    HttpRequest request;
+  };
+
+  explicit Impl(HttpServerOptions options) : options(options) {}
+
+  // Runs on the loop thread.
+  void Loop();
+  void AcceptAll();
+  void OnEvent(Connection& connection, uint32_t events);
+  void ReadInput(Connection& connection);
+  void Consume(Connection& connection, std::string_view input);
+  void StartRequest(Connection& connection);
+  void Answer(Connection& connection, const HttpResponse& response, bool keep_alive);
+  void Write(Connection& connection);
+  void Linger(Connection& connection);
+  void Watch(Connection& connection, uint32_t events);
+  void Unwatch(Connection& connection);
+  void Close(Connection& connection);
+  void Release(Connection& connection);
+  void CollectAnswers();
+  void ExpireDeadlines();
+  int WaitMillis() const;
+
+  // Runs on the handler threads.
+  void HandleRequests();
+
+  const HttpServerOptions options;
+  absl::flat_hash_map<std::string, std::map<std::string, Handler>> routes;  // path -> method ->
+  int listen_fd = -1;
+  int epoll_fd = -1;
+  int wake_fd = -1;
+  std::thread loop_thread;
+  std::vector<std::thread> handler_threads;
+
+  // Loop thread only.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> connections;
+  std::vector<uint64_t> closed;
+  std::vector<uint64_t> resumable;  // Reading, with pipelined bytes pending.
+  uint64_t next_id = kFirstConnectionId;
+  uint64_t buffered_body_bytes = 0;
+  std::optional<Clock::time_point> accept_paused_until;
+  std::string read_buffer = std::string(kReadBufferBytes, '\0');
+
+  std::mutex mutex;
+  std::condition_variable work;
+  std::deque<Job> jobs;
+  std::vector<std::pair<uint64_t, HttpResponse>> answers;
+  bool stopping = false;
 };
 
-HttpServer::HttpServer() : impl_(std::make_unique<Impl>()) {}
+void HttpServer::Impl::Watch(Connection& connection, uint32_t events) {
+  epoll_event event{};
+  event.events = events;
+  event.data.u64 = connection.id;
+  ::epoll_ctl(epoll_fd, connection.watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, connection.fd, &event);
+  connection.watched = true;
+}
+
+void HttpServer::Impl::Unwatch(Connection& connection) {
+  if (!connection.watched) return;
+  ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, connection.fd, nullptr);
+  connection.watched = false;
+}
+
+void HttpServer::Impl::Release(Connection& connection) {
+  buffered_body_bytes -= connection.reserved_body_bytes;
+  connection.reserved_body_bytes = 0;
+}
+
+void HttpServer::Impl::Close(Connection& connection) {
+  if (connection.fd < 0) return;
+  Release(connection);
+  Unwatch(connection);
+  ::close(connection.fd);
+  connection.fd = -1;
+  closed.push_back(connection.id);
+}
+
+void HttpServer::Impl::StartRequest(Connection& connection) {
+  connection.state = State::kReading;
+  connection.parser.emplace(HttpParserLimits{options.max_header_bytes, options.max_body_bytes});
+  connection.request_started = false;
+  connection.continue_sent = false;
+  connection.deadline = Clock::now() + options.idle_timeout;
+  Watch(connection, EPOLLIN | EPOLLRDHUP);
+  // Pipelined bytes are taken up by the loop, not here, so that a run of
+  // pipelined requests answered at once does not recurse.
+  if (!connection.pending.empty()) resumable.push_back(connection.id);
+}
+
+void HttpServer::Impl::AcceptAll() {
+  while (true) {
+    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        GRANARY_LOG(WARNING) << "HTTP server cannot accept (" << std::strerror(errno)
+                             << "); pausing for " << kAcceptBackoff.count() << " ms";
+        accept_paused_until = Clock::now() + kAcceptBackoff;
+        epoll_event event{};
+        event.data.u64 = kListenTag;
+        ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, listen_fd, &event);
+      }
+      return;
+    }
+    if (connections.size() >= options.max_connections) {
+      std::string refusal = Serialize(
+          Refusal(503, absl::StrCat("the server holds its limit of ", options.max_connections,
+                                    " connections; retry later")),
+          /*keep_alive=*/false);
+      (void)!::send(fd, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::close(fd);
+      continue;
+    }
+    auto connection = std::make_unique<Connection>();
+    connection->fd = fd;
+    connection->id = next_id++;
+    Connection& added = *connection;
+    connections.emplace(added.id, std::move(connection));
+    StartRequest(added);
+    // A new connection is held to the request deadline from the start, not
+    // to the longer idle time allowed between requests.
+    added.deadline = Clock::now() + options.request_timeout;
+  }
+}
+
+void HttpServer::Impl::OnEvent(Connection& connection, uint32_t events) {
+  if (connection.fd < 0) return;
+  if (connection.state == State::kWriting) {
+    if (events & (EPOLLERR | EPOLLHUP)) return Close(connection);
+    return Write(connection);
+  }
+  ReadInput(connection);
+}
+
+void HttpServer::Impl::ReadInput(Connection& connection) {
+  while (connection.fd >= 0 &&
+         (connection.state == State::kReading || connection.state == State::kLingering)) {
+    ssize_t got = ::recv(connection.fd, read_buffer.data(), read_buffer.size(), 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (got <= 0) return Close(connection);
+    if (connection.state == State::kLingering) continue;
+    Consume(connection, std::string_view(read_buffer.data(), static_cast<size_t>(got)));
+  }
+}
+
+void HttpServer::Impl::Consume(Connection& connection, std::string_view input) {
+  if (!connection.request_started) {
+    connection.request_started = true;
+    connection.deadline = Clock::now() + options.request_timeout;
+  }
+  HttpRequestParser& parser = *connection.parser;
+  HttpRequestParser::Step step = parser.Consume(input);
+  if (step == HttpRequestParser::Step::kRefused) {
+    return Answer(connection, Refusal(parser.refusal_status(), parser.refusal_message()),
+                  /*keep_alive=*/false);
+  }
+  if (parser.body_bytes_announced() > connection.reserved_body_bytes) {
+    uint64_t more = parser.body_bytes_announced() - connection.reserved_body_bytes;
+    if (buffered_body_bytes + more > options.max_buffered_body_bytes) {
+      return Answer(connection,
+                    Refusal(503, absl::StrCat("the server is buffering its limit of ",
+                                              options.max_buffered_body_bytes,
+                                              " bytes of request bodies; retry later")),
+                    /*keep_alive=*/false);
+    }
+    buffered_body_bytes += more;
+    connection.reserved_body_bytes += more;
+  }
+  if (step == HttpRequestParser::Step::kNeedMore) {
+    if (parser.headers_complete() && parser.expects_continue() && !connection.continue_sent) {
+      connection.continue_sent = true;
+      constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      if (::send(connection.fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(kContinue.size())) {
+        Close(connection);
+      }
+    }
+    return;
+  }
+  connection.pending.assign(input);
+  HttpRequest request = parser.TakeRequest();
+  auto route = routes.find(request.path);
+  if (route == routes.end()) {
+    return Answer(connection, Refusal(404, absl::StrCat("no such path: ", request.path)),
+                  parser.keep_alive());
+  }
+  auto handler = route->second.find(request.method);
+  if (handler == route->second.end()) {
+    return Answer(connection,
+                  Refusal(405, absl::StrCat(request.method, " is not served on ", request.path)),
+                  parser.keep_alive());
+  }
+  connection.state = State::kHandling;
+  Unwatch(connection);
+  {
+    std::lock_guard lock(mutex);
+    jobs.push_back(Job{connection.id, &handler->second, std::move(request)});
+  }
+  work.notify_one();
+}
+
+void HttpServer::Impl::Answer(Connection& connection, const HttpResponse& response,
+                              bool keep_alive) {
+  Release(connection);
+  connection.state = State::kWriting;
+  connection.close_after_write = !keep_alive;
+  connection.out = Serialize(response, keep_alive);
+  connection.out_sent = 0;
+  connection.deadline = Clock::now() + options.write_timeout;
+  Write(connection);
+}
+
+void HttpServer::Impl::Write(Connection& connection) {
+  while (connection.out_sent < connection.out.size()) {
+    ssize_t sent = ::send(connection.fd, connection.out.data() + connection.out_sent,
+                          connection.out.size() - connection.out_sent, MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return Watch(connection, EPOLLOUT);
+    }
+    if (sent < 0) return Close(connection);
+    connection.out_sent += static_cast<size_t>(sent);
+  }
+  connection.out = std::string();
+  if (connection.close_after_write) return Linger(connection);
+  StartRequest(connection);
+}
+
+void HttpServer::Impl::Linger(Connection& connection) {
+  ::shutdown(connection.fd, SHUT_WR);
+  connection.state = State::kLingering;
+  connection.pending.clear();
+  connection.deadline = Clock::now() + std::min(kLingerTime, options.request_timeout);
+  Watch(connection, EPOLLIN | EPOLLRDHUP);
+  ReadInput(connection);
+}
+
+void HttpServer::Impl::CollectAnswers() {
+  uint64_t ignored;
+  (void)!::read(wake_fd, &ignored, sizeof(ignored));
+  std::vector<std::pair<uint64_t, HttpResponse>> ready;
+  {
+    std::lock_guard lock(mutex);
+    ready.swap(answers);
+  }
+  for (auto& [id, response] : ready) {
+    auto connection = connections.find(id);
+    if (connection == connections.end() || connection->second->fd < 0) continue;
+    Connection& answered = *connection->second;
+    Answer(answered, response, answered.parser->keep_alive());
+  }
+}
+
+void HttpServer::Impl::ExpireDeadlines() {
+  const Clock::time_point now = Clock::now();
+  for (auto& [id, connection] : connections) {
+    if (connection->fd < 0 || connection->state == State::kHandling || connection->deadline > now) {
+      continue;
+    }
+    if (connection->state == State::kReading && connection->request_started) {
+      Answer(*connection,
+             Refusal(408, absl::StrCat("the request did not arrive whole within the limit of ",
+                                       options.request_timeout.count(), " ms")),
+             /*keep_alive=*/false);
+    } else {
+      Close(*connection);
+    }
+  }
+}
+
+int HttpServer::Impl::WaitMillis() const {
+  Clock::time_point next = Clock::now() + std::chrono::seconds(1);
+  for (const auto& [id, connection] : connections) {
+    if (connection->state != State::kHandling) next = std::min(next, connection->deadline);
+  }
+  if (accept_paused_until) next = std::min(next, *accept_paused_until);
+  auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
+  return static_cast<int>(std::max<int64_t>(0, wait.count()));
+}
+
+void HttpServer::Impl::Loop() {
+  std::vector<epoll_event> events(256);
+  while (true) {
+    {
+      std::lock_guard lock(mutex);
+      if (stopping) break;
+    }
+    int ready =
+        ::epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), WaitMillis());
+    for (int i = 0; i < ready; ++i) {
+      const uint64_t tag = events[i].data.u64;
+      if (tag == kListenTag) {
+        AcceptAll();
+      } else if (tag == kWakeTag) {
+        CollectAnswers();
+      } else if (auto connection = connections.find(tag); connection != connections.end()) {
+        OnEvent(*connection->second, events[i].events);
+      }
+    }
+    while (!resumable.empty()) {
+      uint64_t id = resumable.back();
+      resumable.pop_back();
+      auto connection = connections.find(id);
+      if (connection == connections.end()) continue;
+      Connection& resumed = *connection->second;
+      if (resumed.fd >= 0 && resumed.state == State::kReading && !resumed.pending.empty()) {
+        Consume(resumed, std::exchange(resumed.pending, {}));
+      }
+    }
+    ExpireDeadlines();
+    for (uint64_t id : closed) connections.erase(id);
+    closed.clear();
+    if (accept_paused_until && Clock::now() >= *accept_paused_until) {
+      accept_paused_until.reset();
+      epoll_event event{};
+      event.events = EPOLLIN;
+      event.data.u64 = kListenTag;
+      ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, listen_fd, &event);
+    }
+  }
+  for (auto& [id, connection] : connections) Close(*connection);
+  connections.clear();
+}
+
+void HttpServer::Impl::HandleRequests() {
+  while (true) {
+    Job job;
+    {
+      std::unique_lock lock(mutex);
+      work.wait(lock, [this] { return stopping || !jobs.empty(); });
+      if (stopping) return;
+      job = std::move(jobs.front());
+      jobs.pop_front();
+    }
+    HttpResponse response;
+    try {
+      response = (*job.handler)(job.request);
+    } catch (const std::exception& error) {
+      GRANARY_LOG(ERROR) << job.request.method << " " << job.request.path << ": " << error.what();
+      response = Refusal(500, "the handler failed");
+    }
+    {
+      std::lock_guard lock(mutex);
+      answers.emplace_back(job.id, std::move(response));
+    }
+    const uint64_t one = 1;
+    (void)!::write(wake_fd, &one, sizeof(one));
+  }
+}
+
+HttpServer::HttpServer(HttpServerOptions options) : impl_(std::make_unique<Impl>(options)) {}
 
 HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Handle(std::string_view method, std::string_view path, Handler handler) {
-  auto adapter = [handler = std::move(handler)](const httplib::Request& request,
-                                                httplib::Response& response) {
-    HttpResponse answer = handler(HttpRequest{request.method, request.path, request.body});
-    response.status = answer.status;
-    response.set_content(answer.body, answer.content_type.c_str());
-  };
-  std::string pattern(path);
-  if (method == "POST") {
-    impl_->server.Post(pattern, adapter);
-  } else {
-    impl_->server.Get(pattern, adapter);
-  }
+  impl_->routes[std::string(path)][std::string(method)] = std::move(handler);
 }
 
 absl::Status SplitHostPort(std::string_view host_port, std::string* host, int* port) {
@@ -45,29 +499,96 @@ absl::Status SplitHostPort(std::string_view host_port, std::string* host, int* p
   return absl::OkStatus();
 }
 
+namespace {
+
+// A listening socket bound to host:port, or -1.
+int Listen(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* addresses = nullptr;
+  std::string service = std::to_string(port);
+  if (::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &addresses) !=
+      0) {
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo* address = addresses; address != nullptr && fd < 0; address = address->ai_next) {
+    fd = ::socket(address->ai_family, address->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                  address->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, address->ai_addr, address->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(addresses);
+  return fd;
+}
+
+int BoundPort(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return 0;
+  if (address.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+  }
+  return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+}
+
+}  // namespace
+
 absl::Status HttpServer::Start(std::string_view host_port) {
+  if (absl::Status valid = OptionsValid(impl_->options); !valid.ok()) return valid;
   std::string host;
   int port = 0;
   if (absl::Status split = SplitHostPort(host_port, &host, &port); !split.ok()) return split;
-  if (port == 0) {
-    port = impl_->server.bind_to_any_port(host);
-    if (port < 0) port = 0;
-  } else if (!impl_->server.bind_to_port(host, port)) {
-    port = 0;
-  }
-  if (port == 0) {
+  impl_->listen_fd = Listen(host, port);
+  if (impl_->listen_fd < 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen for HTTP on ", AsAbsl(host_port), " (address in use?)"));
   }
-  port_ = port;
-  thread_ = std::thread([this] { impl_->server.listen_after_bind(); });
+  port_ = BoundPort(impl_->listen_fd);
+  impl_->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+  impl_->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl_->epoll_fd < 0 || impl_->wake_fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("HTTP server on ", AsAbsl(host_port),
+                     ": cannot create its event loop: ", std::strerror(errno)));
+  }
+  for (auto [fd, tag] :
+       {std::pair{impl_->listen_fd, kListenTag}, std::pair{impl_->wake_fd, kWakeTag}}) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = tag;
+    ::epoll_ctl(impl_->epoll_fd, EPOLL_CTL_ADD, fd, &event);
+  }
+  for (size_t i = 0; i < impl_->options.handler_threads; ++i) {
+    impl_->handler_threads.emplace_back([this] { impl_->HandleRequests(); });
+  }
+  impl_->loop_thread = std::thread([this] { impl_->Loop(); });
   return absl::OkStatus();
 }
 
 void HttpServer::Stop() {
-  if (!thread_.joinable()) return;
-  impl_->server.stop();
-  thread_.join();
+  if (impl_->listen_fd < 0) return;
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->stopping = true;
+  }
+  impl_->work.notify_all();
+  const uint64_t one = 1;
+  (void)!::write(impl_->wake_fd, &one, sizeof(one));
+  if (impl_->loop_thread.joinable()) impl_->loop_thread.join();
+  for (std::thread& thread : impl_->handler_threads) thread.join();
+  impl_->handler_threads.clear();
+  for (int* fd : {&impl_->listen_fd, &impl_->epoll_fd, &impl_->wake_fd}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
 }
 
 absl::StatusOr<std::string> HttpGet(std::string_view host_port, std::string_view path) {

@@ -1,32 +1,47 @@
 // A small HTTP/1.1 server and client for Granary's plain-text endpoints: the
-// Prometheus metrics of granaryd and the Kubernetes scheduler extender. It wraps
-// cpp-httplib so that only http.cc compiles that header.
+// Prometheus metrics of granaryd and the Kubernetes scheduler extender.
 //
-// HttpServer serves registered (method, path) handlers from a background
-// thread pool; requests to other paths get 404. HttpGet is a blocking client
-// for tests and tools.
+// HttpServer serves registered (method, path) handlers; other paths get 404,
+// other methods on a known path 405. Its endpoints face whoever can reach the
+// port, so every client is bounded (HttpServerOptions):
+//   - one event-loop thread reads and writes every connection, so clients that
+//     trickle bytes or sit idle hold no thread, only their buffered bytes;
+//     complete requests go to a pool of handler threads;
+//   - a request's line, headers and body must all arrive within
+//     request_timeout of its first byte, however slowly they trickle (else 408);
+//     a keep-alive connection may wait idle_timeout for its next request; a
+//     reply must be taken within write_timeout;
+//   - request line and headers at most max_header_bytes (431), body at most
+//     max_body_bytes (413, refused from Content-Length before the body is read,
+//     and while decoding a chunked body), and all bodies being buffered at once
+//     at most max_buffered_body_bytes (503);
+//   - at most max_connections connections: one over it is answered 503 and
+//     closed at once.
+// A refused request's answer names the limit, and the connection is closed.
+//
+// cpp-httplib, which this server used before, bounds none of these across a
+// whole request: its read timeout is per recv(), its thread pool queue is
+// unbounded, and version 0.11 does not limit chunked bodies.
+//
+// HttpGet is a blocking client for tests and tools (cpp-httplib).
 //
 // Thread-safety: register handlers before Start(); Start() and Stop() from one
-// thread; handlers run concurrently on server threads and must be thread-safe.
+// thread; handlers run concurrently on handler threads and must be thread-safe.
 #ifndef GRANARY_COMMON_HTTP_H_
 #define GRANARY_COMMON_HTTP_H_
 
+#include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/http_request_parser.h"
 
 namespace granary {
-
-struct HttpRequest {
-  std::string method;
-  std::string path;
-  std::string body;
-};
 
 struct HttpResponse {
   int status = 200;
@@ -34,11 +49,22 @@ struct HttpResponse {
   std::string body;
 };
 
+struct HttpServerOptions {
+  size_t max_header_bytes = 16 << 10;
+  size_t max_body_bytes = 1 << 20;
+  size_t max_buffered_body_bytes = 8 << 20;
+  size_t max_connections = 512;
+  size_t handler_threads = 4;
+  std::chrono::milliseconds request_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{15'000};
+  std::chrono::milliseconds write_timeout{10'000};
+};
+
 class HttpServer {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
 
-  HttpServer();
+  explicit HttpServer(HttpServerOptions options = {});
   ~HttpServer();  // Stops the server if it runs.
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -47,7 +73,8 @@ class HttpServer {
   void Handle(std::string_view method, std::string_view path, Handler handler);
 
   // Binds `host_port` ("HOST:PORT"; port 0 picks a free one) and serves in the
-  // background. Fails naming the address when it is malformed or cannot be bound.
+  // background. Fails naming the address when it is malformed or cannot be
+  // bound, and naming the option when an option is zero.
   absl::Status Start(std::string_view host_port);
   // The bound port, once started.
   int port() const { return port_; }
@@ -56,7 +83,6 @@ class HttpServer {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  std::thread thread_;
   int port_ = 0;
 };
 

@@ -328,9 +328,16 @@ Extender::Extender(Locator locator, ExtenderOptions options)
 absl::StatusOr<std::string> Extender::Filter(std::string_view body) const {
   absl::StatusOr<Args> args = ParseArgs(body);
   if (!args.ok()) return args.status();
-  PodRequest request = ReadPodRequest(args->pod);
+  absl::StatusOr<PodRequest> request = ReadPodRequest(args->pod, options_.max_datasets_per_pod);
+  if (!request.ok()) {
+    return Dump({{"Nodes", nullptr},
+                 {"NodeNames", nullptr},
+                 {"FailedNodes", json::object()},
+                 {"FailedAndUnresolvableNodes", json::object()},
+                 {"Error", absl::StrCat("granary: ", request.status().message())}});
+  }
   LocalityIndex index;
-  if (request.locality_required) index = Locate(locator_, request);
+  if (request->locality_required) index = Locate(locator_, *request);
 
   json passed_names = json::array();
   json passed_nodes = json::array();
@@ -345,10 +352,10 @@ absl::StatusOr<std::string> Extender::Filter(std::string_view body) const {
                 ? absl::StrCat(
                       "granary: not a Granary cache node, and the pod requires "
                       "locality of ",
-                      absl::StrJoin(request.datasets, ", "))
+                      absl::StrJoin(request->datasets, ", "))
                 : absl::StrCat("granary: cache group '", locality.group, "' holds ",
                                Percent(locality.group_share), " of ",
-                               absl::StrJoin(request.datasets, ", "), "; the pod requires ",
+                               absl::StrJoin(request->datasets, ", "), "; the pod requires ",
                                Percent(options_.required_group_share));
         continue;
       }
@@ -375,7 +382,9 @@ absl::StatusOr<std::string> Extender::Filter(std::string_view body) const {
 absl::StatusOr<std::string> Extender::Prioritize(std::string_view body) const {
   absl::StatusOr<Args> args = ParseNames(body);
   if (!args.ok()) return args.status();
-  LocalityIndex index = Locate(locator_, ReadPodRequest(args->pod));
+  absl::StatusOr<PodRequest> request = ReadPodRequest(args->pod, options_.max_datasets_per_pod);
+  if (!request.ok()) return request.status();
+  LocalityIndex index = Locate(locator_, *request);
   // Written directly: a json object per host costs more than the scoring.
   std::string reply = "[";
   for (const std::string& name : args->names) {

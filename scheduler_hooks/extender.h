@@ -17,8 +17,11 @@
 // FailedAndUnresolvableNodes, since preempting pods would not bring data there.
 // A pod without datasets, datasets the cluster does not know, or a cluster that
 // cannot be reached give neutral answers (every node passes, every score 0),
-// never an error: scheduling must not depend on the cache being up. Only a body
-// that is not an ExtenderArgs is an error.
+// never an error: scheduling must not depend on the cache being up. A body
+// that is not an ExtenderArgs is an error. A pod naming more than
+// `max_datasets_per_pod` distinct datasets is refused without a single Locate
+// call: Filter answers with the refusal in its Error field, as the wire format
+// provides; a HostPriorityList has no such field, so Prioritize fails.
 //
 // Thread-safety: Filter() and Prioritize() may be called concurrently if the
 // locator may.
@@ -42,6 +45,8 @@ struct ExtenderOptions {
   // Filter's threshold for pods that require locality: the share (0..1) of
   // their dataset bytes the node's cache group must hold.
   double required_group_share = 0.5;
+  // Distinct datasets one pod may name (each costs a Locate call).
+  size_t max_datasets_per_pod = 64;
 };
 
 class Extender {
@@ -49,7 +54,8 @@ class Extender {
   Extender(Locator locator, ExtenderOptions options);
 
   // `body` is an ExtenderArgs; the answer is the JSON reply.
-  // INVALID_ARGUMENT naming the problem when the body is not an ExtenderArgs.
+  // INVALID_ARGUMENT naming the problem when the body is not an ExtenderArgs,
+  // and from Prioritize when the pod names too many datasets.
   absl::StatusOr<std::string> Filter(std::string_view body) const;
   absl::StatusOr<std::string> Prioritize(std::string_view body) const;
 

@@ -2,11 +2,19 @@
 //   POST <prefix>/filter      ExtenderArgs -> ExtenderFilterResult
 //   POST <prefix>/prioritize  ExtenderArgs -> HostPriorityList
 //   GET  /healthz             "ok"
-// over HTTP, asking granaryd (--server) where the pods' datasets are. Runs until
-// SIGINT or SIGTERM.
+// over HTTP, asking granaryd (--server) where the pods' datasets are, and
+// reusing its answers for --locate-cache-ms. Runs until SIGINT or SIGTERM.
+//
+// Memory: request bodies are buffered whole (at most --max-body-bytes each, and
+// twice that for all connections together), and a request being handled takes
+// up to about 15x its body (Filter builds a JSON tree of it; bench/RESULTS.md),
+// on at most kHandlerThreads threads at once. deploy/kubernetes/extender.yaml
+// sizes the container's memory limit from these (deploy/README.md).
 #include <signal.h>
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -22,6 +30,7 @@
 #include "common/stop_signals.h"
 #include "scheduler_hooks/extender.h"
 #include "scheduler_hooks/grpc_locator.h"
+#include "scheduler_hooks/locate_cache.h"
 
 namespace {
 
@@ -30,6 +39,12 @@ constexpr int kExitUsage = 2;
 // The scheduler waits for an extender up to its httpTimeout (30 s by default);
 // a Locate answer takes milliseconds, so a slow server is treated as down.
 constexpr std::chrono::milliseconds kLocateDeadline{2000};
+// kube-scheduler asks one extender call at a time per profile; two threads
+// let a probe or a second scheduler be answered while one call waits on
+// granaryd, and bound the memory that parsing bodies takes.
+constexpr size_t kHandlerThreads = 2;
+// Distinct datasets whose answers are kept (a few KB each).
+constexpr size_t kLocateCacheEntries = 4096;
 
 struct Flags {
   std::string server;
@@ -37,6 +52,10 @@ struct Flags {
   std::string prefix;
   std::string token_file;
   double required_group_share = 0.5;
+  size_t max_body_bytes = 1 << 20;
+  size_t max_connections = 256;
+  size_t max_datasets_per_pod = 64;
+  int64_t locate_cache_ms = 2000;
 };
 
 granary::HttpServer::Handler Serve(
@@ -60,13 +79,20 @@ absl::Status Run(const Flags& flags) {
   absl::StatusOr<granary::hooks::Locator> locator =
       granary::hooks::MakeGrpcLocator(server, *token, kLocateDeadline);
   if (!locator.ok()) return locator.status();
-  granary::hooks::Extender extender(*std::move(locator),
-                                    {.required_group_share = flags.required_group_share});
+  granary::hooks::Extender extender(
+      granary::hooks::CachingLocator(*std::move(locator),
+                                     std::chrono::milliseconds(flags.locate_cache_ms),
+                                     kLocateCacheEntries),
+      {.required_group_share = flags.required_group_share,
+       .max_datasets_per_pod = flags.max_datasets_per_pod});
 
   // Before the server's threads start, so that only Wait() below sees them.
   granary::StopSignals stop_signals;
 
-  granary::HttpServer http;
+  granary::HttpServer http({.max_body_bytes = flags.max_body_bytes,
+                            .max_buffered_body_bytes = 2 * flags.max_body_bytes,
+                            .max_connections = flags.max_connections,
+                            .handler_threads = kHandlerThreads});
   http.Handle("POST", flags.prefix + "/filter", Serve(&granary::hooks::Extender::Filter, extender));
   http.Handle("POST", flags.prefix + "/prioritize",
               Serve(&granary::hooks::Extender::Prioritize, extender));
@@ -100,6 +126,25 @@ int main(int argc, char** argv) {
                  "For pods with granary.io/locality: required, the share of their datasets a "
                  "node's cache group must hold")
       ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--max-body-bytes", flags.max_body_bytes,
+                 "Largest request body accepted (413 above). With nodeCacheCapable: true the "
+                 "scheduler sends node names: 5,000 nodes take about 80 kB. A request being "
+                 "handled takes up to about 15x its body in memory (deploy/README.md)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--max-connections", flags.max_connections,
+                 "Connections served at once; one more is answered 503")
+      ->check(CLI::Range(size_t{4}, size_t{65536}))
+      ->capture_default_str();
+  app.add_option("--max-datasets-per-pod", flags.max_datasets_per_pod,
+                 "Distinct datasets a pod's granary.io/datasets may name; more is refused")
+      ->check(CLI::Range(size_t{1}, size_t{100000}))
+      ->capture_default_str();
+  app.add_option("--locate-cache-ms", flags.locate_cache_ms,
+                 "How long a dataset's Locate answer is reused across scheduling decisions "
+                 "(0: ask granaryd every time)")
+      ->check(CLI::Range(int64_t{0}, int64_t{600000}))
       ->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -1,8 +1,9 @@
 #include "scheduler_hooks/pod_request.h"
 
-#include <algorithm>
-
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
 namespace granary::hooks {
@@ -22,15 +23,19 @@ std::string Annotation(const nlohmann::json& pod, const char* key) {
 
 }  // namespace
 
-PodRequest ReadPodRequest(const nlohmann::json& pod) {
+absl::StatusOr<PodRequest> ReadPodRequest(const nlohmann::json& pod, size_t max_datasets) {
   PodRequest request;
   std::string datasets = Annotation(pod, kDatasetsAnnotation);
+  absl::flat_hash_set<absl::string_view> seen;
   for (absl::string_view part : absl::StrSplit(datasets, ',')) {
-    std::string name(absl::StripAsciiWhitespace(part));
-    if (name.empty() || std::ranges::find(request.datasets, name) != request.datasets.end()) {
-      continue;
-    }
-    request.datasets.push_back(std::move(name));
+    absl::string_view name = absl::StripAsciiWhitespace(part);
+    if (name.empty() || !seen.insert(name).second) continue;
+    if (request.datasets.size() < max_datasets) request.datasets.emplace_back(name);
+  }
+  if (seen.size() > max_datasets) {
+    return absl::InvalidArgumentError(absl::StrCat("annotation ", kDatasetsAnnotation, " names ",
+                                                   seen.size(), " datasets; at most ", max_datasets,
+                                                   " are allowed"));
   }
   std::string locality = Annotation(pod, kLocalityAnnotation);
   request.locality_required =

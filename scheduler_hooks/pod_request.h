@@ -5,13 +5,18 @@
 // Any other value of granary.io/locality (or none) means "preferred": nodes are
 // scored, never removed.
 //
+// Each dataset costs the extender a Locate call, so a pod may name at most a
+// configured number of distinct datasets; repeats count once.
+//
 // Thread-safety: pure function.
 #ifndef GRANARY_SCHEDULER_HOOKS_POD_REQUEST_H_
 #define GRANARY_SCHEDULER_HOOKS_POD_REQUEST_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
 namespace granary::hooks {
@@ -25,8 +30,10 @@ struct PodRequest {
 };
 
 // Reads the annotations of `pod` (a v1.Pod as JSON). A pod without metadata,
-// annotations or the annotations above asks for nothing; this never fails.
-PodRequest ReadPodRequest(const nlohmann::json& pod);
+// annotations or the annotations above asks for nothing. INVALID_ARGUMENT
+// naming the annotation, the count and the cap when it names more than
+// `max_datasets` distinct datasets.
+absl::StatusOr<PodRequest> ReadPodRequest(const nlohmann::json& pod, size_t max_datasets);
 
 }  // namespace granary::hooks
 

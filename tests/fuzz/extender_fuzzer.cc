@@ -4,9 +4,10 @@
 // fixed cluster: "imagenet" is cached in groups rack-a and rack-b, "empty" has
 // no bytes, "unreachable" cannot be located, every other dataset is unknown.
 //
-// Properties: both calls accept or refuse a body alike, refusals are
-// INVALID_ARGUMENT, and accepted bodies get JSON replies that kube-scheduler
-// can read: Filter's is an ExtenderFilterResult that passes or fails every
+// Properties: both calls accept or refuse a body alike (a pod naming more than
+// kMaxDatasets datasets is refused in Filter's Error field and by Prioritize's
+// INVALID_ARGUMENT), refusals are INVALID_ARGUMENT, and accepted bodies get JSON replies that
+// kube-scheduler can read: Filter's is an ExtenderFilterResult that passes or fails every
 // candidate, Prioritize's scores each candidate 0-10 in request order.
 #include <cstddef>
 #include <cstdint>
@@ -45,6 +46,21 @@ absl::StatusOr<v1::LocateResponse> Locate(const std::string& dataset) {
     locality->set_cached_bytes(bytes);
   }
   return response;
+}
+
+// Few, so that fuzzed pods reach the cap.
+constexpr size_t kMaxDatasets = 3;
+
+// A Filter reply that refuses the pod (too many datasets): only its Error set.
+bool IsRefusal(const std::string& reply) {
+  json result = json::parse(reply, nullptr, /*allow_exceptions=*/false);
+  GRANARY_FUZZ_CHECK(result.is_object() && result["Error"].is_string(), reply);
+  if (result["Error"] == "") return false;
+  GRANARY_FUZZ_CHECK(result["Error"].get<std::string>().starts_with(
+                         "granary: annotation granary.io/datasets names "),
+                     reply);
+  GRANARY_FUZZ_CHECK(result["NodeNames"].is_null() && result["Nodes"].is_null(), reply);
+  return true;
 }
 
 // The candidate names of an accepted ExtenderArgs, in order.
@@ -97,10 +113,15 @@ void CheckPrioritizeReply(const std::string& reply, const std::vector<std::strin
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace granary::hooks;
-  static const Extender* extender = new Extender(Locate, ExtenderOptions());
+  static const Extender* extender =
+      new Extender(Locate, ExtenderOptions{.max_datasets_per_pod = kMaxDatasets});
   std::string_view body(reinterpret_cast<const char*>(data), size);
   absl::StatusOr<std::string> filtered = extender->Filter(body);
   absl::StatusOr<std::string> prioritized = extender->Prioritize(body);
+  if (filtered.ok() && IsRefusal(*filtered)) {
+    GRANARY_FUZZ_CHECK(absl::IsInvalidArgument(prioritized.status()), std::string(body));
+    return 0;
+  }
   GRANARY_FUZZ_CHECK(filtered.ok() == prioritized.ok(), std::string(body));
   if (!filtered.ok()) {
     GRANARY_FUZZ_CHECK(absl::IsInvalidArgument(filtered.status()), filtered.status().ToString());

@@ -4,8 +4,6 @@
 // NodeList of full v1.Node objects or as NodeNames (nodeCacheCapable), and every
 // field of every reply is checked.
 #include <gtest/gtest.h>
-#include <httplib.h>
-#include <signal.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -15,12 +13,12 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
+#include "tests/scheduler_hooks/extender_process.h"
 #include "tests/support/child_process.h"
 #include "tests/support/granary_cluster.h"
 #include "tests/support/granaryd_process.h"
@@ -29,6 +27,7 @@ namespace granary {
 namespace {
 
 using nlohmann::json;
+using testing::ExtenderProcess;
 using testing::GranarydProcess;
 using testing::TempDir;
 
@@ -70,63 +69,6 @@ void AddDataset(GranarydProcess& server, const std::string& root, const std::str
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_EQ(progress.failures_size(), 0);
 }
-
-// A running granary-extender, SIGKILLed by the destructor if still running.
-class ExtenderProcess {
- public:
-  explicit ExtenderProcess(const std::string& server, std::vector<std::string> extra_args = {}) {
-    port_ = testing::FreeTcpPort();
-    log_path_ = temp_.path() + "/extender.log";
-    std::vector<std::string> args = {"--server", server, "--listen", address()};
-    args.insert(args.end(), extra_args.begin(), extra_args.end());
-    auto pid = testing::SpawnChild(GRANARY_EXTENDER_PATH, args, log_path_);
-    EXPECT_TRUE(pid.ok()) << pid.status();
-    if (pid.ok()) pid_ = *pid;
-    httplib::Client client("127.0.0.1", port_);
-    for (int i = 0; i < 200; ++i) {
-      if (auto result = client.Get("/healthz"); result && result->status == 200) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ADD_FAILURE() << "granary-extender did not answer /healthz: " << log();
-  }
-  ~ExtenderProcess() {
-    if (pid_ > 0) testing::KillChild(pid_);
-  }
-
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-  std::string log() const {
-    std::ifstream in(log_path_);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-  // POSTs `body` to `path`; the HTTP status and body.
-  std::pair<int, std::string> Post(const std::string& path, const std::string& body) const {
-    httplib::Client client("127.0.0.1", port_);
-    auto result = client.Post(path, body, "application/json");
-    if (!result) return {-1, httplib::to_string(result.error())};
-    return {result->status, result->body};
-  }
-  json PostJson(const std::string& path, const json& body) const {
-    auto [status, reply] = Post(path, body.dump());
-    EXPECT_EQ(status, 200) << reply;
-    json parsed = json::parse(reply, nullptr, false);
-    EXPECT_FALSE(parsed.is_discarded()) << reply;
-    return parsed;
-  }
-  // SIGTERM; the exit code, or -1.
-  int Terminate() {
-    ::kill(pid_, SIGTERM);
-    auto status = testing::WaitForExit(pid_, std::chrono::seconds(10));
-    if (!status) return -1;
-    pid_ = -1;
-    return WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
-  }
-
- private:
-  TempDir temp_;
-  std::string log_path_;
-  int port_ = 0;
-  pid_t pid_ = -1;
-};
 
 // A pending pod as kube-scheduler's informer holds it (Go omits the empty
 // TypeMeta), with `annotations`.
@@ -394,6 +336,78 @@ TEST_F(ExtenderTest, MalformedRequestsAreRefusedWithTheReason) {
             Priorities(10, 0));
 }
 
+// The extender's Locate calls, counted between it and granaryd.
+class ExtenderLocateCallsTest : public ExtenderTest {
+ protected:
+  void SetUp() override {
+    auto counter =
+        testing::LocateCounter::Start(temp_.path() + "/counter.sock", server_->socket_address());
+    ASSERT_TRUE(counter.ok()) << counter.status();
+    counter_ = *std::move(counter);
+  }
+
+  TempDir temp_;
+  std::unique_ptr<testing::LocateCounter> counter_;
+};
+
+TEST_F(ExtenderLocateCallsTest, RepeatedNamesAreLocatedOnce) {
+  ExtenderProcess extender(counter_->address(), {"--locate-cache-ms", "0"});
+  EXPECT_EQ(extender.PostJson("/prioritize",
+                              NameArgs({{"granary.io/datasets", "half, full,half,full , half"}})),
+            Priorities(8, 0));
+  EXPECT_EQ(counter_->calls(), 2);
+}
+
+TEST_F(ExtenderLocateCallsTest, ABurstOfDecisionsReusesTheAnswers) {
+  ExtenderProcess extender(counter_->address(), {"--locate-cache-ms", "600000"});
+  json annotations = {{"granary.io/datasets", "half, full"}, {"granary.io/locality", "required"}};
+  for (int pod = 0; pod < 20; ++pod) {
+    EXPECT_EQ(extender.PostJson("/filter", NameArgs(annotations))["NodeNames"],
+              json::array({"node-a"}));
+    EXPECT_EQ(extender.PostJson("/prioritize", NameArgs(annotations)), Priorities(8, 0));
+  }
+  EXPECT_EQ(counter_->calls(), 2);
+  // A dataset not asked before is located; an unknown one is remembered as
+  // unknown.
+  json other = {{"granary.io/datasets", "quarter, no-such-dataset"}};
+  EXPECT_EQ(extender.PostJson("/prioritize", NameArgs(other)), Priorities(2, 0));
+  EXPECT_EQ(extender.PostJson("/prioritize", NameArgs(other)), Priorities(2, 0));
+  EXPECT_EQ(counter_->calls(), 4);
+}
+
+TEST_F(ExtenderLocateCallsTest, WithoutReuseEveryDecisionLocates) {
+  ExtenderProcess extender(counter_->address(), {"--locate-cache-ms", "0"});
+  for (int pod = 0; pod < 3; ++pod) {
+    EXPECT_EQ(extender.PostJson("/prioritize", NameArgs({{"granary.io/datasets", "half, full"}})),
+              Priorities(8, 0));
+  }
+  EXPECT_EQ(counter_->calls(), 6);
+}
+
+TEST_F(ExtenderLocateCallsTest, TooManyDatasetsAreRefusedWithoutALocateCall) {
+  ExtenderProcess extender(counter_->address(), {"--max-datasets-per-pod", "3"});
+  // Five distinct names; the repeat counts once.
+  json annotations = {{"granary.io/datasets", "half, full, quarter, a, b, half"}};
+  const std::string refusal =
+      "annotation granary.io/datasets names 5 datasets; at most 3 are allowed";
+  EXPECT_EQ(extender.PostJson("/filter", NameArgs(annotations)),
+            (json{{"Nodes", nullptr},
+                  {"NodeNames", nullptr},
+                  {"FailedNodes", json::object()},
+                  {"FailedAndUnresolvableNodes", json::object()},
+                  {"Error", "granary: " + refusal}}));
+  // A HostPriorityList has no error field: the call fails.
+  auto [status, body] = extender.Post("/prioritize", NameArgs(annotations).dump());
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(body, refusal + "\n");
+  EXPECT_EQ(counter_->calls(), 0);
+  // Three names, one of them twice, are served.
+  EXPECT_EQ(extender.PostJson("/prioritize",
+                              NameArgs({{"granary.io/datasets", "half, full, quarter, full"}})),
+            Priorities(6, 0));
+  EXPECT_EQ(counter_->calls(), 3);
+}
+
 TEST(ExtenderUnreachableTest, UnreachableServerGivesNeutralAnswersAndALogLine) {
   TempDir dir;
   ExtenderProcess extender("unix:" + dir.path() + "/no-granaryd.sock");
@@ -414,7 +428,7 @@ TEST(ExtenderUnreachableTest, UnreachableServerGivesNeutralAnswersAndALogLine) {
 TEST(ExtenderFlagsTest, UnusableListenAddressFailsWithTheReason) {
   TempDir dir;
   auto pid =
-      testing::SpawnChild(GRANARY_EXTENDER_PATH, {"--listen", "no-port"}, dir.path() + "/log");
+      testing::SpawnChild(testing::ExtenderPath(), {"--listen", "no-port"}, dir.path() + "/log");
   ASSERT_TRUE(pid.ok());
   auto status = testing::WaitForExit(*pid, std::chrono::seconds(10));
   ASSERT_TRUE(status.has_value());

@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "scheduler_hooks/pod_request.h"
 
@@ -95,9 +97,23 @@ TEST(PodRequestTest, ReadsDatasetsAndLocality) {
                           {"annotations",
                            {{"granary.io/datasets", " imagenet, coco,,imagenet ,"},
                             {"granary.io/locality", "Required"}}}}}};
-  PodRequest request = ReadPodRequest(pod);
-  EXPECT_EQ(request.datasets, (std::vector<std::string>{"imagenet", "coco"}));
-  EXPECT_TRUE(request.locality_required);
+  absl::StatusOr<PodRequest> request = ReadPodRequest(pod, /*max_datasets=*/2);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->datasets, (std::vector<std::string>{"imagenet", "coco"}));
+  EXPECT_TRUE(request->locality_required);
+}
+
+TEST(PodRequestTest, MoreDistinctDatasetsThanTheCapAreRefused) {
+  std::string names;
+  for (int i = 0; i < 20000; ++i) absl::StrAppend(&names, i == 0 ? "" : ",", "d", i % 5000);
+  nlohmann::json pod = {{"metadata", {{"annotations", {{"granary.io/datasets", names}}}}}};
+  absl::StatusOr<PodRequest> request = ReadPodRequest(pod, /*max_datasets=*/64);
+  EXPECT_EQ(request.status(),
+            absl::InvalidArgumentError(
+                "annotation granary.io/datasets names 5000 datasets; at most 64 are allowed"));
+  request = ReadPodRequest(pod, /*max_datasets=*/5000);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->datasets.size(), 5000u);
 }
 
 TEST(PodRequestTest, MissingOrMistypedAnnotationsAskForNothing) {
@@ -106,9 +122,10 @@ TEST(PodRequestTest, MissingOrMistypedAnnotationsAskForNothing) {
         nlohmann::json{{"metadata", {{"annotations", nullptr}}}},
         nlohmann::json{{"metadata", {{"annotations", {{"granary.io/datasets", 7}}}}}},
         nlohmann::json{{"metadata", {{"annotations", {{"granary.io/locality", "preferred"}}}}}}}) {
-    PodRequest request = ReadPodRequest(pod);
-    EXPECT_TRUE(request.datasets.empty()) << pod.dump();
-    EXPECT_FALSE(request.locality_required) << pod.dump();
+    absl::StatusOr<PodRequest> request = ReadPodRequest(pod, /*max_datasets=*/1);
+    ASSERT_TRUE(request.ok()) << request.status();
+    EXPECT_TRUE(request->datasets.empty()) << pod.dump();
+    EXPECT_FALSE(request->locality_required) << pod.dump();
   }
 }
 
