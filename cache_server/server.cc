@@ -263,7 +263,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
       ServiceParts{parts->catalog.get(), parts->registry.get(), parts->read_through.get(),
                    parts->store.get(), &parts->metrics, parts->activity.get(), parts->cluster.get(),
                    parts->catalog_sync.get(), parts->authenticator.get(), parts->policy.get()},
-      c.prewarm_parallelism);
+      c.prewarm_parallelism, c.max_prewarm_paths);
 
   GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));
   GRANARY_ASSIGN_OR_RETURN(gid_t socket_gid, SocketGroup(c.socket_group));

@@ -46,9 +46,11 @@ ChunkSourcing SourcingOf(const v1::ReadChunkRequest& request) {
 
 }  // namespace
 
-GranaryService::GranaryService(ServiceParts parts, unsigned default_prewarm_parallelism)
+GranaryService::GranaryService(ServiceParts parts, unsigned default_prewarm_parallelism,
+                               size_t max_prewarm_paths)
     : parts_(parts),
       default_prewarm_parallelism_(default_prewarm_parallelism),
+      max_prewarm_paths_(max_prewarm_paths),
       started_(std::chrono::steady_clock::now()) {}
 
 absl::StatusOr<Caller> GranaryService::Authorize(const grpc::ServerContextBase& context,
@@ -242,10 +244,10 @@ absl::Status GranaryService::RunPrewarm(grpc::ServerContext* context,
                                                    " is over the maximum, ",
                                                    kMaxPrewarmParallelism));
   }
-  if (static_cast<size_t>(request.paths_size()) > kMaxPrewarmPaths) {
-    return absl::InvalidArgumentError(absl::StrCat("a prewarm names ", request.paths_size(),
-                                                   " paths, over the maximum of ", kMaxPrewarmPaths,
-                                                   "; name their directories instead"));
+  if (static_cast<size_t>(request.paths_size()) > max_prewarm_paths_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a prewarm names ", request.paths_size(), " paths, over the maximum of ",
+                     max_prewarm_paths_, "; name their directories instead"));
   }
   const Member& self = parts_.cluster->self();
   if (request.owned_share_only()) {

@@ -63,9 +63,10 @@ class GranaryService final : public v1::Granary::Service {
   static constexpr size_t kMaxReadMessageBytes = 1 << 20;
   static constexpr std::chrono::milliseconds kPrewarmProgressInterval{100};
   static constexpr unsigned kMaxPrewarmParallelism = 256;
-  static constexpr size_t kMaxPrewarmPaths = 10'000;
 
-  GranaryService(ServiceParts parts, unsigned default_prewarm_parallelism);
+  // `max_prewarm_paths`: the most paths one Prewarm may name.
+  GranaryService(ServiceParts parts, unsigned default_prewarm_parallelism,
+                 size_t max_prewarm_paths);
 
   grpc::Status AddDataset(grpc::ServerContext* context, const v1::AddDatasetRequest* request,
                           v1::DatasetInfo* response) override;
@@ -125,6 +126,7 @@ class GranaryService final : public v1::Granary::Service {
 
   const ServiceParts parts_;
   const unsigned default_prewarm_parallelism_;
+  const size_t max_prewarm_paths_;
   const std::chrono::steady_clock::time_point started_;
 };
 

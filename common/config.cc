@@ -116,6 +116,7 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"max_datasets", WholeNumberKey(&GranarydConfig::max_datasets, 1, 1'000'000)},
       {"max_dataset_entries",
        WholeNumberKey(&GranarydConfig::max_dataset_entries, 1, 1'000'000'000)},
+      {"max_prewarm_paths", WholeNumberKey(&GranarydConfig::max_prewarm_paths, 1, 10'000'000)},
   };
   return *parsers;
 }

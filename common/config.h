@@ -15,6 +15,7 @@
 //   prewarm_parallelism: 8
 //   source_roots: [/mnt/nfs/datasets, /lustre/ml]   admin_group: granary-admin
 //   max_datasets: 1000                max_dataset_entries: 5000000
+//   max_prewarm_paths: 10000
 // An unknown key, a value of the wrong kind, or a bad size or address is an
 // INVALID_ARGUMENT error naming the file, the key and the value.
 //
@@ -68,6 +69,8 @@ struct GranarydConfig {
   // either is refused, so that no caller exhausts granaryd's memory.
   uint32_t max_datasets = 1000;
   uint32_t max_dataset_entries = 5'000'000;
+  // How many paths one prewarm request may name.
+  uint32_t max_prewarm_paths = 10'000;
 };
 
 // The embedded single-node default: DefaultDataDir(), DefaultSocketPath(),
