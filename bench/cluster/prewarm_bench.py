@@ -132,7 +132,7 @@ class Group:
                  "--metrics-listen", "127.0.0.1:%d" % node["metrics"],
                  "--capacity", str(capacity_bytes), "--node-id", node["id"],
                  "--group", node["group"],
-                 "--members", members],
+                 "--members", members, "--insecure-tcp"],
                 stdout=logf, stderr=subprocess.STDOUT, preexec_fn=enter_cgroup(cgroup)))
         for i in range(n):
             wait_for(lambda i=i: self.procs[i].poll() is not None or self.members_up(i) == n,
