@@ -4,13 +4,18 @@
 //
 //   granaryd [--config FILE] [--data-dir DIR] [--capacity SIZE] [--listen HOST:PORT]
 //            [--socket PATH] [--node-id ID] [--group NAME] [--members FILE | --etcd URL]
-//            [--advertise HOST:PORT] [--token-file FILE]
+//            [--advertise HOST:PORT] [--token-file FILE] [--insecure-tcp]
 //            [--metrics-listen HOST:PORT] [--cache-dir DIR]... [--source-root DIR]...
 //            [--admin-group GROUP]
+//
+// With no cluster configured and no --listen there is no TCP listener; a TCP
+// listener needs a cluster token (--token-file) unless --insecure-tcp is given,
+// which it then warns about on every start.
 //
 // SIGTERM or SIGINT shut it down cleanly. Exit status 0 after a clean
 // shutdown, 2 for bad flags or configuration, 1 when the server cannot start.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -23,9 +28,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "cache_server/server.h"
+#include "common/cluster_token.h"
 #include "common/config.h"
 #include "common/logging.h"
-#include "common/size.h"
 #include "common/stop_signals.h"
 
 namespace granary {
@@ -36,6 +41,7 @@ struct Flags {
   std::optional<std::string> data_dir, capacity, listen, socket, node_id, group, members, etcd,
       advertise, token_file, metrics_listen, admin_group;
   std::vector<std::string> cache_dirs, source_roots;
+  bool insecure_tcp = false;
 };
 
 void Fail(int exit_code, absl::string_view reason) {
@@ -52,7 +58,7 @@ absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
   }
   if (flags.data_dir) config.data_dir = *flags.data_dir;
   if (flags.capacity) {
-    absl::StatusOr<uint64_t> bytes = ParseSize(*flags.capacity);
+    absl::StatusOr<uint64_t> bytes = ParseCapacity(*flags.capacity);
     if (!bytes.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--capacity: ", bytes.status().message()));
     }
@@ -76,9 +82,15 @@ absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
   if (!flags.cache_dirs.empty()) config.cache_dirs = flags.cache_dirs;
   if (!flags.source_roots.empty()) config.source_roots = flags.source_roots;
   if (flags.admin_group) config.admin_group = *flags.admin_group;
+  if (flags.insecure_tcp) config.insecure_tcp = true;
   if (!config.members_file.empty() && !config.etcd_url.empty()) {
     return absl::InvalidArgumentError(
         "both a members file and etcd are configured; cluster membership comes from one");
+  }
+  if (absl::Status tcp = CheckTcpPolicy(config); !tcp.ok()) return tcp;
+  if (!config.cluster_token_file.empty()) {
+    absl::StatusOr<std::string> token = LoadClusterToken(config.cluster_token_file);
+    if (!token.ok()) return token.status();
   }
   return config;
 }
@@ -91,7 +103,8 @@ int Run(int argc, char** argv) {
   app.add_option("--data-dir", flags.data_dir, "Catalog, index and lock (default: state dir)");
   app.add_option("--capacity", flags.capacity,
                  "Cache capacity, e.g. 200GiB (default: 80% of the cache disks' free space)");
-  app.add_option("--listen", flags.listen, "TCP address for peers (default 127.0.0.1:7070)");
+  app.add_option("--listen", flags.listen,
+                 "TCP address for peers (default: none; 127.0.0.1:7070 with --members or --etcd)");
   app.add_option("--socket", flags.socket, "Unix socket for local clients");
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "Prometheus endpoint address (default 127.0.0.1:7071)");
@@ -111,6 +124,8 @@ int Run(int argc, char** argv) {
                  "HOST:PORT peers reach this node at (default: --listen)");
   app.add_option("--token-file", flags.token_file,
                  "File holding the cluster token that TCP calls must carry");
+  app.add_flag("--insecure-tcp", flags.insecure_tcp,
+               "Allow a TCP listener without a cluster token (every TCP call unauthenticated)");
   // CLI11 reports bad flags by throwing; nothing escapes past here.
   try {
     app.parse(argc, argv);
@@ -127,6 +142,15 @@ int Run(int argc, char** argv) {
   // Debian's Abseil is built with mutex deadlock detection on, which costs
   // every lock and unlock a graph update; gRPC locks a lot.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Every connection holds a descriptor; the soft limit (often 1024) would
+  // let a few hundred idle clients exhaust them.
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &files) != 0) {
+      GRANARY_LOG(WARNING) << "cannot raise the open-file limit to " << files.rlim_max;
+    }
+  }
   StopSignals stop_signals;
   // A client vanishing mid-write must not kill the server.
   signal(SIGPIPE, SIG_IGN);

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "cache_server/listening_socket.h"
 #include "common/local_read_socket.h"
 #include "common/logging.h"
 #include "common/server_address.h"
@@ -15,17 +16,9 @@
 namespace granary {
 
 absl::StatusOr<std::unique_ptr<LocalReadServer>> LocalReadServer::Start(const std::string& path,
+                                                                        uint32_t mode, gid_t gid,
                                                                         ReadThrough* reads) {
-  GRANARY_ASSIGN_OR_RETURN(sockaddr_un address, UnixSocketAddress(path));
-  ::unlink(path.c_str());
-  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoStatus(errno, "creating the local read socket");
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      ::listen(fd, 64) != 0) {
-    int error = errno;
-    ::close(fd);
-    return ErrnoStatus(error, absl::StrCat("cannot listen on local read socket ", path));
-  }
+  GRANARY_ASSIGN_OR_RETURN(int fd, ListenOnUnixSocket(path, SOCK_SEQPACKET, mode, gid));
   std::unique_ptr<LocalReadServer> server(new LocalReadServer(fd, reads));
   server->acceptor_ = std::thread([raw = server.get()] { raw->Accept(); });
   return server;
@@ -62,13 +55,23 @@ void LocalReadServer::ReapLocked() {
 }
 
 void LocalReadServer::Accept() {
+  AcceptBackoff backoff("local read socket");
   while (!stopping_) {
     int connection = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (connection < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (!stopping_) GRANARY_LOG(ERROR) << "local read socket: accept failed: " << errno;
-      return;
+      if (stopping_) return;
+      if (IsResourceShortage(errno)) {
+        backoff.Wait(errno);
+      } else if (errno != EINTR && errno != ECONNABORTED) {
+        GRANARY_LOG_FIRST_N(ERROR, 5) << "local read socket: accept failed: " << errno;
+      }
+      continue;
     }
+    backoff.Reset();
+    ucred peer{};
+    socklen_t length = sizeof(peer);
+    bool trusted = ::getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &peer, &length) == 0 &&
+                   (peer.uid == 0 || peer.uid == ::geteuid());
     std::lock_guard lock(mutex_);
     ReapLocked();
     if (stopping_ || connections_.size() >= kMaxConnections) {
@@ -79,6 +82,7 @@ void LocalReadServer::Accept() {
     }
     Connection& served = connections_.emplace_back();
     served.fd = connection;
+    served.trusted = trusted;
     served.thread = std::thread([this, &served] { Serve(&served); });
   }
 }
@@ -91,23 +95,8 @@ void LocalReadServer::Serve(Connection* served) {
     absl::Status received = ReceiveLocalReadMessage(connection, &request, &ignored_fd);
     if (ignored_fd != -1) ::close(ignored_fd);
     if (absl::IsUnavailable(received) || (!received.ok() && stopping_)) break;
-    v1::LocalReadResponse response;
     int segment_fd = -1;
-    absl::Status answer = received;
-    if (answer.ok() && !request.has_key()) {
-      answer = absl::InvalidArgumentError("local read request names no chunk key");
-    }
-    if (answer.ok()) {
-      absl::StatusOr<store::ChunkStore::Extent> extent =
-          reads_->Locate(ChunkKey::FromProto(request.key()), request.read_bytes());
-      if (extent.ok()) {
-        segment_fd = extent->segment_fd;
-        *response.mutable_location() = std::move(extent->location);
-      }
-      answer = extent.status();
-    }
-    response.set_code(static_cast<int>(answer.code()));
-    response.set_message(std::string(answer.message()));
+    v1::LocalReadResponse response = Answer(received, request, served->trusted, &segment_fd);
     absl::Status sent = SendLocalReadMessage(connection, response, segment_fd);
     if (segment_fd != -1) ::close(segment_fd);
     if (!sent.ok()) break;
@@ -115,6 +104,31 @@ void LocalReadServer::Serve(Connection* served) {
   std::lock_guard lock(mutex_);
   ::close(connection);
   served->done = true;
+}
+
+v1::LocalReadResponse LocalReadServer::Answer(const absl::Status& received,
+                                              const v1::LocalReadRequest& request, bool trusted,
+                                              int* segment_fd) {
+  v1::LocalReadResponse response;
+  absl::Status answer = received;
+  if (answer.ok() && !trusted) {
+    answer = absl::PermissionDeniedError(
+        "the local read socket hands out whole segment files, so it answers only root and "
+        "granaryd's own user; read over gRPC instead, which checks the file's permissions");
+  } else if (answer.ok() && !request.has_key()) {
+    answer = absl::InvalidArgumentError("local read request names no chunk key");
+  } else if (answer.ok()) {
+    absl::StatusOr<store::ChunkStore::Extent> extent =
+        reads_->Locate(ChunkKey::FromProto(request.key()), request.read_bytes());
+    if (extent.ok()) {
+      *segment_fd = extent->segment_fd;
+      *response.mutable_location() = std::move(extent->location);
+    }
+    answer = extent.status();
+  }
+  response.set_code(static_cast<int>(answer.code()));
+  response.set_message(std::string(answer.message()));
+  return response;
 }
 
 }  // namespace granary

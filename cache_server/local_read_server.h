@@ -7,13 +7,19 @@
 // each. Connections beyond kMaxConnections are closed at once, and a client
 // that sends garbage gets an error answer and stays connected.
 //
-// Who may connect is the socket file's owner, group and mode, set by the
-// caller exactly as for the gRPC socket: a descriptor of a segment gives no
-// more than the gRPC socket already does (every cached chunk).
+// A descriptor of a segment reads every chunk in it, whoever's file it came
+// from, so only callers whose SO_PEERCRED uid is 0 or granaryd's own euid are
+// answered; any other caller gets PERMISSION_DENIED on every request and reads
+// over gRPC, which checks file permissions. The socket file gets its group
+// and mode (as the gRPC socket's) before it listens. Accept errors that mean
+// a resource ran short back off and retry; the listener never stops. A
+// request's read_bytes counts as served up to the chunk's length, no more.
 //
 // Thread-safety: Shutdown() (or the destructor) from one thread.
 #ifndef GRANARY_CACHE_SERVER_LOCAL_READ_SERVER_H_
 #define GRANARY_CACHE_SERVER_LOCAL_READ_SERVER_H_
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <list>
@@ -31,9 +37,10 @@ class LocalReadServer {
  public:
   static constexpr int kMaxConnections = 256;
 
-  // Listens on `path`, replacing a stale socket file there; `reads` must
-  // outlive the server.
+  // Listens on `path` with permission bits `mode` and group `gid`,
+  // replacing a stale socket file there; `reads` must outlive the server.
   static absl::StatusOr<std::unique_ptr<LocalReadServer>> Start(const std::string& path,
+                                                                uint32_t mode, gid_t gid,
                                                                 ReadThrough* reads);
   ~LocalReadServer();
   LocalReadServer(const LocalReadServer&) = delete;
@@ -47,12 +54,19 @@ class LocalReadServer {
 
   struct Connection {
     int fd = -1;
+    // Whether the peer may be handed segment descriptors (uid 0 or ours).
+    bool trusted = false;
     std::thread thread;
     bool done = false;  // Guarded by mutex_; its thread has closed fd and may be joined.
   };
 
   void Accept();
   void Serve(Connection* connection);
+  // The answer to one request (`received` says whether it was read whole)
+  // on a connection whose peer is `trusted`; `*segment_fd` gets the
+  // descriptor to pass with it, or stays -1.
+  v1::LocalReadResponse Answer(const absl::Status& received, const v1::LocalReadRequest& request,
+                               bool trusted, int* segment_fd);
   // Joins the threads of connections that have closed.
   void ReapLocked();
 

@@ -75,8 +75,10 @@ absl::StatusOr<store::ChunkStore::Extent> ReadThrough::Locate(const ChunkKey& ke
   activity_->Touch(key.dataset_version);
   GRANARY_ASSIGN_OR_RETURN(store::ChunkStore::Extent extent, store_->Locate(key));
   if (read_bytes > 0) {
+    // The reader says how much it reads; no read serves more than the chunk.
+    uint64_t served = std::min<uint64_t>(read_bytes, extent.location.length());
     metrics_->hits.fetch_add(1, std::memory_order_relaxed);
-    metrics_->bytes_from_cache.fetch_add(read_bytes, std::memory_order_relaxed);
+    metrics_->bytes_from_cache.fetch_add(served, std::memory_order_relaxed);
   }
   return extent;
 }

@@ -1,58 +1,67 @@
 #include "cache_server/request_authenticator.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
 #include "common/cluster_token.h"
 #include "common/logging.h"
+#include "common/status.h"
 
 namespace granary {
 
-RequestAuthenticator::RequestAuthenticator(std::string cluster_token)
-    : bearer_(cluster_token.empty() ? std::string() : BearerValue(cluster_token)) {}
-
-grpc::Status RequestAuthenticator::Check(const grpc::ServerContextBase& context,
-                                         std::string_view method) {
-  if (bearer_.empty()) return grpc::Status::OK;
-  std::string peer = context.peer();
-  if (absl::StartsWith(peer, "unix:")) return grpc::Status::OK;
-  const auto& metadata = context.client_metadata();
-  auto presented = metadata.find(kAuthorizationMetadata);
-  if (presented != metadata.end() &&
-      TokensMatch(std::string_view(presented->second.data(), presented->second.size()), bearer_)) {
-    return grpc::Status::OK;
-  }
-  if (ShouldLog(peer)) {
-    GRANARY_LOG(WARNING) << "rejected " << method << " from " << peer << ": "
-                         << (presented == metadata.end() ? "no cluster token"
-                                                         : "wrong cluster token");
-  }
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      "this granaryd requires the cluster token on TCP connections "
-                      "(--token-file or $GRANARY_TOKEN_FILE)");
-}
+RequestAuthenticator::RequestAuthenticator(std::string cluster_token,
+                                           const ConnectionTable* connections)
+    : bearer_(cluster_token.empty() ? std::string() : BearerValue(cluster_token)),
+      connections_(connections) {}
 
 absl::StatusOr<Caller> RequestAuthenticator::Identify(const grpc::ServerContextBase& context) {
-  Caller caller;
-  std::string peer = context.peer();
-  if (absl::StartsWith(peer, "unix:")) {
-    caller.channel = Caller::Channel::kUnixSocket;
-    caller.credentials.uid = 0;
+  const std::string peer = context.peer();
+  int fd = -1;
+  if (!absl::StartsWith(peer, "fd:") || !absl::SimpleAtoi(peer.substr(3), &fd)) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the connection from ", peer, " was not accepted by granaryd, so its caller is unknown"));
+  }
+  absl::StatusOr<Caller> found = connections_->Find(fd);
+  if (!found.ok()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("the caller on connection ", peer, " is unknown: ", found.status().message()));
+  }
+  Caller caller = *std::move(found);
+  if (caller.channel == Caller::Channel::kUnixSocket) return caller;
+  if (bearer_.empty()) {
+    caller.cluster_member = true;
     return caller;
   }
-  grpc::Status checked = Check(context, "call");
-  if (!checked.ok()) return absl::UnauthenticatedError(checked.error_message());
-  caller.address = peer;
-  caller.cluster_member = true;
+  const auto& metadata = context.client_metadata();
+  auto presented = metadata.find(kAuthorizationMetadata);
+  caller.cluster_member =
+      presented != metadata.end() &&
+      TokensMatch(std::string_view(presented->second.data(), presented->second.size()), bearer_);
+  if (!caller.cluster_member) {
+    return absl::UnauthenticatedError(
+        absl::StrCat(presented == metadata.end() ? "no cluster token" : "wrong cluster token",
+                     " from ", caller.address,
+                     ": this granaryd requires the cluster token on TCP connections "
+                     "(--token-file or $GRANARY_TOKEN_FILE)"));
+  }
+  return caller;
+}
+
+absl::StatusOr<Caller> RequestAuthenticator::Authenticate(const grpc::ServerContextBase& context,
+                                                          std::string_view method) {
+  absl::StatusOr<Caller> caller = Identify(context);
+  if (!caller.ok() && ShouldLog(context.peer())) {
+    GRANARY_LOG(WARNING) << "rejected " << method << ": " << caller.status().message();
+  }
   return caller;
 }
 
 bool RequestAuthenticator::ShouldLog(const std::string& peer) {
-  // "ipv4:10.0.0.7:51234": every connection has its own port; limit per host.
-  std::string host = peer.substr(0, peer.rfind(':'));
   auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
   if (last_logged_.size() > 4096) last_logged_.clear();
-  auto [it, inserted] = last_logged_.try_emplace(host, now);
+  auto [it, inserted] = last_logged_.try_emplace(peer, now);
   if (!inserted && now - it->second < std::chrono::seconds(1)) return false;
   it->second = now;
   return true;

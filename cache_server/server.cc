@@ -21,8 +21,11 @@
 #include "cache_server/catalog.h"
 #include "cache_server/catalog_sync.h"
 #include "cache_server/cluster_view.h"
+#include "cache_server/connection_acceptor.h"
+#include "cache_server/connection_table.h"
 #include "cache_server/data_dir_lock.h"
 #include "cache_server/dataset_registry.h"
+#include "cache_server/listening_socket.h"
 #include "cache_server/local_read_server.h"
 #include "cache_server/membership/etcd_membership.h"
 #include "cache_server/membership/static_membership.h"
@@ -32,6 +35,7 @@
 #include "cache_server/service.h"
 #include "cache_server/source_roots.h"
 #include "cache_server/store/chunk_store.h"
+#include "cache_server/stream_watchdog.h"
 #include "cache_server/version_activity.h"
 #include "common/cluster_token.h"
 #include "common/file_util.h"
@@ -43,6 +47,7 @@
 #include "common/size.h"
 #include "common/status.h"
 #include "grpc/grpc.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -64,6 +69,8 @@ constexpr std::chrono::seconds kCatalogExchangePeriod{30};
 // --rpc-timeout-ms), so that a silent peer costs the reader one wait, not its
 // whole read.
 constexpr std::chrono::seconds kPeerCopyTimeout{5};
+// A connection with no call in flight for this long is closed by gRPC.
+constexpr int kMaxConnectionIdleMs = 5 * 60 * 1000;
 
 // The default capacity: 80% of the free space on the cache directories'
 // filesystems (each filesystem counted once), so the cache never fills a disk.
@@ -84,9 +91,15 @@ absl::StatusOr<uint64_t> DefaultCapacity(const std::vector<std::string>& dirs) {
 // crash; FAILED_PRECONDITION if a live server answers on it.
 absl::Status PrepareSocket(const std::string& path) {
   std::error_code error;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), error);
+  const std::filesystem::path directory = std::filesystem::path(path).parent_path();
+  const bool created = std::filesystem::create_directories(directory, error);
   if (error) {
     return ErrnoStatus(error.value(), absl::StrCat("cannot create the directory of socket ", path));
+  }
+  // granaryd's umask keeps what it creates private, but the socket's users
+  // must reach it: the socket's own mode and group decide who connects.
+  if (created && ::chmod(directory.c_str(), 0755) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot open the directory of socket ", path));
   }
   GRANARY_ASSIGN_OR_RETURN(sockaddr_un address, UnixSocketAddress(path));
   if (!std::filesystem::exists(path, error)) return absl::OkStatus();
@@ -116,18 +129,6 @@ absl::StatusOr<gid_t> SocketGroup(const std::string& name) {
   return found->gr_gid;
 }
 
-// Leaves the socket to its owner and `gid` as `mode` says: who may connect is
-// decided here, since the Unix socket carries no cluster token.
-absl::Status ProtectSocket(const std::string& path, uint32_t mode, gid_t gid) {
-  if (::chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("cannot give socket ", path, " to group ", gid));
-  }
-  if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("cannot set the mode of socket ", path));
-  }
-  return absl::OkStatus();
-}
-
 // The members file's or etcd's membership feeding `update`; none (a cluster of
 // this node alone) when the config names neither.
 absl::StatusOr<std::unique_ptr<MembershipSource>> StartMembership(const GranarydConfig& config,
@@ -151,9 +152,11 @@ absl::StatusOr<std::unique_ptr<MembershipSource>> StartMembership(const Granaryd
 }
 
 // The address peers reach this node at: `advertise`, else `listen` with a
-// wildcard host replaced by the host name.
+// wildcard host replaced by the host name; the Unix socket when there is no
+// TCP listener (a node alone, which no peer reaches).
 std::string AdvertisedAddress(const GranarydConfig& config) {
   if (!config.advertise.empty()) return config.advertise;
+  if (config.listen.empty()) return "unix:" + config.socket_path;
   size_t colon = config.listen.rfind(':');
   std::string host = config.listen.substr(0, colon);
   if (host == "0.0.0.0" || host == "[::]" || host == "::" || host.empty()) {
@@ -179,6 +182,30 @@ absl::StatusOr<Member> SelfMember(const GranarydConfig& config) {
                                                  config.members_file, "; set --node-id"));
 }
 
+// Limits on what one connection and the server as a whole may hold.
+void ConfigureGrpcServer(const GranarydConfig& config, grpc::ServerBuilder* builder) {
+  builder->SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder->SetMaxSendMessageSize(kMaxMessageBytes);
+  // As on the client (MakeChannel): with gRPC's BDP probe off on the server
+  // too, peer chunk reads over TCP ran at 0.53 x iperf3 against 0.37 with it
+  // (three alternating runs; bench/RESULTS.md, remote chunk reads).
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  // A connection with no call for this long is closed, so idle connections
+  // do not hold descriptors for good.
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, kMaxConnectionIdleMs);
+  // Dead peers are found by keepalive pings; clients may ping every 10 s.
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60 * 1000);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10 * 1000);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                              static_cast<int>(config.max_streams_per_connection));
+  // Each call in the synchronous server holds a thread; beyond this many,
+  // calls get RESOURCE_EXHAUSTED instead of new threads.
+  grpc::ResourceQuota quota("granaryd");
+  quota.SetMaxThreads(static_cast<int>(config.max_threads));
+  builder->SetResourceQuota(quota);
+}
+
 }  // namespace
 
 // Declared in the order they are built; destroyed in reverse.
@@ -195,9 +222,12 @@ struct GranaryServer::Parts {
   std::unique_ptr<ClusterView> cluster;
   std::unique_ptr<ReadThrough> read_through;
   std::unique_ptr<CatalogSync> catalog_sync;
+  std::unique_ptr<ConnectionTable> connections;
   std::unique_ptr<RequestAuthenticator> authenticator;
   std::unique_ptr<GranaryService> service;
+  std::unique_ptr<StreamWatchdog> watchdog;
   std::unique_ptr<grpc::Server> grpc_server;
+  std::unique_ptr<ConnectionAcceptor> acceptor;
   std::unique_ptr<LocalReadServer> local_reads;
   HttpServer metrics_http;
   // Last, so it stops reporting changes before anything it reports to goes.
@@ -220,6 +250,8 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
     c.node_id = host;
   }
   if (c.group.empty()) c.group = "default";
+  c.listen = TcpListenAddress(c);
+  GRANARY_RETURN_IF_ERROR(CheckTcpPolicy(c));
 
   GRANARY_ASSIGN_OR_RETURN(parts->lock, DataDirLock::Acquire(c.data_dir));
   for (const std::string& dir : c.cache_dirs) {
@@ -258,7 +290,9 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
                                     parts->activity.get(), parts->cluster.get());
   parts->catalog_sync = std::make_unique<CatalogSync>(parts->catalog.get(), parts->registry.get(),
                                                       parts->cluster.get(), kCatalogExchangePeriod);
-  parts->authenticator = std::make_unique<RequestAuthenticator>(token);
+  parts->connections = std::make_unique<ConnectionTable>(
+      ConnectionLimits{c.max_connections, c.max_connections_per_user, c.max_connections_per_host});
+  parts->authenticator = std::make_unique<RequestAuthenticator>(token, parts->connections.get());
   parts->service = std::make_unique<GranaryService>(
       ServiceParts{parts->catalog.get(), parts->registry.get(), parts->read_through.get(),
                    parts->store.get(), &parts->metrics, parts->activity.get(), parts->cluster.get(),
@@ -269,10 +303,9 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   GRANARY_ASSIGN_OR_RETURN(gid_t socket_gid, SocketGroup(c.socket_group));
   // The local read socket and the metrics endpoint come up before the gRPC
   // socket accepts, so that a client that got an answer finds them too.
-  const std::string local_read_path = LocalReadSocketPath(c.socket_path);
   GRANARY_ASSIGN_OR_RETURN(parts->local_reads,
-                           LocalReadServer::Start(local_read_path, parts->read_through.get()));
-  GRANARY_RETURN_IF_ERROR(ProtectSocket(local_read_path, c.socket_mode, socket_gid));
+                           LocalReadServer::Start(LocalReadSocketPath(c.socket_path), c.socket_mode,
+                                                  socket_gid, parts->read_through.get()));
   Parts* raw = parts.get();
   parts->metrics_http.Handle("GET", "/metrics", [raw](const HttpRequest&) {
     HttpResponse response;
@@ -283,31 +316,47 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   if (absl::Status started = parts->metrics_http.Start(c.metrics_listen); !started.ok()) {
     return absl::Status(started.code(), absl::StrCat("metrics endpoint: ", started.message()));
   }
+  std::vector<ConnectionAcceptor::Listener> listeners;
+  auto close_listeners = [&listeners] {
+    for (const ConnectionAcceptor::Listener& listener : listeners) ::close(listener.fd);
+  };
+  GRANARY_ASSIGN_OR_RETURN(
+      int unix_fd, ListenOnUnixSocket(c.socket_path, SOCK_STREAM, c.socket_mode, socket_gid));
+  listeners.push_back({unix_fd, Caller::Channel::kUnixSocket});
+  if (!c.listen.empty()) {
+    absl::StatusOr<int> tcp_fd = ListenOnTcp(c.listen);
+    if (!tcp_fd.ok()) {
+      close_listeners();
+      return tcp_fd.status();
+    }
+    listeners.push_back({*tcp_fd, Caller::Channel::kTcp});
+    if (token.empty()) {
+      GRANARY_LOG(WARNING) << "TCP listener " << c.listen
+                           << " runs without a cluster token (insecure_tcp): anyone who reaches "
+                              "it may call granaryd as a cluster member";
+    }
+  }
   grpc::ServerBuilder builder;
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  // gRPC sets SO_REUSEPORT by default, which would let a second server bind
-  // the same TCP port and silently take half the connections.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // As on the client (MakeChannel): with gRPC's BDP probe off on the server
-  // too, peer chunk reads over TCP ran at 0.53 x iperf3 against 0.37 with it
-  // (three alternating runs; bench/RESULTS.md, remote chunk reads).
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  builder.AddListeningPort("unix:" + c.socket_path, grpc::InsecureServerCredentials());
-  int tcp_port = 0;
-  builder.AddListeningPort(c.listen, grpc::InsecureServerCredentials(), &tcp_port);
+  ConfigureGrpcServer(c, &builder);
+  parts->watchdog = std::make_unique<StreamWatchdog>(std::chrono::seconds(c.stream_stall_seconds));
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> watched;
+  watched.push_back(parts->watchdog->InterceptorFactory());
+  builder.experimental().SetInterceptorCreators(std::move(watched));
   builder.RegisterService(parts->service.get());
   parts->grpc_server = builder.BuildAndStart();
-  if (parts->grpc_server == nullptr || tcp_port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", c.listen,
-                                               " and unix:", c.socket_path, " (address in use?)"));
+  if (parts->grpc_server == nullptr) {
+    close_listeners();
+    return absl::InternalError("cannot start the gRPC server");
   }
   parts->running = true;
-  absl::Status protected_socket = ProtectSocket(c.socket_path, c.socket_mode, socket_gid);
-  if (!protected_socket.ok()) {
+  absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> acceptor = ConnectionAcceptor::Start(
+      std::move(listeners), parts->connections.get(), parts->grpc_server.get());
+  if (!acceptor.ok()) {
+    close_listeners();
     GranaryServer cleanup(std::move(parts));
-    return protected_socket;
+    return acceptor.status();
   }
+  parts->acceptor = *std::move(acceptor);
   // Membership starts once this node answers, so that peers told about it
   // can reach it; the catalog exchange then needs the member list.
   ClusterView* cluster = parts->cluster.get();
@@ -324,7 +373,8 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->catalog_sync->Start();
   store::StoreStats stats = parts->store->Stats();
   GRANARY_LOG(INFO) << "granaryd node '" << c.node_id << "' (group '" << c.group
-                    << "') serving unix:" << c.socket_path << " and " << c.listen
+                    << "') serving unix:" << c.socket_path << " and "
+                    << (c.listen.empty() ? std::string("no TCP listener") : c.listen)
                     << ", metrics on http://" << c.metrics_listen << "/metrics; data in "
                     << c.data_dir << ", cache in " << absl::StrJoin(c.cache_dirs, ", ") << " ("
                     << FormatSize(stats.capacity_bytes) << ", io " << stats.io_engine << ")";
@@ -337,6 +387,7 @@ void GranaryServer::Shutdown() {
   // Leave the cluster first (an etcd lease is revoked), so peers stop
   // routing here while the last calls drain.
   parts_->membership.reset();
+  if (parts_->acceptor != nullptr) parts_->acceptor->Shutdown();
   parts_->grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   parts_->grpc_server->Wait();
   parts_->local_reads->Shutdown();

@@ -57,7 +57,7 @@ absl::StatusOr<Caller> GranaryService::Authorize(const grpc::ServerContextBase& 
                                                  std::string_view method,
                                                  AccessPolicy::Action action,
                                                  std::string_view change) {
-  GRANARY_ASSIGN_OR_RETURN(Caller caller, parts_.authenticator->Identify(context));
+  GRANARY_ASSIGN_OR_RETURN(Caller caller, parts_.authenticator->Authenticate(context, method));
   absl::Status allowed = parts_.policy->Allow(caller, action, method);
   if (!allowed.ok()) {
     if (!change.empty()) Audit(caller, change, allowed);

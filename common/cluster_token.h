@@ -3,9 +3,13 @@
 // token answers any TCP call without it with UNAUTHENTICATED. Unix-socket
 // clients are local and are authorised by the socket file's permissions.
 //
-// The token lives in a file readable only by the service account (one line;
-// surrounding whitespace ignored), given to granaryd as cluster_token_file and
-// to clients as --token-file or $GRANARY_TOKEN_FILE.
+// The token lives in a file readable only by its owner (one line; surrounding
+// whitespace ignored), given to granaryd as cluster_token_file and to clients
+// as --token-file or $GRANARY_TOKEN_FILE. A token anyone can guess protects
+// nothing, so a file is refused when its group or others may read it, when it
+// holds a known placeholder, or when its token carries under
+// kMinClusterTokenBits (estimated from its length and the classes of
+// characters it uses; a token of few distinct characters is refused outright).
 //
 // Thread-safety: pure functions.
 #ifndef GRANARY_COMMON_CLUSTER_TOKEN_H_
@@ -19,12 +23,18 @@
 namespace granary {
 
 inline constexpr char kAuthorizationMetadata[] = "authorization";
-inline constexpr size_t kMinClusterTokenLength = 16;
+inline constexpr double kMinClusterTokenBits = 128;
+inline constexpr size_t kMinClusterTokenDistinctCharacters = 8;
 
-// Reads the token from `path`. INVALID_ARGUMENT naming the file when it holds
-// fewer than kMinClusterTokenLength characters or more than one line; the read
-// errors of ReadFileToString otherwise.
+// Reads the token from `path`. PERMISSION_DENIED naming the file and the fix
+// when its group or others may read it; INVALID_ARGUMENT naming the file and
+// the rule when it holds more than one line, a placeholder, or a token too
+// weak by the rules above; the read errors of ReadFileToString otherwise.
 absl::StatusOr<std::string> LoadClusterToken(const std::string& path);
+
+// OK when `token` is strong enough by the rules above; otherwise
+// INVALID_ARGUMENT starting with `origin` and naming the rule.
+absl::Status CheckClusterTokenStrength(std::string_view token, std::string_view origin);
 
 // `explicit_path` if non-empty, else $GRANARY_TOKEN_FILE; the token read from
 // it, or "" when neither names a file.

@@ -89,14 +89,32 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"capacity",
        [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
          GRANARY_ASSIGN_OR_RETURN(std::string text, Scalar(node));
-         GRANARY_ASSIGN_OR_RETURN(config->capacity_bytes, ParseSize(text));
+         GRANARY_ASSIGN_OR_RETURN(config->capacity_bytes, ParseCapacity(text));
          return absl::OkStatus();
        }},
       {"prewarm_parallelism", WholeNumberKey(&GranarydConfig::prewarm_parallelism, 1, 256)},
+      {"max_connections", WholeNumberKey(&GranarydConfig::max_connections, 16, 1 << 20)},
+      {"max_connections_per_user",
+       WholeNumberKey(&GranarydConfig::max_connections_per_user, 1, 1 << 20)},
+      {"max_connections_per_host",
+       WholeNumberKey(&GranarydConfig::max_connections_per_host, 1, 1 << 20)},
+      {"max_streams_per_connection",
+       WholeNumberKey(&GranarydConfig::max_streams_per_connection, 1, 1 << 16)},
+      {"max_threads", WholeNumberKey(&GranarydConfig::max_threads, 8, 1 << 16)},
+      {"stream_stall_seconds", WholeNumberKey(&GranarydConfig::stream_stall_seconds, 1, 86400)},
       {"etcd_lease_ttl", WholeNumberKey(&GranarydConfig::etcd_lease_ttl_seconds, 2, 3600)},
       {"advertise", AddressKey(&GranarydConfig::advertise)},
       {"cluster_token_file", StringKey(&GranarydConfig::cluster_token_file)},
       {"socket_group", StringKey(&GranarydConfig::socket_group)},
+      {"insecure_tcp",
+       [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+         GRANARY_ASSIGN_OR_RETURN(std::string text, Scalar(node));
+         if (text != "true" && text != "false") {
+           return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not true or false"));
+         }
+         config->insecure_tcp = text == "true";
+         return absl::OkStatus();
+       }},
       {"socket_mode",
        [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
          GRANARY_ASSIGN_OR_RETURN(std::string text, Scalar(node));
@@ -153,9 +171,36 @@ GranarydConfig DefaultGranarydConfig() {
   GranarydConfig config;
   config.data_dir = DefaultDataDir();
   config.socket_path = DefaultSocketPath();
-  config.listen = kDefaultListenAddress;
   config.metrics_listen = kDefaultMetricsAddress;
   return config;
+}
+
+absl::StatusOr<uint64_t> ParseCapacity(std::string_view text) {
+  GRANARY_ASSIGN_OR_RETURN(uint64_t bytes, ParseSize(text));
+  if (bytes == 0) {
+    return absl::InvalidArgumentError(
+        "a capacity of 0 leaves no room to cache anything; give a size such as 200GiB, or leave "
+        "it out for 80% of the cache disks' free space");
+  }
+  return bytes;
+}
+
+std::string TcpListenAddress(const GranarydConfig& config) {
+  if (!config.listen.empty()) return config.listen;
+  if (!config.members_file.empty() || !config.etcd_url.empty()) return kDefaultListenAddress;
+  return std::string();
+}
+
+absl::Status CheckTcpPolicy(const GranarydConfig& config) {
+  if (TcpListenAddress(config).empty() || !config.cluster_token_file.empty() ||
+      config.insecure_tcp) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("a TCP listener (", TcpListenAddress(config),
+                   ") needs a cluster token, or anyone who reaches the port may call granaryd: "
+                   "give --token-file FILE (config cluster_token_file), or --insecure-tcp "
+                   "(config insecure_tcp: true) to run it unauthenticated"));
 }
 
 absl::Status ValidateHostPort(std::string_view what, std::string_view value) {

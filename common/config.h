@@ -10,12 +10,15 @@
 //   node_id: node7                    group: rack3
 //   members: /etc/granary/members.yaml   etcd: http://10.0.0.1:2379
 //   advertise: 10.0.0.7:7070          etcd_lease_ttl: 10
-//   cluster_token_file: /etc/granary/token
+//   cluster_token_file: /etc/granary/token   insecure_tcp: false
 //   socket_mode: 0660                 socket_group: granary
 //   prewarm_parallelism: 8
 //   source_roots: [/mnt/nfs/datasets, /lustre/ml]   admin_group: granary-admin
 //   max_datasets: 1000                max_dataset_entries: 5000000
 //   max_prewarm_paths: 10000
+//   max_connections: 4096             max_connections_per_user: 256
+//   max_connections_per_host: 256     max_streams_per_connection: 100
+//   max_threads: 512                  stream_stall_seconds: 60
 // An unknown key, a value of the wrong kind, or a bad size or address is an
 // INVALID_ARGUMENT error naming the file, the key and the value.
 //
@@ -29,6 +32,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace granary {
 
@@ -38,7 +42,10 @@ struct GranarydConfig {
   std::vector<std::string> cache_dirs;
   // 0: 80% of the free space of the cache directories' filesystems at startup.
   uint64_t capacity_bytes = 0;
-  std::string listen;       // TCP HOST:PORT, for peers.
+  // TCP HOST:PORT, for peers. Empty: kDefaultListenAddress when a cluster is
+  // configured (members_file or etcd_url), else no TCP listener at all
+  // (TcpListenAddress()).
+  std::string listen;
   std::string socket_path;  // Unix socket, for local clients.
   // The Unix socket is not authenticated by the cluster token: who may use
   // it is decided by its permission bits and group (empty: granaryd's own
@@ -57,6 +64,9 @@ struct GranarydConfig {
   // A file holding the cluster token (common/cluster_token.h); empty: TCP
   // calls are not authenticated.
   std::string cluster_token_file;
+  // Lets a TCP listener run without a cluster token, every call unauthenticated
+  // (CheckTcpPolicy()); granaryd warns on every start.
+  bool insecure_tcp = false;
   uint32_t prewarm_parallelism = 8;
   // The only directories datasets may be registered from (a source must be
   // one of them or lie beneath one). Empty: no dataset can be registered.
@@ -71,10 +81,33 @@ struct GranarydConfig {
   uint32_t max_dataset_entries = 5'000'000;
   // How many paths one prewarm request may name.
   uint32_t max_prewarm_paths = 10'000;
+  // Connections to the gRPC service at once: overall, from one local uid,
+  // from one remote host. Connections over a limit are closed at once.
+  uint32_t max_connections = 4096;
+  uint32_t max_connections_per_user = 256;
+  uint32_t max_connections_per_host = 256;
+  // Calls at once on one connection (HTTP/2 MAX_CONCURRENT_STREAMS).
+  uint32_t max_streams_per_connection = 100;
+  // Threads serving calls; calls beyond them get RESOURCE_EXHAUSTED.
+  uint32_t max_threads = 512;
+  // A streaming reply whose reader takes nothing for this long is cancelled.
+  uint32_t stream_stall_seconds = 60;
 };
 
+// A capacity such as "200GiB"; INVALID_ARGUMENT for a bad size or 0.
+absl::StatusOr<uint64_t> ParseCapacity(std::string_view text);
+
+// Where granaryd listens on TCP: `listen` when set, kDefaultListenAddress for
+// a configured cluster, "" (no TCP listener) otherwise.
+std::string TcpListenAddress(const GranarydConfig& config);
+
+// The rule for TCP: a TCP listener needs a cluster token file, unless
+// insecure_tcp says otherwise. FAILED_PRECONDITION naming the rule and the
+// fix when it is broken.
+absl::Status CheckTcpPolicy(const GranarydConfig& config);
+
 // The embedded single-node default: DefaultDataDir(), DefaultSocketPath(),
-// kDefaultListenAddress, kDefaultMetricsAddress.
+// kDefaultMetricsAddress, and no TCP listener.
 GranarydConfig DefaultGranarydConfig();
 
 // Overlays the keys present in the YAML text on `config`. `origin` names the

@@ -148,13 +148,27 @@ absl::StatusOr<int> LocalChunkReader::TakeConnection(bool* kept) {
     }
   }
   GRANARY_ASSIGN_OR_RETURN(sockaddr_un address, UnixSocketAddress(socket_path_));
-  int socket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  // Non-blocking: a Unix socket whose backlog is full (a granaryd that stopped
+  // accepting) makes connect() fail with EAGAIN at once instead of blocking.
+  int socket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (socket < 0) return ErrnoStatus(errno, "creating a local read socket");
-  if (::connect(socket, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+  auto fail = [&](const std::string& what) {
     int error = errno;
     ::close(socket);
     return absl::UnavailableError(
-        absl::StrCat("cannot connect to ", socket_path_, ": ", std::strerror(error)));
+        absl::StrCat(what, " ", socket_path_, ": ", std::strerror(error)));
+  };
+  if (::connect(socket, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    return fail("cannot connect to");
+  }
+  // Requests and answers then block, each for kLocalReadTimeout at most.
+  timeval timeout{};
+  timeout.tv_sec = kLocalReadTimeout.count() / 1000;
+  timeout.tv_usec = (kLocalReadTimeout.count() % 1000) * 1000;
+  if (::fcntl(socket, F_SETFL, 0) != 0 ||
+      ::setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) != 0 ||
+      ::setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout)) != 0) {
+    return fail("cannot set the timeouts of a connection to");
   }
   return socket;
 }

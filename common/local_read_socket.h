@@ -17,6 +17,7 @@
 #ifndef GRANARY_COMMON_LOCAL_READ_SOCKET_H_
 #define GRANARY_COMMON_LOCAL_READ_SOCKET_H_
 
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <span>
@@ -34,6 +35,10 @@ namespace granary {
 
 // Where granaryd serving the gRPC socket `grpc_socket_path` answers local reads.
 std::string LocalReadSocketPath(std::string_view grpc_socket_path);
+
+// How long the reader waits for granaryd to take a request or answer it
+// before reading through gRPC instead. Connecting never waits.
+inline constexpr std::chrono::milliseconds kLocalReadTimeout{2000};
 
 // Largest message either side sends (a location with a checksum per block).
 inline constexpr size_t kMaxLocalReadMessageBytes = 64 << 10;

@@ -72,10 +72,10 @@ unset GRANARY_SERVER
 if ! "$granary" status >/dev/null 2>&1 && start_server --source-root "$work"; then
   echo "granaryd runs with its embedded defaults and $work as its source root (pid $server_pid)"
 else
-  # A granaryd already owns the default socket, data directory or ports.
+  # A granaryd already owns the default socket, data directory or metrics port.
   export GRANARY_SERVER="unix:$work/granaryd.sock"
   start_server --source-root "$work" --data-dir "$work/data" --socket "$work/granaryd.sock" \
-    --listen "127.0.0.1:$(free_port)" --metrics-listen "127.0.0.1:$(free_port)" || {
+    --metrics-listen "127.0.0.1:$(free_port)" || {
     cat "$work/granaryd.log" >&2
     exit 1
   }

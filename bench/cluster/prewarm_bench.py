@@ -134,7 +134,7 @@ class Group:
                  "--group", node["group"],
                  # Benchmarks register sources from wherever they made them.
                  "--source-root", "/",
-                 "--members", members],
+                 "--members", members, "--insecure-tcp"],
                 stdout=logf, stderr=subprocess.STDOUT, preexec_fn=enter_cgroup(cgroup)))
         for i in range(n):
             wait_for(lambda i=i: self.procs[i].poll() is not None or self.members_up(i) == n,

@@ -817,13 +817,14 @@ class Granary(System):
                             "--token-file", self.token_file]
         for node in self.nodes:
             cmd = [os.path.join(build, "granaryd"), "--data-dir", node["dir"],
-                   "--socket", node["sock"], "--listen", "127.0.0.1:%d" % node["tcp"],
+                   "--socket", node["sock"],
                    "--metrics-listen", "127.0.0.1:%d" % node["metrics"],
                    "--capacity", capacity,
                    # Benchmarks register sources from wherever they made them.
                    "--source-root", "/"]
             if self.servers > 1:
-                cmd += ["--node-id", node["id"]] + cluster_args
+                cmd += ["--listen", "127.0.0.1:%d" % node["tcp"], "--node-id", node["id"]]
+                cmd += cluster_args
             with open(node["log"], "w") as logf:
                 self.procs.append(subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT))
         for i in range(self.servers):

@@ -98,7 +98,7 @@ class Granaryd:
         self.log = open(os.path.join(workdir, "granaryd.log"), "w")
         self.proc = subprocess.Popen(
             [os.path.join(build, "granaryd"), "--data-dir", os.path.join(workdir, "data"),
-             "--socket", self.socket, "--listen", "127.0.0.1:%d" % free_port(),
+             "--socket", self.socket,
              "--metrics-listen", "127.0.0.1:%d" % free_port(), "--capacity", "16GiB",
              # Benchmarks register sources from wherever they made them.
              "--source-root", "/"],

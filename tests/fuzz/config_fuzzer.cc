@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     GRANARY_FUZZ_CHECK(absl::StartsWith(applied.message(), AsAbsl(kOrigin)), applied.ToString());
     return 0;
   }
-  GRANARY_FUZZ_CHECK(ValidateHostPort("listen", config.listen).ok(), config.listen);
+  GRANARY_FUZZ_CHECK(config.listen.empty() || ValidateHostPort("listen", config.listen).ok(),
+                     config.listen);
   GRANARY_FUZZ_CHECK(ValidateHostPort("metrics_listen", config.metrics_listen).ok(),
                      config.metrics_listen);
   GRANARY_FUZZ_CHECK(config.prewarm_parallelism >= 1 && config.prewarm_parallelism <= 256,

@@ -86,7 +86,6 @@ Fixture* StartFixture() {
   GranarydConfig config = DefaultGranarydConfig();
   config.data_dir = root + "/state";
   config.socket_path = root + "/granaryd.sock";
-  config.listen = "127.0.0.1:0";
   config.metrics_listen = "127.0.0.1:0";
   config.capacity_bytes = 256 << 20;
   config.source_roots = {fixture->sandbox};

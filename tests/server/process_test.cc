@@ -67,7 +67,8 @@ TEST(GranarydProcessTest, MembersFileThatIsMissingOrOmitsThisNodeIsRefused) {
                                    "--socket",         dir.path() + "/g.sock",
                                    "--listen",         "127.0.0.1:0",
                                    "--metrics-listen", "127.0.0.1:0",
-                                   "--node-id",        "n1"};
+                                   "--node-id",        "n1",
+                                   "--insecure-tcp"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.begin(), base.begin(), base.end());
     return RunGranaryd(extra);
@@ -98,8 +99,7 @@ TEST(GranarydProcessTest, SecondInstanceOnTheSameDataDirIsRefused) {
   TempDir other;
   auto second =
       RunGranaryd({"--data-dir", (*first)->data_dir(), "--socket", other.path() + "/s.sock",
-                   "--listen", "127.0.0.1:" + std::to_string(FreeTcpPort()), "--metrics-listen",
-                   "127.0.0.1:" + std::to_string(FreeTcpPort())});
+                   "--metrics-listen", "127.0.0.1:" + std::to_string(FreeTcpPort())});
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->exit_code, 1);
   EXPECT_NE(second->stderr_text.find("another granaryd (pid " + std::to_string((*first)->pid())),
@@ -114,9 +114,10 @@ TEST(GranarydProcessTest, TcpPortInUseIsRefused) {
   auto first = GranarydProcess::Start();
   ASSERT_TRUE(first.ok()) << first.status();
   TempDir other;
-  auto second = RunGranaryd({"--data-dir", other.path() + "/data", "--socket",
-                             other.path() + "/s.sock", "--listen", (*first)->tcp_address(),
-                             "--metrics-listen", "127.0.0.1:" + std::to_string(FreeTcpPort())});
+  auto second =
+      RunGranaryd({"--data-dir", other.path() + "/data", "--socket", other.path() + "/s.sock",
+                   "--listen", (*first)->tcp_address(), "--metrics-listen",
+                   "127.0.0.1:" + std::to_string(FreeTcpPort()), "--insecure-tcp"});
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->exit_code, 1);
   EXPECT_NE(second->stderr_text.find("cannot listen on " + (*first)->tcp_address()),

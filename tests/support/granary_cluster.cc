@@ -15,6 +15,8 @@ namespace granary::testing {
 absl::StatusOr<std::unique_ptr<GranaryCluster>> GranaryCluster::Start(Options options) {
   std::unique_ptr<GranaryCluster> cluster(new GranaryCluster(std::move(options)));
   cluster->members_file_ = cluster->temp_.path() + "/members.yaml";
+  cluster->token_file_ = cluster->temp_.path() + "/token";
+  GRANARY_RETURN_IF_ERROR(WriteRandomClusterToken(cluster->token_file_).status());
   for (const ClusterNode& spec : cluster->options_.nodes) {
     cluster->nodes_.push_back({spec, FreeTcpPort(), nullptr});
   }
@@ -57,6 +59,7 @@ absl::Status GranaryCluster::StartNode(Node* node) {
   options.tcp_port = node->tcp_port;
   options.host = node->spec.host;
   options.command_prefix = node->spec.command_prefix;
+  options.cluster_token_file = token_file_;
   options.extra_args = {"--node-id", node->spec.id, "--group", node->spec.group};
   if (options_.etcd_endpoint.empty()) {
     options.extra_args.insert(options.extra_args.end(), {"--members", members_file_});

@@ -39,7 +39,7 @@ class GranaryCluster {
     std::vector<ClusterNode> nodes;
     // "http://HOST:PORT" of etcd; empty: a members file.
     std::string etcd_endpoint;
-    // Flags every node gets, e.g. --token-file.
+    // Flags every node gets (after the cluster's own, which they may override).
     std::vector<std::string> extra_args;
   };
 
@@ -49,6 +49,8 @@ class GranaryCluster {
   GranarydProcess& node(size_t i) { return *nodes_[i].process; }
   const ClusterNode& spec(size_t i) const { return nodes_[i].spec; }
   const std::string& members_file() const { return members_file_; }
+  // The cluster token file every node shares (0600), fresh for the cluster.
+  const std::string& cluster_token_file() const { return token_file_; }
 
   // The members as every node is configured to see them (all up).
   std::vector<Member> Members() const;
@@ -74,6 +76,7 @@ class GranaryCluster {
   Options options_;
   TempDir temp_;
   std::string members_file_;
+  std::string token_file_;
   std::vector<Node> nodes_;
 };
 

@@ -1,5 +1,6 @@
 #include "tests/support/granaryd_process.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -83,6 +85,23 @@ int FreeTcpPort() {
   std::abort();
 }
 
+absl::StatusOr<std::string> WriteRandomClusterToken(const std::string& path) {
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  unsigned char bytes[32];
+  if (!random.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
+    return absl::InternalError("cannot read /dev/urandom");
+  }
+  std::string token;
+  for (unsigned char byte : bytes) absl::StrAppend(&token, absl::Hex(byte, absl::kZeroPad2));
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot create ", path));
+  std::string line = token + "\n";
+  bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!written) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return token;
+}
+
 GranarydProcess::GranarydProcess(GranarydOptions options)
     : options_(std::move(options)),
       data_dir_(temp_.path() + "/data"),
@@ -93,6 +112,21 @@ GranarydProcess::GranarydProcess(GranarydOptions options)
 
 absl::StatusOr<std::unique_ptr<GranarydProcess>> GranarydProcess::Start(GranarydOptions options) {
   std::unique_ptr<GranarydProcess> process(new GranarydProcess(std::move(options)));
+  // A --token-file in extra_args names the token file instead.
+  const std::vector<std::string>& extra = process->options_.extra_args;
+  auto named = std::find(extra.begin(), extra.end(), "--token-file");
+  const bool named_in_args = named != extra.end() && std::next(named) != extra.end();
+  if (named_in_args) process->options_.cluster_token_file = *std::next(named);
+  if (process->options_.with_cluster_token) {
+    process->cluster_token_file_ = process->options_.cluster_token_file;
+    if (process->cluster_token_file_.empty()) {
+      process->cluster_token_file_ = process->temp_.path() + "/token";
+      GRANARY_RETURN_IF_ERROR(WriteRandomClusterToken(process->cluster_token_file_).status());
+    }
+    GRANARY_ASSIGN_OR_RETURN(process->cluster_token_,
+                             ReadFileToString(process->cluster_token_file_, "cluster token"));
+    process->cluster_token_ = std::string(absl::StripAsciiWhitespace(process->cluster_token_));
+  }
   GRANARY_RETURN_IF_ERROR(process->Spawn());
   return process;
 }
@@ -116,7 +150,7 @@ std::shared_ptr<grpc::Channel> GranarydProcess::SocketChannel() const {
 }
 
 std::shared_ptr<grpc::Channel> GranarydProcess::TcpChannel() const {
-  return *MakeChannel(tcp_address());
+  return *MakeChannel(tcp_address(), cluster_token_);
 }
 
 std::unique_ptr<v1::Granary::Stub> GranarydProcess::SocketStub() const {
@@ -133,13 +167,20 @@ absl::Status GranarydProcess::Spawn() {
   for (const std::string& root : options_.source_roots) {
     args.insert(args.end(), {"--source-root", root});
   }
+  const bool named_in_args = std::find(options_.extra_args.begin(), options_.extra_args.end(),
+                                       "--token-file") != options_.extra_args.end();
+  if (!cluster_token_file_.empty() && !named_in_args) {
+    args.insert(args.end(), {"--token-file", cluster_token_file_});
+  }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::string binary = GranarydPath();
   if (!options_.user.empty()) {
     const passwd* user = ::getpwnam(options_.user.c_str());
     if (user == nullptr) return absl::NotFoundError(absl::StrCat("no user ", options_.user));
-    if (::chown(temp_.path().c_str(), user->pw_uid, user->pw_gid) != 0) {
-      return ErrnoStatus(errno, absl::StrCat("chown ", temp_.path(), " to ", options_.user));
+    for (const std::string& owned : {temp_.path(), cluster_token_file_}) {
+      if (!owned.empty() && ::chown(owned.c_str(), user->pw_uid, user->pw_gid) != 0) {
+        return ErrnoStatus(errno, absl::StrCat("chown ", owned, " to ", options_.user));
+      }
     }
     args.insert(args.begin(),
                 {absl::StrCat("--reuid=", user->pw_uid), absl::StrCat("--regid=", user->pw_gid),

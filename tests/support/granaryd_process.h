@@ -1,6 +1,7 @@
 // GranarydProcess runs a real `granaryd` as a child process for integration
 // tests: a fresh temporary data directory, its own Unix socket, a free TCP port
-// for peers and a free metrics port. Start() returns once the server answers
+// for peers and a free metrics port, and a fresh random cluster token (a 0600
+// file) that its TCP channels carry. Start() returns once the server answers
 // Status over its socket. The process can be killed (SIGKILL), stopped
 // (SIGTERM) and restarted on the same data directory and addresses; its
 // Prometheus metrics can be fetched and parsed.
@@ -54,9 +55,14 @@ class TempDir {
 // range so that no outgoing connection takes it before its server binds it.
 int FreeTcpPort();
 
+// Writes a fresh random cluster token (256 bits, hexadecimal) to `path`
+// with mode 0600 and returns it.
+absl::StatusOr<std::string> WriteRandomClusterToken(const std::string& path);
+
 struct GranarydOptions {
   // Appended after the flags GranarydProcess sets itself (--data-dir,
-  // --socket, --listen, --metrics-listen), so they may add to or override them.
+  // --socket, --listen, --metrics-listen, --token-file), so they may add to
+  // or override them.
   std::vector<std::string> extra_args;
   // The directories datasets may be registered from (--source-root): by
   // default where every test makes its sources.
@@ -75,7 +81,13 @@ struct GranarydOptions {
   // When set, granaryd runs as this user (through setpriv; the test must run
   // as root), and its temporary directory belongs to the user: for tests of
   // permissions, which root would bypass.
-  std::string user;
+  std::string user = {};
+  // The cluster token file; empty: a fresh one in the server's directory.
+  // A --token-file in extra_args takes its place.
+  std::string cluster_token_file = {};
+  // false: no --token-file at all (the TCP listener then needs
+  // --insecure-tcp in extra_args, or granaryd refuses to start).
+  bool with_cluster_token = true;
 };
 
 class GranarydProcess {
@@ -99,7 +111,9 @@ class GranarydProcess {
   // Everything the server wrote to stderr so far (all runs).
   std::string log() const;
 
-  // A channel and a stub over the Unix socket, and over TCP.
+  // The token the TCP channels carry; empty without one.
+  const std::string& cluster_token() const { return cluster_token_; }
+  // A channel and a stub over the Unix socket, and over TCP (with the token).
   std::shared_ptr<grpc::Channel> SocketChannel() const;
   std::shared_ptr<grpc::Channel> TcpChannel() const;
   std::unique_ptr<v1::Granary::Stub> SocketStub() const;
@@ -133,6 +147,8 @@ class GranarydProcess {
   std::string log_path_;
   int tcp_port_ = 0;
   int metrics_port_ = 0;
+  std::string cluster_token_file_;
+  std::string cluster_token_;
   pid_t pid_ = -1;
 };
 
