@@ -55,7 +55,7 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32
   if (stored.ok()) {
     metrics_->hits.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_cache.fetch_add(stored->size(), std::memory_order_relaxed);
-    return Chunk{std::make_shared<const std::string>(*std::move(stored)), true};
+    return Chunk{std::make_shared<const std::string>(*std::move(stored)), true, chunk_length};
   }
   if (!absl::IsNotFound(stored.status())) {
     GRANARY_LOG(WARNING) << "store read of " << key.ToString()
@@ -66,8 +66,21 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32
   }
   metrics_->misses.fetch_add(1, std::memory_order_relaxed);
   GRANARY_ASSIGN_OR_RETURN(ChunkData data, Fetch(*manifest, key, sourcing));
-  if (offset == 0 && end == data->size()) return Chunk{std::move(data), false};
-  return Chunk{std::make_shared<const std::string>(data->substr(offset, end - offset)), false};
+  if (offset == 0 && end == data->size()) return Chunk{std::move(data), false, chunk_length};
+  return Chunk{std::make_shared<const std::string>(data->substr(offset, end - offset)), false,
+               chunk_length};
+}
+
+absl::StatusOr<ReadThrough::ChunkData> ReadThrough::ReadMore(const ChunkKey& key, uint32_t offset,
+                                                             uint32_t length,
+                                                             ChunkSourcing sourcing) {
+  absl::StatusOr<std::string> stored = store_->ReadRange(key, offset, length);
+  if (stored.ok()) {
+    metrics_->bytes_from_cache.fetch_add(stored->size(), std::memory_order_relaxed);
+    return std::make_shared<const std::string>(*std::move(stored));
+  }
+  GRANARY_ASSIGN_OR_RETURN(Chunk chunk, Read(key, offset, length, sourcing));
+  return std::move(chunk.data);
 }
 
 absl::StatusOr<store::ChunkStore::Extent> ReadThrough::Locate(const ChunkKey& key,

@@ -47,6 +47,7 @@ class ReadThrough {
   struct Chunk {
     ChunkData data;  // The bytes asked for: the whole chunk or a range of it.
     bool from_cache = false;
+    uint32_t chunk_length = 0;  // Of the whole chunk.
   };
 
   ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetrics* metrics,
@@ -61,6 +62,14 @@ class ReadThrough {
   // kOwnerFetch a miss is never forwarded to the owner.
   absl::StatusOr<Chunk> Read(const ChunkKey& key, uint32_t offset, uint32_t length,
                              ChunkSourcing sourcing = ChunkSourcing::kReadThrough);
+
+  // More of a read that Read() answered and counted already: bytes
+  // [offset, offset + length) of chunk `key` (inside it), from the store, or
+  // through Read() when the store no longer holds them. Adds to the bytes
+  // served, not to the reads. Lets a long range be served piece by piece, so
+  // that a slow reader holds one piece in memory, not the range.
+  absl::StatusOr<ChunkData> ReadMore(const ChunkKey& key, uint32_t offset, uint32_t length,
+                                     ChunkSourcing sourcing);
 
   // Where a cached chunk lies, for a reader on this host that reads it
   // itself (store::ChunkStore::Locate); counted as a hit serving `read_bytes`,

@@ -201,23 +201,41 @@ absl::Status GranaryService::StreamChunk(const v1::ReadChunkRequest& request,
                                          grpc::ServerWriter<v1::ReadChunkResponse>* writer) {
   if (!request.has_key()) return absl::InvalidArgumentError("read request names no chunk key");
   const ChunkKey key = ChunkKey::FromProto(request.key());
+  const ChunkSourcing sourcing = SourcingOf(request);
   auto started = std::chrono::steady_clock::now();
-  GRANARY_ASSIGN_OR_RETURN(
-      ReadThrough::Chunk chunk,
-      parts_.read_through->Read(key, request.offset(), request.length(), SourcingOf(request)));
+  // One message's worth at a time: a reader that stops reading holds one
+  // piece of its range here, not the whole range.
+  const uint32_t first = request.length() == 0
+                             ? kMaxReadMessageBytes
+                             : std::min<uint32_t>(request.length(), kMaxReadMessageBytes);
+  GRANARY_ASSIGN_OR_RETURN(ReadThrough::Chunk chunk,
+                           parts_.read_through->Read(key, request.offset(), first, sourcing));
   parts_.metrics->read_latency.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  const std::string& data = *chunk.data;
-  size_t position = 0;
-  do {
-    v1::ReadChunkResponse response;
-    if (position == 0) response.set_from_cache(chunk.from_cache);
-    size_t piece = std::min(kMaxReadMessageBytes, data.size() - position);
-    response.set_data(data.data() + position, piece);
-    position += piece;
+  const uint64_t end =
+      request.length() == 0
+          ? chunk.chunk_length
+          : std::min<uint64_t>(chunk.chunk_length, uint64_t{request.offset()} + request.length());
+  uint64_t position = request.offset();
+  ReadThrough::ChunkData piece = std::move(chunk.data);
+  v1::ReadChunkResponse response;
+  response.set_from_cache(chunk.from_cache);
+  while (true) {
+    response.set_data(*piece);
+    position += piece->size();
+    piece.reset();
     if (!writer->Write(response)) return absl::CancelledError("the client went away");
-  } while (position < data.size());
-  return absl::OkStatus();
+    if (position >= end) return absl::OkStatus();
+    response.clear_from_cache();
+    const uint32_t length =
+        static_cast<uint32_t>(std::min<uint64_t>(kMaxReadMessageBytes, end - position));
+    GRANARY_ASSIGN_OR_RETURN(piece, parts_.read_through->ReadMore(
+                                        key, static_cast<uint32_t>(position), length, sourcing));
+    if (piece->empty()) {
+      return absl::InternalError(
+          absl::StrCat("chunk ", key.ToString(), " ended at ", position, " of ", end, " bytes"));
+    }
+  }
 }
 
 grpc::Status GranaryService::Prewarm(grpc::ServerContext* context,
