@@ -178,8 +178,9 @@ class NamesSax {
   };
   struct Frame {
     Place place;
-    std::string key;  // The current key, in an object.
-    bool named = false;
+    std::string key;     // The current key, in an object.
+    bool named = false;  // A node: its metadata.name, once read.
+    std::string name;
   };
 
   // A value of `type` at the current position; the place of a container.
@@ -242,14 +243,16 @@ class NamesSax {
         if (type != kObject) item_without_name_ = true;
         return type == kObject ? kItem : kOther;
       case kItem:
-        return key == "metadata" && type == kObject ? kItemMetadata : kOther;
+        if (key != "metadata") return kOther;
+        // A key given twice keeps its last value, as in ParseArgs's DOM.
+        parent.named = false;
+        return type == kObject ? kItemMetadata : kOther;
       case kItemMetadata:
         if (key == "name") {
-          if (type == kString) {
-            // The item's frame is below this one.
-            frames_[frames_.size() - 2].named = true;
-            item_names_.push_back(std::move(*text));
-          }
+          // The item's frame is below this one.
+          Frame& item = frames_[frames_.size() - 2];
+          item.named = type == kString;
+          if (item.named) item.name = std::move(*text);
         }
         return kOther;
       case kOther:
@@ -267,11 +270,18 @@ class NamesSax {
       too_deep_ = true;
       return false;  // Stops the parse.
     }
-    frames_.push_back({Arrive(type, nullptr), {}});
+    frames_.push_back({Arrive(type, nullptr), {}, false, {}});
     return true;
   }
   bool Close() {
-    if (frames_.back().place == kItem && !frames_.back().named) item_without_name_ = true;
+    Frame& closed = frames_.back();
+    if (closed.place == kItem) {
+      if (closed.named) {
+        item_names_.push_back(std::move(closed.name));
+      } else {
+        item_without_name_ = true;
+      }
+    }
     frames_.pop_back();
     return true;
   }
