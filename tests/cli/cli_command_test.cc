@@ -221,7 +221,8 @@ TEST_F(CliTest, PrewarmReachesOneHundredPercentThenEverythingIsCached) {
 
   CliResult summary = Granary({"prewarm", "warm"});
   EXPECT_EQ(summary.exit_code, 0) << summary.err;
-  EXPECT_NE(summary.out.find("prewarmed 'warm' on 1 node: 100.0%"), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find("prewarmed 'warm' on 1 node: 100.0%"), std::string::npos)
+      << summary.out;
 }
 
 TEST_F(CliTest, PrewarmOfSomePathsAndTargets) {
@@ -306,7 +307,8 @@ TEST_F(CliTest, ServerComesFromTheEnvironmentWithoutFlag) {
 }
 
 TEST_F(CliTest, ReachesTheServerOverTcpToo) {
-  CliResult result = RunGranary({"--server", server_->tcp_address(), "status", "--json"});
+  CliResult result = RunGranary({"--server", server_->tcp_address(), "--token-file",
+                                 server_->cluster_token_file(), "status", "--json"});
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(json::parse(result.out)["nodes"].size(), 1u);
 }

@@ -37,8 +37,14 @@ class ChunkRouterTest : public ::testing::Test {
       std::ofstream(source_.path() + "/file" + std::to_string(file)) << FileBytes(file);
     }
     std::vector<Member> members;
+    // One cluster token for the three, which the router presents to all.
+    absl::StatusOr<std::string> token =
+        testing::WriteRandomClusterToken(token_dir_.path() + "/token");
+    ASSERT_TRUE(token.ok()) << token.status();
     for (int node = 0; node < 3; ++node) {
-      auto server = GranarydProcess::Start();
+      testing::GranarydOptions server_options;
+      server_options.cluster_token_file = token_dir_.path() + "/token";
+      auto server = GranarydProcess::Start(server_options);
       ASSERT_TRUE(server.ok()) << server.status();
       v1::DatasetInfo info;
       ASSERT_TRUE(
@@ -51,6 +57,7 @@ class ChunkRouterTest : public ::testing::Test {
     ASSERT_TRUE(map.ok());
     ChunkRouter::Options options;
     options.client.read_timeout = std::chrono::seconds(5);
+    options.client.cluster_token = *token;
     router_ = std::make_unique<ChunkRouter>(options, *map);
     auto client = DatasetClient::Connect(servers_[0]->socket_address());
     auto snapshot = (*client)->GetManifest("images");
@@ -80,6 +87,7 @@ class ChunkRouterTest : public ::testing::Test {
   }
 
   TempDir source_;
+  TempDir token_dir_;
   std::vector<std::unique_ptr<GranarydProcess>> servers_;
   std::unique_ptr<ChunkRouter> router_;
   std::unique_ptr<DatasetSnapshot> snapshot_;

@@ -32,7 +32,6 @@ using testing::TempDir;
 constexpr uint32_t kChunkSize = 1 << 20;
 constexpr int kFiles = 12;
 constexpr size_t kFileSize = 5 * kChunkSize / 2;  // Three chunks, the last one half full.
-constexpr char kToken[] = "routed-read-test-token-0123456789";
 
 std::string FileBytes(int file) { return PatternBytes(kFileSize, file); }
 
@@ -48,7 +47,7 @@ class RoutedReadTest : public ::testing::Test {
       std::ofstream(source_.path() + "/file" + std::to_string(file)) << FileBytes(file);
     }
     token_file_ = dir_.path() + "/token";
-    std::ofstream(token_file_) << kToken << "\n";
+    ASSERT_TRUE(testing::WriteRandomClusterToken(token_file_).ok());
     auto cluster = GranaryCluster::Start(
         {.nodes = {{"a1", "rack-a"}, {"a2", "rack-a"}, {"a3", "rack-a"}, {"b1", "rack-b"}},
          .etcd_endpoint = "",

@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -173,6 +174,8 @@ class ThreadInNamespace {
 
 class PartitionTest : public ::testing::Test {
  protected:
+  void TearDown() override { ::unsetenv("GRANARY_TOKEN_FILE"); }
+
   void SetUp() override {
     auto pair = NamespacePair::Create();
     if (!pair.ok()) GTEST_SKIP() << "no network namespaces here: " << pair.status();
@@ -188,6 +191,8 @@ class PartitionTest : public ::testing::Test {
     auto cluster = GranaryCluster::Start({.nodes = nodes, .etcd_endpoint = "", .extra_args = {}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
+    // granary cat and granary-fuse call the peers over TCP, with its token.
+    ASSERT_EQ(::setenv("GRANARY_TOKEN_FILE", cluster_->cluster_token_file().c_str(), 1), 0);
     for (size_t i = 0; i < cluster_->size(); ++i) {
       ASSERT_TRUE(cluster_->WaitForMembers(i, {"a1", "a2", "b1", "b2"}).ok());
     }

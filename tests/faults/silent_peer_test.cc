@@ -19,6 +19,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -52,6 +53,8 @@ class SilentPeerTest : public ::testing::Test {
          .extra_args = {}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
+    // granary cat and granary-fuse call the peers over TCP, with its token.
+    ASSERT_EQ(::setenv("GRANARY_TOKEN_FILE", cluster_->cluster_token_file().c_str(), 1), 0);
     for (size_t i = 0; i < cluster_->size(); ++i) {
       ASSERT_TRUE(cluster_->WaitForMembers(i, {"a1", "a2", "a3", "b1"}).ok());
     }
@@ -59,6 +62,7 @@ class SilentPeerTest : public ::testing::Test {
 
   void TearDown() override {
     if (cluster_ != nullptr) Wake();
+    ::unsetenv("GRANARY_TOKEN_FILE");
   }
 
   void Silence() {

@@ -113,6 +113,8 @@ class GranarydProcess {
 
   // The token the TCP channels carry; empty without one.
   const std::string& cluster_token() const { return cluster_token_; }
+  // The file holding it, for clients' --token-file; empty without one.
+  const std::string& cluster_token_file() const { return cluster_token_file_; }
   // A channel and a stub over the Unix socket, and over TCP (with the token).
   std::shared_ptr<grpc::Channel> SocketChannel() const;
   std::shared_ptr<grpc::Channel> TcpChannel() const;
