@@ -1,6 +1,5 @@
 #include "cache_server/access_policy.h"
 
-#include <grp.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -36,19 +35,6 @@ std::string_view Parent(std::string_view path) {
 }
 
 }  // namespace
-
-absl::StatusOr<AccessPolicy> AccessPolicy::Make(const std::string& admin_group) {
-  if (admin_group.empty()) return AccessPolicy(std::nullopt, "");
-  group entry{};
-  group* found = nullptr;
-  std::vector<char> buffer(16384);
-  ::getgrnam_r(admin_group.c_str(), &entry, buffer.data(), buffer.size(), &found);
-  if (found == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("admin_group '", admin_group, "' is not a group on this host"));
-  }
-  return AccessPolicy(found->gr_gid, admin_group);
-}
 
 bool AccessPolicy::ChecksFiles(const Caller& caller) {
   return caller.channel == Caller::Channel::kUnixSocket && caller.credentials.uid != 0;

@@ -50,9 +50,10 @@ class AccessPolicy {
     kExchangeCatalog,  // Replicate the catalog between servers.
   };
 
-  // `admin_group` empty: root alone administers over the Unix socket.
-  // INVALID_ARGUMENT naming the group when it does not exist.
-  static absl::StatusOr<AccessPolicy> Make(const std::string& admin_group);
+  // `admin_gid` (the group named `admin_group`) unset: root alone
+  // administers over the Unix socket.
+  AccessPolicy(std::optional<gid_t> admin_gid, std::string admin_group)
+      : admin_gid_(admin_gid), admin_group_(std::move(admin_group)) {}
 
   // OK, or PERMISSION_DENIED (UNAUTHENTICATED for a TCP caller that is not a
   // member) naming the caller, `method` and the rule.
@@ -68,9 +69,6 @@ class AccessPolicy {
   static bool ChecksFiles(const Caller& caller);
 
  private:
-  AccessPolicy(std::optional<gid_t> admin_gid, std::string admin_group)
-      : admin_gid_(admin_gid), admin_group_(std::move(admin_group)) {}
-
   bool IsAdministrator(const PeerCredentials& credentials) const;
 
   std::optional<gid_t> admin_gid_;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -37,6 +38,7 @@
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/stream_watchdog.h"
 #include "cache_server/version_activity.h"
+#include "common/absl_compat.h"
 #include "common/cluster_token.h"
 #include "common/file_util.h"
 #include "common/http.h"
@@ -114,16 +116,15 @@ absl::Status PrepareSocket(const std::string& path) {
   return absl::OkStatus();
 }
 
-// The group id of `name`; this process's group when `name` is empty.
-absl::StatusOr<gid_t> SocketGroup(const std::string& name) {
-  if (name.empty()) return ::getegid();
+// The group id of `name`, the value of config key `key`.
+absl::StatusOr<gid_t> GroupId(const std::string& name, std::string_view key) {
   group entry{};
   group* found = nullptr;
   std::vector<char> buffer(16384);
   int error = ::getgrnam_r(name.c_str(), &entry, buffer.data(), buffer.size(), &found);
   if (found == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("socket_group '", name, "' is not a group on this host",
+        absl::StrCat(AsAbsl(key), " '", name, "' is not a group on this host",
                      error == 0 ? "" : absl::StrCat(" (", std::strerror(error), ")")));
   }
   return found->gr_gid;
@@ -269,8 +270,11 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->activity = std::make_unique<VersionActivity>(parts->store.get(), kActiveAfterLastUse);
   GRANARY_ASSIGN_OR_RETURN(SourceRoots roots, SourceRoots::Resolve(c.source_roots));
   parts->source_roots = std::make_unique<SourceRoots>(std::move(roots));
-  GRANARY_ASSIGN_OR_RETURN(AccessPolicy policy, AccessPolicy::Make(c.admin_group));
-  parts->policy = std::make_unique<AccessPolicy>(std::move(policy));
+  std::optional<gid_t> admin_gid;
+  if (!c.admin_group.empty()) {
+    GRANARY_ASSIGN_OR_RETURN(admin_gid, GroupId(c.admin_group, "admin_group"));
+  }
+  parts->policy = std::make_unique<AccessPolicy>(admin_gid, c.admin_group);
   parts->registry = std::make_unique<DatasetRegistry>(
       parts->catalog.get(), parts->store.get(), parts->activity.get(), parts->source_roots.get(),
       DatasetRegistry::Limits{c.max_datasets, c.max_dataset_entries}, kScanThreads);
@@ -300,7 +304,10 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
       c.prewarm_parallelism, c.max_prewarm_paths);
 
   GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));
-  GRANARY_ASSIGN_OR_RETURN(gid_t socket_gid, SocketGroup(c.socket_group));
+  gid_t socket_gid = ::getegid();
+  if (!c.socket_group.empty()) {
+    GRANARY_ASSIGN_OR_RETURN(socket_gid, GroupId(c.socket_group, "socket_group"));
+  }
   // The local read socket and the metrics endpoint come up before the gRPC
   // socket accepts, so that a client that got an answer finds them too.
   GRANARY_ASSIGN_OR_RETURN(parts->local_reads,
