@@ -231,7 +231,10 @@ int Main(int argc, char** argv) {
     grpc::Status status = b.SocketStub()->AddDataset(&context, request, &info);
     if (!status.ok()) Die("AddDataset: " + status.error_message());
   }
-  auto reader = DatasetClient::Connect(b.tcp_address());
+  // Peers present the cluster's token on TCP, as these clients do.
+  DatasetClient::Options client_options;
+  client_options.cluster_token = b.cluster_token();
+  auto reader = DatasetClient::Connect(b.tcp_address(), client_options);
   if (!reader.ok()) Die(std::string(reader.status().message()));
   auto snapshot = (*reader)->GetManifest("remote");
   if (!snapshot.ok()) Die(std::string(snapshot.status().message()));
@@ -270,7 +273,9 @@ int Main(int argc, char** argv) {
       // Fresh connections for every measurement.
       double g;
       if (modes[m].peers) {
-        MemberClients pool{MemberClients::Options()};
+        MemberClients::Options pool_options;
+        pool_options.client = client_options;
+        MemberClients pool{pool_options};
         Member member;
         member.id = "b";
         member.address = modes[m].address;
@@ -284,10 +289,11 @@ int Main(int argc, char** argv) {
       } else {
         std::vector<std::unique_ptr<DatasetClient>> clients;
         for (int s = 0; s < flags.streams; ++s) {
-          auto channel = MakeChannel(modes[m].address, {}, /*own_connection=*/true);
+          auto channel = MakeChannel(modes[m].address, client_options.cluster_token,
+                                     /*own_connection=*/true);
           if (!channel.ok()) Die(std::string(channel.status().message()));
           clients.push_back(
-              DatasetClient::OverChannel(modes[m].address, DatasetClient::Options(), *channel));
+              DatasetClient::OverChannel(modes[m].address, client_options, *channel));
         }
         g = GranaryRate([&](int s) { return clients[s].get(); }, keys, flags.streams,
                         flags.seconds);
