@@ -133,7 +133,7 @@ int Run(int argc, char** argv) {
     return app.exit(error);
   }
 
-  // Every file and directory granaryd creates (catalog, index, segments,
+  // Every file and directory granaryd creates (catalog, index, data files,
   // sockets before they are given their mode) is its own alone.
   ::umask(077);
   absl::StatusOr<GranarydConfig> config = BuildConfig(flags);

@@ -95,10 +95,9 @@ void LocalReadServer::Serve(Connection* served) {
     absl::Status received = ReceiveLocalReadMessage(connection, &request, &ignored_fd);
     if (ignored_fd != -1) ::close(ignored_fd);
     if (absl::IsUnavailable(received) || (!received.ok() && stopping_)) break;
-    int segment_fd = -1;
-    v1::LocalReadResponse response = Answer(received, request, served->trusted, &segment_fd);
-    absl::Status sent = SendLocalReadMessage(connection, response, segment_fd);
-    if (segment_fd != -1) ::close(segment_fd);
+    UniqueFd passed;
+    v1::LocalReadResponse response = Answer(received, request, served->trusted, &passed);
+    absl::Status sent = SendLocalReadMessage(connection, response, passed.get());
     if (!sent.ok()) break;
   }
   std::lock_guard lock(mutex_);
@@ -108,20 +107,26 @@ void LocalReadServer::Serve(Connection* served) {
 
 v1::LocalReadResponse LocalReadServer::Answer(const absl::Status& received,
                                               const v1::LocalReadRequest& request, bool trusted,
-                                              int* segment_fd) {
+                                              UniqueFd* passed) {
   v1::LocalReadResponse response;
   absl::Status answer = received;
   if (answer.ok() && !trusted) {
     answer = absl::PermissionDeniedError(
-        "the local read socket hands out whole segment files, so it answers only root and "
+        "the local read socket hands out cache files, so it answers only root and "
         "granaryd's own user; read over gRPC instead, which checks the file's permissions");
   } else if (answer.ok() && !request.has_key()) {
     answer = absl::InvalidArgumentError("local read request names no chunk key");
+  } else if (answer.ok() && request.has_whole_file()) {
+    absl::StatusOr<UniqueFd> file =
+        reads_->OpenWholeFile(ChunkKey::FromProto(request.key()), request.whole_file().size(),
+                              request.whole_file().chunk_size());
+    if (file.ok()) *passed = *std::move(file);
+    answer = file.status();
   } else if (answer.ok()) {
     absl::StatusOr<store::ChunkStore::Extent> extent =
         reads_->Locate(ChunkKey::FromProto(request.key()), request.read_bytes());
     if (extent.ok()) {
-      *segment_fd = extent->segment_fd;
+      *passed = std::move(extent->fd);
       *response.mutable_location() = std::move(extent->location);
     }
     answer = extent.status();

@@ -1,14 +1,17 @@
 // LocalReadServer answers the local read path (common/local_read_socket.h)
 // on a SOCK_SEQPACKET Unix socket: for each LocalReadRequest, the chunk's
-// location and a read-only descriptor of its segment, or the error (NOT_FOUND
-// on a miss: misses are read through over gRPC, not here). One thread
+// location and a read-only descriptor of its data file (or, for a whole-file
+// request, the descriptor of the file held whole and verified), or the error
+// (NOT_FOUND on a miss: misses are read through over gRPC, not here). One thread
 // accepts; each connection gets a thread that answers its requests in turn,
 // since a reader keeps its connections and sends one request at a time on
 // each. Connections beyond kMaxConnections are closed at once, and a client
 // that sends garbage gets an error answer and stays connected.
 //
-// A descriptor of a segment reads every chunk in it, whoever's file it came
-// from, so only callers whose SO_PEERCRED uid is 0 or granaryd's own euid are
+// A descriptor of a data file reads every chunk in it, whichever chunk it
+// was asked for, and granary-fuse checks permissions itself (as the kernel's
+// default_permissions), so only callers whose SO_PEERCRED uid is 0 or
+// granaryd's own euid are
 // answered; any other caller gets PERMISSION_DENIED on every request and reads
 // over gRPC, which checks file permissions. The socket file gets its group
 // and mode (as the gRPC socket's) before it listens. Accept errors that mean
@@ -30,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "cache_server/read_through.h"
+#include "common/unique_fd.h"
 
 namespace granary {
 
@@ -54,7 +58,7 @@ class LocalReadServer {
 
   struct Connection {
     int fd = -1;
-    // Whether the peer may be handed segment descriptors (uid 0 or ours).
+    // Whether the peer may be handed data file descriptors (uid 0 or ours).
     bool trusted = false;
     std::thread thread;
     bool done = false;  // Guarded by mutex_; its thread has closed fd and may be joined.
@@ -63,10 +67,10 @@ class LocalReadServer {
   void Accept();
   void Serve(Connection* connection);
   // The answer to one request (`received` says whether it was read whole)
-  // on a connection whose peer is `trusted`; `*segment_fd` gets the
-  // descriptor to pass with it, or stays -1.
+  // on a connection whose peer is `trusted`; `*passed` gets the descriptor
+  // to pass with it, or stays empty.
   v1::LocalReadResponse Answer(const absl::Status& received, const v1::LocalReadRequest& request,
-                               bool trusted, int* segment_fd);
+                               bool trusted, UniqueFd* passed);
   // Joins the threads of connections that have closed.
   void ReapLocked();
 

@@ -79,7 +79,7 @@ std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t datas
         static_cast<int64_t>(store.capacity_bytes));
   Gauge(&out, "granary_store_used_bytes", "Bytes of live chunks in the store.",
         static_cast<int64_t>(store.used_bytes));
-  Gauge(&out, "granary_store_disk_bytes", "Bytes of segment files on disk.",
+  Gauge(&out, "granary_store_disk_bytes", "Blocks of data files on disk.",
         static_cast<int64_t>(store.disk_bytes));
   Gauge(&out, "granary_store_chunks", "Chunks in the store.",
         static_cast<int64_t>(store.chunk_count));
@@ -93,6 +93,9 @@ std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t datas
           "Chunks the store failed to write (a full disk, an I/O error); they were served "
           "uncached.",
           store.insert_errors);
+  Counter(&out, "granary_store_whole_files_total",
+          "Files handed to granary-fuse whole and verified, for the kernel to serve.",
+          store.whole_files);
   Gauge(&out, "granary_datasets", "Registered datasets.", static_cast<int64_t>(dataset_count));
   return out;
 }

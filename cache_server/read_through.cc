@@ -96,6 +96,16 @@ absl::StatusOr<store::ChunkStore::Extent> ReadThrough::Locate(const ChunkKey& ke
   return extent;
 }
 
+absl::StatusOr<UniqueFd> ReadThrough::OpenWholeFile(const ChunkKey& file, uint64_t size,
+                                                    uint32_t chunk_size) {
+  activity_->Touch(file.dataset_version);
+  GRANARY_ASSIGN_OR_RETURN(
+      UniqueFd fd, store_->OpenWholeFile(file.dataset_version, file.file_id, size, chunk_size));
+  metrics_->hits.fetch_add(ChunkCount(size, chunk_size), std::memory_order_relaxed);
+  metrics_->bytes_from_cache.fetch_add(size, std::memory_order_relaxed);
+  return fd;
+}
+
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::Fetch(const Manifest& manifest,
                                                           const ChunkKey& key,
                                                           ChunkSourcing sourcing) {
@@ -120,7 +130,7 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
   } else {
     GRANARY_ASSIGN_OR_RETURN(data, ReadSource(manifest, *entry, key));
   }
-  absl::StatusOr<bool> stored = store_->Insert(key, *data);
+  absl::StatusOr<bool> stored = store_->Insert(key, manifest.chunk_size(), *data);
   if (!stored.ok()) {
     GRANARY_LOG_FIRST_N(WARNING, 10)
         << "cannot store " << key.ToString() << ": " << stored.status();

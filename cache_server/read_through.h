@@ -77,6 +77,13 @@ class ReadThrough {
   // through: the reader reads it with Read() over gRPC.
   absl::StatusOr<store::ChunkStore::Extent> Locate(const ChunkKey& key, uint64_t read_bytes);
 
+  // A descriptor of the cache's whole, verified copy of the file `file`
+  // names (its version and file id), `size` bytes in chunks of `chunk_size`,
+  // for the kernel to serve (store::ChunkStore::OpenWholeFile); counted as a
+  // hit of every chunk serving the whole file. NOT_FOUND unless this node
+  // holds the file whole; nothing is read through.
+  absl::StatusOr<UniqueFd> OpenWholeFile(const ChunkKey& file, uint64_t size, uint32_t chunk_size);
+
   // Fetches chunk `key` of `manifest` through its owner, from a peer or from
   // the source into the store, unless the store holds it already. Counts as a
   // fetch, not as a chunk read.

@@ -140,7 +140,8 @@ void BM_HotReadStoreDirect(benchmark::State& state) {
   std::string data(kChunk, 'x');
   for (int c = 0; c < kChunksPerDataset; ++c) {
     data[0] = static_cast<char>(c);
-    if (!(*store)->Insert(ChunkKey{1, static_cast<uint64_t>(c), 0}, data).ok()) std::abort();
+    if (!(*store)->Insert(ChunkKey{1, static_cast<uint64_t>(c), 0}, kChunk, data).ok())
+      std::abort();
   }
   int c = 0;
   for (auto _ : state) {

@@ -87,7 +87,7 @@ const Dataset& DatasetFor(uint64_t chunk_bytes) {
   for (uint64_t i = 0; i < kDataBytes / chunk_bytes; ++i) {
     const std::string bytes = Bytes(chunk_bytes, i);
     plain.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!(*store)->Insert(Key(i), bytes).ok()) std::exit(1);
+    if (!(*store)->Insert(Key(i), static_cast<uint32_t>(chunk_bytes), bytes).ok()) std::exit(1);
   }
   return datasets[chunk_bytes] = dataset;
 }
@@ -166,7 +166,7 @@ void BM_StoreInsert(benchmark::State& state) {
     const std::string bytes = Bytes(chunk_bytes, 1);
     uint64_t next = 0;
     for (auto _ : state) {
-      auto stored = (*store)->Insert(Key(next++), bytes);
+      auto stored = (*store)->Insert(Key(next++), static_cast<uint32_t>(chunk_bytes), bytes);
       if (!stored.ok() || !*stored) return state.SkipWithError("insert failed");
     }
   }
@@ -213,7 +213,7 @@ const std::string& RangeStoreFor(uint64_t block_bytes) {
     std::exit(1);
   }
   for (uint64_t i = 0; i < kRangeChunks; ++i) {
-    if (!(*store)->Insert(Key(i), Bytes(kLarge, i)).ok()) std::exit(1);
+    if (!(*store)->Insert(Key(i), kLarge, Bytes(kLarge, i)).ok()) std::exit(1);
   }
   return roots[block_bytes] = root;
 }
@@ -251,7 +251,7 @@ void BM_StoreReadRange(benchmark::State& state) {
   }
   const uint64_t served = kind == kWholeChunk ? kLarge : kSmall;
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * served));
-  // Bytes read from segments per byte returned.
+  // Bytes read from data files per byte returned.
   state.counters["amplification"] =
       static_cast<double>((*store)->Stats().read_bytes - read_before) /
       static_cast<double>(state.iterations() * served);

@@ -17,8 +17,8 @@
 
 namespace granary::store {
 
-// Chunks start at multiples of this inside their segments and occupy whole
-// blocks, so that every chunk can be read with O_DIRECT.
+// The unit of O_DIRECT transfers and of the store's disk accounting: a chunk
+// occupies whole blocks of its data file.
 inline constexpr uint64_t kBlockBytes = 4096;
 
 inline constexpr uint64_t RoundUpToBlock(uint64_t bytes) {

@@ -16,9 +16,11 @@
 namespace granary::store {
 namespace {
 
-constexpr char kSegmentChunksFamily[] = "segment_chunks";
+// Named when data files were called segments; kept so that indexes written
+// then still open.
+constexpr char kFileChunksFamily[] = "segment_chunks";
 constexpr char kMetaFamily[] = "meta";
-constexpr char kSealedTag = 's';
+constexpr char kSyncedTag = 's';
 constexpr char kVersionTag = 'v';
 
 std::string BigEndian64(uint64_t value) {
@@ -47,8 +49,8 @@ absl::Status FromRocks(const rocksdb::Status& status, std::string_view what) {
   return absl::InternalError(message);
 }
 
-std::string SegmentPrefix(uint64_t segment_id) { return BigEndian64(segment_id); }
-std::string SealedKey(uint64_t segment_id) { return kSealedTag + BigEndian64(segment_id); }
+std::string FilePrefix(uint64_t file_id) { return BigEndian64(file_id); }
+std::string SyncedKey(uint64_t file_id) { return kSyncedTag + BigEndian64(file_id); }
 std::string VersionKey(uint64_t version) { return kVersionTag + BigEndian64(version); }
 
 // Calls `visit` for every entry of `family` whose key starts with `prefix`.
@@ -80,7 +82,7 @@ absl::StatusOr<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const std::string& 
 
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, chunks_options},
-      {kSegmentChunksFamily, rocksdb::ColumnFamilyOptions()},
+      {kFileChunksFamily, rocksdb::ColumnFamilyOptions()},
       {kMetaFamily, rocksdb::ColumnFamilyOptions()},
   };
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
@@ -92,10 +94,10 @@ absl::StatusOr<std::unique_ptr<ChunkIndex>> ChunkIndex::Open(const std::string& 
 
 ChunkIndex::ChunkIndex(std::unique_ptr<rocksdb::DB> db,
                        std::vector<rocksdb::ColumnFamilyHandle*> handles)
-    : db_(std::move(db)), chunks_(handles[0]), segment_chunks_(handles[1]), meta_(handles[2]) {}
+    : db_(std::move(db)), chunks_(handles[0]), file_chunks_(handles[1]), meta_(handles[2]) {}
 
 ChunkIndex::~ChunkIndex() {
-  for (auto* handle : {chunks_, segment_chunks_, meta_}) db_->DestroyColumnFamilyHandle(handle);
+  for (auto* handle : {chunks_, file_chunks_, meta_}) db_->DestroyColumnFamilyHandle(handle);
 }
 
 absl::StatusOr<std::optional<v1::ChunkLocation>> ChunkIndex::Get(std::string_view key) const {
@@ -110,30 +112,32 @@ absl::StatusOr<std::optional<v1::ChunkLocation>> ChunkIndex::Get(std::string_vie
   return location;
 }
 
-absl::Status ChunkIndex::Put(std::string_view key, const v1::ChunkLocation& location) {
+absl::Status ChunkIndex::Put(std::string_view key, const v1::ChunkLocation& location,
+                             bool unmark_synced) {
   rocksdb::WriteBatch batch;
   batch.Put(chunks_, ToSlice(key), location.SerializeAsString());
-  batch.Put(segment_chunks_, SegmentPrefix(location.segment_id()) + std::string(key), "");
+  batch.Put(file_chunks_, FilePrefix(location.data_file_id()) + std::string(key), "");
+  if (unmark_synced) batch.Delete(meta_, SyncedKey(location.data_file_id()));
   return FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "put");
 }
 
-absl::Status ChunkIndex::Delete(std::string_view key, uint64_t segment_id) {
+absl::Status ChunkIndex::Delete(std::string_view key, uint64_t file_id) {
   rocksdb::WriteBatch batch;
   batch.Delete(chunks_, ToSlice(key));
-  batch.Delete(segment_chunks_, SegmentPrefix(segment_id) + std::string(key));
+  batch.Delete(file_chunks_, FilePrefix(file_id) + std::string(key));
   return FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "delete");
 }
 
-absl::Status ChunkIndex::DeleteSegment(uint64_t segment_id) {
-  const std::string prefix = SegmentPrefix(segment_id);
+absl::Status ChunkIndex::DeleteFile(uint64_t file_id) {
+  const std::string prefix = FilePrefix(file_id);
   rocksdb::WriteBatch batch;
   GRANARY_RETURN_IF_ERROR(
-      ScanPrefix(*db_, segment_chunks_, prefix, [&](std::string_view key, std::string_view) {
+      ScanPrefix(*db_, file_chunks_, prefix, [&](std::string_view key, std::string_view) {
         batch.Delete(chunks_, ToSlice(key.substr(prefix.size())));
-        batch.Delete(segment_chunks_, ToSlice(key));
+        batch.Delete(file_chunks_, ToSlice(key));
       }));
-  batch.Delete(meta_, SealedKey(segment_id));
-  return FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "delete segment");
+  batch.Delete(meta_, SyncedKey(file_id));
+  return FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "delete data file");
 }
 
 absl::Status ChunkIndex::ForEach(
@@ -162,18 +166,17 @@ absl::StatusOr<std::vector<std::pair<std::string, v1::ChunkLocation>>> ChunkInde
   return chunks;
 }
 
-absl::Status ChunkIndex::MarkSealed(uint64_t segment_id) {
-  return FromRocks(db_->Put(rocksdb::WriteOptions(), meta_, SealedKey(segment_id), ""),
-                   "mark sealed");
+absl::Status ChunkIndex::MarkSynced(uint64_t file_id) {
+  return FromRocks(db_->Put(rocksdb::WriteOptions(), meta_, SyncedKey(file_id), ""), "mark synced");
 }
 
-absl::StatusOr<std::set<uint64_t>> ChunkIndex::SealedSegments() const {
-  std::set<uint64_t> sealed;
-  GRANARY_RETURN_IF_ERROR(ScanPrefix(*db_, meta_, std::string(1, kSealedTag),
+absl::StatusOr<std::set<uint64_t>> ChunkIndex::SyncedFiles() const {
+  std::set<uint64_t> synced;
+  GRANARY_RETURN_IF_ERROR(ScanPrefix(*db_, meta_, std::string(1, kSyncedTag),
                                      [&](std::string_view key, std::string_view) {
-                                       sealed.insert(ParseBigEndian64(key.substr(1)));
+                                       synced.insert(ParseBigEndian64(key.substr(1)));
                                      }));
-  return sealed;
+  return synced;
 }
 
 absl::Status ChunkIndex::SetVersionState(uint64_t dataset_version, VersionState state) {

@@ -1,9 +1,10 @@
 // ChunkIndex is the store's persistent index, a RocksDB database with three
 // column families:
 //   default:         ChunkKey::Encode() → serialized v1::ChunkLocation
-//   segment_chunks:  segment id (8 bytes, big-endian) + encoded key → ""
-//                    so a segment's chunks can be dropped without a full scan
-//   meta:            's' + segment id → ""   the segment is sealed (synced)
+//   segment_chunks:  data file id (8 bytes, big-endian) + encoded key → ""
+//                    so a data file's chunks can be dropped without a full
+//                    scan (named when data files were called segments)
+//   meta:            's' + data file id → ""   the file is synced
 //                    'v' + version    → one byte, a VersionState other than
 //                                       kInactive (the default)
 // A chunk's two entries are written and deleted in one atomic batch.
@@ -49,11 +50,14 @@ class ChunkIndex {
 
   // The location of `key`, nullopt if absent; DATA_LOSS if unparsable.
   absl::StatusOr<std::optional<v1::ChunkLocation>> Get(std::string_view key) const;
-  absl::Status Put(std::string_view key, const v1::ChunkLocation& location);
-  absl::Status Delete(std::string_view key, uint64_t segment_id);
+  // Puts `key` in its data file (location.data_file_id()); `unmark_synced`
+  // drops the file's synced mark in the same write, for a chunk added to a
+  // file that was synced before.
+  absl::Status Put(std::string_view key, const v1::ChunkLocation& location, bool unmark_synced);
+  absl::Status Delete(std::string_view key, uint64_t file_id);
 
-  // Drops every chunk of the segment and its sealed mark.
-  absl::Status DeleteSegment(uint64_t segment_id);
+  // Drops every chunk of the data file and its synced mark.
+  absl::Status DeleteFile(uint64_t file_id);
 
   // Every chunk, in key order. Unparsable entries are logged and skipped.
   absl::Status ForEach(
@@ -62,8 +66,8 @@ class ChunkIndex {
   absl::StatusOr<std::vector<std::pair<std::string, v1::ChunkLocation>>> ChunksOfVersion(
       uint64_t dataset_version) const;
 
-  absl::Status MarkSealed(uint64_t segment_id);
-  absl::StatusOr<std::set<uint64_t>> SealedSegments() const;
+  absl::Status MarkSynced(uint64_t file_id);
+  absl::StatusOr<std::set<uint64_t>> SyncedFiles() const;
 
   absl::Status SetVersionState(uint64_t dataset_version, VersionState state);
   absl::StatusOr<std::map<uint64_t, VersionState>> VersionStates() const;
@@ -73,7 +77,7 @@ class ChunkIndex {
 
   std::unique_ptr<rocksdb::DB> db_;
   rocksdb::ColumnFamilyHandle* chunks_;
-  rocksdb::ColumnFamilyHandle* segment_chunks_;
+  rocksdb::ColumnFamilyHandle* file_chunks_;
   rocksdb::ColumnFamilyHandle* meta_;
 };
 

@@ -1,30 +1,39 @@
-// The segment-file implementation of ChunkStore.
+// The data-file implementation of ChunkStore.
 //
-// Placement: every dataset version has at most one open segment, in the cache
-// directory holding the fewest bytes; chunks are appended to it (block-aligned
-// and zero-padded) until it reaches segment_bytes, when it is closed. So a
-// segment holds one version only, and eviction can reclaim whole segments (see
-// eviction_policy.h).
+// Placement: a chunk goes into the data file of its source file (one per
+// dataset version and file id), created in the cache directory holding the
+// fewest bytes, at chunk_index × chunk size. So a data file holds one version
+// only, and eviction can reclaim whole files (see eviction_policy.h).
 //
-// Capacity: disk bytes are the sum of segment file sizes, reserved under the
-// lock before a chunk is written; a reservation that would pass the capacity
-// first reclaims victim segments, or the chunk is declined. Reserved bytes of
-// a failed write stay counted until their segment is reclaimed, so the count
-// never falls below what is on disk.
+// Capacity: disk bytes are the chunks' lengths rounded up to whole blocks,
+// reserved under the lock before a chunk is written; a reservation that would
+// pass the capacity first reclaims victim files (a little more than needed,
+// so that a store of many small files does not choose victims at every
+// insert), or the chunk is declined. Reserved bytes of a failed write stay
+// counted until their file is reclaimed, so the count never falls below what
+// is on disk.
 //
 // Crash safety: a chunk's bytes are written (pwrite returns once the kernel
-// has them) before its index entry is put, and a segment's entries are
-// deleted before its file is unlinked. A killed process therefore leaves an
-// index whose every entry points at complete bytes: the kernel keeps what was
+// has them) before its index entry is put, and a file's entries are deleted
+// before the file is unlinked. A killed process therefore leaves an index
+// whose every entry points at complete bytes: the kernel keeps what was
 // written, and RocksDB's write-ahead log keeps the index. No fsync is needed
 // for that, which keeps inserts fast. Against power loss, which can drop
-// unsynced file data, a segment is fdatasync'ed and marked sealed in the
-// background once it is closed (segment_sealer.h). On open, every chunk of an
-// unsealed segment (one being written or waiting to be synced) is read and
-// verified and bad entries are dropped; tails past the last indexed chunk are
-// truncated, and segment files the index does not reference are deleted.
+// unsynced file data, a file is fdatasync'ed and marked synced in the
+// background once no write is in flight on it (data_file_syncer.h); the entry
+// of a chunk added to a synced file drops the mark in the same index write.
+// On open, every chunk of an unsynced file is read and verified and bad
+// entries are dropped; tails past the last indexed chunk are truncated, and
+// data files the index does not reference are deleted (as are the segment
+// files of the layout before data files, whose entries no longer resolve).
 // Reads verify XXH3 regardless, so even an undetected fault becomes a miss,
 // not wrong bytes.
+//
+// Whole files: a data file is handed out whole (OpenWholeFile) only when it
+// holds every chunk of its source file and each was read back and verified
+// after its last write in this process; the verification runs at the first
+// such request and is remembered until the file is written again, by the
+// store or by anyone else (its ctime, checked at every request, changes).
 //
 // Checksums: an entry holds the XXH3 of the whole chunk and one per checksum
 // block. Read() and a range covering the whole chunk check the first, as the
@@ -32,9 +41,9 @@
 // each. Recovery checks both, so an entry it keeps is right for either read.
 //
 // Locking: one mutex guards the in-memory bookkeeping and orders every index
-// mutation; segment I/O, checksumming and fdatasync run outside it. Readers
-// hold a shared_ptr to the segment file, so reclaiming a segment never pulls
-// a descriptor out from under a read in progress.
+// mutation; file I/O, checksumming and fdatasync run outside it. Readers hold
+// a shared_ptr to the data file, so reclaiming a file never pulls a
+// descriptor out from under a read in progress.
 #include "cache_server/store/chunk_store.h"
 
 #include <fcntl.h>
@@ -53,16 +62,18 @@
 #include <optional>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "cache_server/store/aligned_buffer.h"
 #include "cache_server/store/chunk_index.h"
+#include "cache_server/store/data_file.h"
+#include "cache_server/store/data_file_syncer.h"
 #include "cache_server/store/eviction_policy.h"
 #include "cache_server/store/io_engine.h"
-#include "cache_server/store/segment_file.h"
-#include "cache_server/store/segment_sealer.h"
 #include "common/absl_compat.h"
 #include "common/block_checksums.h"
+#include "common/chunk_math.h"
 #include "common/file_util.h"
 #include "common/hash.h"
 #include "common/logging.h"
@@ -81,13 +92,17 @@ int64_t NowMs() {
       .count();
 }
 
+bool SameTime(const struct timespec& a, const struct timespec& b) {
+  return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
 absl::Status NotCached(const ChunkKey& key) {
   return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached"));
 }
 
 // DATA_LOSS unless the entry's block checksums describe its chunk in blocks
 // that O_DIRECT can read (a damaged entry, not damaged data).
-absl::Status CheckBlockLayout(const v1::ChunkLocation& location, const SegmentFile& file) {
+absl::Status CheckBlockLayout(const v1::ChunkLocation& location, const DataFile& file) {
   const uint64_t block_bytes = location.checksum_block_bytes();
   if (!HasBlockChecksums(location) || block_bytes % kBlockBytes != 0) {
     return absl::DataLossError(
@@ -102,7 +117,7 @@ absl::Status CheckBlockLayout(const v1::ChunkLocation& location, const SegmentFi
 // the beginning of its block `first_block` and end at the end of a block (or
 // of the chunk), against their block checksums; the layout must have passed
 // CheckBlockLayout. DATA_LOSS on a mismatch.
-absl::Status CheckBlocks(const v1::ChunkLocation& location, const SegmentFile& file,
+absl::Status CheckBlocks(const v1::ChunkLocation& location, const DataFile& file,
                          uint64_t first_block, const char* data, uint64_t length) {
   if (std::optional<uint64_t> block = MismatchedBlock(location, first_block, data, length)) {
     return absl::DataLossError(absl::StrCat("checksum mismatch in block ", *block,
@@ -112,8 +127,8 @@ absl::Status CheckBlocks(const v1::ChunkLocation& location, const SegmentFile& f
   return absl::OkStatus();
 }
 
-// Creates `directory` if needed, private to granaryd, and checks that files
-// can be created in it.
+// Creates `directory` and its data file folders if needed, private to
+// granaryd, and checks that files can be created in it.
 absl::Status PrepareDirectory(const std::string& directory) {
   GRANARY_RETURN_IF_ERROR(CreatePrivateDirectory(directory, "cache directory"));
   const std::string probe = absl::StrCat(directory, "/.granary-write-probe");
@@ -123,7 +138,36 @@ absl::Status PrepareDirectory(const std::string& directory) {
   }
   ::close(fd);
   ::unlink(probe.c_str());
+  for (int i = 0; i < DataFile::kSubdirectories; ++i) {
+    GRANARY_RETURN_IF_ERROR(CreatePrivateDirectory(
+        absl::StrCat(directory, "/", DataFile::SubdirectoryName(i)), "cache directory"));
+  }
   return absl::OkStatus();
+}
+
+// Frees the blocks of `file` below `end` that hold no indexed chunk: bytes
+// of writes a crash cut off before their entries were put, which would
+// otherwise take disk space the capacity does not count.
+absl::Status PunchUnindexedRanges(const DataFile& file,
+                                  std::vector<std::pair<std::string, v1::ChunkLocation>>& chunks,
+                                  uint64_t end) {
+  std::sort(chunks.begin(), chunks.end(),
+            [](const auto& a, const auto& b) { return a.second.offset() < b.second.offset(); });
+  uint64_t covered = 0;  // Block-aligned end of the chunks so far.
+  auto punch = [&](uint64_t until) -> absl::Status {
+    const uint64_t hole_end = until / kBlockBytes * kBlockBytes;
+    if (hole_end <= covered) return absl::OkStatus();
+    if (::fallocate(file.fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                    static_cast<off_t>(covered), static_cast<off_t>(hole_end - covered)) != 0) {
+      return ErrnoStatus(errno, absl::StrCat("punch a hole in ", file.path()));
+    }
+    return absl::OkStatus();
+  };
+  for (const auto& [key, location] : chunks) {
+    GRANARY_RETURN_IF_ERROR(punch(location.offset()));
+    covered = std::max(covered, RoundUpToBlock(location.offset() + location.length()));
+  }
+  return punch(RoundUpToBlock(end));
 }
 
 absl::Status ValidateOptions(const StoreOptions& options) {
@@ -147,9 +191,6 @@ absl::Status ValidateOptions(const StoreOptions& options) {
         "chunk store: capacity ", FormatSize(options.capacity_bytes),
         " is smaller than one chunk of the maximum size, ", FormatSize(options.max_chunk_bytes)));
   }
-  if (options.segment_bytes == 0) {
-    return absl::InvalidArgumentError("chunk store: segment size must not be 0");
-  }
   if (options.queue_depth == 0) {
     return absl::InvalidArgumentError("chunk store: io_uring queue depth must not be 0");
   }
@@ -162,23 +203,24 @@ absl::Status ValidateOptions(const StoreOptions& options) {
   return absl::OkStatus();
 }
 
-class SegmentChunkStore final : public ChunkStore {
+class DataFileChunkStore final : public ChunkStore {
  public:
-  SegmentChunkStore(const StoreOptions& options, std::unique_ptr<ChunkIndex> index,
-                    std::unique_ptr<IoEngine> io)
+  DataFileChunkStore(const StoreOptions& options, std::unique_ptr<ChunkIndex> index,
+                     std::unique_ptr<IoEngine> io)
       : options_(options),
         index_(std::move(index)),
         io_(std::move(io)),
         directory_bytes_(options.directories.size(), 0),
-        sealer_([this](uint64_t segment_id) {
+        eviction_slack_bytes_(std::min<uint64_t>(options.capacity_bytes / 32, 64 << 20)),
+        syncer_([this](uint64_t file_id, uint64_t generation) {
           // Under the lock like every index mutation: RocksDB would otherwise
           // merge concurrent writes on one thread, which TSan cannot follow
           // in the uninstrumented library.
           std::lock_guard lock(mu_);
-          return index_->MarkSealed(segment_id);
+          return MarkSyncedLocked(file_id, generation);
         }) {}
 
-  // Rebuilds the bookkeeping from the index and the segment files, repairing
+  // Rebuilds the bookkeeping from the index and the data files, repairing
   // what a crash left behind (see the top of this file).
   absl::Status Recover();
 
@@ -186,8 +228,11 @@ class SegmentChunkStore final : public ChunkStore {
   absl::StatusOr<std::string> ReadRange(const ChunkKey& key, uint64_t offset,
                                         uint64_t length) override;
   absl::StatusOr<Extent> Locate(const ChunkKey& key) override;
+  absl::StatusOr<UniqueFd> OpenWholeFile(uint64_t dataset_version, uint64_t file_id, uint64_t size,
+                                         uint32_t chunk_size) override;
   bool Contains(const ChunkKey& key) override;
-  absl::StatusOr<bool> Insert(const ChunkKey& key, std::string_view data) override;
+  absl::StatusOr<bool> Insert(const ChunkKey& key, uint32_t chunk_size,
+                              std::string_view data) override;
   void SetVersionState(uint64_t dataset_version, VersionState state) override;
   absl::StatusOr<uint64_t> RemoveVersion(uint64_t dataset_version) override;
   uint64_t CachedBytes(uint64_t dataset_version) override;
@@ -195,63 +240,81 @@ class SegmentChunkStore final : public ChunkStore {
   StoreStats Stats() override;
 
  private:
-  struct Segment {
-    std::shared_ptr<SegmentFile> file;
+  // A source file of a dataset version: (version, file id).
+  using SourceFile = std::pair<uint64_t, uint64_t>;
+
+  // The bookkeeping of one data file.
+  struct CachedFile {
+    std::shared_ptr<DataFile> file;
     uint32_t directory = 0;
-    uint64_t dataset_version = 0;
-    uint64_t end = 0;  // Bytes reserved: the file's size once pending writes land.
+    SourceFile source;
+    uint64_t disk_bytes = 0;  // Blocks reserved: the file's blocks once pending writes land.
     uint64_t live_bytes = 0;
     uint64_t live_chunks = 0;
     int64_t last_use_ms = 0;
     int pending_writes = 0;
-    bool accepting = false;  // Its version's open segment.
-    bool sealed = false;     // Synced and marked, or being so.
+    uint64_t generation = 1;           // Bumped by every write.
+    uint64_t queued_generation = 0;    // Last generation handed to the syncer.
+    bool synced = false;               // Marked synced in the index.
+    uint64_t verified_generation = 0;  // Generation every chunk was last verified at.
+    // The data file's ctime then: any write to it since (by anyone) changes it.
+    struct timespec verified_ctime = {};
   };
 
   // Where a reserved chunk goes.
   struct Placement {
-    std::shared_ptr<SegmentFile> file;
+    std::shared_ptr<DataFile> file;
     uint32_t directory = 0;
     uint64_t offset = 0;
+    bool unmark_synced = false;
   };
 
   VersionState StateLocked(uint64_t dataset_version) const;
-  // The usage of every segment, or of those with no write in progress.
-  std::vector<SegmentUsage> UsageLocked(bool only_idle) const;
+  // The usage of every file, or of those with no write in progress.
+  std::vector<FileUsage> UsageLocked(bool only_idle) const;
   // Takes `bytes` off the version's live bytes, forgetting it at zero.
   void ForgetVersionBytesLocked(uint64_t dataset_version, uint64_t bytes);
-  // Reserves `bytes` in the version's open segment (reclaiming others or
-  // opening a new one as needed); nullopt when the policy declines.
-  absl::StatusOr<std::optional<Placement>> ReserveLocked(uint64_t dataset_version, uint64_t bytes);
-  absl::StatusOr<Segment*> OpenSegmentLocked(uint64_t dataset_version);
-  absl::Status ReclaimLocked(uint64_t segment_id);
+  // Frees room for `bytes` more under the capacity; false when the policy
+  // declines.
+  absl::StatusOr<bool> MakeRoomLocked(uint64_t bytes);
+  // Reserves `bytes` at `offset` of the source file's data file (creating it
+  // as needed); nullopt when the policy declines.
+  absl::StatusOr<std::optional<Placement>> ReserveLocked(const SourceFile& source,
+                                                         uint32_t chunk_size, uint64_t offset,
+                                                         uint64_t bytes);
+  // The source file's data file, created for chunks of `chunk_size` if
+  // there is none: with O_DIRECT only when asked and every chunk starts on a
+  // block.
+  absl::StatusOr<CachedFile*> DataFileOfLocked(const SourceFile& source, uint32_t chunk_size);
+  absl::Status ReclaimLocked(uint64_t file_id);
   // Drops `key` if the index still maps it to `location`.
   void DropLocked(std::string_view key, const v1::ChunkLocation& location);
-  // Reclaims `segment` if it takes no more chunks, has no write in flight and
-  // holds no live chunk.
-  void ReclaimIfDeadLocked(const Segment& segment);
-  // Hands the segment to the sealer once it is closed and idle.
-  void MaybeSealLocked(Segment& segment);
+  // Reclaims `file` if it has no write in flight and holds no live chunk.
+  void ReclaimIfDeadLocked(const CachedFile& file);
+  // Hands the file to the syncer once it is idle and written since.
+  void MaybeSyncLocked(CachedFile& file);
+  absl::Status MarkSyncedLocked(uint64_t file_id, uint64_t generation);
 
-  absl::Status WriteChunk(SegmentFile& file, uint64_t offset, std::string_view data);
+  absl::Status WriteChunk(DataFile& file, uint64_t offset, std::string_view data);
   // The chunk's bytes; DATA_LOSS when they do not match its checksum.
-  absl::StatusOr<std::string> ReadVerified(SegmentFile& file, const v1::ChunkLocation& location);
+  absl::StatusOr<std::string> ReadVerified(DataFile& file, const v1::ChunkLocation& location);
   // Reads the chunk into `out` (location.length() bytes) and verifies it.
-  absl::Status ReadVerifiedInto(SegmentFile& file, const v1::ChunkLocation& location, char* out);
+  absl::Status ReadVerifiedInto(DataFile& file, const v1::ChunkLocation& location, char* out);
+  // Checks the chunk's whole XXH3 and, when it has them, its block checksums.
+  absl::Status VerifyChunk(DataFile& file, const v1::ChunkLocation& location, std::string& scratch);
   // Bytes [offset, offset + length) of the chunk, which the caller checked lie
   // inside it; DATA_LOSS when a block covering them does not match.
-  absl::StatusOr<std::string> ReadRangeVerified(SegmentFile& file,
-                                                const v1::ChunkLocation& location, uint64_t offset,
-                                                uint64_t length);
+  absl::StatusOr<std::string> ReadRangeVerified(DataFile& file, const v1::ChunkLocation& location,
+                                                uint64_t offset, uint64_t length);
   struct ByteRange {
     uint64_t offset = 0;
     uint64_t length = 0;
   };
   struct Found {
     v1::ChunkLocation location;
-    std::shared_ptr<SegmentFile> file;
+    std::shared_ptr<DataFile> file;
   };
-  // The index entry of the chunk and its segment, which counts as used;
+  // The index entry of the chunk and its data file, which counts as used;
   // nullopt on a miss.
   absl::StatusOr<std::optional<Found>> Find(std::string_view encoded_key);
   // Read() (no range) and ReadRange(): the lookup, the verified read, and
@@ -265,16 +328,17 @@ class SegmentChunkStore final : public ChunkStore {
 
   std::mutex mu_;
   std::condition_variable insert_done_;
-  std::map<uint64_t, Segment> segments_;             // By id.
-  std::map<uint64_t, uint64_t> open_segments_;       // Version → segment id.
-  std::map<uint64_t, VersionState> version_states_;  // Absent: kInactive.
-  std::map<uint64_t, uint64_t> version_bytes_;       // Live bytes per version.
-  absl::flat_hash_set<std::string> inserting_;       // Keys being written.
+  std::map<uint64_t, CachedFile> files_;                       // By data file id.
+  absl::flat_hash_map<SourceFile, uint64_t> files_by_source_;  // → data file id.
+  std::map<uint64_t, VersionState> version_states_;            // Absent: kInactive.
+  std::map<uint64_t, uint64_t> version_bytes_;                 // Live bytes per version.
+  absl::flat_hash_set<std::string> inserting_;                 // Keys being written.
   std::vector<uint64_t> directory_bytes_;
+  const uint64_t eviction_slack_bytes_;
   uint64_t disk_bytes_ = 0;
   uint64_t used_bytes_ = 0;
   uint64_t chunk_count_ = 0;
-  uint64_t next_segment_id_ = 1;
+  uint64_t next_file_id_ = 1;
 
   std::atomic<uint64_t> hits_{0};
   std::atomic<uint64_t> misses_{0};
@@ -284,160 +348,171 @@ class SegmentChunkStore final : public ChunkStore {
   std::atomic<uint64_t> insert_errors_{0};
   std::atomic<uint64_t> evicted_chunks_{0};
   std::atomic<uint64_t> read_bytes_{0};
+  std::atomic<uint64_t> whole_files_{0};
 
   // Last, so that its thread stops before anything it uses is destroyed.
-  SegmentSealer sealer_;
+  DataFileSyncer syncer_;
 };
 
-VersionState SegmentChunkStore::StateLocked(uint64_t dataset_version) const {
+VersionState DataFileChunkStore::StateLocked(uint64_t dataset_version) const {
   auto it = version_states_.find(dataset_version);
   return it == version_states_.end() ? VersionState::kInactive : it->second;
 }
 
-std::vector<SegmentUsage> SegmentChunkStore::UsageLocked(bool only_idle) const {
-  std::vector<SegmentUsage> usage;
-  for (const auto& [id, segment] : segments_) {
-    if (only_idle && segment.pending_writes > 0) continue;
+std::vector<FileUsage> DataFileChunkStore::UsageLocked(bool only_idle) const {
+  std::vector<FileUsage> usage;
+  usage.reserve(files_.size());
+  for (const auto& [id, file] : files_) {
+    if (only_idle && file.pending_writes > 0) continue;
     usage.push_back({.id = id,
-                     .file_bytes = segment.end,
-                     .last_use_ms = segment.last_use_ms,
-                     .state = StateLocked(segment.dataset_version)});
+                     .file_bytes = file.disk_bytes,
+                     .last_use_ms = file.last_use_ms,
+                     .state = StateLocked(file.source.first)});
   }
   return usage;
 }
 
-void SegmentChunkStore::ForgetVersionBytesLocked(uint64_t dataset_version, uint64_t bytes) {
+void DataFileChunkStore::ForgetVersionBytesLocked(uint64_t dataset_version, uint64_t bytes) {
   if (auto it = version_bytes_.find(dataset_version); it != version_bytes_.end()) {
     it->second -= bytes;
     if (it->second == 0) version_bytes_.erase(it);
   }
 }
 
-absl::StatusOr<std::optional<SegmentChunkStore::Placement>> SegmentChunkStore::ReserveLocked(
-    uint64_t dataset_version, uint64_t bytes) {
-  if (disk_bytes_ + bytes > options_.capacity_bytes) {
-    auto victims = ChooseVictims(options_.eviction, bytes, options_.capacity_bytes - disk_bytes_,
-                                 UsageLocked(/*only_idle=*/true));
-    if (!victims) return std::nullopt;
-    for (uint64_t id : *victims) {
-      evicted_chunks_ += segments_.at(id).live_chunks;
-      GRANARY_RETURN_IF_ERROR(ReclaimLocked(id));
-    }
+absl::StatusOr<bool> DataFileChunkStore::MakeRoomLocked(uint64_t bytes) {
+  if (disk_bytes_ + bytes <= options_.capacity_bytes) return true;
+  const uint64_t free_bytes = options_.capacity_bytes - disk_bytes_;
+  std::vector<FileUsage> idle = UsageLocked(/*only_idle=*/true);
+  auto victims = ChooseVictims(options_.eviction, bytes + eviction_slack_bytes_, free_bytes, idle);
+  if (!victims) victims = ChooseVictims(options_.eviction, bytes, free_bytes, std::move(idle));
+  if (!victims) return false;
+  for (uint64_t id : *victims) {
+    evicted_chunks_ += files_.at(id).live_chunks;
+    GRANARY_RETURN_IF_ERROR(ReclaimLocked(id));
   }
-  GRANARY_ASSIGN_OR_RETURN(Segment * segment, OpenSegmentLocked(dataset_version));
-  Placement placement{
-      .file = segment->file, .directory = segment->directory, .offset = segment->end};
-  segment->end += bytes;
-  segment->pending_writes++;
+  return true;
+}
+
+absl::StatusOr<std::optional<DataFileChunkStore::Placement>> DataFileChunkStore::ReserveLocked(
+    const SourceFile& source, uint32_t chunk_size, uint64_t offset, uint64_t bytes) {
+  GRANARY_ASSIGN_OR_RETURN(bool room, MakeRoomLocked(bytes));
+  if (!room) return std::nullopt;
+  GRANARY_ASSIGN_OR_RETURN(CachedFile * file, DataFileOfLocked(source, chunk_size));
+  Placement placement{.file = file->file,
+                      .directory = file->directory,
+                      .offset = offset,
+                      .unmark_synced = file->synced};
+  file->synced = false;
+  file->disk_bytes += bytes;
+  file->pending_writes++;
+  file->generation++;
   disk_bytes_ += bytes;
-  directory_bytes_[segment->directory] += bytes;
-  if (segment->end >= options_.segment_bytes) {
-    segment->accepting = false;
-    open_segments_.erase(dataset_version);
-  }
+  directory_bytes_[file->directory] += bytes;
   return placement;
 }
 
-absl::StatusOr<SegmentChunkStore::Segment*> SegmentChunkStore::OpenSegmentLocked(
-    uint64_t dataset_version) {
-  if (auto it = open_segments_.find(dataset_version); it != open_segments_.end()) {
-    return &segments_.at(it->second);
+absl::StatusOr<DataFileChunkStore::CachedFile*> DataFileChunkStore::DataFileOfLocked(
+    const SourceFile& source, uint32_t chunk_size) {
+  if (auto it = files_by_source_.find(source); it != files_by_source_.end()) {
+    return &files_.at(it->second);
   }
   const auto directory =
       static_cast<uint32_t>(std::min_element(directory_bytes_.begin(), directory_bytes_.end()) -
                             directory_bytes_.begin());
-  const uint64_t id = next_segment_id_++;
-  GRANARY_ASSIGN_OR_RETURN(
-      std::unique_ptr<SegmentFile> file,
-      SegmentFile::Create(options_.directories[directory], id, options_.direct_io));
-  Segment& segment = segments_[id];
-  segment.file = std::move(file);
-  segment.directory = directory;
-  segment.dataset_version = dataset_version;
-  segment.last_use_ms = NowMs();
-  segment.accepting = true;
-  open_segments_[dataset_version] = id;
-  return &segment;
+  const uint64_t id = next_file_id_++;
+  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<DataFile> data_file,
+                           DataFile::Create(options_.directories[directory], id,
+                                            options_.direct_io && chunk_size % kBlockBytes == 0));
+  CachedFile& file = files_[id];
+  file.file = std::move(data_file);
+  file.directory = directory;
+  file.source = source;
+  file.last_use_ms = NowMs();
+  files_by_source_[source] = id;
+  return &file;
 }
 
-absl::Status SegmentChunkStore::ReclaimLocked(uint64_t segment_id) {
-  Segment& segment = segments_.at(segment_id);
+absl::Status DataFileChunkStore::ReclaimLocked(uint64_t file_id) {
+  CachedFile& file = files_.at(file_id);
   // Entries go first: a crash in between leaves an unreferenced file, which
   // the next open deletes, never an entry pointing into a missing file.
-  GRANARY_RETURN_IF_ERROR(index_->DeleteSegment(segment_id));
-  GRANARY_RETURN_IF_ERROR(segment.file->Unlink());
-  disk_bytes_ -= segment.end;
-  directory_bytes_[segment.directory] -= segment.end;
-  used_bytes_ -= segment.live_bytes;
-  chunk_count_ -= segment.live_chunks;
-  ForgetVersionBytesLocked(segment.dataset_version, segment.live_bytes);
-  if (auto it = open_segments_.find(segment.dataset_version);
-      it != open_segments_.end() && it->second == segment_id) {
-    open_segments_.erase(it);
-  }
-  segments_.erase(segment_id);
+  GRANARY_RETURN_IF_ERROR(index_->DeleteFile(file_id));
+  GRANARY_RETURN_IF_ERROR(file.file->Unlink());
+  disk_bytes_ -= file.disk_bytes;
+  directory_bytes_[file.directory] -= file.disk_bytes;
+  used_bytes_ -= file.live_bytes;
+  chunk_count_ -= file.live_chunks;
+  ForgetVersionBytesLocked(file.source.first, file.live_bytes);
+  files_by_source_.erase(file.source);
+  files_.erase(file_id);
   return absl::OkStatus();
 }
 
-void SegmentChunkStore::DropLocked(std::string_view key, const v1::ChunkLocation& location) {
+void DataFileChunkStore::DropLocked(std::string_view key, const v1::ChunkLocation& location) {
   auto current = index_->Get(key);
-  if (!current.ok() || !current->has_value() || (*current)->segment_id() != location.segment_id() ||
+  if (!current.ok() || !current->has_value() ||
+      (*current)->data_file_id() != location.data_file_id() ||
       (*current)->offset() != location.offset()) {
     return;  // Already dropped, or replaced by a new copy.
   }
-  if (absl::Status deleted = index_->Delete(key, location.segment_id()); !deleted.ok()) {
+  if (absl::Status deleted = index_->Delete(key, location.data_file_id()); !deleted.ok()) {
     GRANARY_LOG(ERROR) << "chunk store: " << deleted.message();
     return;
   }
-  auto it = segments_.find(location.segment_id());
-  if (it == segments_.end()) return;
-  Segment& segment = it->second;
-  segment.live_bytes -= location.length();
-  segment.live_chunks--;
+  auto it = files_.find(location.data_file_id());
+  if (it == files_.end()) return;
+  CachedFile& file = it->second;
+  file.live_bytes -= location.length();
+  file.live_chunks--;
   used_bytes_ -= location.length();
   chunk_count_--;
-  ForgetVersionBytesLocked(segment.dataset_version, location.length());
-  ReclaimIfDeadLocked(segment);
+  ForgetVersionBytesLocked(file.source.first, location.length());
+  ReclaimIfDeadLocked(file);
 }
 
-void SegmentChunkStore::ReclaimIfDeadLocked(const Segment& segment) {
-  if (segment.live_chunks > 0 || segment.accepting || segment.pending_writes > 0) return;
-  if (absl::Status reclaimed = ReclaimLocked(segment.file->id()); !reclaimed.ok()) {
+void DataFileChunkStore::ReclaimIfDeadLocked(const CachedFile& file) {
+  if (file.live_chunks > 0 || file.pending_writes > 0) return;
+  if (absl::Status reclaimed = ReclaimLocked(file.file->id()); !reclaimed.ok()) {
     GRANARY_LOG(ERROR) << "chunk store: " << reclaimed.message();
   }
 }
 
-void SegmentChunkStore::MaybeSealLocked(Segment& segment) {
-  if (segment.accepting || segment.sealed || segment.pending_writes > 0 ||
-      segment.live_chunks == 0) {
+void DataFileChunkStore::MaybeSyncLocked(CachedFile& file) {
+  if (file.synced || file.pending_writes > 0 || file.live_chunks == 0 ||
+      file.queued_generation == file.generation) {
     return;
   }
-  segment.sealed = true;
-  sealer_.Seal(segment.file);
+  file.queued_generation = file.generation;
+  syncer_.Sync(file.file, file.generation);
 }
 
-absl::Status SegmentChunkStore::WriteChunk(SegmentFile& file, uint64_t offset,
-                                           std::string_view data) {
-  if (file.direct_io()) {
-    std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(data.size());
-    const uint64_t padded = RoundUpToBlock(data.size());
-    std::memcpy(buffer->data(), data.data(), data.size());
-    std::memset(buffer->data() + data.size(), 0, padded - data.size());
-    absl::Status written = io_->Write(file.fd(), /*direct=*/true, offset, {buffer->data(), padded});
-    buffers_.Give(std::move(buffer));
-    return written;
+absl::Status DataFileChunkStore::MarkSyncedLocked(uint64_t file_id, uint64_t generation) {
+  auto it = files_.find(file_id);
+  // Reclaimed, or written again since: a later sync will mark it.
+  if (it == files_.end() || it->second.generation != generation || it->second.pending_writes > 0) {
+    return absl::OkStatus();
   }
-  const uint64_t whole_blocks = data.size() / kBlockBytes * kBlockBytes;
-  GRANARY_RETURN_IF_ERROR(
-      io_->Write(file.fd(), /*direct=*/false, offset, {data.data(), whole_blocks}));
-  if (whole_blocks == data.size()) return absl::OkStatus();
-  char last_block[kBlockBytes] = {};
-  std::memcpy(last_block, data.data() + whole_blocks, data.size() - whole_blocks);
-  return io_->Write(file.fd(), /*direct=*/false, offset + whole_blocks, {last_block, kBlockBytes});
+  GRANARY_RETURN_IF_ERROR(index_->MarkSynced(file_id));
+  it->second.synced = true;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> SegmentChunkStore::ReadVerified(SegmentFile& file,
-                                                            const v1::ChunkLocation& location) {
+absl::Status DataFileChunkStore::WriteChunk(DataFile& file, uint64_t offset,
+                                            std::string_view data) {
+  if (!file.direct_io()) {
+    return io_->Write(file.fd(), /*direct=*/false, offset, {data.data(), data.size()});
+  }
+  std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(data.size());
+  const uint64_t padded = RoundUpToBlock(data.size());
+  std::memcpy(buffer->data(), data.data(), data.size());
+  std::memset(buffer->data() + data.size(), 0, padded - data.size());
+  absl::Status written = io_->Write(file.fd(), /*direct=*/true, offset, {buffer->data(), padded});
+  buffers_.Give(std::move(buffer));
+  return written;
+}
+
+absl::StatusOr<std::string> DataFileChunkStore::ReadVerified(DataFile& file,
+                                                             const v1::ChunkLocation& location) {
   absl::Status status;
   std::string data;
   // Filled in place: zeroing a multi-megabyte string first would cost as
@@ -453,8 +528,8 @@ absl::StatusOr<std::string> SegmentChunkStore::ReadVerified(SegmentFile& file,
   return data;
 }
 
-absl::Status SegmentChunkStore::ReadVerifiedInto(SegmentFile& file,
-                                                 const v1::ChunkLocation& location, char* out) {
+absl::Status DataFileChunkStore::ReadVerifiedInto(DataFile& file, const v1::ChunkLocation& location,
+                                                  char* out) {
   const uint64_t length = location.length();
   Xxh3Stream hash;
   absl::Status status;
@@ -484,9 +559,10 @@ absl::Status SegmentChunkStore::ReadVerifiedInto(SegmentFile& file,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> SegmentChunkStore::ReadRangeVerified(SegmentFile& file,
-                                                                 const v1::ChunkLocation& location,
-                                                                 uint64_t offset, uint64_t length) {
+absl::StatusOr<std::string> DataFileChunkStore::ReadRangeVerified(DataFile& file,
+                                                                  const v1::ChunkLocation& location,
+                                                                  uint64_t offset,
+                                                                  uint64_t length) {
   if (offset == 0 && length == location.length()) return ReadVerified(file, location);
   if (location.block_xxh3_size() == 0) {
     // An entry from before block checksums: only the whole chunk can be checked.
@@ -502,7 +578,7 @@ absl::StatusOr<std::string> SegmentChunkStore::ReadRangeVerified(SegmentFile& fi
   const uint64_t end = std::min<uint64_t>(
       location.length(), (offset + length + block_bytes - 1) / block_bytes * block_bytes);
   // O_DIRECT reads whole 4 KiB blocks: blocks are multiples of them, and the
-  // chunk's last one is zero-padded in its segment.
+  // chunk's last one is zero-padded in its data file.
   const uint64_t read_bytes = file.direct_io() ? RoundUpToBlock(end - begin) : end - begin;
   std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(read_bytes);
   absl::Status status = io_->Read(file.fd(), file.direct_io(), location.offset() + begin,
@@ -516,17 +592,17 @@ absl::StatusOr<std::string> SegmentChunkStore::ReadRangeVerified(SegmentFile& fi
   return data;
 }
 
-absl::StatusOr<std::string> SegmentChunkStore::Read(const ChunkKey& key) {
+absl::StatusOr<std::string> DataFileChunkStore::Read(const ChunkKey& key) {
   return ReadChunk(key, std::nullopt);
 }
 
-absl::StatusOr<std::string> SegmentChunkStore::ReadRange(const ChunkKey& key, uint64_t offset,
-                                                         uint64_t length) {
+absl::StatusOr<std::string> DataFileChunkStore::ReadRange(const ChunkKey& key, uint64_t offset,
+                                                          uint64_t length) {
   return ReadChunk(key, ByteRange{.offset = offset, .length = length});
 }
 
-absl::StatusOr<std::string> SegmentChunkStore::ReadChunk(const ChunkKey& key,
-                                                         std::optional<ByteRange> range) {
+absl::StatusOr<std::string> DataFileChunkStore::ReadChunk(const ChunkKey& key,
+                                                          std::optional<ByteRange> range) {
   const std::string encoded = key.Encode();
   GRANARY_ASSIGN_OR_RETURN(std::optional<Found> found, Find(encoded));
   if (!found) {
@@ -534,7 +610,7 @@ absl::StatusOr<std::string> SegmentChunkStore::ReadChunk(const ChunkKey& key,
     return NotCached(key);
   }
   const v1::ChunkLocation& location = found->location;
-  SegmentFile& file = *found->file;
+  DataFile& file = *found->file;
   if (range &&
       (range->offset > location.length() || range->length > location.length() - range->offset)) {
     return absl::OutOfRangeError(absl::StrCat("range [", range->offset, ", +", range->length,
@@ -559,46 +635,131 @@ absl::StatusOr<std::string> SegmentChunkStore::ReadChunk(const ChunkKey& key,
   return data;
 }
 
-absl::StatusOr<ChunkStore::Extent> SegmentChunkStore::Locate(const ChunkKey& key) {
+absl::Status DataFileChunkStore::VerifyChunk(DataFile& file, const v1::ChunkLocation& location,
+                                             std::string& scratch) {
+  scratch.resize(location.length());
+  GRANARY_RETURN_IF_ERROR(ReadVerifiedInto(file, location, scratch.data()));
+  if (location.block_xxh3_size() == 0) return absl::OkStatus();
+  GRANARY_RETURN_IF_ERROR(CheckBlockLayout(location, file));
+  return CheckBlocks(location, file, 0, scratch.data(), location.length());
+}
+
+absl::StatusOr<ChunkStore::Extent> DataFileChunkStore::Locate(const ChunkKey& key) {
   GRANARY_ASSIGN_OR_RETURN(std::optional<Found> found, Find(key.Encode()));
   // Opened by path, not dup()ed: the store's own descriptor may be O_DIRECT
-  // and is writable. A segment unlinked since the lookup is a miss.
-  int segment_fd = found ? ::open(found->file->path().c_str(), O_RDONLY | O_CLOEXEC) : -1;
-  if (segment_fd < 0) {
+  // and is writable. A file unlinked since the lookup is a miss.
+  UniqueFd fd(found ? ::open(found->file->path().c_str(), O_RDONLY | O_CLOEXEC) : -1);
+  if (!fd.valid()) {
     misses_++;
     return NotCached(key);
   }
   hits_++;
-  return Extent{segment_fd, std::move(found->location)};
+  return Extent{std::move(fd), std::move(found->location)};
 }
 
-absl::StatusOr<std::optional<SegmentChunkStore::Found>> SegmentChunkStore::Find(
+absl::StatusOr<UniqueFd> DataFileChunkStore::OpenWholeFile(uint64_t dataset_version,
+                                                           uint64_t file_id, uint64_t size,
+                                                           uint32_t chunk_size) {
+  const SourceFile source{dataset_version, file_id};
+  auto not_whole = [&](std::string_view why) {
+    return absl::NotFoundError(absl::StrCat("file ", file_id, " of version ",
+                                            absl::Hex(dataset_version, absl::kZeroPad16),
+                                            " is not held whole: ", AsAbsl(why)));
+  };
+  if (size == 0 || chunk_size == 0) return not_whole("it is empty");
+  const uint64_t chunk_count = ChunkCount(size, chunk_size);
+  std::shared_ptr<DataFile> data_file;
+  uint64_t generation = 0;
+  bool verified = false;
+  struct timespec verified_ctime = {};
+  {
+    std::lock_guard lock(mu_);
+    auto it = files_by_source_.find(source);
+    if (it == files_by_source_.end()) return not_whole("no chunk of it is cached");
+    CachedFile& file = files_.at(it->second);
+    if (file.live_chunks != chunk_count || file.pending_writes > 0) {
+      return not_whole(
+          absl::StrCat(file.live_chunks, " of its ", chunk_count, " chunks are cached"));
+    }
+    if (file.file->direct_io()) return not_whole("its data file is padded for O_DIRECT");
+    file.last_use_ms = NowMs();
+    data_file = file.file;
+    generation = file.generation;
+    verified = file.verified_generation == generation;
+    verified_ctime = file.verified_ctime;
+  }
+  GRANARY_ASSIGN_OR_RETURN(struct stat st, data_file->Stat());
+  if (static_cast<uint64_t>(st.st_size) != size) {
+    return not_whole(absl::StrCat("its data file has ", st.st_size, " bytes, not ", size));
+  }
+  // Bytes written into the file behind the store's back (a damaged disk
+  // being repaired, a stray writer) change its ctime: verified again.
+  verified = verified && SameTime(st.st_ctim, verified_ctime);
+  if (!verified) {
+    std::string scratch;
+    for (uint64_t index = 0; index < chunk_count; ++index) {
+      const ChunkKey key{dataset_version, file_id, static_cast<uint32_t>(index)};
+      const std::string encoded = key.Encode();
+      GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> location, index_->Get(encoded));
+      const bool in_place = location && location->data_file_id() == data_file->id() &&
+                            location->offset() == index * chunk_size &&
+                            location->length() == ChunkLength(size, chunk_size, index);
+      if (!in_place) return not_whole(absl::StrCat("chunk ", index, " is not in place"));
+      if (absl::Status checked = VerifyChunk(*data_file, *location, scratch); !checked.ok()) {
+        if (checked.code() == absl::StatusCode::kDataLoss) checksum_failures_++;
+        GRANARY_LOG_FIRST_N(WARNING, 20)
+            << "chunk store: dropping " << key.ToString() << ": " << checked.message();
+        std::lock_guard lock(mu_);
+        DropLocked(encoded, *location);
+        return not_whole(std::string(checked.message()));
+      }
+    }
+    std::lock_guard lock(mu_);
+    auto it = files_.find(data_file->id());
+    if (it == files_.end() || it->second.generation != generation) {
+      return not_whole("it changed while it was being verified");
+    }
+    it->second.verified_generation = generation;
+    it->second.verified_ctime = st.st_ctim;
+  }
+  UniqueFd fd(::open(data_file->path().c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return not_whole("its data file has just been evicted");
+  hits_ += chunk_count;
+  whole_files_++;
+  return fd;
+}
+
+absl::StatusOr<std::optional<DataFileChunkStore::Found>> DataFileChunkStore::Find(
     std::string_view encoded_key) {
   GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> location, index_->Get(encoded_key));
   if (!location) return std::nullopt;
   std::lock_guard lock(mu_);
-  auto it = segments_.find(location->segment_id());
-  if (it == segments_.end()) return std::nullopt;
+  auto it = files_.find(location->data_file_id());
+  if (it == files_.end()) return std::nullopt;
   it->second.last_use_ms = NowMs();
   return Found{*std::move(location), it->second.file};
 }
 
-bool SegmentChunkStore::Contains(const ChunkKey& key) {
+bool DataFileChunkStore::Contains(const ChunkKey& key) {
   auto location = index_->Get(key.Encode());
   return location.ok() && location->has_value();
 }
 
-absl::StatusOr<bool> SegmentChunkStore::Insert(const ChunkKey& key, std::string_view data) {
-  if (data.size() > options_.max_chunk_bytes) {
+absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t chunk_size,
+                                                std::string_view data) {
+  if (data.size() > options_.max_chunk_bytes || data.size() > chunk_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk ", key.ToString(), " is ", FormatSize(data.size()),
-                     ", over the maximum chunk size of ", FormatSize(options_.max_chunk_bytes)));
+                     data.size() > options_.max_chunk_bytes ? ", over the maximum chunk size of "
+                                                            : ", over its dataset's chunk size of ",
+                     FormatSize(std::min<uint64_t>(options_.max_chunk_bytes, chunk_size))));
   }
   const std::string encoded = key.Encode();
   v1::ChunkLocation location;
   location.set_xxh3(Xxh3(data));
   SetBlockChecksums(data, options_.checksum_block_bytes, location);
   const uint64_t stored_bytes = RoundUpToBlock(data.size());
+  const uint64_t offset = uint64_t{key.chunk_index} * chunk_size;
   Placement placement;
   {
     std::unique_lock lock(mu_);
@@ -606,9 +767,9 @@ absl::StatusOr<bool> SegmentChunkStore::Insert(const ChunkKey& key, std::string_
     GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> existing, index_->Get(encoded));
     if (existing) return true;
     absl::StatusOr<std::optional<Placement>> reserved =
-        ReserveLocked(key.dataset_version, stored_bytes);
+        ReserveLocked({key.dataset_version, key.file_id}, chunk_size, offset, stored_bytes);
     if (!reserved.ok()) {
-      insert_errors_++;  // A new segment file could not be made: the disk is full, say.
+      insert_errors_++;  // A new data file could not be made: the disk is full, say.
       return reserved.status();
     }
     if (!*reserved) {
@@ -622,7 +783,7 @@ absl::StatusOr<bool> SegmentChunkStore::Insert(const ChunkKey& key, std::string_
   absl::Status status = WriteChunk(*placement.file, placement.offset, data);
 
   location.set_directory(placement.directory);
-  location.set_segment_id(placement.file->id());
+  location.set_data_file_id(placement.file->id());
   location.set_offset(placement.offset);
   location.set_length(static_cast<uint32_t>(data.size()));
   location.set_dataset_version(key.dataset_version);
@@ -631,27 +792,23 @@ absl::StatusOr<bool> SegmentChunkStore::Insert(const ChunkKey& key, std::string_
     std::lock_guard lock(mu_);
     inserting_.erase(encoded);
     insert_done_.notify_all();
-    Segment& segment = segments_.at(placement.file->id());
-    segment.pending_writes--;
-    if (status.ok()) status = index_->Put(encoded, location);
+    CachedFile& file = files_.at(placement.file->id());
+    file.pending_writes--;
+    if (status.ok()) status = index_->Put(encoded, location, placement.unmark_synced);
     if (status.ok()) {
-      segment.live_bytes += data.size();
-      segment.live_chunks++;
-      segment.last_use_ms = location.last_use_unix_ms();
+      file.live_bytes += data.size();
+      file.live_chunks++;
+      file.last_use_ms = location.last_use_unix_ms();
       version_bytes_[key.dataset_version] += data.size();
       used_bytes_ += data.size();
       chunk_count_++;
       inserts_++;
-    } else if (segment.accepting) {
-      // Nothing more is appended after a hole the index does not describe.
-      segment.accepting = false;
-      open_segments_.erase(key.dataset_version);
     }
-    MaybeSealLocked(segment);
-    // A segment whose writes all failed (a full disk) holds nothing: its file
-    // and the capacity it reserved go now, or they would pile up, one per
-    // failed insert, until no chunk could be admitted.
-    if (!status.ok()) ReclaimIfDeadLocked(segment);
+    MaybeSyncLocked(file);
+    // A file whose writes all failed (a full disk) holds nothing: it and the
+    // capacity it reserved go now, or they would pile up, one per failed
+    // insert, until no chunk could be admitted.
+    if (!status.ok()) ReclaimIfDeadLocked(file);
   }
   if (!status.ok()) {
     insert_errors_++;
@@ -661,7 +818,7 @@ absl::StatusOr<bool> SegmentChunkStore::Insert(const ChunkKey& key, std::string_
   return true;
 }
 
-void SegmentChunkStore::SetVersionState(uint64_t dataset_version, VersionState state) {
+void DataFileChunkStore::SetVersionState(uint64_t dataset_version, VersionState state) {
   std::lock_guard lock(mu_);
   if (absl::Status saved = index_->SetVersionState(dataset_version, state); !saved.ok()) {
     GRANARY_LOG(ERROR) << "chunk store: " << saved.message();
@@ -673,20 +830,16 @@ void SegmentChunkStore::SetVersionState(uint64_t dataset_version, VersionState s
   }
 }
 
-absl::StatusOr<uint64_t> SegmentChunkStore::RemoveVersion(uint64_t dataset_version) {
+absl::StatusOr<uint64_t> DataFileChunkStore::RemoveVersion(uint64_t dataset_version) {
   std::lock_guard lock(mu_);
   const auto it = version_bytes_.find(dataset_version);
   const uint64_t freed = it == version_bytes_.end() ? 0 : it->second;
-  std::vector<uint64_t> segment_ids;
-  for (const auto& [id, segment] : segments_) {
-    if (segment.dataset_version == dataset_version) segment_ids.push_back(id);
+  std::vector<uint64_t> file_ids;
+  for (const auto& [id, file] : files_) {
+    if (file.source.first == dataset_version && file.pending_writes == 0) file_ids.push_back(id);
   }
-  for (uint64_t id : segment_ids) {
-    if (segments_.at(id).pending_writes == 0) {
-      GRANARY_RETURN_IF_ERROR(ReclaimLocked(id));
-    }
-  }
-  // Segments with writes in flight keep their files; their indexed chunks go.
+  for (uint64_t id : file_ids) GRANARY_RETURN_IF_ERROR(ReclaimLocked(id));
+  // Files with writes in flight stay; their indexed chunks go.
   GRANARY_ASSIGN_OR_RETURN(auto remaining, index_->ChunksOfVersion(dataset_version));
   for (const auto& [key, location] : remaining) DropLocked(key, location);
   GRANARY_RETURN_IF_ERROR(index_->SetVersionState(dataset_version, VersionState::kInactive));
@@ -694,13 +847,13 @@ absl::StatusOr<uint64_t> SegmentChunkStore::RemoveVersion(uint64_t dataset_versi
   return freed;
 }
 
-uint64_t SegmentChunkStore::CachedBytes(uint64_t dataset_version) {
+uint64_t DataFileChunkStore::CachedBytes(uint64_t dataset_version) {
   std::lock_guard lock(mu_);
   auto it = version_bytes_.find(dataset_version);
   return it == version_bytes_.end() ? 0 : it->second;
 }
 
-std::vector<ChunkKey> SegmentChunkStore::ChunksOf(uint64_t dataset_version) {
+std::vector<ChunkKey> DataFileChunkStore::ChunksOf(uint64_t dataset_version) {
   std::vector<ChunkKey> keys;
   auto chunks = index_->ChunksOfVersion(dataset_version);
   if (!chunks.ok()) {
@@ -713,7 +866,7 @@ std::vector<ChunkKey> SegmentChunkStore::ChunksOf(uint64_t dataset_version) {
   return keys;
 }
 
-StoreStats SegmentChunkStore::Stats() {
+StoreStats DataFileChunkStore::Stats() {
   StoreStats stats;
   {
     std::lock_guard lock(mu_);
@@ -730,113 +883,134 @@ StoreStats SegmentChunkStore::Stats() {
   stats.insert_errors = insert_errors_;
   stats.evicted_chunks = evicted_chunks_;
   stats.read_bytes = read_bytes_;
+  stats.whole_files = whole_files_;
   stats.io_engine = std::string(io_->name());
   return stats;
 }
 
-absl::Status SegmentChunkStore::Recover() {
+absl::Status DataFileChunkStore::Recover() {
   std::lock_guard lock(mu_);
   GRANARY_ASSIGN_OR_RETURN(version_states_, index_->VersionStates());
-  GRANARY_ASSIGN_OR_RETURN(std::set<uint64_t> sealed, index_->SealedSegments());
+  GRANARY_ASSIGN_OR_RETURN(std::set<uint64_t> synced, index_->SyncedFiles());
 
-  // Segment files on disk, by id.
-  std::map<uint64_t, uint32_t> files;
+  // Data files on disk, by id; segment files of the layout before them go.
+  std::map<uint64_t, uint32_t> on_disk;
   for (uint32_t d = 0; d < options_.directories.size(); ++d) {
+    const std::string& directory = options_.directories[d];
     std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(options_.directories[d], error)) {
-      if (auto id = SegmentFile::ParseFileName(entry.path().filename().string())) {
-        files[*id] = d;
-        next_segment_id_ = std::max(next_segment_id_, *id + 1);
+    for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+      const std::string name = entry.path().filename().string();
+      if (name.starts_with("segment-") && name.ends_with(".dat")) {
+        std::filesystem::remove(entry.path(), error);
+      }
+    }
+    for (int sub = 0; !error && sub < DataFile::kSubdirectories; ++sub) {
+      const std::string folder = absl::StrCat(directory, "/", DataFile::SubdirectoryName(sub));
+      for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+        if (auto id = DataFile::ParseFileName(entry.path().filename().string())) {
+          on_disk[*id] = d;
+          next_file_id_ = std::max(next_file_id_, *id + 1);
+        }
       }
     }
     if (error) {
-      return ErrnoStatus(error.value(),
-                         absl::StrCat("cannot list cache directory ", options_.directories[d]));
+      return ErrnoStatus(error.value(), absl::StrCat("cannot list cache directory ", directory));
     }
   }
 
-  // Index entries, grouped by segment; entries into missing files are stale.
+  // Index entries, grouped by data file; entries into missing files are stale.
   std::map<uint64_t, std::vector<std::pair<std::string, v1::ChunkLocation>>> chunks;
   std::vector<std::pair<std::string, uint64_t>> stale;
   GRANARY_RETURN_IF_ERROR(
       index_->ForEach([&](std::string_view key, const v1::ChunkLocation& location) {
-        auto file = files.find(location.segment_id());
-        if (file == files.end() || file->second != location.directory()) {
-          stale.emplace_back(std::string(key), location.segment_id());
+        auto file = on_disk.find(location.data_file_id());
+        if (file == on_disk.end() || file->second != location.directory() ||
+            !ChunkKey::Decode(key).ok()) {
+          stale.emplace_back(std::string(key), location.data_file_id());
         } else {
-          chunks[location.segment_id()].emplace_back(std::string(key), location);
+          chunks[location.data_file_id()].emplace_back(std::string(key), location);
         }
       }));
-  for (const auto& [key, segment_id] : stale) {
-    GRANARY_RETURN_IF_ERROR(index_->Delete(key, segment_id));
-  }
+  for (const auto& [key, file_id] : stale) GRANARY_RETURN_IF_ERROR(index_->Delete(key, file_id));
 
   uint64_t verified = 0;
   uint64_t dropped = 0;
-  std::string scratch;  // Where unsealed chunks are read to be verified.
-  for (const auto& [id, directory] : files) {
+  std::string scratch;  // Where chunks of unsynced files are read to be verified.
+  for (const auto& [id, directory] : on_disk) {
+    const bool aligned = std::ranges::all_of(
+        chunks[id], [](const auto& chunk) { return chunk.second.offset() % kBlockBytes == 0; });
     GRANARY_ASSIGN_OR_RETURN(
-        std::shared_ptr<SegmentFile> file,
-        SegmentFile::Open(options_.directories[directory], id, options_.direct_io));
-    const bool was_sealed = sealed.contains(id);
-    Segment segment;
-    segment.file = file;
-    segment.directory = directory;
-    segment.sealed = true;
+        std::shared_ptr<DataFile> data_file,
+        DataFile::Open(options_.directories[directory], id, options_.direct_io && aligned));
+    const bool was_synced = synced.contains(id);
+    CachedFile file;
+    file.file = data_file;
+    file.directory = directory;
+    file.synced = was_synced;
+    uint64_t end = 0;
+    std::vector<std::pair<std::string, v1::ChunkLocation>> kept;
     for (const auto& [key, location] : chunks[id]) {
-      if (!was_sealed) {
+      if (!was_synced) {
         verified++;
-        scratch.resize(location.length());
-        absl::Status checked = ReadVerifiedInto(*file, location, scratch.data());
-        if (checked.ok() && location.block_xxh3_size() > 0) {
-          checked = CheckBlockLayout(location, *file);
-          if (checked.ok()) {
-            checked = CheckBlocks(location, *file, 0, scratch.data(), location.length());
-          }
-        }
-        if (!checked.ok()) {
+        if (absl::Status checked = VerifyChunk(*data_file, location, scratch); !checked.ok()) {
           if (checked.code() == absl::StatusCode::kDataLoss) checksum_failures_++;
           dropped++;
           GRANARY_RETURN_IF_ERROR(index_->Delete(key, id));
           continue;
         }
       }
-      segment.dataset_version = location.dataset_version();
-      segment.end = std::max(segment.end, location.offset() + RoundUpToBlock(location.length()));
-      segment.live_bytes += location.length();
-      segment.live_chunks++;
-      segment.last_use_ms = std::max(segment.last_use_ms, location.last_use_unix_ms());
+      const ChunkKey chunk = *ChunkKey::Decode(key);
+      file.source = {chunk.dataset_version, chunk.file_id};
+      const uint64_t stored =
+          data_file->direct_io() ? RoundUpToBlock(location.length()) : location.length();
+      end = std::max(end, location.offset() + stored);
+      file.disk_bytes += RoundUpToBlock(location.length());
+      file.live_bytes += location.length();
+      file.live_chunks++;
+      file.last_use_ms = std::max(file.last_use_ms, location.last_use_unix_ms());
+      kept.emplace_back(key, location);
     }
-    if (segment.live_chunks == 0) {
-      GRANARY_RETURN_IF_ERROR(index_->DeleteSegment(id));
-      GRANARY_RETURN_IF_ERROR(file->Unlink());
+    // A second data file of one source file (only a damaged index can say
+    // so) is dropped like an unreferenced one.
+    if (file.live_chunks == 0 || files_by_source_.contains(file.source)) {
+      GRANARY_RETURN_IF_ERROR(index_->DeleteFile(id));
+      GRANARY_RETURN_IF_ERROR(data_file->Unlink());
       continue;
     }
-    GRANARY_ASSIGN_OR_RETURN(uint64_t size, file->Size());
-    if (size > segment.end) GRANARY_RETURN_IF_ERROR(file->Truncate(segment.end));
-    if (!was_sealed) sealer_.Seal(file);
-    disk_bytes_ += segment.end;
-    directory_bytes_[directory] += segment.end;
-    used_bytes_ += segment.live_bytes;
-    chunk_count_ += segment.live_chunks;
-    version_bytes_[segment.dataset_version] += segment.live_bytes;
-    segments_.emplace(id, std::move(segment));
+    GRANARY_ASSIGN_OR_RETURN(struct stat st, data_file->Stat());
+    if (static_cast<uint64_t>(st.st_size) > end) GRANARY_RETURN_IF_ERROR(data_file->Truncate(end));
+    GRANARY_RETURN_IF_ERROR(PunchUnindexedRanges(*data_file, kept, end));
+    // Verified whole just now when it was not synced; otherwise at its first
+    // OpenWholeFile.
+    if (!was_synced) {
+      GRANARY_ASSIGN_OR_RETURN(struct stat repaired, data_file->Stat());
+      file.verified_generation = file.generation;
+      file.verified_ctime = repaired.st_ctim;
+    }
+    disk_bytes_ += file.disk_bytes;
+    directory_bytes_[directory] += file.disk_bytes;
+    used_bytes_ += file.live_bytes;
+    chunk_count_ += file.live_chunks;
+    version_bytes_[file.source.first] += file.live_bytes;
+    files_by_source_[file.source] = id;
+    CachedFile& added = files_.emplace(id, std::move(file)).first->second;
+    MaybeSyncLocked(added);
   }
-  for (uint64_t id : sealed) {
-    if (!files.contains(id)) GRANARY_RETURN_IF_ERROR(index_->DeleteSegment(id));
+  for (uint64_t id : synced) {
+    if (!files_.contains(id)) GRANARY_RETURN_IF_ERROR(index_->DeleteFile(id));
   }
 
   if (disk_bytes_ > options_.capacity_bytes) {
     for (uint64_t id : OverflowOrder(UsageLocked(/*only_idle=*/false))) {
       if (disk_bytes_ <= options_.capacity_bytes) break;
-      evicted_chunks_ += segments_.at(id).live_chunks;
+      evicted_chunks_ += files_.at(id).live_chunks;
       GRANARY_RETURN_IF_ERROR(ReclaimLocked(id));
     }
   }
   GRANARY_LOG(INFO) << "chunk store: " << chunk_count_ << " chunks, " << FormatSize(disk_bytes_)
-                    << " of " << FormatSize(options_.capacity_bytes) << " in " << segments_.size()
-                    << " segments; verified " << verified << " unsealed chunks, dropped " << dropped
-                    << "; io engine " << io_->name();
+                    << " of " << FormatSize(options_.capacity_bytes) << " in " << files_.size()
+                    << " data files; verified " << verified << " unsynced chunks, dropped "
+                    << dropped << "; io engine " << io_->name();
   return absl::OkStatus();
 }
 
@@ -848,7 +1022,7 @@ absl::StatusOr<std::unique_ptr<ChunkStore>> ChunkStore::Open(const StoreOptions&
     GRANARY_RETURN_IF_ERROR(PrepareDirectory(directory));
   }
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<ChunkIndex> index, ChunkIndex::Open(options.index_path));
-  auto store = std::make_unique<SegmentChunkStore>(
+  auto store = std::make_unique<DataFileChunkStore>(
       options, std::move(index), IoEngine::Create(options.use_io_uring, options.queue_depth));
   GRANARY_RETURN_IF_ERROR(store->Recover());
   return store;

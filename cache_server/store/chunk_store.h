@@ -1,24 +1,29 @@
 // ChunkStore holds chunks (ChunkKey → up to 64 MiB of bytes) on a node's NVMe.
 //
-// Layout: large append-only segment files spread over one or more cache
-// directories, and a RocksDB index mapping the encoded ChunkKey to its
-// v1::ChunkLocation (segment, offset, length, XXH3, dataset version, last use,
-// and an XXH3 per checksum block).
+// Layout: one data file per source file of a dataset version (data_file.h),
+// holding the chunks of it that the node has at their offsets in the source
+// file, spread over one or more cache directories; and a RocksDB index
+// mapping the encoded ChunkKey to its v1::ChunkLocation (data file, offset,
+// length, XXH3, dataset version, last use, and an XXH3 per checksum block).
+// A file the node holds completely is therefore the source file byte for
+// byte, which the kernel can serve itself (OpenWholeFile).
 //
 // Contract:
 //  - Every byte returned is verified: Read() checks the chunk's XXH3,
 //    ReadRange() reads only the checksum blocks covering its range and checks
-//    each one's XXH3. A mismatch is a miss: the entry is dropped and counted,
+//    each one's XXH3, OpenWholeFile() hands out a file only once every chunk
+//    of it has been read and checked since it was last written and since the
+//    store was opened. A mismatch is a miss: the entry is dropped and counted,
 //    and wrong bytes are never returned. Entries stored before blocks were
 //    checksummed (no block checksums in their index entry) are read and
 //    verified whole by ReadRange() too, so a store written by an older
 //    granaryd keeps serving its chunks; they age out through eviction.
-//  - Bytes of segment files on disk never exceed the configured capacity.
-//    Space is reclaimed a whole segment at a time, with no compaction: every
-//    segment holds chunks of one dataset version only, so it has one version
-//    state and one last use (eviction_policy.h). Keep segment_bytes small next
-//    to the capacity (the default 256 MiB suits capacities of tens of GiB and
-//    up).
+//  - Bytes of data files on disk never exceed the configured capacity
+//    (a descriptor handed out by Locate or OpenWholeFile keeps an evicted
+//    file's blocks until it is closed). Space is reclaimed a whole data file
+//    at a time, with no compaction: every data file holds chunks of one
+//    dataset version only, so it has one version state and one last use
+//    (eviction_policy.h).
 //  - Eviction is dataset-aware: inactive versions go first, least recently used
 //    first; pinned versions are never evicted; when the store is full of active
 //    data, a new chunk of an active version is not admitted in place of another
@@ -26,7 +31,7 @@
 //    inactive until SetVersionState says otherwise; the state persists.
 //  - After a crash at any moment, reopening yields an index that points only at
 //    complete chunks whose checksums verify: a chunk's bytes are written before
-//    its index entry, and segments not yet synced are verified on open
+//    its index entry, and data files not yet synced are verified on open
 //    (chunk_store.cc explains why this needs no fsync per chunk).
 //
 // Thread-safety: all methods are safe to call concurrently. Reads of different
@@ -43,6 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/chunk_key.h"
+#include "common/unique_fd.h"
 #include "proto/granary.pb.h"
 
 namespace granary::store {
@@ -62,17 +68,17 @@ struct StoreOptions {
   std::vector<std::string> directories;
   // RocksDB index directory; created if missing.
   std::string index_path;
-  // Hard bound on bytes held in segment files, over all directories.
+  // Hard bound on bytes held in data files, over all directories.
   uint64_t capacity_bytes = 0;
-  // Size at which a segment is sealed and a new one started.
-  uint64_t segment_bytes = 256ull << 20;
   // io_uring queue depth; a pread fallback is used where io_uring is forbidden.
   unsigned queue_depth = 64;
   bool use_io_uring = true;
   // Largest chunk Insert() accepts. Open() fails when the capacity is smaller.
   uint64_t max_chunk_bytes = 64ull << 20;
-  // Read and write segments with O_DIRECT, bypassing the page cache, where the
-  // filesystem supports it (chunks are 4 KiB-aligned in their segments).
+  // Read and write data files with O_DIRECT, bypassing the page cache, where
+  // the filesystem supports it and chunks are 4 KiB-aligned. A file's last
+  // chunk is then padded to a whole block, so such files are never handed
+  // to the kernel whole (OpenWholeFile).
   bool direct_io = false;
   EvictionMode eviction = EvictionMode::kDatasetAware;
   // Bytes covered by one block checksum in the index entries of new chunks;
@@ -96,7 +102,7 @@ enum class VersionState {
 struct StoreStats {
   uint64_t capacity_bytes = 0;
   uint64_t used_bytes = 0;  // Bytes of live chunks.
-  uint64_t disk_bytes = 0;  // Bytes of segment files on disk (≤ capacity_bytes).
+  uint64_t disk_bytes = 0;  // Blocks of data files on disk (≤ capacity_bytes).
   uint64_t chunk_count = 0;
   uint64_t hits = 0;
   uint64_t misses = 0;
@@ -105,8 +111,9 @@ struct StoreStats {
   uint64_t admissions_refused = 0;
   uint64_t insert_errors = 0;  // Inserts that failed (a full disk, an I/O error).
   uint64_t evicted_chunks = 0;
-  uint64_t read_bytes = 0;  // Bytes read from segment files (reads, and checks on open).
-  std::string io_engine;    // "io_uring" or "pread".
+  uint64_t read_bytes = 0;   // Bytes read from data files (reads, and checks on open).
+  uint64_t whole_files = 0;  // Files handed out whole (OpenWholeFile).
+  std::string io_engine;     // "io_uring" or "pread".
 };
 
 class ChunkStore {
@@ -118,7 +125,7 @@ class ChunkStore {
   virtual ~ChunkStore() = default;
 
   // The chunk's verified bytes, or NOT_FOUND on a miss (absent, or dropped
-  // because its checksum did not verify or its segment could not be read).
+  // because its checksum did not verify or its data file could not be read).
   // Other errors only when the index itself fails.
   virtual absl::StatusOr<std::string> Read(const ChunkKey& key) = 0;
 
@@ -130,24 +137,38 @@ class ChunkStore {
                                                 uint64_t length) = 0;
 
   // Where the chunk lies, for a reader on this host that reads and verifies
-  // it itself (common/local_read_socket.h): `segment_fd`, a new read-only
-  // buffered descriptor of its segment that the caller must close, and its
-  // location (offset, length, checksums). Counts as a hit. NOT_FOUND on a
-  // miss, or when the segment has just been reclaimed.
+  // it itself (common/local_read_socket.h): `fd`, a new read-only buffered
+  // descriptor of its data file, and its location (offset, length,
+  // checksums). Counts as a hit. NOT_FOUND on a miss, or when the file has
+  // just been reclaimed.
   struct Extent {
-    int segment_fd = -1;
+    UniqueFd fd;
     v1::ChunkLocation location;
   };
   virtual absl::StatusOr<Extent> Locate(const ChunkKey& key) = 0;
 
+  // A read-only descriptor of the data file of file `file_id` of
+  // `dataset_version` when it is that source file whole: `size` bytes in
+  // chunks of `chunk_size`, every chunk held, all verified since they were
+  // last written (by the store, or by anyone: a write changes the file's
+  // ctime) and since the store was opened (verifying them first if
+  // needed). Counts as a hit of every chunk. NOT_FOUND when a chunk is
+  // missing or does not verify (it is dropped), when the file is empty or
+  // was written with O_DIRECT padding.
+  virtual absl::StatusOr<UniqueFd> OpenWholeFile(uint64_t dataset_version, uint64_t file_id,
+                                                 uint64_t size, uint32_t chunk_size) = 0;
+
   // Whether the index holds `key` (without reading or verifying it).
   virtual bool Contains(const ChunkKey& key) = 0;
 
-  // Stores `data` under `key`. Returns true if stored (or already present),
-  // false if the admission rule declined it. INVALID_ARGUMENT for a chunk over
-  // max_chunk_bytes; RESOURCE_EXHAUSTED when the disk itself is full. A second
-  // insert of a key being inserted waits for the first.
-  virtual absl::StatusOr<bool> Insert(const ChunkKey& key, std::string_view data) = 0;
+  // Stores `data` under `key`, at key.chunk_index × `chunk_size` (the chunk
+  // size of its dataset version) in its file's data file. Returns true if
+  // stored (or already present), false if the admission rule declined it.
+  // INVALID_ARGUMENT for a chunk over max_chunk_bytes or over `chunk_size`;
+  // RESOURCE_EXHAUSTED when the disk itself is full. A second insert of a key
+  // being inserted waits for the first.
+  virtual absl::StatusOr<bool> Insert(const ChunkKey& key, uint32_t chunk_size,
+                                      std::string_view data) = 0;
 
   virtual void SetVersionState(uint64_t dataset_version, VersionState state) = 0;
 

@@ -20,30 +20,29 @@ bool Reclaimable(EvictionMode mode, VersionState state) {
 
 std::optional<std::vector<uint64_t>> ChooseVictims(EvictionMode mode, uint64_t needed_bytes,
                                                    uint64_t free_bytes,
-                                                   std::vector<SegmentUsage> reclaimable) {
+                                                   std::vector<FileUsage> reclaimable) {
   std::erase_if(reclaimable,
-                [mode](const SegmentUsage& segment) { return !Reclaimable(mode, segment.state); });
-  std::sort(reclaimable.begin(), reclaimable.end(),
-            [](const SegmentUsage& a, const SegmentUsage& b) {
-              return std::tie(a.last_use_ms, a.id) < std::tie(b.last_use_ms, b.id);
-            });
+                [mode](const FileUsage& file) { return !Reclaimable(mode, file.state); });
+  std::sort(reclaimable.begin(), reclaimable.end(), [](const FileUsage& a, const FileUsage& b) {
+    return std::tie(a.last_use_ms, a.id) < std::tie(b.last_use_ms, b.id);
+  });
   std::vector<uint64_t> victims;
-  for (const SegmentUsage& segment : reclaimable) {
+  for (const FileUsage& file : reclaimable) {
     if (free_bytes >= needed_bytes) break;
-    victims.push_back(segment.id);
-    free_bytes += segment.file_bytes;
+    victims.push_back(file.id);
+    free_bytes += file.file_bytes;
   }
   if (free_bytes < needed_bytes) return std::nullopt;
   return victims;
 }
 
-std::vector<uint64_t> OverflowOrder(std::vector<SegmentUsage> segments) {
-  std::sort(segments.begin(), segments.end(), [](const SegmentUsage& a, const SegmentUsage& b) {
+std::vector<uint64_t> OverflowOrder(std::vector<FileUsage> files) {
+  std::sort(files.begin(), files.end(), [](const FileUsage& a, const FileUsage& b) {
     return std::tie(a.state, a.last_use_ms, a.id) < std::tie(b.state, b.last_use_ms, b.id);
   });
   std::vector<uint64_t> order;
-  order.reserve(segments.size());
-  for (const SegmentUsage& segment : segments) order.push_back(segment.id);
+  order.reserve(files.size());
+  for (const FileUsage& file : files) order.push_back(file.id);
   return order;
 }
 

@@ -1,4 +1,4 @@
-// IoEngine moves chunk bytes between memory and segment files. A transfer is
+// IoEngine moves chunk bytes between memory and data files. A transfer is
 // split into pieces (PieceBytes) that are in flight together (io_uring, up to
 // the queue depth) or done one after another (pread), and a reader sees each
 // piece, in file order, as soon as it has landed: the store checksums a chunk

@@ -30,10 +30,10 @@ absl::Status PreadIoEngine::Read(int fd, bool direct, uint64_t offset, std::span
       const ssize_t n = ::pread(fd, dest.data() + done + landed, piece - landed,
                                 static_cast<off_t>(offset + done + landed));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return ErrnoStatus(errno, "pread of a segment");
+      if (n < 0) return ErrnoStatus(errno, "pread of a data file");
       if (n == 0) {
         return absl::DataLossError(
-            absl::StrCat("segment ends at ", offset + done + landed, ", inside a chunk"));
+            absl::StrCat("data file ends at ", offset + done + landed, ", inside a chunk"));
       }
       landed += static_cast<uint64_t>(n);
     }
@@ -50,7 +50,7 @@ absl::Status PreadIoEngine::Write(int fd, bool /*direct*/, uint64_t offset,
     const ssize_t n =
         ::pwrite(fd, src.data() + done, src.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, "pwrite of a segment");
+    if (n < 0) return ErrnoStatus(errno, "pwrite of a data file");
     done += static_cast<uint64_t>(n);
   }
   return absl::OkStatus();

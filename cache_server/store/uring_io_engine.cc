@@ -146,12 +146,12 @@ absl::Status UringIoEngine::Transfer(Ring& ring, bool write, bool direct, int fd
       if (cqe->res < 0) {
         if (status.ok()) {
           status = ErrnoStatus(
-              -cqe->res, write ? "io_uring write of a segment" : "io_uring read of a segment");
+              -cqe->res, write ? "io_uring write of a data file" : "io_uring read of a data file");
         }
       } else if (cqe->res == 0) {
         if (status.ok()) {
           status = absl::DataLossError(absl::StrCat(
-              "segment ends at ", offset + i * piece_bytes + landed[i], ", inside a chunk"));
+              "data file ends at ", offset + i * piece_bytes + landed[i], ", inside a chunk"));
         }
       } else {
         landed[i] += static_cast<uint64_t>(cqe->res);

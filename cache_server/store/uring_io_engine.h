@@ -1,4 +1,4 @@
-// UringIoEngine runs segment I/O through io_uring: the pieces of a chunk are
+// UringIoEngine runs data file I/O through io_uring: the pieces of a chunk are
 // submitted in batches, up to the queue depth in flight at once, and handed to
 // the reader in file order as they complete.
 //

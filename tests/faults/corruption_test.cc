@@ -1,4 +1,4 @@
-// Bytes flipped in granaryd's segment files, round after round
+// Bytes flipped in granaryd's data files, round after round
 // ($GRANARY_FAULT_ROUNDS, default 10): every read of a damaged chunk is a
 // checksum failure that the server counts, answers from the source with the
 // right bytes and stores again; no read fails and no wrong byte is served.
@@ -23,27 +23,27 @@ namespace {
 class CorruptionTest : public FaultTest {
  protected:
   // Flips one byte inside every copy of each chunk in `chunks` found in the
-  // segment files (a chunk stored again leaves its old copy behind until its
-  // segment goes). Chunks start 4 KiB-aligned in their segments. Returns the
-  // number of copies found per chunk.
+  // data files, found by its first bytes at 4 KiB-aligned offsets (chunks lie
+  // at multiples of the chunk size). Returns the number of copies found per
+  // chunk.
   std::vector<int> FlipChunks(const std::vector<std::pair<const SourceFile*, uint32_t>>& chunks,
                               std::mt19937_64& random) {
     std::vector<int> copies(chunks.size(), 0);
     for (const auto& entry : std::filesystem::recursive_directory_iterator(server_->data_dir())) {
-      if (!entry.path().filename().string().starts_with("segment-")) continue;
+      if (entry.path().extension() != ".dat") continue;
       std::ifstream in(entry.path(), std::ios::binary);
-      const std::string segment((std::istreambuf_iterator<char>(in)),
-                                std::istreambuf_iterator<char>());
+      const std::string data_file((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
       int fd = ::open(entry.path().c_str(), O_WRONLY | O_CLOEXEC);
       EXPECT_GE(fd, 0) << entry.path();
       for (size_t i = 0; i < chunks.size(); ++i) {
         const auto& [file, index] = chunks[i];
         const uint64_t length = ChunkLength(file->size, kChunk, index);
         const std::string head = ExpectedBytes(file->seed, uint64_t{index} * kChunk, 4096);
-        for (size_t at = 0; at + length <= segment.size(); at += 4096) {
-          if (segment.compare(at, head.size(), head) != 0) continue;
+        for (size_t at = 0; at + length <= data_file.size(); at += 4096) {
+          if (data_file.compare(at, head.size(), head) != 0) continue;
           const uint64_t offset = at + random() % length;
-          const char byte = static_cast<char>(segment[offset] ^ (1 + random() % 255));
+          const char byte = static_cast<char>(data_file[offset] ^ (1 + random() % 255));
           EXPECT_EQ(::pwrite(fd, &byte, 1, static_cast<off_t>(offset)), 1);
           ++copies[i];
         }
@@ -54,7 +54,7 @@ class CorruptionTest : public FaultTest {
   }
 };
 
-TEST_F(CorruptionTest, FlippedSegmentBytesAreDetectedOnEveryReadRefetchedAndCounted) {
+TEST_F(CorruptionTest, FlippedDataFileBytesAreDetectedOnEveryReadRefetchedAndCounted) {
   const int rounds = EnvInt("GRANARY_FAULT_ROUNDS", 10);
   constexpr int kChunksPerRound = 6;
   const std::vector<SourceFile> files = WriteSourceTree(source_, "part-", 40, 2 * kChunk + 12345);
@@ -104,7 +104,7 @@ TEST_F(CorruptionTest, FlippedSegmentBytesAreDetectedOnEveryReadRefetchedAndCoun
   EXPECT_EQ(tally.errors, 0u);
   EXPECT_EQ(tally.bytes_wrong, 0u);
   tally.reads_verified += store.reads_verified;
-  ReportFaultRow({absl::StrCat("Bytes flipped in segment files (", kChunksPerRound,
+  ReportFaultRow({absl::StrCat("Bytes flipped in data files (", kChunksPerRound,
                                " chunks a round, read over gRPC)"),
                   rounds, tally,
                   absl::StrCat("immediate: ", rounds * kChunksPerRound,

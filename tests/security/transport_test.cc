@@ -291,7 +291,7 @@ TEST_F(TransportServerTest, TheLocalReadSocketAnswersOnlyRootAndCountsAtMostAChu
   });
   EXPECT_EQ(as_user.code(), absl::StatusCode::kPermissionDenied) << as_user;
   EXPECT_NE(as_user.message().find("answers only root and granaryd's own user"), std::string::npos);
-  ReportAttack({"9", "a user in the socket's group asks the local read socket for a segment",
+  ReportAttack({"9", "a user in the socket's group asks the local read socket for a data file",
                 "local read socket", "PERMISSION_DENIED (read over gRPC instead)",
                 std::string(as_user.message())});
 
@@ -303,10 +303,10 @@ TEST_F(TransportServerTest, TheLocalReadSocketAnswersOnlyRootAndCountsAtMostAChu
   request.set_read_bytes(uint64_t{1} << 59);
   ASSERT_TRUE(SendLocalReadMessage(fd, request, -1).ok());
   v1::LocalReadResponse response;
-  int segment = -1;
-  ASSERT_TRUE(ReceiveLocalReadMessage(fd, &response, &segment).ok());
+  int data_file = -1;
+  ASSERT_TRUE(ReceiveLocalReadMessage(fd, &response, &data_file).ok());
   EXPECT_EQ(response.code(), 0) << response.message();
-  if (segment != -1) ::close(segment);
+  if (data_file != -1) ::close(data_file);
   ::close(fd);
   double counted = *server_->Metric("granary_bytes_from_cache_total") - before;
   EXPECT_EQ(counted, kChunkBytes);

@@ -2,7 +2,7 @@
 // checksum blocks covering the range, to the byte, at block boundaries and at
 // the chunk's ends; a damaged block is detected by a range covering it only,
 // counted, and answered from the source; whole-chunk cache-only reads (how
-// peers copy chunks) are unchanged. The local read path (the segment's
+// peers copy chunks) are unchanged. The local read path (the data file's
 // descriptor handed over the local read socket) gives the same bytes, finds a
 // damaged block on the reader's side, and survives garbage.
 #include <fcntl.h>
@@ -56,15 +56,15 @@ class RangeReadTest : public GranarydTest {
   }
 
   // Inverts the byte at `offset` of chunk 0, which must be the only chunk
-  // cached: it then starts the only segment file.
+  // cached: it then starts the only data file.
   void FlipByteOfChunk0(uint64_t offset) {
-    std::vector<std::filesystem::path> segments;
+    std::vector<std::filesystem::path> data_files;
     for (const auto& entry : std::filesystem::recursive_directory_iterator(server_->data_dir())) {
-      if (entry.path().filename().string().starts_with("segment-")) segments.push_back(entry);
+      if (entry.path().extension() == ".dat") data_files.push_back(entry);
     }
-    ASSERT_EQ(segments.size(), 1u);
-    const int fd = ::open(segments[0].c_str(), O_RDWR | O_CLOEXEC);
-    ASSERT_GE(fd, 0) << segments[0];
+    ASSERT_EQ(data_files.size(), 1u);
+    const int fd = ::open(data_files[0].c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << data_files[0];
     char byte;
     ASSERT_EQ(::pread(fd, &byte, 1, static_cast<off_t>(offset)), 1);
     byte = static_cast<char>(~byte);

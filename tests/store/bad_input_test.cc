@@ -112,7 +112,7 @@ TEST(BadInput, OversizedChunkIsRefusedAndTheStoreKeepsWorking) {
   auto store = ChunkStore::Open(SmallStoreOptions(dir, 1 << 20, 64 << 10));
   ASSERT_TRUE(store.ok()) << store.status();
   const ChunkKey key{.dataset_version = 0xabc, .file_id = 2, .chunk_index = 5};
-  auto stored = (*store)->Insert(key, std::string((64 << 10) + 1, 'x'));
+  auto stored = (*store)->Insert(key, testing::kAnyChunkSize, std::string((64 << 10) + 1, 'x'));
   ASSERT_FALSE(stored.ok());
   EXPECT_EQ(stored.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(Message(stored.status()).find(key.ToString()), std::string::npos) << stored.status();
@@ -120,7 +120,7 @@ TEST(BadInput, OversizedChunkIsRefusedAndTheStoreKeepsWorking) {
             std::string::npos)
       << stored.status();
   EXPECT_FALSE((*store)->Contains(key));
-  EXPECT_TRUE(*(*store)->Insert(key, std::string(64 << 10, 'x')));
+  EXPECT_TRUE(*(*store)->Insert(key, testing::kAnyChunkSize, std::string(64 << 10, 'x')));
   EXPECT_EQ((*store)->Read(key)->size(), 64u << 10);
 }
 

@@ -50,7 +50,7 @@ TEST_P(RoundTrip, ManySizesReadBackExactly) {
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ((*store)->Stats().io_engine, use_io_uring ? "io_uring" : "pread");
   for (uint32_t i = 0; i < std::size(kSizes); ++i) {
-    auto stored = (*store)->Insert(Key(7, i), Expected(i));
+    auto stored = (*store)->Insert(Key(7, i), testing::kAnyChunkSize, Expected(i));
     ASSERT_TRUE(stored.ok()) << stored.status();
     EXPECT_TRUE(*stored);
   }
@@ -80,8 +80,8 @@ TEST(ChunkStore, MissIsNotFoundAndInsertIsIdempotent) {
   auto missing = (*store)->Read(Key(1, 0));
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_FALSE((*store)->Contains(Key(1, 0)));
-  EXPECT_TRUE(*(*store)->Insert(Key(1, 0), "first"));
-  EXPECT_TRUE(*(*store)->Insert(Key(1, 0), "second"));
+  EXPECT_TRUE(*(*store)->Insert(Key(1, 0), testing::kAnyChunkSize, "first"));
+  EXPECT_TRUE(*(*store)->Insert(Key(1, 0), testing::kAnyChunkSize, "second"));
   EXPECT_TRUE((*store)->Contains(Key(1, 0)));
   EXPECT_EQ(*(*store)->Read(Key(1, 0)), "first");
   EXPECT_EQ((*store)->Stats().misses, 1u);
@@ -92,7 +92,7 @@ TEST(ChunkStore, EmptyChunkRoundTrips) {
   ScratchDir dir;
   auto store = ChunkStore::Open(SmallStoreOptions(dir, 1 << 20, 64 << 10));
   ASSERT_TRUE(store.ok()) << store.status();
-  EXPECT_TRUE(*(*store)->Insert(Key(1, 0), ""));
+  EXPECT_TRUE(*(*store)->Insert(Key(1, 0), testing::kAnyChunkSize, ""));
   auto read = (*store)->Read(Key(1, 0));
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(*read, "");
@@ -105,7 +105,8 @@ TEST(ChunkStore, ReopenKeepsChunksAndVersionStates) {
     auto store = ChunkStore::Open(options);
     ASSERT_TRUE(store.ok()) << store.status();
     for (uint32_t i = 0; i < 20; ++i) {
-      ASSERT_TRUE(*(*store)->Insert(Key(1, i), ChunkBytes(Key(1, i), 1000 + i)));
+      ASSERT_TRUE(
+          *(*store)->Insert(Key(1, i), testing::kAnyChunkSize, ChunkBytes(Key(1, i), 1000 + i)));
     }
     (*store)->SetVersionState(1, VersionState::kPinned);
   }
@@ -120,7 +121,8 @@ TEST(ChunkStore, ReopenKeepsChunksAndVersionStates) {
   }
   // Version 1 is still pinned: a flood of version 2 cannot displace it.
   for (uint32_t i = 0; i < 200; ++i) {
-    ASSERT_TRUE((*store)->Insert(Key(2, i), ChunkBytes(Key(2, i), 60 << 10)).ok());
+    ASSERT_TRUE(
+        (*store)->Insert(Key(2, i), testing::kAnyChunkSize, ChunkBytes(Key(2, i), 60 << 10)).ok());
   }
   EXPECT_EQ((*store)->ChunksOf(1).size(), 20u);
 }
@@ -131,8 +133,8 @@ TEST(ChunkStore, RemoveVersionFreesItsBytesOnly) {
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
   for (uint32_t i = 0; i < 30; ++i) {
-    ASSERT_TRUE(*(*store)->Insert(Key(1, i), ChunkBytes(Key(1, i), 10000)));
-    ASSERT_TRUE(*(*store)->Insert(Key(2, i), ChunkBytes(Key(2, i), 20000)));
+    ASSERT_TRUE(*(*store)->Insert(Key(1, i), testing::kAnyChunkSize, ChunkBytes(Key(1, i), 10000)));
+    ASSERT_TRUE(*(*store)->Insert(Key(2, i), testing::kAnyChunkSize, ChunkBytes(Key(2, i), 20000)));
   }
   EXPECT_EQ((*store)->CachedBytes(1), 30u * 10000);
   EXPECT_EQ((*store)->CachedBytes(2), 30u * 20000);
@@ -143,24 +145,24 @@ TEST(ChunkStore, RemoveVersionFreesItsBytesOnly) {
   EXPECT_TRUE((*store)->ChunksOf(1).empty());
   EXPECT_FALSE((*store)->Contains(Key(1, 0)));
   EXPECT_TRUE((*store)->Contains(Key(2, 0)));
-  EXPECT_EQ((*store)->Stats().disk_bytes, testing::SegmentFileBytes(options));
-  EXPECT_EQ(testing::SegmentFileBytes(options), 30u * RoundUpToBlock(20000));
+  EXPECT_EQ((*store)->Stats().disk_bytes, testing::DataFileBytes(options));
+  EXPECT_EQ(testing::DataFileBytes(options), 30u * RoundUpToBlock(20000));
 }
 
-TEST(ChunkStore, SpreadsSegmentsOverDirectories) {
+TEST(ChunkStore, SpreadsDataFilesOverDirectories) {
   ScratchDir dir;
   StoreOptions options = SmallStoreOptions(dir, 16 << 20, 64 << 10);
   options.directories = {dir.Sub("nvme0"), dir.Sub("nvme1")};
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
   for (uint32_t i = 0; i < 64; ++i) {
-    ASSERT_TRUE(*(*store)->Insert(Key(i % 4, i), ChunkBytes(Key(i % 4, i), 64 << 10)));
+    ASSERT_TRUE(*(*store)->Insert(Key(i % 4, i), testing::kAnyChunkSize,
+                                  ChunkBytes(Key(i % 4, i), 64 << 10)));
   }
   for (const std::string& directory : options.directories) {
-    EXPECT_GE(std::distance(std::filesystem::directory_iterator(directory),
-                            std::filesystem::directory_iterator()),
-              2)
-        << directory;
+    StoreOptions one_directory = options;
+    one_directory.directories = {directory};
+    EXPECT_GE(testing::DataFiles(one_directory).size(), 2u) << directory;
   }
   for (uint32_t i = 0; i < 64; ++i) EXPECT_TRUE((*store)->Read(Key(i % 4, i)).ok());
 }

@@ -30,7 +30,6 @@ TEST_P(Concurrency, OverlappingReadersAndWritersSeeOnlyWholeChunks) {
   ScratchDir dir;
   StoreOptions options = SmallStoreOptions(dir, 1 << 20, 64 << 10);
   options.directories = {dir.Sub("nvme0"), dir.Sub("nvme1")};
-  options.segment_bytes = 128 << 10;
   options.checksum_block_bytes = 8 << 10;  // Ranges span several blocks of these chunks.
   options.use_io_uring = GetParam();
   auto opened = ChunkStore::Open(options);
@@ -43,9 +42,9 @@ TEST_P(Concurrency, OverlappingReadersAndWritersSeeOnlyWholeChunks) {
   auto work = [&](int thread) {
     std::mt19937_64 random(thread);
     for (int op = 0; op < kOperationsPerThread; ++op) {
-      const ChunkKey key{.dataset_version = 1 + random() % 3,
-                         .file_id = 0,
-                         .chunk_index = static_cast<uint32_t>(random() % kChunksPerVersion)};
+      const auto chunk = static_cast<uint32_t>(random() % kChunksPerVersion);
+      const ChunkKey key{
+          .dataset_version = 1 + random() % 3, .file_id = chunk % 8, .chunk_index = chunk};
       switch (random() % 16) {
         case 0:
           store.SetVersionState(key.dataset_version,
@@ -64,7 +63,8 @@ TEST_P(Concurrency, OverlappingReadersAndWritersSeeOnlyWholeChunks) {
         case 5:
         case 6:
         case 7:
-          if (!store.Insert(key, ChunkBytes(key, LengthOf(key))).ok()) errors++;
+          if (!store.Insert(key, testing::kAnyChunkSize, ChunkBytes(key, LengthOf(key))).ok())
+            errors++;
           break;
         case 8:
         case 9:
@@ -100,7 +100,7 @@ TEST_P(Concurrency, OverlappingReadersAndWritersSeeOnlyWholeChunks) {
   const StoreStats stats = store.Stats();
   EXPECT_EQ(stats.checksum_failures, 0u);
   EXPECT_LE(stats.disk_bytes, options.capacity_bytes);
-  EXPECT_EQ(stats.disk_bytes, testing::SegmentFileBytes(options));
+  EXPECT_EQ(stats.disk_bytes, testing::DataFileBytes(options));
   uint64_t indexed_bytes = 0;
   for (uint64_t version : {1, 2, 3}) {
     for (const ChunkKey& key : store.ChunksOf(version)) indexed_bytes += LengthOf(key);

@@ -92,8 +92,8 @@ TEST(Crash, KilledWriterLeavesOnlyCompleteVerifiedChunks) {
     }
     const StoreStats stats = (*store)->Stats();
     EXPECT_EQ(stats.checksum_failures, 0u);
-    EXPECT_LE(testing::SegmentFileBytes(options), options.capacity_bytes);
-    EXPECT_EQ(stats.disk_bytes, testing::SegmentFileBytes(options));
+    EXPECT_LE(testing::DataFileBytes(options), options.capacity_bytes);
+    EXPECT_EQ(stats.disk_bytes, testing::DataFileBytes(options));
   }
   EXPECT_GT(verified, 0u);
   RecordProperty("chunks_verified", std::to_string(verified));

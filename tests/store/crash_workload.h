@@ -24,7 +24,6 @@ inline StoreOptions CrashStoreOptions(const std::string& root) {
   options.index_path = root + "/index";
   options.capacity_bytes = 8 << 20;
   options.max_chunk_bytes = kCrashMaxChunkBytes;
-  options.segment_bytes = 1 << 20;
   return options;
 }
 

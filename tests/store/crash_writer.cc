@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
     } else if (i % 3 == 0) {
       (void)(*store)->Read(key);
     } else {
-      auto stored = (*store)->Insert(key, testing::ChunkBytes(key, testing::CrashChunkLength(key)));
+      auto stored = (*store)->Insert(key, testing::kAnyChunkSize,
+                                     testing::ChunkBytes(key, testing::CrashChunkLength(key)));
       if (!stored.ok()) {
         std::cerr << "store_crash_writer: " << stored.status() << "\n";
         return 1;

@@ -1,4 +1,4 @@
-// Capacity is a hard bound on segment bytes on disk, and eviction keeps
+// Capacity is a hard bound on data file bytes on disk, and eviction keeps
 // epoch-style access from thrashing.
 #include <gtest/gtest.h>
 
@@ -14,12 +14,14 @@ namespace granary::store {
 namespace {
 
 using testing::ChunkBytes;
+using testing::DataFileBytes;
 using testing::ScratchDir;
-using testing::SegmentFileBytes;
 using testing::SmallStoreOptions;
 
+// Each chunk is a small file of its own, as images are, so that eviction,
+// which reclaims whole data files, chooses chunk by chunk.
 ChunkKey Key(uint64_t version, uint32_t chunk) {
-  return {.dataset_version = version, .file_id = 0, .chunk_index = chunk};
+  return {.dataset_version = version, .file_id = chunk, .chunk_index = 0};
 }
 
 class Capacity : public ::testing::TestWithParam<VersionState> {};
@@ -28,7 +30,6 @@ TEST_P(Capacity, ThreeTimesCapacityNeverExceedsTheBoundOnDisk) {
   ScratchDir dir;
   constexpr uint64_t kCapacity = 8 << 20;
   StoreOptions options = SmallStoreOptions(dir, kCapacity, 256 << 10);
-  options.segment_bytes = 1 << 20;
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
   for (uint64_t version : {1, 2, 3}) (*store)->SetVersionState(version, GetParam());
@@ -38,12 +39,12 @@ TEST_P(Capacity, ThreeTimesCapacityNeverExceedsTheBoundOnDisk) {
   for (uint32_t i = 0; inserted < 3 * kCapacity; ++i) {
     const ChunkKey key = Key(1 + i % 3, i);
     const uint64_t length = 1 + random() % (256 << 10);
-    auto stored = (*store)->Insert(key, ChunkBytes(key, length));
+    auto stored = (*store)->Insert(key, testing::kAnyChunkSize, ChunkBytes(key, length));
     ASSERT_TRUE(stored.ok()) << stored.status();
     inserted += length;
     admitted += *stored;
-    ASSERT_LE(SegmentFileBytes(options), kCapacity) << "after " << inserted << " bytes";
-    ASSERT_EQ((*store)->Stats().disk_bytes, SegmentFileBytes(options));
+    ASSERT_LE(DataFileBytes(options), kCapacity) << "after " << inserted << " bytes";
+    ASSERT_EQ((*store)->Stats().disk_bytes, DataFileBytes(options));
   }
   const StoreStats stats = (*store)->Stats();
   EXPECT_GT(stats.disk_bytes, kCapacity / 2) << "the store should fill up";
@@ -75,29 +76,40 @@ INSTANTIATE_TEST_SUITE_P(States, Capacity,
 TEST(Eviction, InactiveVersionsGoFirstLeastRecentlyUsedFirst) {
   ScratchDir dir;
   StoreOptions options = SmallStoreOptions(dir, 1 << 20, 64 << 10);
-  options.segment_bytes = 64 << 10;  // One chunk per segment: eviction is per chunk.
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
   (*store)->SetVersionState(1, VersionState::kActive);
   // 8 active and 8 inactive chunks fill the store.
   for (uint32_t i = 0; i < 8; ++i) {
-    ASSERT_TRUE(*(*store)->Insert(Key(1, i), ChunkBytes(Key(1, i), 64 << 10)));
-    ASSERT_TRUE(*(*store)->Insert(Key(2, i), ChunkBytes(Key(2, i), 64 << 10)));
+    ASSERT_TRUE(
+        *(*store)->Insert(Key(1, i), testing::kAnyChunkSize, ChunkBytes(Key(1, i), 64 << 10)));
+    ASSERT_TRUE(
+        *(*store)->Insert(Key(2, i), testing::kAnyChunkSize, ChunkBytes(Key(2, i), 64 << 10)));
   }
   // Touch inactive chunk 0 so that chunk 1 is the least recently used.
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_TRUE((*store)->Read(Key(2, 0)).ok());
-  ASSERT_TRUE(*(*store)->Insert(Key(3, 0), ChunkBytes(Key(3, 0), 64 << 10)));
+  ASSERT_TRUE(
+      *(*store)->Insert(Key(3, 0), testing::kAnyChunkSize, ChunkBytes(Key(3, 0), 64 << 10)));
   EXPECT_TRUE((*store)->Contains(Key(2, 0)));
   EXPECT_FALSE((*store)->Contains(Key(2, 1)));
   for (uint32_t i = 0; i < 8; ++i) EXPECT_TRUE((*store)->Contains(Key(1, i)));
-  // Once only active data is left, a new active chunk is declined.
+  // Once only active data is left, new active chunks are declined (after
+  // what room eviction left over), and no active chunk is evicted for them.
   (*store)->SetVersionState(2, VersionState::kActive);
   (*store)->SetVersionState(3, VersionState::kActive);
-  auto declined = (*store)->Insert(Key(1, 100), ChunkBytes(Key(1, 100), 64 << 10));
-  ASSERT_TRUE(declined.ok()) << declined.status();
-  EXPECT_FALSE(*declined);
+  const std::vector<ChunkKey> held = (*store)->ChunksOf(2);
+  bool declined = false;
+  for (uint32_t i = 100; i < 120 && !declined; ++i) {
+    auto stored =
+        (*store)->Insert(Key(1, i), testing::kAnyChunkSize, ChunkBytes(Key(1, i), 64 << 10));
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    declined = !*stored;
+  }
+  EXPECT_TRUE(declined);
   EXPECT_EQ((*store)->Stats().admissions_refused, 1u);
+  for (uint32_t i = 0; i < 8; ++i) EXPECT_TRUE((*store)->Contains(Key(1, i)));
+  for (const ChunkKey& key : held) EXPECT_TRUE((*store)->Contains(key));
 }
 
 // Reads a dataset of 2 × capacity for 5 epochs, each in a fresh random order,
@@ -108,8 +120,6 @@ std::vector<double> EpochHitRates(EvictionMode mode) {
   constexpr uint64_t kChunkBytes = 4096;
   constexpr uint32_t kCapacityChunks = 256;
   StoreOptions options = SmallStoreOptions(dir, kCapacityChunks * kChunkBytes, kChunkBytes);
-  // One chunk per segment, so that both policies choose chunk by chunk.
-  options.segment_bytes = kChunkBytes;
   options.eviction = mode;
   auto store = ChunkStore::Open(options);
   EXPECT_TRUE(store.ok()) << store.status();
@@ -129,7 +139,8 @@ std::vector<double> EpochHitRates(EvictionMode mode) {
         EXPECT_TRUE(*read == ChunkBytes(key, kChunkBytes));
         ++hits;
       } else {
-        EXPECT_TRUE((*store)->Insert(key, ChunkBytes(key, kChunkBytes)).ok());
+        EXPECT_TRUE(
+            (*store)->Insert(key, testing::kAnyChunkSize, ChunkBytes(key, kChunkBytes)).ok());
       }
     }
     rates.push_back(static_cast<double>(hits) / order.size());

@@ -16,7 +16,6 @@
 #include "cache_server/store/aligned_buffer.h"
 #include "cache_server/store/chunk_index.h"
 #include "cache_server/store/chunk_store.h"
-#include "cache_server/store/segment_file.h"
 #include "tests/store/store_test_util.h"
 
 namespace granary::store {
@@ -37,7 +36,7 @@ struct Range {
   uint64_t length;
 };
 
-// What a ranged read of kKey reads from its segment: its covering blocks,
+// What a ranged read of kKey reads from its data file: its covering blocks,
 // rounded up to 4 KiB blocks under O_DIRECT.
 uint64_t CoveringBytes(const Range& range, bool direct_io) {
   if (range.length == 0) return 0;
@@ -65,30 +64,29 @@ bool SupportsDirectIo(const std::string& directory) {
   return fd >= 0;
 }
 
-// The store's only segment file.
-std::filesystem::path OnlySegment(const StoreOptions& options) {
-  std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(options.directories[0])) {
-    if (SegmentFile::ParseFileName(entry.path().filename().string())) files.push_back(entry.path());
-  }
+// The store's only data file.
+std::filesystem::path OnlyDataFile(const StoreOptions& options) {
+  const std::vector<std::filesystem::path> files = testing::DataFiles(options);
   EXPECT_EQ(files.size(), 1u);
   return files.empty() ? std::filesystem::path() : files[0];
 }
 
-// Inverts the byte at `offset` of the store's only chunk, which starts its
-// only segment.
+// Inverts the byte at `offset` of the store's only chunk, kKey, which lies at
+// its place in its file in the store's only data file.
 void FlipByte(const StoreOptions& options, uint64_t offset) {
-  const std::filesystem::path path = OnlySegment(options);
+  const std::filesystem::path path = OnlyDataFile(options);
+  const uint64_t at = uint64_t{kKey.chunk_index} * testing::kAnyChunkSize + offset;
   const int fd = ::open(path.c_str(), O_RDWR);
   ASSERT_GE(fd, 0) << path;
   char byte;
-  ASSERT_EQ(::pread(fd, &byte, 1, static_cast<off_t>(offset)), 1);
+  ASSERT_EQ(::pread(fd, &byte, 1, static_cast<off_t>(at)), 1);
   byte = static_cast<char>(~byte);
-  ASSERT_EQ(::pwrite(fd, &byte, 1, static_cast<off_t>(offset)), 1);
+  ASSERT_EQ(::pwrite(fd, &byte, 1, static_cast<off_t>(at)), 1);
   ::close(fd);
 }
 
-// Rewrites the index entry of kKey with `edit` while the store is closed.
+// Rewrites the index entry of kKey with `edit` while the store is closed, as
+// the entry of a data file not yet synced, which the next open verifies.
 template <typename Edit>
 void EditEntry(const StoreOptions& options, Edit edit) {
   auto index = ChunkIndex::Open(options.index_path);
@@ -96,7 +94,7 @@ void EditEntry(const StoreOptions& options, Edit edit) {
   auto location = (*index)->Get(kKey.Encode());
   ASSERT_TRUE(location.ok() && location->has_value());
   edit(**location);
-  ASSERT_TRUE((*index)->Put(kKey.Encode(), **location).ok());
+  ASSERT_TRUE((*index)->Put(kKey.Encode(), **location, /*unmark_synced=*/true).ok());
 }
 
 // (use_io_uring, direct_io)
@@ -108,7 +106,7 @@ TEST_P(RangedRead, EveryRangeReadsBackExactlyFromItsCoveringBlocks) {
   auto store = ChunkStore::Open(Options(dir, direct_io, use_io_uring));
   ASSERT_TRUE(store.ok()) << store.status();
   const std::string expected = ChunkBytes(kKey, kChunkBytes);
-  ASSERT_TRUE(*(*store)->Insert(kKey, expected));
+  ASSERT_TRUE(*(*store)->Insert(kKey, testing::kAnyChunkSize, expected));
   const bool direct = direct_io && SupportsDirectIo(dir.path().string());
 
   std::vector<Range> ranges = {
@@ -149,7 +147,7 @@ INSTANTIATE_TEST_SUITE_P(IoEngines, RangedRead,
                                   (std::get<1>(info.param) ? "Direct" : "Buffered");
                          });
 
-TEST(Locate, GivesAReadOnlyDescriptorOfTheSegmentAndTheChunksChecksums) {
+TEST(Locate, GivesAReadOnlyDescriptorOfTheDataFileAndTheChunksChecksums) {
   for (bool direct_io : {false, true}) {
     SCOPED_TRACE(direct_io ? "O_DIRECT store" : "buffered store");
     ScratchDir dir;
@@ -157,22 +155,21 @@ TEST(Locate, GivesAReadOnlyDescriptorOfTheSegmentAndTheChunksChecksums) {
     ASSERT_TRUE(store.ok()) << store.status();
     EXPECT_TRUE(absl::IsNotFound((*store)->Locate(kKey).status()));
     const std::string expected = ChunkBytes(kKey, kChunkBytes);
-    ASSERT_TRUE(*(*store)->Insert(kKey, expected));
+    ASSERT_TRUE(*(*store)->Insert(kKey, testing::kAnyChunkSize, expected));
 
     absl::StatusOr<ChunkStore::Extent> extent = (*store)->Locate(kKey);
     ASSERT_TRUE(extent.ok()) << extent.status();
-    const int flags = ::fcntl(extent->segment_fd, F_GETFL);
+    const int flags = ::fcntl(extent->fd.get(), F_GETFL);
     EXPECT_EQ(flags & O_ACCMODE, O_RDONLY);
     EXPECT_EQ(flags & O_DIRECT, 0) << "readers read it buffered, at any offset";
     EXPECT_EQ(extent->location.length(), kChunkBytes);
     EXPECT_EQ(extent->location.checksum_block_bytes(), kBlock);
     EXPECT_EQ(extent->location.block_xxh3_size(), 6);
     std::string read(kChunkBytes, '\0');
-    ASSERT_EQ(::pread(extent->segment_fd, read.data(), read.size(),
+    ASSERT_EQ(::pread(extent->fd.get(), read.data(), read.size(),
                       static_cast<off_t>(extent->location.offset())),
               static_cast<ssize_t>(kChunkBytes));
     EXPECT_TRUE(read == expected);
-    ::close(extent->segment_fd);
     EXPECT_EQ((*store)->Stats().hits, 1u);
   }
 }
@@ -181,7 +178,7 @@ TEST(RangedRead, RangesPastTheEndAreOutOfRangeAndNameTheChunk) {
   ScratchDir dir;
   auto store = ChunkStore::Open(Options(dir));
   ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE(*(*store)->Insert(kKey, ChunkBytes(kKey, kChunkBytes)));
+  ASSERT_TRUE(*(*store)->Insert(kKey, testing::kAnyChunkSize, ChunkBytes(kKey, kChunkBytes)));
   const Range past[] = {{kChunkBytes - 10, 11},
                         {kChunkBytes + 1, 0},
                         {0, kChunkBytes + 1},
@@ -211,7 +208,7 @@ TEST_P(FlippedByte, IsFoundByARangeCoveringItsBlockOnly) {
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
   const std::string expected = ChunkBytes(kKey, kChunkBytes);
-  ASSERT_TRUE(*(*store)->Insert(kKey, expected));
+  ASSERT_TRUE(*(*store)->Insert(kKey, testing::kAnyChunkSize, expected));
   FlipByte(options, 3 * kBlock + 100);  // In block 3.
 
   // Ranges that stop short of block 3 never read it.
@@ -232,7 +229,7 @@ TEST_P(FlippedByte, IsFoundByARangeCoveringItsBlockOnly) {
   EXPECT_EQ(stats.chunk_count, 0u);
 
   // Stored again, it reads back right.
-  ASSERT_TRUE(*(*store)->Insert(kKey, expected));
+  ASSERT_TRUE(*(*store)->Insert(kKey, testing::kAnyChunkSize, expected));
   auto again = (*store)->ReadRange(kKey, 3 * kBlock, kBlock);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(*again == expected.substr(3 * kBlock, kBlock));
@@ -248,7 +245,7 @@ TEST(RangedRead, EntryWithoutBlockChecksumsIsVerifiedWhole) {
   {
     auto store = ChunkStore::Open(options);
     ASSERT_TRUE(store.ok()) << store.status();
-    ASSERT_TRUE(*(*store)->Insert(kKey, expected));
+    ASSERT_TRUE(*(*store)->Insert(kKey, testing::kAnyChunkSize, expected));
   }
   // What an older granaryd wrote: the whole-chunk XXH3 only.
   EditEntry(options, [](v1::ChunkLocation& location) {
@@ -269,21 +266,20 @@ TEST(RangedRead, EntryWithoutBlockChecksumsIsVerifiedWhole) {
   FlipByte(options, 4 * kBlock);
   store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
-  // The segment was verified on open (it was never sealed) or is now.
+  // The data file was verified on open (its entry was edited) or is now.
   auto damaged = (*store)->ReadRange(kKey, 0, 100);
   EXPECT_EQ(damaged.status().code(), absl::StatusCode::kNotFound) << damaged.status();
   EXPECT_FALSE((*store)->Contains(kKey));
   EXPECT_EQ((*store)->Stats().checksum_failures, 1u);
 }
 
-TEST(Recovery, UnsealedChunkWhoseBlockChecksumsDisagreeIsDropped) {
+TEST(Recovery, UnsyncedChunkWhoseBlockChecksumsDisagreeIsDropped) {
   ScratchDir dir;
   const StoreOptions options = Options(dir);
   {
     auto store = ChunkStore::Open(options);
     ASSERT_TRUE(store.ok()) << store.status();
-    // The version's segment stays open, so it is never sealed.
-    ASSERT_TRUE(*(*store)->Insert(kKey, ChunkBytes(kKey, kChunkBytes)));
+    ASSERT_TRUE(*(*store)->Insert(kKey, testing::kAnyChunkSize, ChunkBytes(kKey, kChunkBytes)));
   }
   EditEntry(options, [](v1::ChunkLocation& location) {
     location.set_block_xxh3(2, location.block_xxh3(2) + 1);
@@ -304,7 +300,8 @@ TEST(Recovery, ChunksReadBackByRangeAfterReopen) {
     auto store = ChunkStore::Open(options);
     ASSERT_TRUE(store.ok()) << store.status();
     for (const ChunkKey& key : keys) {
-      ASSERT_TRUE(*(*store)->Insert(key, ChunkBytes(key, kChunkBytes - key.chunk_index)));
+      ASSERT_TRUE(*(*store)->Insert(key, testing::kAnyChunkSize,
+                                    ChunkBytes(key, kChunkBytes - key.chunk_index)));
     }
   }
   auto store = ChunkStore::Open(options);

@@ -1,12 +1,15 @@
 #include "tests/store/store_test_util.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <system_error>
 
-#include "cache_server/store/segment_file.h"
+#include "cache_server/store/aligned_buffer.h"
+#include "cache_server/store/data_file.h"
 
 namespace granary::store::testing {
 
@@ -41,18 +44,35 @@ StoreOptions SmallStoreOptions(const ScratchDir& dir, uint64_t capacity_bytes,
   options.index_path = dir.Sub("index");
   options.capacity_bytes = capacity_bytes;
   options.max_chunk_bytes = max_chunk_bytes;
-  options.segment_bytes = 4 * max_chunk_bytes;
   return options;
 }
 
-uint64_t SegmentFileBytes(const StoreOptions& options) {
-  uint64_t total = 0;
+std::vector<std::filesystem::path> DataFiles(const StoreOptions& options) {
+  std::vector<std::filesystem::path> files;
   for (const std::string& directory : options.directories) {
-    for (const auto& entry : std::filesystem::directory_iterator(directory)) {
-      if (SegmentFile::ParseFileName(entry.path().filename().string())) {
-        total += entry.file_size();
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(directory)) {
+      if (entry.is_regular_file() && DataFile::ParseFileName(entry.path().filename().string())) {
+        files.push_back(entry.path());
       }
     }
+  }
+  return files;
+}
+
+uint64_t DataFileBytes(const StoreOptions& options) {
+  uint64_t total = 0;
+  for (const std::filesystem::path& path : DataFiles(options)) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // Reclaimed since it was listed.
+    off_t at = 0;
+    while (true) {
+      const off_t data = ::lseek(fd, at, SEEK_DATA);
+      if (data < 0) break;
+      const off_t hole = ::lseek(fd, data, SEEK_HOLE);
+      total += RoundUpToBlock(static_cast<uint64_t>(hole)) - static_cast<uint64_t>(data);
+      at = hole;
+    }
+    ::close(fd);
   }
   return total;
 }

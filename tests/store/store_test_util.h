@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "cache_server/store/chunk_store.h"
 #include "common/chunk_key.h"
@@ -37,8 +38,17 @@ std::string ChunkBytes(const ChunkKey& key, uint64_t length, uint64_t generation
 StoreOptions SmallStoreOptions(const ScratchDir& dir, uint64_t capacity_bytes,
                                uint64_t max_chunk_bytes);
 
-// Sum of the sizes of every segment file under the store's directories.
-uint64_t SegmentFileBytes(const StoreOptions& options);
+// The chunk size of the dataset versions the tests' chunks belong to: the
+// largest there is, so that any test chunk fits; chunk i of a file lies at
+// i × this in its data file (holes cost nothing).
+inline constexpr uint32_t kAnyChunkSize = 64 << 20;
+
+// The blocks holding data in every data file under the store's directories
+// (holes not counted), each run of data rounded up to whole 4 KiB blocks.
+uint64_t DataFileBytes(const StoreOptions& options);
+
+// Every data file under the store's directories.
+std::vector<std::filesystem::path> DataFiles(const StoreOptions& options);
 
 }  // namespace granary::store::testing
 

@@ -1,7 +1,6 @@
-#include "cache_server/store/segment_file.h"
+#include "cache_server/store/data_file.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,20 +14,20 @@
 namespace granary::store {
 namespace {
 
-constexpr std::string_view kPrefix = "segment-";
 constexpr std::string_view kSuffix = ".dat";
 constexpr size_t kIdDigits = 16;
 
 }  // namespace
 
-std::string SegmentFile::FileName(uint64_t id) { return absl::StrFormat("segment-%016x.dat", id); }
+std::string DataFile::SubdirectoryName(int index) { return absl::StrFormat("%02x", index); }
 
-std::optional<uint64_t> SegmentFile::ParseFileName(std::string_view name) {
-  if (name.size() != kPrefix.size() + kIdDigits + kSuffix.size() || !name.starts_with(kPrefix) ||
-      !name.ends_with(kSuffix)) {
-    return std::nullopt;
-  }
-  const char* first = name.data() + kPrefix.size();
+std::string DataFile::RelativePath(uint64_t id) {
+  return absl::StrFormat("%02x/%016x.dat", id % kSubdirectories, id);
+}
+
+std::optional<uint64_t> DataFile::ParseFileName(std::string_view name) {
+  if (name.size() != kIdDigits + kSuffix.size() || !name.ends_with(kSuffix)) return std::nullopt;
+  const char* first = name.data();
   const char* last = first + kIdDigits;
   uint64_t id = 0;
   auto [end, error] = std::from_chars(first, last, id, 16);
@@ -36,19 +35,20 @@ std::optional<uint64_t> SegmentFile::ParseFileName(std::string_view name) {
   return id;
 }
 
-absl::StatusOr<std::unique_ptr<SegmentFile>> SegmentFile::Create(const std::string& directory,
-                                                                 uint64_t id, bool direct_io) {
+absl::StatusOr<std::unique_ptr<DataFile>> DataFile::Create(const std::string& directory,
+                                                           uint64_t id, bool direct_io) {
   return OpenWithFlags(directory, id, O_RDWR | O_CREAT | O_EXCL, direct_io);
 }
 
-absl::StatusOr<std::unique_ptr<SegmentFile>> SegmentFile::Open(const std::string& directory,
-                                                               uint64_t id, bool direct_io) {
+absl::StatusOr<std::unique_ptr<DataFile>> DataFile::Open(const std::string& directory, uint64_t id,
+                                                         bool direct_io) {
   return OpenWithFlags(directory, id, O_RDWR, direct_io);
 }
 
-absl::StatusOr<std::unique_ptr<SegmentFile>> SegmentFile::OpenWithFlags(
-    const std::string& directory, uint64_t id, int flags, bool direct_io) {
-  std::string path = absl::StrCat(directory, "/", FileName(id));
+absl::StatusOr<std::unique_ptr<DataFile>> DataFile::OpenWithFlags(const std::string& directory,
+                                                                  uint64_t id, int flags,
+                                                                  bool direct_io) {
+  std::string path = absl::StrCat(directory, "/", RelativePath(id));
   flags |= O_CLOEXEC;
   int fd = -1;
   if (direct_io) {
@@ -58,35 +58,35 @@ absl::StatusOr<std::unique_ptr<SegmentFile>> SegmentFile::OpenWithFlags(
           << "chunk store: " << directory << " does not support O_DIRECT; using buffered I/O";
       direct_io = false;
     } else if (fd < 0) {
-      return ErrnoStatus(errno, absl::StrCat("open segment ", path));
+      return ErrnoStatus(errno, absl::StrCat("open data file ", path));
     }
   }
   if (fd < 0) fd = ::open(path.c_str(), flags, 0600);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open segment ", path));
-  return std::unique_ptr<SegmentFile>(new SegmentFile(id, fd, direct_io, std::move(path)));
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open data file ", path));
+  return std::unique_ptr<DataFile>(new DataFile(id, fd, direct_io, std::move(path)));
 }
 
-SegmentFile::~SegmentFile() { ::close(fd_); }
+DataFile::~DataFile() { ::close(fd_); }
 
-absl::StatusOr<uint64_t> SegmentFile::Size() const {
+absl::StatusOr<struct stat> DataFile::Stat() const {
   struct stat st;
   if (::fstat(fd_, &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat ", path_));
-  return static_cast<uint64_t>(st.st_size);
+  return st;
 }
 
-absl::Status SegmentFile::Truncate(uint64_t size) {
+absl::Status DataFile::Truncate(uint64_t size) {
   if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
     return ErrnoStatus(errno, absl::StrCat("truncate ", path_));
   }
   return absl::OkStatus();
 }
 
-absl::Status SegmentFile::Sync() {
+absl::Status DataFile::Sync() {
   if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, absl::StrCat("fdatasync ", path_));
   return absl::OkStatus();
 }
 
-absl::Status SegmentFile::Unlink() {
+absl::Status DataFile::Unlink() {
   if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
     return ErrnoStatus(errno, absl::StrCat("unlink ", path_));
   }

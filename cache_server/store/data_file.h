@@ -1,0 +1,85 @@
+// DataFile is the cache's copy of one source file of one dataset version: the
+// file's chunks that the node holds, each at its own offset in the source
+// file (chunk i at i × chunk size), so that a file the node holds completely
+// is byte for byte the source file and the kernel can serve it itself (FUSE
+// passthrough). Chunks the node does not hold are holes.
+//
+// A data file lives at "<cache directory>/<2 hex digits>/<16 hex digits>.dat",
+// named by an id the store assigns; the two-digit folder (the id's low byte)
+// keeps directories small when a dataset has millions of files.
+//
+// A data file is opened with O_DIRECT when asked and the filesystem allows it
+// (tmpfs, for one, does not: the fallback to buffered I/O is logged once);
+// O_DIRECT writes pad a file's last chunk to a whole block, so such a file is
+// longer than its source file and is never passed through.
+//
+// Thread-safety: the descriptor may be used for concurrent pread/pwrite at
+// distinct offsets; Size/Truncate/Sync/Unlink are safe to call from any thread.
+// The descriptor is closed when the object is destroyed, so holders of a
+// shared_ptr can finish reading a file that has just been unlinked.
+#ifndef GRANARY_CACHE_SERVER_STORE_DATA_FILE_H_
+#define GRANARY_CACHE_SERVER_STORE_DATA_FILE_H_
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace granary::store {
+
+class DataFile {
+ public:
+  // Creates a new, empty data file; ALREADY_EXISTS if the file exists.
+  static absl::StatusOr<std::unique_ptr<DataFile>> Create(const std::string& directory, uint64_t id,
+                                                          bool direct_io);
+  // Opens an existing data file for reading, writing and truncation.
+  static absl::StatusOr<std::unique_ptr<DataFile>> Open(const std::string& directory, uint64_t id,
+                                                        bool direct_io);
+
+  // The subfolders of a cache directory that hold data files.
+  static constexpr int kSubdirectories = 256;
+  static std::string SubdirectoryName(int index);
+  // The path of data file `id` relative to its cache directory.
+  static std::string RelativePath(uint64_t id);
+  // The id in a data file's name (without its folder), or nullopt for any
+  // other name.
+  static std::optional<uint64_t> ParseFileName(std::string_view name);
+
+  ~DataFile();
+  DataFile(const DataFile&) = delete;
+  DataFile& operator=(const DataFile&) = delete;
+
+  uint64_t id() const { return id_; }
+  int fd() const { return fd_; }
+  bool direct_io() const { return direct_io_; }
+  const std::string& path() const { return path_; }
+
+  absl::StatusOr<struct stat> Stat() const;
+  absl::Status Truncate(uint64_t size);
+  // fdatasync: everything written so far survives a power loss.
+  absl::Status Sync();
+  absl::Status Unlink();
+
+ private:
+  DataFile(uint64_t id, int fd, bool direct_io, std::string path)
+      : id_(id), fd_(fd), direct_io_(direct_io), path_(std::move(path)) {}
+
+  static absl::StatusOr<std::unique_ptr<DataFile>> OpenWithFlags(const std::string& directory,
+                                                                 uint64_t id, int flags,
+                                                                 bool direct_io);
+
+  const uint64_t id_;
+  const int fd_;
+  const bool direct_io_;
+  const std::string path_;
+};
+
+}  // namespace granary::store
+
+#endif  // GRANARY_CACHE_SERVER_STORE_DATA_FILE_H_

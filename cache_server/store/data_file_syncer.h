@@ -1,0 +1,56 @@
+// DataFileSyncer makes written data files durable off the write path: on a
+// background thread it fdatasyncs each data file handed to it and then has it
+// marked synced in the index, so that the next open need not verify its
+// chunks. A file written again after it was handed over carries a newer write
+// generation; `mark_synced` is told the generation that was synced and must
+// not mark a file written since.
+//
+// Files still queued when the syncer is destroyed stay unmarked; that is safe,
+// it only means the next open verifies them.
+//
+// Thread-safety: Sync() may be called from any thread.
+#ifndef GRANARY_CACHE_SERVER_STORE_DATA_FILE_SYNCER_H_
+#define GRANARY_CACHE_SERVER_STORE_DATA_FILE_SYNCER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "cache_server/store/data_file.h"
+
+namespace granary::store {
+
+class DataFileSyncer {
+ public:
+  using MarkSynced = std::function<absl::Status(uint64_t file_id, uint64_t generation)>;
+
+  // `mark_synced` records that a file's bytes up to a write generation are
+  // durable; it runs on the syncer's thread.
+  explicit DataFileSyncer(MarkSynced mark_synced);
+  ~DataFileSyncer();
+  DataFileSyncer(const DataFileSyncer&) = delete;
+  DataFileSyncer& operator=(const DataFileSyncer&) = delete;
+
+  // Queues a file with no write in flight, written up to `generation`.
+  void Sync(std::shared_ptr<DataFile> file, uint64_t generation);
+
+ private:
+  void Run();
+
+  const MarkSynced mark_synced_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::pair<std::shared_ptr<DataFile>, uint64_t>> queue_;  // Guarded by mu_.
+  bool stopping_ = false;                                             // Guarded by mu_.
+  std::thread thread_;  // Last: starts once the rest exists.
+};
+
+}  // namespace granary::store
+
+#endif  // GRANARY_CACHE_SERVER_STORE_DATA_FILE_SYNCER_H_
