@@ -114,13 +114,26 @@ v1::LocalReadResponse LocalReadServer::Answer(const absl::Status& received,
     answer = absl::PermissionDeniedError(
         "the local read socket hands out cache files, so it answers only root and "
         "granaryd's own user; read over gRPC instead, which checks the file's permissions");
+  } else if (answer.ok() && request.has_uses()) {
+    const store::ChunkStore::Withdrawn withdrawn = reads_->RecordUses(request.uses());
+    v1::WithdrawnFiles* listed = response.mutable_withdrawn();
+    for (const auto& [version, file_id] : withdrawn.files) {
+      v1::FileRef* file = listed->add_files();
+      file->set_dataset_version(version);
+      file->set_file_id(file_id);
+    }
+    listed->set_withdrawn_through(withdrawn.through);
+    listed->set_complete(withdrawn.complete);
   } else if (answer.ok() && !request.has_key()) {
     answer = absl::InvalidArgumentError("local read request names no chunk key");
   } else if (answer.ok() && request.has_whole_file()) {
-    absl::StatusOr<UniqueFd> file =
+    absl::StatusOr<store::ChunkStore::WholeFile> file =
         reads_->OpenWholeFile(ChunkKey::FromProto(request.key()), request.whole_file().size(),
                               request.whole_file().chunk_size());
-    if (file.ok()) *passed = *std::move(file);
+    if (file.ok()) {
+      *passed = std::move(file->fd);
+      response.mutable_whole_file()->set_verified_ctime_ns(file->verified_ctime_ns);
+    }
     answer = file.status();
   } else if (answer.ok()) {
     absl::StatusOr<store::ChunkStore::Extent> extent =

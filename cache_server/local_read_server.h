@@ -1,8 +1,10 @@
 // LocalReadServer answers the local read path (common/local_read_socket.h)
 // on a SOCK_SEQPACKET Unix socket: for each LocalReadRequest, the chunk's
 // location and a read-only descriptor of its data file (or, for a whole-file
-// request, the descriptor of the file held whole and verified), or the error
-// (NOT_FOUND on a miss: misses are read through over gRPC, not here). One thread
+// request, the descriptor of the file held whole and verified, with the ctime
+// it was verified at), or the error (NOT_FOUND on a miss: misses are read
+// through over gRPC, not here); for a use report, the files withdrawn since
+// the reader's last report. One thread
 // accepts; each connection gets a thread that answers its requests in turn,
 // since a reader keeps its connections and sends one request at a time on
 // each. Connections beyond kMaxConnections are closed at once, and a client
@@ -11,8 +13,8 @@
 // A descriptor of a data file reads every chunk in it, whichever chunk it
 // was asked for, and granary-fuse checks permissions itself (as the kernel's
 // default_permissions), so only callers whose SO_PEERCRED uid is 0 or
-// granaryd's own euid are
-// answered; any other caller gets PERMISSION_DENIED on every request and reads
+// granaryd's own euid are answered; any other caller gets PERMISSION_DENIED
+// on every request and reads
 // over gRPC, which checks file permissions. The socket file gets its group
 // and mode (as the gRPC socket's) before it listens. Accept errors that mean
 // a resource ran short back off and retry; the listener never stops. A

@@ -96,14 +96,26 @@ absl::StatusOr<store::ChunkStore::Extent> ReadThrough::Locate(const ChunkKey& ke
   return extent;
 }
 
-absl::StatusOr<UniqueFd> ReadThrough::OpenWholeFile(const ChunkKey& file, uint64_t size,
-                                                    uint32_t chunk_size) {
+absl::StatusOr<store::ChunkStore::WholeFile> ReadThrough::OpenWholeFile(const ChunkKey& file,
+                                                                        uint64_t size,
+                                                                        uint32_t chunk_size) {
   activity_->Touch(file.dataset_version);
   GRANARY_ASSIGN_OR_RETURN(
-      UniqueFd fd, store_->OpenWholeFile(file.dataset_version, file.file_id, size, chunk_size));
+      store::ChunkStore::WholeFile whole,
+      store_->OpenWholeFile(file.dataset_version, file.file_id, size, chunk_size));
   metrics_->hits.fetch_add(ChunkCount(size, chunk_size), std::memory_order_relaxed);
   metrics_->bytes_from_cache.fetch_add(size, std::memory_order_relaxed);
-  return fd;
+  return whole;
+}
+
+store::ChunkStore::Withdrawn ReadThrough::RecordUses(const v1::UseReport& report) {
+  for (const v1::FileUse& use : report.files()) {
+    activity_->Touch(use.dataset_version());
+    store_->RecordUse(use.dataset_version(), use.file_id(), use.chunks());
+    metrics_->hits.fetch_add(use.chunks(), std::memory_order_relaxed);
+    metrics_->bytes_from_cache.fetch_add(use.bytes(), std::memory_order_relaxed);
+  }
+  return store_->WithdrawnSince(report.withdrawn_after());
 }
 
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::Fetch(const Manifest& manifest,

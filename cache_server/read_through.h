@@ -82,7 +82,13 @@ class ReadThrough {
   // for the kernel to serve (store::ChunkStore::OpenWholeFile); counted as a
   // hit of every chunk serving the whole file. NOT_FOUND unless this node
   // holds the file whole; nothing is read through.
-  absl::StatusOr<UniqueFd> OpenWholeFile(const ChunkKey& file, uint64_t size, uint32_t chunk_size);
+  absl::StatusOr<store::ChunkStore::WholeFile> OpenWholeFile(const ChunkKey& file, uint64_t size,
+                                                             uint32_t chunk_size);
+
+  // Counts reads a reader on this host served itself from descriptors it
+  // kept (Locate, OpenWholeFile) as hits and as uses of their versions and
+  // files, and answers the files withdrawn since its last report.
+  store::ChunkStore::Withdrawn RecordUses(const v1::UseReport& report);
 
   // Fetches chunk `key` of `manifest` through its owner, from a peer or from
   // the source into the store, unless the store holds it already. Counts as a

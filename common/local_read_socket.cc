@@ -86,8 +86,8 @@ absl::Status ReceiveLocalReadMessage(int socket, google::protobuf::MessageLite* 
   return status;
 }
 
-absl::Status ReadVerifiedRange(int segment_fd, const v1::ChunkLocation& location,
-                               const ChunkKey& key, uint64_t offset, std::span<char> out) {
+absl::Status ReadVerifiedRange(int data_fd, const v1::ChunkLocation& location, const ChunkKey& key,
+                               uint64_t offset, std::span<char> out) {
   const uint64_t length = location.length();
   if (offset > length || out.size() > length - offset) {
     return absl::OutOfRangeError(absl::StrCat("range [", offset, ", +", out.size(),
@@ -110,12 +110,11 @@ absl::Status ReadVerifiedRange(int segment_fd, const v1::ChunkLocation& location
     covering = staging.get();
   }
   GRANARY_ASSIGN_OR_RETURN(
-      size_t read,
-      PreadUntilFullOrEnd(segment_fd, location.offset() + begin, {covering, end - begin},
-                          absl::StrCat("reading chunk ", key.ToString())));
+      size_t read, PreadUntilFullOrEnd(data_fd, location.offset() + begin, {covering, end - begin},
+                                       absl::StrCat("reading chunk ", key.ToString())));
   if (read < end - begin) {
     return absl::DataLossError(
-        absl::StrCat("the segment of chunk ", key.ToString(), " ends before the chunk does"));
+        absl::StrCat("the data file of chunk ", key.ToString(), " ends before the chunk does"));
   }
   const std::optional<uint64_t> mismatch =
       by_blocks ? MismatchedBlock(location, begin / block_bytes, covering, end - begin)
@@ -178,68 +177,69 @@ void LocalChunkReader::KeepConnection(int socket) {
   idle_.push_back(socket);
 }
 
-absl::Status LocalChunkReader::Ask(int socket, const v1::LocalReadRequest& request,
-                                   v1::ChunkLocation* location, int* segment_fd, bool* answered) {
-  GRANARY_RETURN_IF_ERROR(SendLocalReadMessage(socket, request, -1));
-  v1::LocalReadResponse response;
-  GRANARY_RETURN_IF_ERROR(ReceiveLocalReadMessage(socket, &response, segment_fd));
-  *answered = true;
-  if (response.code() != 0) {
-    if (*segment_fd != -1) ::close(*segment_fd);
-    *segment_fd = -1;
-    return absl::Status(static_cast<absl::StatusCode>(response.code()), response.message());
+absl::StatusOr<LocalChunkReader::Answer> LocalChunkReader::Exchange(
+    const v1::LocalReadRequest& request) {
+  // A kept connection that fails was most likely cut by a granaryd restart:
+  // every kept one is then as dead, and a new one gets the answer.
+  for (;;) {
+    bool kept = false;
+    GRANARY_ASSIGN_OR_RETURN(int socket, TakeConnection(&kept));
+    Answer answer;
+    int passed_fd = -1;
+    absl::Status exchanged = SendLocalReadMessage(socket, request, -1);
+    if (exchanged.ok()) exchanged = ReceiveLocalReadMessage(socket, &answer.response, &passed_fd);
+    answer.fd = UniqueFd(passed_fd);
+    if (exchanged.ok()) {
+      KeepConnection(socket);
+      if (answer.response.code() != 0) {
+        return absl::Status(static_cast<absl::StatusCode>(answer.response.code()),
+                            answer.response.message());
+      }
+      return answer;
+    }
+    ::close(socket);  // It may hold half an answer.
+    DropIdleConnections();
+    if (!kept) return exchanged;
   }
-  if (*segment_fd == -1) {
-    return absl::InternalError("the local read answer for " +
-                               ChunkKey::FromProto(request.key()).ToString() + " had no segment");
-  }
-  *location = std::move(*response.mutable_location());
-  return absl::OkStatus();
 }
 
-absl::Status LocalChunkReader::Locate(const ChunkKey& key, uint64_t read_bytes,
-                                      v1::ChunkLocation* location, int* segment_fd) {
+absl::StatusOr<LocalChunkReader::Extent> LocalChunkReader::Locate(const ChunkKey& key,
+                                                                  uint64_t read_bytes) {
   v1::LocalReadRequest request;
   key.ToProto(request.mutable_key());
   request.set_read_bytes(read_bytes);
-  absl::Status asked;
-  // A kept connection that fails was most likely cut by a granaryd restart:
-  // every kept one is then as dead, and a new one gets the answer.
-  for (bool retry = true; retry;) {
-    bool kept = false;
-    GRANARY_ASSIGN_OR_RETURN(int socket, TakeConnection(&kept));
-    bool answered = false;
-    asked = Ask(socket, request, location, segment_fd, &answered);
-    if (answered) {
-      KeepConnection(socket);
-    } else {
-      ::close(socket);  // It may hold half an answer.
-      DropIdleConnections();
-    }
-    retry = !answered && kept;
+  GRANARY_ASSIGN_OR_RETURN(Answer answer, Exchange(request));
+  if (!answer.fd.valid()) {
+    return absl::InternalError("the local read answer for " + key.ToString() + " had no data file");
   }
-  return asked;
+  return Extent{std::move(answer.fd), std::move(*answer.response.mutable_location())};
+}
+
+absl::StatusOr<LocalChunkReader::WholeFile> LocalChunkReader::OpenWholeFile(const ChunkKey& key,
+                                                                            uint64_t size,
+                                                                            uint32_t chunk_size) {
+  v1::LocalReadRequest request;
+  key.ToProto(request.mutable_key());
+  request.mutable_whole_file()->set_size(size);
+  request.mutable_whole_file()->set_chunk_size(chunk_size);
+  GRANARY_ASSIGN_OR_RETURN(Answer answer, Exchange(request));
+  if (!answer.fd.valid()) {
+    return absl::InternalError("the whole-file answer for " + key.ToString() + " had no data file");
+  }
+  return WholeFile{std::move(answer.fd), answer.response.whole_file().verified_ctime_ns()};
+}
+
+absl::StatusOr<v1::WithdrawnFiles> LocalChunkReader::ReportUses(const v1::UseReport& report) {
+  v1::LocalReadRequest request;
+  *request.mutable_uses() = report;
+  GRANARY_ASSIGN_OR_RETURN(Answer answer, Exchange(request));
+  return std::move(*answer.response.mutable_withdrawn());
 }
 
 absl::Status LocalChunkReader::Read(const ChunkKey& key, uint32_t offset_in_chunk,
                                     std::span<char> out) {
-  v1::ChunkLocation location;
-  int segment_fd = -1;
-  GRANARY_RETURN_IF_ERROR(Locate(key, out.size(), &location, &segment_fd));
-  absl::Status read = ReadVerifiedRange(segment_fd, location, key, offset_in_chunk, out);
-  ::close(segment_fd);
-  return read;
-}
-
-absl::Status LocalChunkReader::Prefetch(const ChunkKey& key) {
-  v1::ChunkLocation location;
-  int segment_fd = -1;
-  GRANARY_RETURN_IF_ERROR(Locate(key, /*read_bytes=*/0, &location, &segment_fd));
-  // Advice only: a failure costs the read that follows its disk wait, no more.
-  ::posix_fadvise(segment_fd, static_cast<off_t>(location.offset()),
-                  static_cast<off_t>(location.length()), POSIX_FADV_WILLNEED);
-  ::close(segment_fd);
-  return absl::OkStatus();
+  GRANARY_ASSIGN_OR_RETURN(Extent extent, Locate(key, out.size()));
+  return ReadVerifiedRange(extent.fd.get(), extent.location, key, offset_in_chunk, out);
 }
 
 }  // namespace granary

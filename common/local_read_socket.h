@@ -1,16 +1,21 @@
 // The local read path: how a reader on granaryd's own host (granary-fuse)
-// reads cached chunks out of the segment files itself, instead of receiving
-// every byte over gRPC. granaryd answers a LocalReadRequest on its local read
-// socket (SOCK_SEQPACKET, the gRPC socket's path + ".local", with the same
-// owner, group and mode) with the chunk's location and a read-only descriptor
-// of its segment file (SCM_RIGHTS); the reader preads the chunk and verifies
-// each block against the location's XXH3s before using a byte of it.
+// reads cached chunks out of the cache's data files itself, instead of
+// receiving every byte over gRPC. granaryd answers a LocalReadRequest on its
+// local read socket (SOCK_SEQPACKET, the gRPC socket's path + ".local", with
+// the same owner, group and mode) with the chunk's location and a read-only
+// descriptor of its data file (SCM_RIGHTS); the reader preads the chunk and
+// verifies each block against the location's XXH3s before using a byte of
+// it. A whole-file request gets the descriptor of a data file that is its
+// source file byte for byte, verified, for the kernel to serve (FUSE
+// passthrough); a use report tells granaryd what the reader served itself.
 //
-// A descriptor is good for the chunk it came with only: the segment may be
-// reclaimed afterwards, and the descriptor then reads the old, unlinked file,
-// which the checksums still vouch for. Anything that fails here (a miss, no
-// server, a mismatch) is for the caller to read through gRPC instead, which
-// reads misses through and drops chunks that do not verify.
+// A chunk's descriptor may be kept for later reads of the chunk: if the data
+// file is reclaimed meanwhile, the descriptor reads the old, unlinked file,
+// which the checksums still vouch for (and which keeps its disk blocks until
+// closed: use reports name the files withdrawn, for their descriptors to be
+// closed). Anything that fails here (a miss, no server, a mismatch) is for the
+// caller to read through gRPC instead, which reads misses through and drops
+// chunks that do not verify.
 //
 // Thread-safety: the free functions are reentrant; LocalChunkReader's methods
 // may be called concurrently (each call uses a connection of its own).
@@ -28,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/chunk_key.h"
+#include "common/unique_fd.h"
 #include "google/protobuf/message_lite.h"
 #include "proto/granary.pb.h"
 
@@ -62,31 +68,50 @@ class LocalChunkReader {
   LocalChunkReader(const LocalChunkReader&) = delete;
   LocalChunkReader& operator=(const LocalChunkReader&) = delete;
 
+  // Where the local granaryd holds chunk `key`: a read-only descriptor of its
+  // data file and its location, counted as a hit serving `read_bytes` (0 for
+  // a prefetch). NOT_FOUND when it does not hold the chunk, UNAVAILABLE when
+  // it cannot be reached.
+  struct Extent {
+    UniqueFd fd;
+    v1::ChunkLocation location;
+  };
+  absl::StatusOr<Extent> Locate(const ChunkKey& key, uint64_t read_bytes);
+
+  // The data file of the file `key` names (its version and file id) when the
+  // local granaryd holds it whole, `size` bytes in chunks of `chunk_size`,
+  // every chunk verified: for the kernel to serve. NOT_FOUND otherwise.
+  struct WholeFile {
+    UniqueFd fd;
+    int64_t verified_ctime_ns = 0;  // Its ctime when it was verified.
+  };
+  absl::StatusOr<WholeFile> OpenWholeFile(const ChunkKey& key, uint64_t size, uint32_t chunk_size);
+
+  // Reports reads this reader served itself; the answer lists the files
+  // withdrawn since the report before.
+  absl::StatusOr<v1::WithdrawnFiles> ReportUses(const v1::UseReport& report);
+
   // Reads `out.size()` bytes at `offset_in_chunk` of chunk `key` out of the
   // local granaryd's store, verified. NOT_FOUND when it does not hold the
   // chunk, UNAVAILABLE when it cannot be reached, DATA_LOSS when the bytes do
   // not match their checksums, OUT_OF_RANGE past the chunk's end.
   absl::Status Read(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out);
-  // Asks the kernel to start reading chunk `key` from disk into the page
-  // cache (POSIX_FADV_WILLNEED), for a Read() soon after; errors as Read().
-  absl::Status Prefetch(const ChunkKey& key);
 
   const std::string& socket_path() const { return socket_path_; }
 
  private:
+  struct Answer {
+    v1::LocalReadResponse response;
+    UniqueFd fd;
+  };
   // An idle connection (`*kept` set), or a new one.
   absl::StatusOr<int> TakeConnection(bool* kept);
   void KeepConnection(int socket);
   void DropIdleConnections();
-  // The request and answer on `socket`; `*segment_fd` gets the descriptor,
-  // and `*answered` whether an answer arrived (the connection is still good).
-  absl::Status Ask(int socket, const v1::LocalReadRequest& request, v1::ChunkLocation* location,
-                   int* segment_fd, bool* answered);
-  // Asks for chunk `key`, to read `read_bytes` of it, until an answer
-  // arrives; on success `*segment_fd` is the segment's descriptor, which the
-  // caller must close.
-  absl::Status Locate(const ChunkKey& key, uint64_t read_bytes, v1::ChunkLocation* location,
-                      int* segment_fd);
+  // Sends `request` until an answer arrives (a kept connection cut by a
+  // granaryd restart is retried on a new one); the answer's code as the
+  // status.
+  absl::StatusOr<Answer> Exchange(const v1::LocalReadRequest& request);
 
   const std::string socket_path_;
   std::mutex mutex_;
@@ -94,12 +119,12 @@ class LocalChunkReader {
 };
 
 // Reads bytes [offset, offset + out.size()) of the chunk at `location` in
-// the segment open as `segment_fd` and verifies them: the covering blocks
+// the data file open as `data_fd` and verifies them: the covering blocks
 // against location.block_xxh3, or the whole chunk against location.xxh3 when
 // the location predates block checksums. DATA_LOSS on a mismatch or a short
 // file, naming the chunk.
-absl::Status ReadVerifiedRange(int segment_fd, const v1::ChunkLocation& location,
-                               const ChunkKey& key, uint64_t offset, std::span<char> out);
+absl::Status ReadVerifiedRange(int data_fd, const v1::ChunkLocation& location, const ChunkKey& key,
+                               uint64_t offset, std::span<char> out);
 
 }  // namespace granary
 

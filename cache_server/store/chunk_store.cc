@@ -55,6 +55,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -212,6 +213,11 @@ class DataFileChunkStore final : public ChunkStore {
         io_(std::move(io)),
         directory_bytes_(options.directories.size(), 0),
         eviction_slack_bytes_(std::min<uint64_t>(options.capacity_bytes / 32, 64 << 20)),
+        withdrawn_first_(
+            static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count()) +
+            1),
         syncer_([this](uint64_t file_id, uint64_t generation) {
           // Under the lock like every index mutation: RocksDB would otherwise
           // merge concurrent writes on one thread, which TSan cannot follow
@@ -228,8 +234,10 @@ class DataFileChunkStore final : public ChunkStore {
   absl::StatusOr<std::string> ReadRange(const ChunkKey& key, uint64_t offset,
                                         uint64_t length) override;
   absl::StatusOr<Extent> Locate(const ChunkKey& key) override;
-  absl::StatusOr<UniqueFd> OpenWholeFile(uint64_t dataset_version, uint64_t file_id, uint64_t size,
-                                         uint32_t chunk_size) override;
+  absl::StatusOr<WholeFile> OpenWholeFile(uint64_t dataset_version, uint64_t file_id, uint64_t size,
+                                          uint32_t chunk_size) override;
+  void RecordUse(uint64_t dataset_version, uint64_t file_id, uint64_t chunks) override;
+  Withdrawn WithdrawnSince(uint64_t after) override;
   bool Contains(const ChunkKey& key) override;
   absl::StatusOr<bool> Insert(const ChunkKey& key, uint32_t chunk_size,
                               std::string_view data) override;
@@ -289,6 +297,8 @@ class DataFileChunkStore final : public ChunkStore {
   absl::Status ReclaimLocked(uint64_t file_id);
   // Drops `key` if the index still maps it to `location`.
   void DropLocked(std::string_view key, const v1::ChunkLocation& location);
+  // Remembers that `source` was withdrawn, for WithdrawnSince.
+  void WithdrawLocked(const SourceFile& source);
   // Reclaims `file` if it has no write in flight and holds no live chunk.
   void ReclaimIfDeadLocked(const CachedFile& file);
   // Hands the file to the syncer once it is idle and written since.
@@ -339,6 +349,11 @@ class DataFileChunkStore final : public ChunkStore {
   uint64_t used_bytes_ = 0;
   uint64_t chunk_count_ = 0;
   uint64_t next_file_id_ = 1;
+  // Withdrawn files, newest last, numbered from withdrawn_first_; numbers
+  // start at the store's opening time in ns, so that those of an earlier
+  // opening are recognised as not its own.
+  std::deque<SourceFile> withdrawn_;
+  uint64_t withdrawn_first_ = 0;
 
   std::atomic<uint64_t> hits_{0};
   std::atomic<uint64_t> misses_{0};
@@ -443,9 +458,19 @@ absl::Status DataFileChunkStore::ReclaimLocked(uint64_t file_id) {
   used_bytes_ -= file.live_bytes;
   chunk_count_ -= file.live_chunks;
   ForgetVersionBytesLocked(file.source.first, file.live_bytes);
+  WithdrawLocked(file.source);
   files_by_source_.erase(file.source);
   files_.erase(file_id);
   return absl::OkStatus();
+}
+
+void DataFileChunkStore::WithdrawLocked(const SourceFile& source) {
+  constexpr size_t kRememberedWithdrawals = 4096;
+  withdrawn_.push_back(source);
+  if (withdrawn_.size() > kRememberedWithdrawals) {
+    withdrawn_.pop_front();
+    withdrawn_first_++;
+  }
 }
 
 void DataFileChunkStore::DropLocked(std::string_view key, const v1::ChunkLocation& location) {
@@ -467,6 +492,9 @@ void DataFileChunkStore::DropLocked(std::string_view key, const v1::ChunkLocatio
   used_bytes_ -= location.length();
   chunk_count_--;
   ForgetVersionBytesLocked(file.source.first, location.length());
+  if (file.live_chunks > 0 || file.pending_writes > 0) {
+    WithdrawLocked(file.source);  // No longer whole; reclaiming withdraws it too.
+  }
   ReclaimIfDeadLocked(file);
 }
 
@@ -657,9 +685,10 @@ absl::StatusOr<ChunkStore::Extent> DataFileChunkStore::Locate(const ChunkKey& ke
   return Extent{std::move(fd), std::move(found->location)};
 }
 
-absl::StatusOr<UniqueFd> DataFileChunkStore::OpenWholeFile(uint64_t dataset_version,
-                                                           uint64_t file_id, uint64_t size,
-                                                           uint32_t chunk_size) {
+absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t dataset_version,
+                                                                        uint64_t file_id,
+                                                                        uint64_t size,
+                                                                        uint32_t chunk_size) {
   const SourceFile source{dataset_version, file_id};
   auto not_whole = [&](std::string_view why) {
     return absl::NotFoundError(absl::StrCat("file ", file_id, " of version ",
@@ -726,7 +755,8 @@ absl::StatusOr<UniqueFd> DataFileChunkStore::OpenWholeFile(uint64_t dataset_vers
   if (!fd.valid()) return not_whole("its data file has just been evicted");
   hits_ += chunk_count;
   whole_files_++;
-  return fd;
+  return WholeFile{.fd = std::move(fd),
+                   .verified_ctime_ns = st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec};
 }
 
 absl::StatusOr<std::optional<DataFileChunkStore::Found>> DataFileChunkStore::Find(
@@ -738,6 +768,31 @@ absl::StatusOr<std::optional<DataFileChunkStore::Found>> DataFileChunkStore::Fin
   if (it == files_.end()) return std::nullopt;
   it->second.last_use_ms = NowMs();
   return Found{*std::move(location), it->second.file};
+}
+
+void DataFileChunkStore::RecordUse(uint64_t dataset_version, uint64_t file_id, uint64_t chunks) {
+  hits_ += chunks;
+  std::lock_guard lock(mu_);
+  auto it = files_by_source_.find({dataset_version, file_id});
+  if (it != files_by_source_.end()) files_.at(it->second).last_use_ms = NowMs();
+}
+
+ChunkStore::Withdrawn DataFileChunkStore::WithdrawnSince(uint64_t after) {
+  // Bounded, so that an answer fits in one local read message.
+  constexpr size_t kMaxListed = 2048;
+  Withdrawn answer;
+  std::lock_guard lock(mu_);
+  const uint64_t last = withdrawn_first_ + withdrawn_.size() - 1;
+  if (after + 1 < withdrawn_first_ || after > last) {
+    answer.through = last;
+    return answer;
+  }
+  answer.complete = true;
+  answer.through = std::min<uint64_t>(last, after + kMaxListed);
+  for (uint64_t number = after + 1; number <= answer.through; ++number) {
+    answer.files.push_back(withdrawn_[number - withdrawn_first_]);
+  }
+  return answer;
 }
 
 bool DataFileChunkStore::Contains(const ChunkKey& key) {

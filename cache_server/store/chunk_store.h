@@ -155,8 +155,31 @@ class ChunkStore {
   // needed). Counts as a hit of every chunk. NOT_FOUND when a chunk is
   // missing or does not verify (it is dropped), when the file is empty or
   // was written with O_DIRECT padding.
-  virtual absl::StatusOr<UniqueFd> OpenWholeFile(uint64_t dataset_version, uint64_t file_id,
-                                                 uint64_t size, uint32_t chunk_size) = 0;
+  struct WholeFile {
+    UniqueFd fd;
+    // The data file's ctime when it was verified: a holder of `fd` knows
+    // nothing was written to it since while it still has this ctime.
+    int64_t verified_ctime_ns = 0;
+  };
+  virtual absl::StatusOr<WholeFile> OpenWholeFile(uint64_t dataset_version, uint64_t file_id,
+                                                  uint64_t size, uint32_t chunk_size) = 0;
+
+  // Counts a use of the data file of file `file_id` of `dataset_version`
+  // by a reader that read `chunks` of its chunks through a descriptor it
+  // kept (from Locate or OpenWholeFile): hits, and the file's last use.
+  virtual void RecordUse(uint64_t dataset_version, uint64_t file_id, uint64_t chunks) = 0;
+
+  // The files withdrawn (reclaimed, or a chunk of them dropped) after
+  // sequence number `after`, oldest first, for readers that keep
+  // descriptors: `through` is the sequence number of the last one listed;
+  // `complete` is false when the store no longer remembers them all, or
+  // `after` is not one of its own numbers (it was reopened since).
+  struct Withdrawn {
+    std::vector<std::pair<uint64_t, uint64_t>> files;  // (dataset version, file id).
+    uint64_t through = 0;
+    bool complete = false;
+  };
+  virtual Withdrawn WithdrawnSince(uint64_t after) = 0;
 
   // Whether the index holds `key` (without reading or verifying it).
   virtual bool Contains(const ChunkKey& key) = 0;

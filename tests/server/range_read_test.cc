@@ -202,13 +202,13 @@ TEST_F(RangeReadTest, LocalReadsGiveTheCachedBytesAndMissesAreNotFound) {
 
 TEST_F(RangeReadTest, ALocalPrefetchOfAHeldChunkIsNoReadAndOfAMissIsNotFound) {
   LocalChunkReader reader(LocalReadSocketPath(server_->socket_path()));
-  absl::Status miss = reader.Prefetch({version_, file_id_, 0});
-  EXPECT_TRUE(absl::IsNotFound(miss)) << miss;
+  auto miss = reader.Locate({version_, file_id_, 0}, /*read_bytes=*/0);
+  EXPECT_TRUE(absl::IsNotFound(miss.status())) << miss.status();
   ASSERT_TRUE(Read(0, 0, 0).status.ok());
   const double hits_before = Metric("granary_cache_hits_total");
   const double served_before = Metric("granary_bytes_from_cache_total");
-  absl::Status held = reader.Prefetch({version_, file_id_, 0});
-  EXPECT_TRUE(held.ok()) << held;
+  auto held = reader.Locate({version_, file_id_, 0}, /*read_bytes=*/0);
+  EXPECT_TRUE(held.ok()) << held.status();
   EXPECT_EQ(Metric("granary_cache_hits_total"), hits_before);
   EXPECT_EQ(Metric("granary_bytes_from_cache_total"), served_before);
   EXPECT_EQ(Metric("granary_source_reads_total"), 1) << "a prefetch never reads through";

@@ -63,9 +63,12 @@ TEST(WholeFile, IsHandedOutOnlyOnceEveryChunkIsHeld) {
   ASSERT_NO_FATAL_FAILURE(Insert(**store, 1));
   auto whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
   ASSERT_TRUE(whole.ok()) << whole.status();
-  EXPECT_EQ(::fcntl(whole->get(), F_GETFL) & O_ACCMODE, O_RDONLY);
-  EXPECT_TRUE(ReadAll(whole->get()) == SourceFile());
+  EXPECT_EQ(::fcntl(whole->fd.get(), F_GETFL) & O_ACCMODE, O_RDONLY);
+  EXPECT_TRUE(ReadAll(whole->fd.get()) == SourceFile());
   EXPECT_EQ((*store)->Stats().whole_files, 1u);
+  struct stat st;
+  ASSERT_EQ(::fstat(whole->fd.get(), &st), 0);
+  EXPECT_EQ(whole->verified_ctime_ns, st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec);
 
   // Another file, another geometry, an empty file: misses naming why.
   auto other = (*store)->OpenWholeFile(kVersion, kFileId + 1, kFileSize, kChunkSize);
@@ -100,7 +103,7 @@ TEST(WholeFile, ABadByteOnDiskIsCaughtBeforeTheFileIsHandedOut) {
   ASSERT_NO_FATAL_FAILURE(Insert(**store, 1));
   whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
   ASSERT_TRUE(whole.ok()) << whole.status();
-  EXPECT_TRUE(ReadAll(whole->get()) == SourceFile());
+  EXPECT_TRUE(ReadAll(whole->fd.get()) == SourceFile());
 }
 
 TEST(WholeFile, AByteWrittenAfterItWasVerifiedIsCaughtAtTheNextRequest) {
@@ -162,6 +165,39 @@ TEST(WholeFile, PaddedDirectIoFilesAreNeverHandedOut) {
     auto read = (*store)->Read(Key(chunk));
     ASSERT_TRUE(read.ok()) << read.status();
   }
+}
+
+TEST(WholeFile, ReadersThatKeepDescriptorsLearnWhichFilesWereWithdrawn) {
+  ScratchDir dir;
+  auto store = ChunkStore::Open(SmallStoreOptions(dir, 8 << 20, kChunkSize));
+  ASSERT_TRUE(store.ok()) << store.status();
+  // A first report (after 0) is not the store's own number: keep nothing.
+  ChunkStore::Withdrawn first = (*store)->WithdrawnSince(0);
+  EXPECT_FALSE(first.complete);
+  EXPECT_TRUE(first.files.empty());
+  for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
+  ASSERT_TRUE(*(*store)->Insert({kVersion + 1, kFileId, 0}, kChunkSize, "other version"));
+  ChunkStore::Withdrawn none = (*store)->WithdrawnSince(first.through);
+  EXPECT_TRUE(none.complete);
+  EXPECT_TRUE(none.files.empty());
+  EXPECT_EQ(none.through, first.through);
+
+  const uint64_t hits = (*store)->Stats().hits;
+  (*store)->RecordUse(kVersion, kFileId, 3);
+  EXPECT_EQ((*store)->Stats().hits, hits + 3);
+
+  ASSERT_TRUE((*store)->RemoveVersion(kVersion + 1).ok());
+  ChunkStore::Withdrawn removed = (*store)->WithdrawnSince(none.through);
+  EXPECT_TRUE(removed.complete);
+  ASSERT_EQ(removed.files.size(), 1u);
+  EXPECT_EQ(removed.files[0], std::make_pair(kVersion + 1, kFileId));
+  EXPECT_TRUE((*store)->WithdrawnSince(removed.through).files.empty());
+
+  // A number from an earlier opening of the store is not its own.
+  store->reset();
+  auto reopened = ChunkStore::Open(SmallStoreOptions(dir, 8 << 20, kChunkSize));
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_FALSE((*reopened)->WithdrawnSince(removed.through).complete);
 }
 
 }  // namespace
