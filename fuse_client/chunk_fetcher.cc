@@ -34,9 +34,14 @@ absl::Status ChunkFetcher::ReadLocal(const FileRef& file, uint32_t chunk_index,
                                      uint32_t offset_in_chunk, std::span<char> out) {
   LocalChunkReader* local = LocalReads();
   if (local == nullptr) return absl::UnavailableError("no local read path");
-  absl::Status status = local->Read(file.KeyOf(chunk_index), offset_in_chunk, out);
+  bool asked = false;
+  absl::Status status =
+      file.extents.Read(*local, file.KeyOf(chunk_index), offset_in_chunk, out, &asked);
   if (absl::IsDataLoss(status)) {
     GRANARY_LOG_FIRST_N(WARNING, 20) << status << "; reading it through granaryd";
+  }
+  if (status.ok() && !asked && uses_ != nullptr) {
+    uses_->Record(file.snapshot.manifest.version(), file.file_id, out.size(), 1);
   }
   return status;
 }
@@ -44,7 +49,7 @@ absl::Status ChunkFetcher::ReadLocal(const FileRef& file, uint32_t chunk_index,
 absl::Status ChunkFetcher::PrefetchLocal(const FileRef& file, uint32_t chunk_index) {
   LocalChunkReader* local = LocalReads();
   if (local == nullptr) return absl::UnavailableError("no local read path");
-  return local->Prefetch(file.KeyOf(chunk_index));
+  return file.extents.Prefetch(*local, file.KeyOf(chunk_index));
 }
 
 absl::Status ChunkFetcher::Read(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,

@@ -4,10 +4,12 @@
 // the dataset's source directly, so a training job keeps reading through cache
 // nodes' failures.
 //
-// A chunk the local granaryd holds is read out of its segment file directly
+// A chunk the local granaryd holds is read out of its data file directly
 // (the local read path, common/local_read_socket.h), without its bytes
-// crossing gRPC; any failure there (a miss, above all) falls back to the
-// path below.
+// crossing gRPC, and granaryd is asked where it lies once per open file
+// (LocalExtents); reads served from what was asked before are reported to it
+// in batches (UseReporter). Any failure there (a miss, above all) falls back
+// to the path below.
 //
 // Policy:
 //  - FAILED_PRECONDITION from a server (the source changed since the
@@ -33,7 +35,9 @@
 #include "common/cluster_reader.h"
 #include "common/dataset_client.h"
 #include "common/local_read_socket.h"
+#include "fuse_client/local_extents.h"
 #include "fuse_client/source_file.h"
+#include "fuse_client/use_reporter.h"
 
 namespace granary::fuse {
 
@@ -46,15 +50,17 @@ struct FileRef {
   const DatasetSnapshot& snapshot;
   uint64_t file_id;
   SourceFile& source;
+  LocalExtents& extents;
 };
 
 class ChunkFetcher {
  public:
-  // `servers` and `local` (null: no local read path, as when the local
-  // server is reached over TCP) must outlive the fetcher.
-  ChunkFetcher(ClusterReader* servers, LocalChunkReader* local,
+  // `servers`, `local` (null: no local read path, as when the local server
+  // is reached over TCP) and `uses` (where local reads that granaryd did not
+  // see are reported; null with no local read path) must outlive the fetcher.
+  ChunkFetcher(ClusterReader* servers, LocalChunkReader* local, UseReporter* uses,
                std::chrono::milliseconds retry_after)
-      : servers_(servers), local_(local), retry_after_(retry_after) {}
+      : servers_(servers), local_(local), uses_(uses), retry_after_(retry_after) {}
 
   // Reads `out.size()` bytes at `offset_in_chunk` of chunk `chunk_index` of
   // `file`; the range must lie inside the chunk.
@@ -79,6 +85,7 @@ class ChunkFetcher {
 
   ClusterReader* const servers_;
   LocalChunkReader* const local_;
+  UseReporter* const uses_;
   const std::chrono::milliseconds retry_after_;
   std::atomic<int64_t> down_until_ns_{0};  // steady_clock; 0: up.
 };

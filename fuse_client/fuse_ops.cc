@@ -208,10 +208,29 @@ struct Ops {
       return;
     }
     auto file = std::make_shared<OpenFile>(node.dataset, node.node);
-    fi->fh = reinterpret_cast<uint64_t>(new FileReader(std::move(file), fs.read_path_));
-    fi->keep_cache = 1;
-    fi->noflush = 1;
-    fuse_reply_open(req, fi);
+    if (fs.passthrough_ != nullptr) file->backing_id = fs.passthrough_->Open(*file);
+    auto* reader = new FileReader(file, fs.read_path_);
+    int replied;
+    if (file->backing_id > 0) {
+      // The kernel reads the backing file itself; reads that still arrive
+      // (readahead(2), fadvise) are served by the reader. The kernel keeps
+      // no page cache of its own for a passed-through file.
+      replied = KernelChannel::ReplyOpenPassthrough(req, reinterpret_cast<uint64_t>(reader),
+                                                    file->backing_id);
+    } else {
+      fi->fh = reinterpret_cast<uint64_t>(reader);
+      fi->keep_cache = 1;
+      fi->noflush = 1;
+      replied = fuse_reply_open(req, fi);
+    }
+    if (replied == -ENOENT) ReleaseReader(fs, reader);  // The open was interrupted.
+  }
+
+  static void ReleaseReader(GranaryFs& fs, FileReader* reader) {
+    if (fs.passthrough_ != nullptr) {
+      fs.passthrough_->Release(reader->file().inode, reader->file().backing_id);
+    }
+    delete reader;
   }
 
   static void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
@@ -225,8 +244,21 @@ struct Ops {
   }
 
   static void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-    delete reinterpret_cast<FileReader*>(fi->fh);
+    ReleaseReader(Fs(req), reinterpret_cast<FileReader*>(fi->fh));
     fuse_reply_err(req, 0);
+  }
+
+  static void Ioctl(fuse_req_t req, fuse_ino_t, unsigned int, void*, fuse_file_info*, unsigned,
+                    const void*, size_t, size_t) {
+    fuse_reply_err(req, ENOTTY);
+  }
+
+  // libfuse's custom I/O, through the channel.
+  static ssize_t ReadHook(int fd, void* buffer, size_t size, void* userdata) {
+    return static_cast<GranaryFs*>(userdata)->channel_->Read(fd, buffer, size);
+  }
+  static ssize_t WritevHook(int fd, struct iovec* iov, int count, void* userdata) {
+    return static_cast<GranaryFs*>(userdata)->channel_->Writev(fd, iov, count);
   }
 
   static void StatFs(fuse_req_t req, fuse_ino_t) {
@@ -271,6 +303,14 @@ struct Ops {
   }
 };
 
+absl::Status GranaryFs::AttachChannel(fuse_session* session) {
+  const fuse_custom_io hooks = {.writev = Ops::WritevHook,
+                                .read = Ops::ReadHook,
+                                .splice_receive = nullptr,
+                                .splice_send = nullptr};
+  return channel_->Attach(session, hooks);
+}
+
 const fuse_lowlevel_ops& GranaryFs::Operations() {
   static const fuse_lowlevel_ops ops = [] {
     fuse_lowlevel_ops o = {};
@@ -285,6 +325,7 @@ const fuse_lowlevel_ops& GranaryFs::Operations() {
     o.open = Ops::Open;
     o.read = Ops::Read;
     o.release = Ops::Release;
+    o.ioctl = Ops::Ioctl;
     o.statfs = Ops::StatFs;
     o.setattr = Ops::SetAttr;
     o.mknod = Ops::MkNod;

@@ -2,9 +2,12 @@
 // mount: a read-only tree whose root lists the datasets and whose metadata
 // (lookup, getattr, readdir, readdirplus, readlink, statfs) comes from the
 // manifests held in memory, with no RPC per file. Every operation that would
-// change the tree or a file fails with EROFS. Reads go through a FileReader
-// per open file; open files keep the kernel's page cache (keep_cache), since
-// a dataset version never changes.
+// change the tree or a file fails with EROFS. A file the local granaryd
+// holds whole and verified is passed through: the kernel reads it from the
+// cache's data file itself (PassthroughFiles). Other files are read through a
+// FileReader per open file and keep the kernel's page cache (keep_cache),
+// since a dataset version never changes. An ioctl is answered ENOTTY at once
+// (Python's open() asks isatty() of every file).
 //
 // Permissions: every entry shows its source's owner, group and mode (the
 // manifest's), and granary-fuse always mounts with default_permissions, so
@@ -29,6 +32,8 @@
 #include "fuse_client/dataset_refresher.h"
 #include "fuse_client/file_reader.h"
 #include "fuse_client/inode_table.h"
+#include "fuse_client/kernel_channel.h"
+#include "fuse_client/passthrough_files.h"
 
 namespace granary::fuse {
 
@@ -37,12 +42,21 @@ inline constexpr uint32_t kMaxRead = 1u << 20;
 
 class GranaryFs {
  public:
-  // Everything must outlive the session.
-  GranaryFs(InodeTable* table, DatasetRefresher* refresher, const FileReader::Context& read_path)
-      : table_(table), refresher_(refresher), read_path_(read_path) {}
+  // Everything must outlive the session; `passthrough` is null when files
+  // are never passed through (no local granaryd to hand out whole files).
+  GranaryFs(InodeTable* table, DatasetRefresher* refresher, const FileReader::Context& read_path,
+            KernelChannel* channel, PassthroughFiles* passthrough)
+      : table_(table),
+        refresher_(refresher),
+        read_path_(read_path),
+        channel_(channel),
+        passthrough_(passthrough) {}
 
   // The operation table; fuse_session_new()'s userdata must be this object.
   static const fuse_lowlevel_ops& Operations();
+
+  // Routes `session`'s I/O through the channel (KernelChannel::Attach).
+  absl::Status AttachChannel(fuse_session* session);
 
  private:
   friend struct Ops;
@@ -50,6 +64,8 @@ class GranaryFs {
   InodeTable* const table_;
   DatasetRefresher* const refresher_;
   const FileReader::Context read_path_;
+  KernelChannel* const channel_;
+  PassthroughFiles* const passthrough_;
 };
 
 }  // namespace granary::fuse

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -50,8 +51,11 @@
 #include "fuse_client/dataset_refresher.h"
 #include "fuse_client/fuse_ops.h"
 #include "fuse_client/inode_table.h"
+#include "fuse_client/kernel_channel.h"
 #include "fuse_client/page_store.h"
+#include "fuse_client/passthrough_files.h"
 #include "fuse_client/readahead.h"
+#include "fuse_client/use_reporter.h"
 
 namespace granary::fuse {
 namespace {
@@ -59,6 +63,33 @@ namespace {
 // Fetched chunks waiting to be copied into the kernel's page cache; past this
 // the stores have fallen behind the readers, and new ones are dropped.
 constexpr size_t kPageStoreQueue = 16;
+
+// How often reads served without granaryd are reported to it (and files it
+// withdrew are learnt): a withdrawn file's disk blocks stay held this long.
+constexpr std::chrono::milliseconds kUseReportInterval{1000};
+
+// As many kept files as `wanted`, within the descriptors this process may
+// open: it raises its limit (root: up to fs.nr_open) to fit them with a
+// quarter more for everything else.
+size_t KeptFilesWithin(size_t wanted) {
+  const rlim_t needed = static_cast<rlim_t>(wanted) / 3 * 4 + 4096;
+  struct rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < needed && geteuid() == 0) {
+    rlim_t nr_open = 0;
+    std::ifstream("/proc/sys/fs/nr_open") >> nr_open;
+    limit.rlim_max = std::max(limit.rlim_max, std::min(needed, nr_open));
+  }
+  limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? needed : std::min(needed, limit.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &limit);
+  getrlimit(RLIMIT_NOFILE, &limit);
+  const size_t room = limit.rlim_cur >= needed ? wanted : limit.rlim_cur / 4 * 3;
+  if (room < wanted) {
+    GRANARY_LOG(INFO) << "keeping at most " << room << " files open for passthrough, not " << wanted
+                      << " (RLIMIT_NOFILE " << limit.rlim_cur << ")";
+  }
+  return room;
+}
 
 struct Flags {
   std::string mountpoint;
@@ -73,6 +104,8 @@ struct Flags {
   uint32_t readahead_threads = 4;
   bool no_page_store = false;
   bool no_local_reads = false;
+  bool no_passthrough = false;
+  size_t max_kept_files = 131072;
   uint32_t fuse_threads = 16;
   uint32_t rpc_timeout_ms = 10000;
   uint32_t retry_after_ms = 1000;
@@ -205,18 +238,34 @@ int Run(const Flags& flags, int report_fd) {
   }
   ClusterReader servers(client->get(), {.client = client_options, .watch = {}});
   ChunkCache cache(*cache_size);
-  // Chunks the local server holds are read out of its segment files when it
-  // is reached over its Unix socket (so it runs on this host).
+  // Chunks the local server holds are read out of its data files, and files
+  // it holds whole are passed through, when it is reached over its Unix
+  // socket (so it runs on this host).
   std::unique_ptr<LocalChunkReader> local_reads;
   if (absl::StartsWith((*client)->address(), "unix:") && !flags.no_local_reads) {
     local_reads = std::make_unique<LocalChunkReader>(
         LocalReadSocketPath(std::string_view((*client)->address()).substr(5)));
   }
-  ChunkFetcher fetcher(&servers, local_reads.get(),
+  // Declared before what uses them: the reporter's last report, as it
+  // stops, may withdraw kept files; the readahead threads, as they stop, may
+  // still record reads.
+  KernelChannel channel(/*want_passthrough=*/local_reads != nullptr && !flags.no_passthrough);
+  std::unique_ptr<PassthroughFiles> passthrough;
+  std::unique_ptr<UseReporter> uses;
+  if (local_reads != nullptr) {
+    passthrough = std::make_unique<PassthroughFiles>(&channel, local_reads.get(),
+                                                     KeptFilesWithin(flags.max_kept_files));
+    uses = std::make_unique<UseReporter>(
+        local_reads.get(), kUseReportInterval,
+        [&passthrough](const v1::WithdrawnFiles& withdrawn) { passthrough->Withdraw(withdrawn); });
+    passthrough->set_use_reporter(uses.get());
+  }
+  ChunkFetcher fetcher(&servers, local_reads.get(), uses.get(),
                        std::chrono::milliseconds(flags.retry_after_ms));
   PageStore page_store(kPageStoreQueue);
   Readahead readahead(static_cast<int>(flags.readahead_threads), &cache, &fetcher, &page_store);
-  GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, &page_store, *readahead_bytes});
+  GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, &page_store, *readahead_bytes},
+               &channel, passthrough.get());
 
   // default_permissions always: the kernel checks each access against the
   // source's owners and modes that the entries show (fuse_ops.h); no option
@@ -240,6 +289,12 @@ int Run(const Flags& flags, int report_fd) {
     fuse_session_destroy(session);
     return fail(absl::StrCat("cannot mount on ", mountpoint));
   }
+  if (absl::Status attached = fs.AttachChannel(session); !attached.ok()) {
+    fuse_session_unmount(session);
+    fuse_remove_signal_handlers(session);
+    fuse_session_destroy(session);
+    return fail(std::string(attached.message()));
+  }
   if (geteuid() == 0) RaiseReadahead(mountpoint, flags.read_ahead_kb);
   if (!flags.no_page_store) page_store.Attach(session);
   GRANARY_LOG(INFO) << "mounted " << table.ListDatasets().size() << " dataset(s) from "
@@ -254,6 +309,12 @@ int Run(const Flags& flags, int report_fd) {
   page_store.Detach();
   GRANARY_LOG(INFO) << "chunks copied into the kernel's page cache: " << page_store.stored() << " ("
                     << page_store.dropped() << " not copied)";
+  if (passthrough != nullptr) {
+    GRANARY_LOG(INFO) << "opens passed through to the kernel: " << passthrough->passed_through()
+                      << " (" << passthrough->from_kept() << " from kept files)";
+  }
+  // The kernel's backing ids are forgotten while the connection is open.
+  if (passthrough != nullptr) passthrough->Close();
   fuse_session_unmount(session);
   fuse_remove_signal_handlers(session);
   fuse_session_destroy(session);
@@ -292,7 +353,14 @@ int main(int argc, char** argv) {
                "bytes then each cost a FUSE request)");
   app.add_flag("--no-local-reads", flags.no_local_reads,
                "Receive every chunk over gRPC, rather than reading those the local server holds "
-               "out of its segment files");
+               "out of its data files (this also turns passthrough off)");
+  app.add_flag("--no-passthrough", flags.no_passthrough,
+               "Serve every read through granary-fuse, never letting the kernel read files the "
+               "local server holds whole (FUSE passthrough)");
+  app.add_option("--max-kept-files", flags.max_kept_files,
+                 "Files held whole whose descriptors stay open after they are closed, so that "
+                 "the next open passes them through without asking the server")
+      ->capture_default_str();
   app.add_option("--read-ahead-kb", flags.read_ahead_kb,
                  "Kernel readahead of the mount (root only)")
       ->capture_default_str();

@@ -28,93 +28,11 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
 #include "tests/fuse/fuse_mount.h"
+#include "tests/fuse/mounted_tree.h"
 #include "tests/support/granaryd_process.h"
 
 namespace granary::testing {
 namespace {
-
-constexpr uint32_t kChunk = 1u << 20;
-
-std::string RandomBytes(size_t size, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::string bytes(size, '\0');
-  for (size_t i = 0; i < size; i += 8) {
-    uint64_t word = rng();
-    std::memcpy(bytes.data() + i, &word, std::min<size_t>(8, size - i));
-  }
-  return bytes;
-}
-
-void WriteFile(const std::string& path, const std::string& bytes) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  ASSERT_TRUE(out.good()) << path;
-}
-
-std::string ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Output and exit code of `sh -c command`.
-std::pair<int, std::string> Shell(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) output.append(buffer, n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
-absl::Status AddDataset(GranarydProcess& server, const std::string& name,
-                        const std::string& source) {
-  auto stub = server.SocketStub();
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  v1::AddDatasetRequest request;
-  request.set_name(name);
-  request.set_source(source);
-  request.set_chunk_size(kChunk);
-  v1::DatasetInfo info;
-  grpc::Status status = stub->AddDataset(&context, request, &info);
-  if (!status.ok()) return absl::InternalError("AddDataset: " + status.error_message());
-  return absl::OkStatus();
-}
-
-// One granaryd, a source tree registered as dataset "ds" with 1 MiB chunks,
-// and a mount of it.
-class MountedTree : public ::testing::Test {
- protected:
-  // Fills `source_` before the dataset is registered.
-  virtual void BuildTree() = 0;
-
-  void SetUp() override {
-    source_ = source_dir_.path() + "/src";
-    BuildTree();
-    if (HasFatalFailure()) return;
-    auto server = GranarydProcess::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    ASSERT_TRUE(AddDataset(*server_, "ds", source_).ok());
-    Mount();
-  }
-
-  void Mount() {
-    auto mount = FuseMount::Start(server_->socket_address(),
-                                  {"--rpc-timeout-ms", "3000", "--retry-server-ms", "500"}, "ds");
-    ASSERT_TRUE(mount.ok()) << mount.status();
-    mount_ = *std::move(mount);
-    mounted_ = mount_->path() + "/ds";
-  }
-
-  TempDir source_dir_;
-  std::string source_;
-  std::unique_ptr<GranarydProcess> server_;
-  std::unique_ptr<FuseMount> mount_;  // Destroyed (unmounted) first.
-  std::string mounted_;
-};
 
 // ------------------------------------------------------------ the whole tree
 
@@ -305,7 +223,7 @@ TEST_F(FuseReadTest, ARandomReadFillsTheKernelPageCacheWithItsWholeChunk) {
   close(fd);
 }
 
-TEST_F(FuseReadTest, ChunksTheLocalServerHoldsAreReadOutOfItsSegmentsNotOverGrpc) {
+TEST_F(FuseReadTest, ChunksTheLocalServerHoldsAreReadOutOfItsDataFilesNotOverGrpc) {
   const std::string name = "big2.bin";
   const std::string want = ReadWhole(source_ + "/" + name);
   ASSERT_TRUE(ReadWhole(mounted_ + "/" + name) == want);  // Misses: read through over gRPC.

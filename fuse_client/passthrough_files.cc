@@ -1,0 +1,175 @@
+#include "fuse_client/passthrough_files.h"
+
+#include <sys/stat.h>
+
+#include "common/chunk_math.h"
+#include "common/logging.h"
+
+namespace granary::fuse {
+
+PassthroughFiles::PassthroughFiles(KernelChannel* channel, LocalChunkReader* local, size_t max_kept)
+    : channel_(channel), local_(local), max_kept_(max_kept) {}
+
+void PassthroughFiles::Close() {
+  std::lock_guard lock(mutex_);
+  closed_ = true;
+  for (auto& [inode, state] : states_) DropKeptLocked(state);
+}
+
+bool PassthroughFiles::StillVerified(int fd, int64_t verified_ctime_ns) {
+  struct stat st;
+  return ::fstat(fd, &st) == 0 && st.st_nlink > 0 &&
+         st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec == verified_ctime_ns;
+}
+
+void PassthroughFiles::DropKeptLocked(State& state) {
+  if (state.backing_id > 0) channel_->UnregisterBacking(state.backing_id);
+  state.backing_id = 0;
+  if (state.fd.valid()) {
+    auto it = inodes_.find(state.file);
+    if (it != inodes_.end()) inodes_.erase(it);
+  }
+  state.fd = UniqueFd();
+  UnkeepLocked(state);
+}
+
+void PassthroughFiles::UnkeepLocked(State& state) {
+  if (!state.in_lru) return;
+  lru_.erase(state.lru_position);
+  state.in_lru = false;
+}
+
+void PassthroughFiles::IdleLocked(uint64_t inode, State& state) {
+  if (state.passthrough_opens > 0 || state.cached_opens > 0 || state.busy) return;
+  if (!state.fd.valid() || state.withdrawn || closed_ || max_kept_ == 0) {
+    DropKeptLocked(state);
+    states_.erase(inode);
+    return;
+  }
+  UnkeepLocked(state);
+  lru_.push_front(inode);
+  state.lru_position = lru_.begin();
+  state.in_lru = true;
+  while (lru_.size() > max_kept_) {
+    const uint64_t oldest = lru_.back();
+    State& victim = states_.at(oldest);
+    DropKeptLocked(victim);
+    states_.erase(oldest);
+  }
+}
+
+void PassthroughFiles::WithdrawLocked(uint64_t inode, State& state) {
+  state.withdrawn = true;
+  IdleLocked(inode, state);
+}
+
+int32_t PassthroughFiles::Open(const OpenFile& file) {
+  const FileKey key{file.dataset->snapshot().manifest.version(), file.file_id};
+  const uint32_t chunk_size = file.chunk_size();
+  const uint64_t size = file.entry.size;
+  std::unique_lock lock(mutex_);
+  State& state = states_[file.inode];
+  idle_.wait(lock, [&] { return !state.busy; });
+  if (state.cached_opens > 0 ||
+      (state.passthrough_opens == 0 && (closed_ || !channel_->passthrough()))) {
+    state.cached_opens++;
+    return 0;
+  }
+  if (state.passthrough_opens > 0) {
+    state.passthrough_opens++;
+    passed_through_.fetch_add(1, std::memory_order_relaxed);
+    return state.backing_id;
+  }
+  UnkeepLocked(state);
+  state.file = key;
+  state.busy = true;
+  state.withdrawn = false;
+  const bool kept = state.fd.valid();
+  const int kept_fd = state.fd.get();
+  const int64_t kept_ctime = state.verified_ctime_ns;
+  lock.unlock();
+
+  bool usable = kept && StillVerified(kept_fd, kept_ctime);
+  LocalChunkReader::WholeFile whole;
+  int32_t backing_id = 0;
+  if (!usable && size > 0) {
+    absl::StatusOr<LocalChunkReader::WholeFile> fetched =
+        local_->OpenWholeFile({key.first, key.second, 0}, size, chunk_size);
+    if (fetched.ok() && StillVerified(fetched->fd.get(), fetched->verified_ctime_ns)) {
+      absl::StatusOr<int32_t> registered = channel_->RegisterBacking(fetched->fd.get());
+      if (registered.ok()) {
+        whole = *std::move(fetched);
+        backing_id = *registered;
+      }
+    } else if (!fetched.ok() && !absl::IsNotFound(fetched.status())) {
+      GRANARY_LOG_FIRST_N(WARNING, 10)
+          << "cannot ask granaryd for a whole file: " << fetched.status();
+    }
+  }
+
+  lock.lock();
+  state.busy = false;
+  idle_.notify_all();
+  if (kept && !usable) DropKeptLocked(state);
+  if (whole.fd.valid()) {
+    if (state.withdrawn || closed_) {
+      // Withdrawn while granaryd was answering: the answer may predate it.
+      channel_->UnregisterBacking(backing_id);
+    } else {
+      state.fd = std::move(whole.fd);
+      state.verified_ctime_ns = whole.verified_ctime_ns;
+      state.backing_id = backing_id;
+      inodes_[key] = file.inode;
+      usable = true;
+    }
+  } else if (usable && state.withdrawn) {
+    DropKeptLocked(state);
+    usable = false;
+  }
+  if (!usable) {
+    state.cached_opens++;
+    return 0;
+  }
+  state.passthrough_opens++;
+  passed_through_.fetch_add(1, std::memory_order_relaxed);
+  if (kept) {
+    from_kept_.fetch_add(1, std::memory_order_relaxed);
+    if (uses_ != nullptr) uses_->Record(key.first, key.second, size, ChunkCount(size, chunk_size));
+  }
+  return state.backing_id;
+}
+
+void PassthroughFiles::Release(uint64_t inode, int32_t backing_id) {
+  std::lock_guard lock(mutex_);
+  auto it = states_.find(inode);
+  if (it == states_.end()) return;
+  State& state = it->second;
+  if (backing_id > 0) {
+    state.passthrough_opens--;
+  } else {
+    state.cached_opens--;
+  }
+  IdleLocked(inode, state);
+}
+
+void PassthroughFiles::Withdraw(const v1::WithdrawnFiles& withdrawn) {
+  std::lock_guard lock(mutex_);
+  if (!withdrawn.complete()) {
+    std::vector<uint64_t> kept;
+    kept.reserve(inodes_.size());
+    for (const auto& [file, inode] : inodes_) kept.push_back(inode);
+    for (uint64_t inode : kept) {
+      auto it = states_.find(inode);
+      if (it != states_.end()) WithdrawLocked(inode, it->second);
+    }
+    return;
+  }
+  for (const v1::FileRef& file : withdrawn.files()) {
+    auto kept = inodes_.find(FileKey{file.dataset_version(), file.file_id()});
+    if (kept == inodes_.end()) continue;
+    const uint64_t inode = kept->second;
+    WithdrawLocked(inode, states_.at(inode));
+  }
+}
+
+}  // namespace granary::fuse

@@ -1,0 +1,125 @@
+// PassthroughFiles decides at every OPEN whether the kernel serves the file
+// itself (FUSE passthrough) or granary-fuse does: the kernel does when the
+// local granaryd holds the file whole and verified (its data file is the
+// source file byte for byte) and passthrough is on (KernelChannel).
+//
+// The descriptor granaryd hands out for such a file, and its backing id with
+// the kernel, are kept after the file is closed, for up to `max_kept` files
+// (least recently opened go first), so that the next open of the file, in
+// the next epoch, costs neither a round trip to granaryd nor a registration:
+// only an fstat, which shows whether the data file was written since it was
+// verified (its ctime) or reclaimed (no link left). Files granaryd withdraws
+// are closed as its answers to use reports name them (UseReporter), and
+// every kept file is closed when it cannot name them all (after a granaryd
+// restart, every file is verified again before it is passed through).
+// Opens served from kept files are reported as uses, so that granaryd's
+// eviction and hit counts see them.
+//
+// The kernel's rules: every open of an inode open in passthrough mode shares
+// its backing file, and an inode open through granary-fuse (cached mode)
+// cannot be opened in passthrough mode until those opens are released, nor
+// the other way round; Open() follows them. A file withdrawn while open in
+// passthrough mode keeps its backing file until its last release.
+//
+// Thread-safety: every method may be called concurrently; the first open of
+// an inode that is not kept asks granaryd without holding the lock, while
+// other opens of that inode wait for it and opens of other inodes go on.
+#ifndef GRANARY_FUSE_CLIENT_PASSTHROUGH_FILES_H_
+#define GRANARY_FUSE_CLIENT_PASSTHROUGH_FILES_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/local_read_socket.h"
+#include "common/unique_fd.h"
+#include "fuse_client/kernel_channel.h"
+#include "fuse_client/open_file.h"
+#include "fuse_client/use_reporter.h"
+#include "proto/granary.pb.h"
+
+namespace granary::fuse {
+
+class PassthroughFiles {
+ public:
+  // Everything must outlive this object.
+  PassthroughFiles(KernelChannel* channel, LocalChunkReader* local, size_t max_kept);
+  PassthroughFiles(const PassthroughFiles&) = delete;
+  PassthroughFiles& operator=(const PassthroughFiles&) = delete;
+
+  void set_use_reporter(UseReporter* uses) { uses_ = uses; }
+
+  // At an OPEN of `file`: the backing id to answer with, or 0 to open it
+  // through granary-fuse. Either way a Release() must follow.
+  int32_t Open(const OpenFile& file);
+  // The release of an open that Open() answered with `backing_id`, or an
+  // OPEN reply the kernel did not take.
+  void Release(uint64_t inode, int32_t backing_id);
+
+  // UseReporter's answer: the files granaryd withdrew.
+  void Withdraw(const v1::WithdrawnFiles& withdrawn);
+
+  // Unregisters every backing file and closes every kept one; after the
+  // session loop ends, while the connection is still open. Opens after it
+  // are not passed through.
+  void Close();
+
+  // Opens passed through, and of those, served from a kept file.
+  uint64_t passed_through() const { return passed_through_.load(std::memory_order_relaxed); }
+  uint64_t from_kept() const { return from_kept_.load(std::memory_order_relaxed); }
+
+ private:
+  using FileKey = std::pair<uint64_t, uint64_t>;  // (dataset version, file id).
+
+  // What is known of one inode that is open or kept. Guarded by mutex_.
+  struct State {
+    int passthrough_opens = 0;
+    int cached_opens = 0;
+    bool busy = false;  // An open is asking granaryd or the kernel; others wait.
+    UniqueFd fd;        // The data file, while kept.
+    int64_t verified_ctime_ns = 0;
+    int32_t backing_id = 0;  // Registered with the kernel while kept.
+    bool withdrawn = false;  // Forget it once its last passthrough open is released.
+    FileKey file;
+    bool in_lru = false;
+    std::list<uint64_t>::iterator lru_position;
+  };
+
+  // Whether a kept descriptor still reads what was verified at
+  // `verified_ctime_ns`: not written since, not reclaimed.
+  static bool StillVerified(int fd, int64_t verified_ctime_ns);
+  // Closes the kept file of `state` and unregisters its backing id.
+  void DropKeptLocked(State& state);
+  // After the last release of `inode`: kept (most recently used first, the
+  // least recently used past max_kept closed) or forgotten.
+  void IdleLocked(uint64_t inode, State& state);
+  void UnkeepLocked(State& state);
+  // Forgets `inode` now if nothing holds it, else once its opens are released.
+  void WithdrawLocked(uint64_t inode, State& state);
+
+  KernelChannel* const channel_;
+  LocalChunkReader* const local_;
+  UseReporter* uses_ = nullptr;
+  const size_t max_kept_;
+
+  std::mutex mutex_;
+  std::condition_variable idle_;  // A busy state is no longer busy.
+  // By inode; node-based, so that a State stays put while an open works on
+  // it unlocked.
+  std::unordered_map<uint64_t, State> states_;
+  absl::flat_hash_map<FileKey, uint64_t> inodes_;  // Kept files' inodes.
+  std::list<uint64_t> lru_;  // Inodes of kept files with no open, most recent first.
+
+  bool closed_ = false;  // Guarded by mutex_.
+  std::atomic<uint64_t> passed_through_{0};
+  std::atomic<uint64_t> from_kept_{0};
+};
+
+}  // namespace granary::fuse
+
+#endif  // GRANARY_FUSE_CLIENT_PASSTHROUGH_FILES_H_

@@ -1,0 +1,87 @@
+#include "fuse_client/use_reporter.h"
+
+#include "common/logging.h"
+
+namespace granary::fuse {
+namespace {
+
+// Files per report message: about 25 bytes each, well inside one local read
+// message (kMaxLocalReadMessageBytes).
+constexpr int kFilesPerMessage = 2000;
+
+}  // namespace
+
+UseReporter::UseReporter(LocalChunkReader* local, std::chrono::milliseconds interval,
+                         OnWithdrawn on_withdrawn)
+    : local_(local),
+      interval_(interval),
+      on_withdrawn_(std::move(on_withdrawn)),
+      thread_([this] { Run(); }) {}
+
+UseReporter::~UseReporter() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void UseReporter::Record(uint64_t dataset_version, uint64_t file_id, uint64_t bytes,
+                         uint64_t chunks) {
+  std::lock_guard lock(mutex_);
+  Use& use = pending_[{dataset_version, file_id}];
+  use.bytes += bytes;
+  use.chunks += chunks;
+}
+
+uint64_t UseReporter::reports() const {
+  std::lock_guard lock(mutex_);
+  return reports_;
+}
+
+bool UseReporter::Send(const absl::flat_hash_map<FileKey, Use>& uses) {
+  auto it = uses.begin();
+  do {
+    v1::UseReport report;
+    report.set_withdrawn_after(withdrawn_through_);
+    for (int listed = 0; it != uses.end() && listed < kFilesPerMessage; ++it, ++listed) {
+      v1::FileUse* use = report.add_files();
+      use->set_dataset_version(it->first.first);
+      use->set_file_id(it->first.second);
+      use->set_bytes(it->second.bytes);
+      use->set_chunks(it->second.chunks);
+    }
+    absl::StatusOr<v1::WithdrawnFiles> withdrawn = local_->ReportUses(report);
+    if (!withdrawn.ok()) {
+      GRANARY_LOG_FIRST_N(WARNING, 10) << "cannot report reads to granaryd: " << withdrawn.status();
+      // The next answer then cannot list what was withdrawn meanwhile.
+      withdrawn_through_ = 0;
+      return false;
+    }
+    withdrawn_through_ = withdrawn->withdrawn_through();
+    on_withdrawn_(*withdrawn);
+    std::lock_guard lock(mutex_);
+    reports_++;
+  } while (it != uses.end());
+  return true;
+}
+
+void UseReporter::Run() {
+  for (bool stopping = false; !stopping;) {
+    absl::flat_hash_map<FileKey, Use> uses;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait_for(lock, interval_, [this] { return stopping_; });
+      stopping = stopping_;
+      uses.swap(pending_);
+    }
+    if (!Send(uses)) {
+      // What could not be reported is dropped: hits undercounted for one
+      // interval, and those files' last use a little older.
+      on_withdrawn_(v1::WithdrawnFiles());
+    }
+  }
+}
+
+}  // namespace granary::fuse

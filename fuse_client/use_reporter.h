@@ -1,0 +1,77 @@
+// UseReporter tells the local granaryd, in batches, about the reads that
+// granary-fuse served without asking it: opens of files the kernel serves
+// from a kept descriptor (passthrough) and reads through kept chunk
+// descriptors. granaryd counts them as hits and as uses of their files (its
+// eviction is least recently used first, so unreported files would go
+// first). Each report's answer lists the files granaryd withdrew since the
+// report before (reclaimed, or a chunk of them dropped); they go to
+// `on_withdrawn`, and so does an answer that cannot list them all (after a
+// granaryd restart, or a report that failed), which means "close every kept
+// descriptor".
+//
+// Reports go out every `interval` from a thread of the reporter's own, and
+// once more when it is destroyed; recording a use is a short critical
+// section on the reader's thread, never a round trip.
+//
+// Thread-safety: Record() may be called concurrently.
+#ifndef GRANARY_FUSE_CLIENT_USE_REPORTER_H_
+#define GRANARY_FUSE_CLIENT_USE_REPORTER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/local_read_socket.h"
+#include "proto/granary.pb.h"
+
+namespace granary::fuse {
+
+class UseReporter {
+ public:
+  using OnWithdrawn = std::function<void(const v1::WithdrawnFiles&)>;
+
+  // `local` must outlive the reporter.
+  UseReporter(LocalChunkReader* local, std::chrono::milliseconds interval,
+              OnWithdrawn on_withdrawn);
+  ~UseReporter();
+  UseReporter(const UseReporter&) = delete;
+  UseReporter& operator=(const UseReporter&) = delete;
+
+  // Counts `bytes` over `chunks` chunks of file `file_id` of `dataset_version`
+  // as read from the cache.
+  void Record(uint64_t dataset_version, uint64_t file_id, uint64_t bytes, uint64_t chunks);
+
+  // Reports sent and answered.
+  uint64_t reports() const;
+
+ private:
+  using FileKey = std::pair<uint64_t, uint64_t>;  // (dataset version, file id).
+  struct Use {
+    uint64_t bytes = 0;
+    uint64_t chunks = 0;
+  };
+
+  void Run();
+  // Sends `uses` in messages of a bounded size; false if one failed.
+  bool Send(const absl::flat_hash_map<FileKey, Use>& uses);
+
+  LocalChunkReader* const local_;
+  const std::chrono::milliseconds interval_;
+  const OnWithdrawn on_withdrawn_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  absl::flat_hash_map<FileKey, Use> pending_;  // Guarded by mutex_.
+  bool stopping_ = false;                      // Guarded by mutex_.
+  uint64_t reports_ = 0;                       // Guarded by mutex_.
+  uint64_t withdrawn_through_ = 0;             // The reporter thread's alone.
+  std::thread thread_;                         // Last: starts once the rest exists.
+};
+
+}  // namespace granary::fuse
+
+#endif  // GRANARY_FUSE_CLIENT_USE_REPORTER_H_

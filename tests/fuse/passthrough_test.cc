@@ -1,0 +1,166 @@
+// FUSE passthrough over real mounts and a real granaryd: a file the server
+// holds whole is read by the kernel from the cache's data file (it still
+// reads after granary-fuse is killed, which no file served by granary-fuse
+// does), its descriptor is kept so that later opens ask the server nothing
+// (they are reported to it as hits instead), a byte written into a kept data
+// file never reaches a reader, and files the server reclaims are closed.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "grpcpp/client_context.h"
+#include "tests/fuse/mounted_tree.h"
+
+namespace granary::testing {
+namespace {
+
+constexpr uint64_t kBigSize = 3 * kChunk + 17;
+constexpr uint64_t kBigChunks = 4;
+
+class PassthroughTest : public MountedTree {
+ protected:
+  void BuildTree() override {
+    WriteFile(source_ + "/big.bin", RandomBytes(kBigSize, 1));
+    WriteFile(source_ + "/small.bin", RandomBytes(100000, 2));
+  }
+
+  double Metric(const std::string& name) {
+    absl::StatusOr<double> value = server_->Metric(name);
+    EXPECT_TRUE(value.ok()) << name << ": " << value.status();
+    return value.ok() ? *value : -1;
+  }
+
+  // Reads `name` through the mount, which reads it through into the cache,
+  // then opens and closes it, which has granaryd verify it and hand it out
+  // whole, and granary-fuse keep it.
+  void CacheAndKeep(const std::string& name) {
+    ASSERT_TRUE(ReadWhole(mounted_ + "/" + name) == ReadWhole(source_ + "/" + name));
+    const double whole_before = Metric("granary_store_whole_files_total");
+    // The kernel sends the first open's RELEASE in the background: until it
+    // arrives, the file is open through granary-fuse and cannot be passed
+    // through.
+    for (int i = 0; i < 50 && Metric("granary_store_whole_files_total") == whole_before; ++i) {
+      const int fd = ::open((mounted_ + "/" + name).c_str(), O_RDONLY);
+      ASSERT_GE(fd, 0) << std::strerror(errno);
+      ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(Metric("granary_store_whole_files_total"), whole_before + 1)
+        << "an open was handed the whole file";
+  }
+
+  // The data file in the cache holding a copy of source file `name`.
+  std::string DataFileOf(const std::string& name) {
+    const std::string want = ReadWhole(source_ + "/" + name);
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(server_->data_dir())) {
+      if (entry.path().extension() == ".dat" && entry.file_size() == want.size() &&
+          ReadWhole(entry.path()) == want) {
+        return entry.path();
+      }
+    }
+    ADD_FAILURE() << "no data file holds " << name;
+    return "";
+  }
+
+  // Descriptors granary-fuse holds of data files that have been unlinked.
+  int DeletedDataFilesHeld() {
+    int held = 0;
+    const std::string fds = "/proc/" + std::to_string(mount_->pid()) + "/fd";
+    for (const auto& entry : std::filesystem::directory_iterator(fds)) {
+      std::error_code error;
+      const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
+      if (target.find(".dat (deleted)") != std::string::npos) ++held;
+    }
+    return held;
+  }
+};
+
+TEST_F(PassthroughTest, AFileHeldWholeIsReadByTheKernelItselfEvenAfterGranaryFuseDies) {
+  const std::string want = ReadWhole(source_ + "/big.bin");
+  ASSERT_TRUE(ReadWhole(mounted_ + "/big.bin") == want);
+  const int fd = ::open((mounted_ + "/big.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  mount_->Kill();
+  std::string got(want.size(), '\0');
+  size_t done = 0;
+  while (done < got.size()) {
+    const ssize_t n = ::pread(fd, got.data() + done, std::min<size_t>(got.size() - done, 128 << 10),
+                              static_cast<off_t>(done));
+    ASSERT_GT(n, 0) << "at " << done << ": " << std::strerror(errno);
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  EXPECT_TRUE(got == want);
+}
+
+TEST_F(PassthroughTest, WithoutPassthroughTheSameReadDiesWithGranaryFuse) {
+  const std::string want = ReadWhole(source_ + "/big.bin");
+  ASSERT_TRUE(ReadWhole(mounted_ + "/big.bin") == want);
+  auto plain = FuseMount::Start(server_->socket_address(), {"--no-passthrough"}, "ds");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const int fd = ::open(((*plain)->path() + "/ds/big.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  (*plain)->Kill();
+  char byte;
+  EXPECT_EQ(::pread(fd, &byte, 1, 0), -1);
+  EXPECT_EQ(errno, ENOTCONN);
+  ::close(fd);
+}
+
+TEST_F(PassthroughTest, TheNextOpensOfAKeptFileAskGranarydNothingAndAreReportedAsHits) {
+  ASSERT_NO_FATAL_FAILURE(CacheAndKeep("big.bin"));
+  const double whole = Metric("granary_store_whole_files_total");
+  const double hits = Metric("granary_cache_hits_total");
+  const std::string want = ReadWhole(source_ + "/big.bin");
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(ReadWhole(mounted_ + "/big.bin") == want);
+  EXPECT_EQ(Metric("granary_store_whole_files_total"), whole) << "a kept file was asked for";
+  // Reported within a report interval (1 s).
+  for (int i = 0; i < 50 && Metric("granary_cache_hits_total") < hits + 5 * kBigChunks; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(Metric("granary_cache_hits_total"), hits + 5 * kBigChunks);
+}
+
+TEST_F(PassthroughTest, AByteWrittenIntoAKeptDataFileNeverReachesAReader) {
+  ASSERT_NO_FATAL_FAILURE(CacheAndKeep("small.bin"));
+  const std::string data_file = DataFileOf("small.bin");
+  ASSERT_FALSE(data_file.empty());
+  const std::string want = ReadWhole(source_ + "/small.bin");
+  const int fd = ::open(data_file.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const char bad = static_cast<char>(~want[4321]);
+  ASSERT_EQ(::pwrite(fd, &bad, 1, 4321), 1);
+  ::close(fd);
+  const double failures = Metric("granary_store_checksum_failures_total");
+  EXPECT_TRUE(ReadWhole(mounted_ + "/small.bin") == want);
+  EXPECT_EQ(Metric("granary_store_checksum_failures_total"), failures + 1)
+      << "the open found the kept file written since it was verified and had it verified again";
+}
+
+TEST_F(PassthroughTest, FilesGranarydReclaimsAreClosedByTheMount) {
+  ASSERT_NO_FATAL_FAILURE(CacheAndKeep("big.bin"));
+  ASSERT_NO_FATAL_FAILURE(CacheAndKeep("small.bin"));
+  auto stub = server_->SocketStub();
+  grpc::ClientContext context;
+  v1::RemoveDatasetRequest request;
+  request.set_name("ds");
+  v1::RemoveDatasetResponse response;
+  ASSERT_TRUE(stub->RemoveDataset(&context, request, &response).ok());
+  for (int i = 0; i < 50 && DeletedDataFilesHeld() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(DeletedDataFilesHeld(), 0) << "reclaimed files' blocks are held by the mount";
+}
+
+}  // namespace
+}  // namespace granary::testing
