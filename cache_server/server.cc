@@ -73,6 +73,8 @@ constexpr std::chrono::seconds kCatalogExchangePeriod{30};
 constexpr std::chrono::seconds kPeerCopyTimeout{5};
 // A connection with no call in flight for this long is closed by gRPC.
 constexpr int kMaxConnectionIdleMs = 5 * 60 * 1000;
+// Threads the synchronous server keeps waiting for calls (see SetSyncServerOption).
+constexpr int kIdleServerThreads = 16;
 
 // The default capacity: 80% of the free space on the cache directories'
 // filesystems (each filesystem counted once), so the cache never fills a disk.
@@ -205,6 +207,12 @@ void ConfigureGrpcServer(const GranarydConfig& config, grpc::ServerBuilder* buil
   grpc::ResourceQuota quota("granaryd");
   quota.SetMaxThreads(static_cast<int>(config.max_threads));
   builder->SetResourceQuota(quota);
+  // A thread stays when its call ends, up to this many idle: with gRPC's
+  // default of two, a few concurrent readers had a thread created and torn
+  // down around nearly every call.
+  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 2);
+  builder->SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                               kIdleServerThreads);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "common/cluster_reader.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/chunk_reads.h"
@@ -36,6 +37,16 @@ std::shared_ptr<ChunkRouter> ClusterReader::router() const {
 MemberView ClusterReader::view() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return view_;
+}
+
+bool ClusterReader::OwnedLocally(const ChunkKey& key, uint32_t copies) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (view_.members == nullptr) return true;
+  for (const Member* owner :
+       view_.members->Owners(key, view_.group, std::max<uint32_t>(copies, 1))) {
+    if (owner->id == view_.self_id) return true;
+  }
+  return false;
 }
 
 absl::Status ClusterReader::ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk,

@@ -59,6 +59,11 @@ class ClusterReader {
   // The view reads are routed by now.
   MemberView view() const;
 
+  // Whether the local node is one of the `copies` owners of `key` in its
+  // group (always, before any member list is known): where it is not, the
+  // local store is not worth asking for the chunk.
+  bool OwnedLocally(const ChunkKey& key, uint32_t copies) const;
+
  private:
   // The watcher's listener.
   void Adopt(const MemberView& view);

@@ -1,6 +1,7 @@
 #include "fuse_client/chunk_fetcher.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/chunk_math.h"
 #include "common/logging.h"
 
 namespace granary::fuse {
@@ -34,6 +35,10 @@ absl::Status ChunkFetcher::ReadLocal(const FileRef& file, uint32_t chunk_index,
                                      uint32_t offset_in_chunk, std::span<char> out) {
   LocalChunkReader* local = LocalReads();
   if (local == nullptr) return absl::UnavailableError("no local read path");
+  if (!MayBeLocal(file, chunk_index)) {
+    return absl::NotFoundError(absl::StrCat("chunk ", file.KeyOf(chunk_index).ToString(),
+                                            " is owned by other members of the group"));
+  }
   bool asked = false;
   absl::Status status =
       file.extents.Read(*local, file.KeyOf(chunk_index), offset_in_chunk, out, &asked);
@@ -46,9 +51,25 @@ absl::Status ChunkFetcher::ReadLocal(const FileRef& file, uint32_t chunk_index,
   return status;
 }
 
+bool ChunkFetcher::MayBeLocal(const FileRef& file, uint32_t chunk_index) const {
+  return servers_->OwnedLocally(file.KeyOf(chunk_index), file.snapshot.info.replicas());
+}
+
+bool ChunkFetcher::MayBeLocalWhole(const FileRef& file, uint64_t size) const {
+  const uint64_t chunks = ChunkCount(size, file.snapshot.manifest.chunk_size());
+  for (uint64_t index = 0; index < chunks; ++index) {
+    if (!MayBeLocal(file, static_cast<uint32_t>(index))) return false;
+  }
+  return true;
+}
+
 absl::Status ChunkFetcher::PrefetchLocal(const FileRef& file, uint32_t chunk_index) {
   LocalChunkReader* local = LocalReads();
   if (local == nullptr) return absl::UnavailableError("no local read path");
+  if (!MayBeLocal(file, chunk_index)) {
+    return absl::NotFoundError(absl::StrCat("chunk ", file.KeyOf(chunk_index).ToString(),
+                                            " is owned by other members of the group"));
+  }
   return file.extents.Prefetch(*local, file.KeyOf(chunk_index));
 }
 

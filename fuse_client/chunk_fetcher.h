@@ -67,10 +67,17 @@ class ChunkFetcher {
   absl::Status Read(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
                     std::span<char> out);
   // The same from the local granaryd's store only: NOT_FOUND when it does
-  // not hold the chunk, UNAVAILABLE when there is no local read path or the
-  // servers are marked down; then Read() is the way.
+  // not hold the chunk (or is not one of its owners), UNAVAILABLE when there
+  // is no local read path or the servers are marked down; then Read() is
+  // the way.
   absl::Status ReadLocal(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
                          std::span<char> out);
+  // Whether the local granaryd may hold chunk `chunk_index` of `file`: it
+  // is one of the chunk's owners in its group (ClusterReader::OwnedLocally).
+  bool MayBeLocal(const FileRef& file, uint32_t chunk_index) const;
+  // The same for every chunk of the file.
+  bool MayBeLocalWhole(const FileRef& file, uint64_t size) const;
+
   // Starts reading chunk `chunk_index` of `file` from the local granaryd's
   // disk into the page cache; errors as ReadLocal().
   absl::Status PrefetchLocal(const FileRef& file, uint32_t chunk_index);

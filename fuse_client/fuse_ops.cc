@@ -208,7 +208,10 @@ struct Ops {
       return;
     }
     auto file = std::make_shared<OpenFile>(node.dataset, node.node);
-    if (fs.passthrough_ != nullptr) file->backing_id = fs.passthrough_->Open(*file);
+    if (fs.passthrough_ != nullptr) {
+      file->backing_id = fs.passthrough_->Open(
+          *file, fs.read_path_.fetcher->MayBeLocalWhole(file->ref(), file->entry.size));
+    }
     auto* reader = new FileReader(file, fs.read_path_);
     int replied;
     if (file->backing_id > 0) {

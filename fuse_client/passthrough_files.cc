@@ -63,7 +63,7 @@ void PassthroughFiles::WithdrawLocked(uint64_t inode, State& state) {
   IdleLocked(inode, state);
 }
 
-int32_t PassthroughFiles::Open(const OpenFile& file) {
+int32_t PassthroughFiles::Open(const OpenFile& file, bool may_be_whole) {
   const FileKey key{file.dataset->snapshot().manifest.version(), file.file_id};
   const uint32_t chunk_size = file.chunk_size();
   const uint64_t size = file.entry.size;
@@ -92,7 +92,7 @@ int32_t PassthroughFiles::Open(const OpenFile& file) {
   bool usable = kept && StillVerified(kept_fd, kept_ctime);
   LocalChunkReader::WholeFile whole;
   int32_t backing_id = 0;
-  if (!usable && size > 0) {
+  if (!usable && size > 0 && may_be_whole) {
     absl::StatusOr<LocalChunkReader::WholeFile> fetched =
         local_->OpenWholeFile({key.first, key.second, 0}, size, chunk_size);
     if (fetched.ok() && StillVerified(fetched->fd.get(), fetched->verified_ctime_ns)) {

@@ -55,8 +55,10 @@ class PassthroughFiles {
   void set_use_reporter(UseReporter* uses) { uses_ = uses; }
 
   // At an OPEN of `file`: the backing id to answer with, or 0 to open it
-  // through granary-fuse. Either way a Release() must follow.
-  int32_t Open(const OpenFile& file);
+  // through granary-fuse. Either way a Release() must follow. Unless
+  // `may_be_whole` (the local granaryd owns every chunk of it), granaryd is
+  // not asked for it.
+  int32_t Open(const OpenFile& file, bool may_be_whole);
   // The release of an open that Open() answered with `backing_id`, or an
   // OPEN reply the kernel did not take.
   void Release(uint64_t inode, int32_t backing_id);
