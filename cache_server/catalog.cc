@@ -143,7 +143,8 @@ absl::Status Catalog::WriteDataset(const v1::CatalogDataset& record,
 }
 
 absl::StatusOr<v1::CatalogDataset> Catalog::Create(std::shared_ptr<const Manifest> manifest,
-                                                   uint32_t replicas, int64_t now_unix_ms) {
+                                                   uint32_t replicas, v1::FillPolicy fill,
+                                                   int64_t now_unix_ms) {
   const DatasetIdentity& identity = manifest->identity();
   std::lock_guard lock(mu_);
   if (datasets_.contains(identity.name)) {
@@ -154,6 +155,7 @@ absl::StatusOr<v1::CatalogDataset> Catalog::Create(std::shared_ptr<const Manifes
   record.set_source(identity.source);
   record.set_chunk_size(identity.chunk_size);
   record.set_replicas(replicas);
+  record.set_fill(fill);
   // After a removal stamped by a clock ahead of ours, so the new dataset wins.
   auto tombstone = tombstones_.find(identity.name);
   record.set_updated_unix_ms(tombstone == tombstones_.end()

@@ -50,10 +50,12 @@ class Catalog {
   Catalog& operator=(const Catalog&) = delete;
 
   // Records a new dataset whose first version is `manifest`, with `replicas`
-  // copies of each chunk per cache group. ALREADY_EXISTS naming the dataset
-  // if the name is taken (a removed name may be reused).
+  // copies of each chunk per cache group and fill policy `fill`.
+  // ALREADY_EXISTS naming the dataset if the name is taken (a removed name
+  // may be reused).
   absl::StatusOr<v1::CatalogDataset> Create(std::shared_ptr<const Manifest> manifest,
-                                            uint32_t replicas, int64_t now_unix_ms);
+                                            uint32_t replicas, v1::FillPolicy fill,
+                                            int64_t now_unix_ms);
 
   // Makes `manifest` the current version of its dataset (nothing changes when
   // it already is). NOT_FOUND naming the dataset if it was removed meanwhile.

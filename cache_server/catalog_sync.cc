@@ -46,6 +46,11 @@ absl::Status ValidatePeerRecord(const v1::CatalogDataset& record, int64_t now_un
     return absl::InvalidArgumentError(
         absl::StrCat("record of dataset '", record.name(), "' has no version"));
   }
+  if (!v1::FillPolicy_IsValid(record.fill())) {
+    return absl::InvalidArgumentError(absl::StrCat("record of dataset '", record.name(),
+                                                   "' has fill policy ", record.fill(),
+                                                   ", not one this node knows"));
+  }
   if (record.chunk_size() < kMinChunkSize || record.chunk_size() > kMaxChunkSize ||
       record.replicas() > kMaxReplicas) {
     return absl::InvalidArgumentError(

@@ -78,8 +78,13 @@ absl::StatusOr<Manifest> DatasetRegistry::Scan(std::string_view name, std::strin
 }
 
 absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Add(std::string_view name, std::string_view source,
-                                                     uint32_t chunk_size, uint32_t replicas) {
+                                                     uint32_t chunk_size, uint32_t replicas,
+                                                     v1::FillPolicy fill) {
   GRANARY_RETURN_IF_ERROR(ValidateDatasetName(name));
+  if (!v1::FillPolicy_IsValid(fill)) {
+    return absl::InvalidArgumentError(absl::StrCat("dataset '", AsAbsl(name), "': fill policy ",
+                                                   fill, " is not one of on-read, none"));
+  }
   if (replicas == 0) replicas = 1;
   if (replicas > kMaxReplicas) {
     return absl::InvalidArgumentError(absl::StrCat("dataset '", AsAbsl(name), "': ", replicas,
@@ -105,7 +110,7 @@ absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Add(std::string_view name, std:
   GRANARY_ASSIGN_OR_RETURN(Manifest manifest, Scan(name, source, chunk_size));
   GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record,
                            catalog_->Create(std::make_shared<const Manifest>(std::move(manifest)),
-                                            replicas, NowUnixMs()));
+                                            replicas, fill, NowUnixMs()));
   return Describe(record);
 }
 
@@ -189,6 +194,7 @@ v1::DatasetInfo DatasetRegistry::Describe(const v1::CatalogDataset& record) {
   info.set_version(current.version());
   info.set_chunk_size(record.chunk_size());
   info.set_replicas(ReplicasOf(record));
+  info.set_fill(record.fill());
   info.set_file_count(current.file_count());
   info.set_directory_count(current.directory_count());
   info.set_total_bytes(current.total_bytes());

@@ -57,9 +57,10 @@ class DatasetRegistry {
                   const SourceRoots* roots, Limits limits, int scan_threads);
 
   // `chunk_size` 0 means kDefaultChunkSize; `replicas` 0 means 1, and at
-  // most kMaxReplicas.
+  // most kMaxReplicas; `fill` FILL_DEFAULT means each node's default.
   absl::StatusOr<v1::DatasetInfo> Add(std::string_view name, std::string_view source,
-                                      uint32_t chunk_size, uint32_t replicas);
+                                      uint32_t chunk_size, uint32_t replicas,
+                                      v1::FillPolicy fill = v1::FILL_DEFAULT);
   absl::StatusOr<v1::DatasetInfo> Refresh(std::string_view name);
   // Returns the bytes freed on this node.
   absl::StatusOr<uint64_t> Remove(std::string_view name);

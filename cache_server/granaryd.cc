@@ -39,7 +39,7 @@ namespace {
 struct Flags {
   std::string config_file;
   std::optional<std::string> data_dir, capacity, listen, socket, node_id, group, members, etcd,
-      advertise, token_file, metrics_listen, admin_group;
+      advertise, token_file, metrics_listen, admin_group, fill;
   std::vector<std::string> cache_dirs, source_roots;
   bool insecure_tcp = false;
 };
@@ -83,6 +83,7 @@ absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
   if (!flags.source_roots.empty()) config.source_roots = flags.source_roots;
   if (flags.admin_group) config.admin_group = *flags.admin_group;
   if (flags.insecure_tcp) config.insecure_tcp = true;
+  if (flags.fill) config.fill_on_read = *flags.fill == "on-read";
   if (!config.members_file.empty() && !config.etcd_url.empty()) {
     return absl::InvalidArgumentError(
         "both a members file and etcd are configured; cluster membership comes from one");
@@ -116,6 +117,11 @@ int Run(int argc, char** argv) {
   app.add_option("--admin-group", flags.admin_group,
                  "Group whose members may register, refresh and remove datasets (default: root "
                  "alone)");
+  app.add_option("--fill", flags.fill,
+                 "For datasets registered without a fill policy: on-read (a cold read starts "
+                 "filling the rest of the dataset in the background) or none (default: "
+                 "on-read, or the config's `fill`)")
+      ->check(CLI::IsMember({"on-read", "none"}));
   app.add_option("--node-id", flags.node_id, "This node's name (default: host name)");
   app.add_option("--group", flags.group, "This node's cache group (default: 'default')");
   auto* members = app.add_option("--members", flags.members, "Static cluster member list");

@@ -1,23 +1,42 @@
 #include "cache_server/metrics.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace granary {
 namespace {
 
 // Values are integers: printed in full, never in exponent notation.
-void AppendMetric(std::string* out, const char* name, const char* type, const char* help,
-                  const std::string& value) {
+void AppendMetric(std::string* out, absl::string_view name, const char* type,
+                  absl::string_view help, const std::string& value) {
   absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
                   value, "\n");
 }
 
-void Counter(std::string* out, const char* name, const char* help, uint64_t value) {
+void Counter(std::string* out, absl::string_view name, absl::string_view help, uint64_t value) {
   AppendMetric(out, name, "counter", help, absl::StrCat(value));
 }
 
-void Gauge(std::string* out, const char* name, const char* help, int64_t value) {
+void Gauge(std::string* out, absl::string_view name, absl::string_view help, int64_t value) {
   AppendMetric(out, name, "gauge", help, absl::StrCat(value));
+}
+
+// granary_<kind>_*: what the running and finished jobs of one kind did.
+void RenderPrewarm(absl::string_view kind, absl::string_view jobs, const PrewarmMetrics& metrics,
+                   std::string* out) {
+  const std::string prefix = absl::StrCat("granary_", kind, "_");
+  std::string running_help = absl::StrCat(jobs, " in progress.");
+  running_help[0] = absl::ascii_toupper(running_help[0]);
+  Gauge(out, prefix + "running", running_help, metrics.running.load());
+  Counter(out, prefix + "chunks_fetched_total", absl::StrCat("Chunks fetched by ", jobs, "."),
+          metrics.chunks_fetched.load());
+  Counter(out, prefix + "bytes_fetched_total", absl::StrCat("Bytes fetched by ", jobs, "."),
+          metrics.bytes_fetched.load());
+  Counter(out, prefix + "chunks_skipped_total",
+          absl::StrCat("Chunks ", jobs, " found already cached."), metrics.chunks_skipped.load());
+  Gauge(out, prefix + "bytes_remaining",
+        absl::StrCat("Bytes the running ", jobs, " still have to do."),
+        metrics.bytes_remaining.load());
 }
 
 }  // namespace
@@ -65,16 +84,13 @@ std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t datas
           read_errors.load());
   read_latency.Render("granary_read_latency_seconds",
                       "Time to obtain a chunk for ReadChunk, hit or miss.", &out);
-  Gauge(&out, "granary_prewarm_running", "Prewarms in progress.",
-        static_cast<int64_t>(prewarm_running.load()));
-  Counter(&out, "granary_prewarm_chunks_fetched_total", "Chunks fetched by prewarms.",
-          prewarm_chunks_fetched.load());
-  Counter(&out, "granary_prewarm_bytes_fetched_total", "Bytes fetched by prewarms.",
-          prewarm_bytes_fetched.load());
-  Counter(&out, "granary_prewarm_chunks_skipped_total", "Chunks prewarms found already cached.",
-          prewarm_chunks_skipped.load());
-  Gauge(&out, "granary_prewarm_bytes_remaining", "Bytes the running prewarms still have to do.",
-        static_cast<int64_t>(prewarm_bytes_remaining.load()));
+  RenderPrewarm("prewarm", "prewarms", prewarm, &out);
+  RenderPrewarm("fill", "fills", fill, &out);
+  Gauge(&out, "granary_write_behind_bytes", "Fetched chunk bytes waiting to be stored.",
+        write_behind_bytes.load());
+  Counter(&out, "granary_write_behind_dropped_total",
+          "Fetched chunks served but not stored: the write-behind queue was full.",
+          write_behind_dropped.load());
   Gauge(&out, "granary_store_capacity_bytes", "Configured store capacity.",
         static_cast<int64_t>(store.capacity_bytes));
   Gauge(&out, "granary_store_used_bytes", "Bytes of live chunks in the store.",

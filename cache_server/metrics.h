@@ -16,6 +16,12 @@
 //   granary_prewarm_chunks_fetched_total, granary_prewarm_bytes_fetched_total
 //   granary_prewarm_chunks_skipped_total  already cached when prewarm came
 //   granary_prewarm_bytes_remaining     of the prewarms in progress
+//   granary_fill_running, granary_fill_chunks_fetched_total,
+//   granary_fill_bytes_fetched_total, granary_fill_chunks_skipped_total,
+//   granary_fill_bytes_remaining        the same for fills (prewarms that a
+//                                       cold read started)
+//   granary_write_behind_bytes          fetched chunks waiting to be stored
+//   granary_write_behind_dropped_total  chunks served but not stored (queue full)
 //   granary_store_capacity_bytes, granary_store_used_bytes,
 //   granary_store_disk_bytes, granary_store_chunks,
 //   granary_store_checksum_failures_total, granary_store_evicted_chunks_total,
@@ -51,6 +57,16 @@ class LatencyHistogram {
   std::atomic<uint64_t> sum_nanos_{0};
 };
 
+// What prewarm jobs count: those asked for (prewarm) and those a cold read
+// started (fill) apart.
+struct PrewarmMetrics {
+  std::atomic<int64_t> running{0};
+  std::atomic<uint64_t> chunks_fetched{0};
+  std::atomic<uint64_t> bytes_fetched{0};
+  std::atomic<uint64_t> chunks_skipped{0};
+  std::atomic<int64_t> bytes_remaining{0};
+};
+
 struct ServerMetrics {
   std::atomic<uint64_t> hits{0};
   std::atomic<uint64_t> misses{0};
@@ -62,11 +78,10 @@ struct ServerMetrics {
   std::atomic<uint64_t> bytes_from_peers{0};
   std::atomic<uint64_t> peer_copy_errors{0};
   std::atomic<uint64_t> read_errors{0};
-  std::atomic<int64_t> prewarm_running{0};
-  std::atomic<uint64_t> prewarm_chunks_fetched{0};
-  std::atomic<uint64_t> prewarm_bytes_fetched{0};
-  std::atomic<uint64_t> prewarm_chunks_skipped{0};
-  std::atomic<int64_t> prewarm_bytes_remaining{0};
+  PrewarmMetrics prewarm;
+  PrewarmMetrics fill;
+  std::atomic<int64_t> write_behind_bytes{0};
+  std::atomic<uint64_t> write_behind_dropped{0};
   LatencyHistogram read_latency;
 
   std::string Render(const store::StoreStats& store, uint64_t dataset_count) const;

@@ -1,6 +1,8 @@
 #include "cache_server/prewarm.h"
 
 #include <algorithm>
+#include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/chunk_math.h"
@@ -41,21 +43,34 @@ absl::StatusOr<std::vector<uint64_t>> SelectFiles(const Manifest& manifest,
   return files;
 }
 
+namespace {
+
+// Chunks after a reader's miss that a fill fetches before going on in order.
+constexpr size_t kPreferredChunks = 64;
+// How often a job asks whether it is still wanted.
+constexpr std::chrono::milliseconds kWantedCheckInterval{100};
+// How long a worker held back by `yield` waits before asking again.
+constexpr std::chrono::milliseconds kYieldWait{2};
+
+}  // namespace
+
 PrewarmJob::PrewarmJob(std::shared_ptr<const Manifest> manifest, std::vector<uint64_t> file_ids,
                        unsigned parallelism, ReadThrough* read_through, store::ChunkStore* store,
-                       ServerMetrics* metrics, const ChunkFilter& filter)
+                       PrewarmMetrics* metrics, Hooks hooks)
     : manifest_(std::move(manifest)),
       read_through_(read_through),
       store_(store),
       metrics_(metrics),
+      hooks_(std::move(hooks)),
       started_(std::chrono::steady_clock::now()),
       failed_(manifest_->entries().size(), false) {
+  std::sort(file_ids.begin(), file_ids.end());
   uint32_t chunk_size = manifest_->chunk_size();
   for (uint64_t file_id : file_ids) {
     uint64_t size = manifest_->entries()[file_id].size;
     for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
-      if (filter &&
-          !filter(ChunkKey{manifest_->version(), file_id, static_cast<uint32_t>(index)})) {
+      if (hooks_.filter &&
+          !hooks_.filter(ChunkKey{manifest_->version(), file_id, static_cast<uint32_t>(index)})) {
         continue;
       }
       uint32_t length = ChunkLength(size, chunk_size, index);
@@ -63,19 +78,17 @@ PrewarmJob::PrewarmJob(std::shared_ptr<const Manifest> manifest, std::vector<uin
       bytes_total_ += length;
     }
   }
-  metrics_->prewarm_running.fetch_add(1);
-  metrics_->prewarm_bytes_remaining.fetch_add(static_cast<int64_t>(bytes_total_));
+  taken_.assign(chunks_.size(), false);
+  metrics_->running.fetch_add(1);
+  metrics_->bytes_remaining.fetch_add(static_cast<int64_t>(bytes_total_));
   unsigned workers = std::max(1u, std::min<unsigned>(parallelism, chunks_.size()));
   running_workers_ = workers;
-  for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { Work(); });
+  for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this, i] { Work(i); });
 }
 
 PrewarmJob::~PrewarmJob() {
   Cancel();
   for (std::thread& worker : workers_) worker.join();
-  metrics_->prewarm_running.fetch_sub(1);
-  metrics_->prewarm_bytes_remaining.fetch_sub(
-      static_cast<int64_t>(bytes_total_ - bytes_done_.load()));
 }
 
 void PrewarmJob::Cancel() { cancelled_.store(true); }
@@ -85,19 +98,54 @@ bool PrewarmJob::WaitFor(std::chrono::milliseconds timeout) {
   return done_cv_.wait_for(lock, timeout, [this] { return running_workers_ == 0; });
 }
 
-void PrewarmJob::Work() {
+void PrewarmJob::Prefer(const ChunkKey& key) {
+  const PlannedChunk probe{key.file_id, key.chunk_index, 0};
+  auto after = std::upper_bound(
+      chunks_.begin(), chunks_.end(), probe, [](const PlannedChunk& a, const PlannedChunk& b) {
+        return std::tie(a.file_id, a.chunk_index) < std::tie(b.file_id, b.chunk_index);
+      });
+  std::lock_guard lock(mu_);
+  preferred_ = static_cast<size_t>(after - chunks_.begin());
+  preferred_left_ = kPreferredChunks;
+}
+
+std::optional<size_t> PrewarmJob::Next() {
+  std::lock_guard lock(mu_);
+  for (; preferred_left_ > 0 && preferred_ < chunks_.size(); ++preferred_) {
+    if (taken_[preferred_] || failed_[chunks_[preferred_].file_id]) continue;
+    taken_[preferred_] = true;
+    preferred_left_--;
+    return preferred_++;
+  }
+  for (; next_chunk_ < chunks_.size(); ++next_chunk_) {
+    if (taken_[next_chunk_] || failed_[chunks_[next_chunk_].file_id]) continue;
+    taken_[next_chunk_] = true;
+    return next_chunk_++;
+  }
+  return std::nullopt;
+}
+
+void PrewarmJob::Work(unsigned worker) {
+  auto last_check = std::chrono::steady_clock::now();
   while (!cancelled_.load()) {
-    size_t next = next_chunk_.fetch_add(1);
-    if (next >= chunks_.size()) break;
-    const PlannedChunk& chunk = chunks_[next];
-    {
-      std::lock_guard lock(mu_);
-      if (failed_[chunk.file_id]) continue;
+    if (hooks_.wanted && std::chrono::steady_clock::now() - last_check > kWantedCheckInterval) {
+      last_check = std::chrono::steady_clock::now();
+      if (!hooks_.wanted()) {
+        Cancel();
+        break;
+      }
     }
+    if (worker > 0 && hooks_.yield && hooks_.yield()) {
+      std::this_thread::sleep_for(kYieldWait);
+      continue;
+    }
+    std::optional<size_t> next = Next();
+    if (!next.has_value()) break;
+    const PlannedChunk& chunk = chunks_[*next];
     ChunkKey key{manifest_->version(), chunk.file_id, chunk.chunk_index};
     if (store_->Contains(key)) {
       chunks_already_cached_.fetch_add(1);
-      metrics_->prewarm_chunks_skipped.fetch_add(1);
+      metrics_->chunks_skipped.fetch_add(1);
     } else {
       absl::StatusOr<ReadThrough::ChunkData> fetched = read_through_->Fetch(*manifest_, key);
       if (!fetched.ok()) {
@@ -105,15 +153,20 @@ void PrewarmJob::Work() {
         continue;
       }
       bytes_fetched_.fetch_add(chunk.length);
-      metrics_->prewarm_chunks_fetched.fetch_add(1);
-      metrics_->prewarm_bytes_fetched.fetch_add(chunk.length);
+      metrics_->chunks_fetched.fetch_add(1);
+      metrics_->bytes_fetched.fetch_add(chunk.length);
     }
     bytes_done_.fetch_add(chunk.length);
     chunks_done_.fetch_add(1);
-    metrics_->prewarm_bytes_remaining.fetch_sub(chunk.length);
+    metrics_->bytes_remaining.fetch_sub(chunk.length);
   }
   std::lock_guard lock(mu_);
-  if (--running_workers_ == 0) done_cv_.notify_all();
+  if (--running_workers_ == 0) {
+    // What a cancelled job did not do is no longer remaining.
+    metrics_->bytes_remaining.fetch_sub(static_cast<int64_t>(bytes_total_ - bytes_done_.load()));
+    metrics_->running.fetch_sub(1);
+    done_cv_.notify_all();
+  }
 }
 
 void PrewarmJob::RecordFailure(uint64_t file_id, const absl::Status& status) {

@@ -5,11 +5,17 @@
 // share one source read). Because stored chunks are skipped, running a job
 // again after a crash or a cancellation fetches only what is still missing.
 //
+// The same job serves fills, which a cold read starts (fill_scheduler.h):
+// Prefer() moves the chunks after one a reader just missed to the front of
+// the walk (the rest of its file, then the files after it in its directory),
+// `yield` holds every worker but one back while readers wait on their own
+// misses, and `wanted` ends the job once its version is removed or refreshed.
+//
 // A file whose chunk cannot be fetched is recorded as failed once, with the
 // error, and its remaining chunks are skipped; other files go on.
 //
-// Thread-safety: Progress(), Cancel() and WaitFor() may be called from any
-// thread while the job runs.
+// Thread-safety: Progress(), Prefer(), Cancel() and WaitFor() may be called
+// from any thread while the job runs.
 #ifndef GRANARY_CACHE_SERVER_PREWARM_H_
 #define GRANARY_CACHE_SERVER_PREWARM_H_
 
@@ -20,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,16 +51,24 @@ class PrewarmJob {
   // Which chunks this node fetches: in a cluster, the share it owns.
   using ChunkFilter = std::function<bool(const ChunkKey&)>;
 
-  // Starts `parallelism` workers over the chunks of `file_ids` that pass
-  // `filter` (every chunk when it is empty).
+  struct Hooks {
+    ChunkFilter filter;            // Every chunk when empty.
+    std::function<bool()> yield;   // While true, only one worker fetches.
+    std::function<bool()> wanted;  // Asked now and then; false cancels the job.
+  };
+
+  // Starts `parallelism` workers over the chunks of `file_ids` that pass the
+  // filter, counting in `metrics`.
   PrewarmJob(std::shared_ptr<const Manifest> manifest, std::vector<uint64_t> file_ids,
              unsigned parallelism, ReadThrough* read_through, store::ChunkStore* store,
-             ServerMetrics* metrics, const ChunkFilter& filter = {});
+             PrewarmMetrics* metrics, Hooks hooks = {});
   // Cancels and joins the workers.
   ~PrewarmJob();
   PrewarmJob(const PrewarmJob&) = delete;
   PrewarmJob& operator=(const PrewarmJob&) = delete;
 
+  // Fetches the chunks that follow `key` in the job's order next.
+  void Prefer(const ChunkKey& key);
   // Stops handing out chunks; fetches under way complete.
   void Cancel();
   // Whether every worker has finished, waiting up to `timeout`.
@@ -62,24 +77,28 @@ class PrewarmJob {
   // are done, with the complete list of failures.
   v1::PrewarmProgress Progress() const;
 
+  const Manifest& manifest() const { return *manifest_; }
+
  private:
   struct PlannedChunk {
     uint64_t file_id;
     uint32_t chunk_index;
     uint32_t length;
   };
-  void Work();
+  // The next chunk to fetch (by index into chunks_), or nullopt when none is left.
+  std::optional<size_t> Next();
+  void Work(unsigned worker);
   void RecordFailure(uint64_t file_id, const absl::Status& status);
 
   const std::shared_ptr<const Manifest> manifest_;
   ReadThrough* const read_through_;
   store::ChunkStore* const store_;
-  ServerMetrics* const metrics_;
+  PrewarmMetrics* const metrics_;
+  const Hooks hooks_;
   const std::chrono::steady_clock::time_point started_;
-  std::vector<PlannedChunk> chunks_;
+  std::vector<PlannedChunk> chunks_;  // In file id order, then chunk order.
   uint64_t bytes_total_ = 0;
 
-  std::atomic<size_t> next_chunk_{0};
   std::atomic<bool> cancelled_{false};
   std::atomic<uint64_t> bytes_done_{0};
   std::atomic<uint64_t> bytes_fetched_{0};
@@ -88,6 +107,10 @@ class PrewarmJob {
 
   mutable std::mutex mu_;
   std::condition_variable done_cv_;
+  size_t next_chunk_ = 0;                  // Guarded by mu_: the walk in order.
+  size_t preferred_ = 0;                   // Guarded by mu_: where Prefer() points.
+  size_t preferred_left_ = 0;              // Guarded by mu_: chunks it still covers.
+  std::vector<bool> taken_;                // By chunk; guarded by mu_.
   unsigned running_workers_ = 0;           // Guarded by mu_.
   std::vector<v1::FileFailure> failures_;  // Guarded by mu_.
   std::vector<bool> failed_;               // By file id; guarded by mu_.

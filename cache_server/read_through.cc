@@ -33,8 +33,13 @@ absl::StatusOr<const ManifestEntry*> ChunkEntry(const Manifest& manifest, const 
 }
 
 ReadThrough::ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetrics* metrics,
-                         VersionActivity* activity, ClusterView* cluster)
-    : catalog_(catalog), store_(store), metrics_(metrics), activity_(activity), cluster_(cluster) {}
+                         VersionActivity* activity, ClusterView* cluster, WriteBehind* write_behind)
+    : catalog_(catalog),
+      store_(store),
+      metrics_(metrics),
+      activity_(activity),
+      cluster_(cluster),
+      write_behind_(write_behind) {}
 
 absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32_t offset,
                                                      uint32_t length, ChunkSourcing sourcing) {
@@ -61,11 +66,23 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32
     GRANARY_LOG(WARNING) << "store read of " << key.ToString()
                          << " failed, reading the source: " << stored.status();
   }
+  if (ChunkData pending = write_behind_->Pending(key)) {
+    // Fetched a moment ago and waiting to be stored: a hit from memory.
+    metrics_->hits.fetch_add(1, std::memory_order_relaxed);
+    metrics_->bytes_from_cache.fetch_add(end - offset, std::memory_order_relaxed);
+    if (offset == 0 && end == pending->size()) return Chunk{std::move(pending), true, chunk_length};
+    return Chunk{std::make_shared<const std::string>(pending->substr(offset, end - offset)), true,
+                 chunk_length};
+  }
   if (sourcing == ChunkSourcing::kCacheOnly) {
     return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached here"));
   }
   metrics_->misses.fetch_add(1, std::memory_order_relaxed);
-  GRANARY_ASSIGN_OR_RETURN(ChunkData data, Fetch(*manifest, key, sourcing));
+  readers_waiting_.fetch_add(1, std::memory_order_relaxed);
+  absl::StatusOr<ChunkData> fetched = Fetch(*manifest, key, sourcing, Storing::kBehind);
+  readers_waiting_.fetch_sub(1, std::memory_order_relaxed);
+  if (miss_listener_) miss_listener_(manifest, key);
+  GRANARY_ASSIGN_OR_RETURN(ChunkData data, std::move(fetched));
   if (offset == 0 && end == data->size()) return Chunk{std::move(data), false, chunk_length};
   return Chunk{std::make_shared<const std::string>(data->substr(offset, end - offset)), false,
                chunk_length};
@@ -120,14 +137,17 @@ store::ChunkStore::Withdrawn ReadThrough::RecordUses(const v1::UseReport& report
 
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::Fetch(const Manifest& manifest,
                                                           const ChunkKey& key,
-                                                          ChunkSourcing sourcing) {
-  return flights_.Do(key, [&] { return FetchOnce(manifest, key, sourcing); });
+                                                          ChunkSourcing sourcing, Storing storing) {
+  return flights_.Do(key, [&] { return FetchOnce(manifest, key, sourcing, storing); });
 }
 
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& manifest,
                                                               const ChunkKey& key,
-                                                              ChunkSourcing sourcing) {
-  // A flight for this key may have stored it between our miss and this flight.
+                                                              ChunkSourcing sourcing,
+                                                              Storing storing) {
+  // A flight for this key may have fetched it between our miss and this
+  // flight: it waits to be stored, or is stored.
+  if (ChunkData pending = write_behind_->Pending(key)) return pending;
   if (store_->Contains(key)) {
     absl::StatusOr<std::string> stored = store_->Read(key);
     if (stored.ok()) return std::make_shared<const std::string>(*std::move(stored));
@@ -142,12 +162,17 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
   } else {
     GRANARY_ASSIGN_OR_RETURN(data, ReadSource(manifest, *entry, key));
   }
-  absl::StatusOr<bool> stored = store_->Insert(key, manifest.chunk_size(), *data);
+  auto fetched = std::make_shared<const std::string>(*std::move(data));
+  if (storing == Storing::kBehind) {
+    write_behind_->Store(key, manifest.chunk_size(), fetched);
+    return fetched;
+  }
+  absl::StatusOr<bool> stored = store_->Insert(key, manifest.chunk_size(), *fetched);
   if (!stored.ok()) {
     GRANARY_LOG_FIRST_N(WARNING, 10)
         << "cannot store " << key.ToString() << ": " << stored.status();
   }
-  return std::make_shared<const std::string>(*std::move(data));
+  return fetched;
 }
 
 absl::StatusOr<std::string> ReadThrough::FetchFromOwner(const ChunkKey& key, uint32_t length,

@@ -23,7 +23,9 @@
 #ifndef GRANARY_CACHE_SERVER_READ_THROUGH_H_
 #define GRANARY_CACHE_SERVER_READ_THROUGH_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,6 +37,7 @@
 #include "cache_server/single_flight.h"
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/version_activity.h"
+#include "cache_server/write_behind.h"
 #include "common/chunk_key.h"
 #include "common/dataset_client.h"
 #include "common/manifest.h"
@@ -51,7 +54,7 @@ class ReadThrough {
   };
 
   ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetrics* metrics,
-              VersionActivity* activity, ClusterView* cluster);
+              VersionActivity* activity, ClusterView* cluster, WriteBehind* write_behind);
 
   // Bytes [offset, offset + length) of chunk `key`: length 0 reads to the
   // chunk's end, a range ending past it is cut there, an offset past it is
@@ -90,15 +93,29 @@ class ReadThrough {
   // files, and answers the files withdrawn since its last report.
   store::ChunkStore::Withdrawn RecordUses(const v1::UseReport& report);
 
+  // How a fetched chunk reaches the store: before Fetch() returns (prewarms
+  // and fills, whose progress means "cached"), or behind the answer, through
+  // the write-behind queue (readers' misses).
+  enum class Storing { kBeforeReturn, kBehind };
+
   // Fetches chunk `key` of `manifest` through its owner, from a peer or from
   // the source into the store, unless the store holds it already. Counts as a
   // fetch, not as a chunk read.
   absl::StatusOr<ChunkData> Fetch(const Manifest& manifest, const ChunkKey& key,
-                                  ChunkSourcing sourcing = ChunkSourcing::kReadThrough);
+                                  ChunkSourcing sourcing = ChunkSourcing::kReadThrough,
+                                  Storing storing = Storing::kBeforeReturn);
+
+  // Called with every miss a reader (or a peer asking this node as the
+  // owner) makes, after it is answered; set before the first read.
+  using MissListener = std::function<void(const std::shared_ptr<const Manifest>&, const ChunkKey&)>;
+  void set_miss_listener(MissListener listener) { miss_listener_ = std::move(listener); }
+
+  // Whether a reader is waiting on a miss now.
+  bool ReadersWaiting() const { return readers_waiting_.load(std::memory_order_relaxed) > 0; }
 
  private:
   absl::StatusOr<ChunkData> FetchOnce(const Manifest& manifest, const ChunkKey& key,
-                                      ChunkSourcing sourcing);
+                                      ChunkSourcing sourcing, Storing storing);
   // The chunk from its owner in this group, read through there; NOT_FOUND
   // when this node is the owner, was asked as the owner (kOwnerFetch), or the
   // owner is suspected down.
@@ -120,6 +137,9 @@ class ReadThrough {
   ServerMetrics* const metrics_;
   VersionActivity* const activity_;
   ClusterView* const cluster_;
+  WriteBehind* const write_behind_;
+  MissListener miss_listener_;
+  std::atomic<int> readers_waiting_{0};
   SingleFlight<ChunkKey, absl::StatusOr<ChunkData>> flights_;
   FetchSpeeds speeds_;
 };

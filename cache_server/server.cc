@@ -26,6 +26,7 @@
 #include "cache_server/connection_table.h"
 #include "cache_server/data_dir_lock.h"
 #include "cache_server/dataset_registry.h"
+#include "cache_server/fill_scheduler.h"
 #include "cache_server/listening_socket.h"
 #include "cache_server/local_read_server.h"
 #include "cache_server/membership/etcd_membership.h"
@@ -38,6 +39,7 @@
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/stream_watchdog.h"
 #include "cache_server/version_activity.h"
+#include "cache_server/write_behind.h"
 #include "common/absl_compat.h"
 #include "common/cluster_token.h"
 #include "common/file_util.h"
@@ -73,6 +75,8 @@ constexpr std::chrono::seconds kCatalogExchangePeriod{30};
 constexpr std::chrono::seconds kPeerCopyTimeout{5};
 // A connection with no call in flight for this long is closed by gRPC.
 constexpr int kMaxConnectionIdleMs = 5 * 60 * 1000;
+// Threads that store fetched chunks behind their readers' answers.
+constexpr int kWriteBehindThreads = 2;
 // Threads the synchronous server keeps waiting for calls (see SetSyncServerOption).
 constexpr int kIdleServerThreads = 16;
 
@@ -229,7 +233,9 @@ struct GranaryServer::Parts {
   std::unique_ptr<AccessPolicy> policy;
   std::unique_ptr<DatasetRegistry> registry;
   std::unique_ptr<ClusterView> cluster;
+  std::unique_ptr<WriteBehind> write_behind;
   std::unique_ptr<ReadThrough> read_through;
+  std::unique_ptr<FillScheduler> fills;
   std::unique_ptr<CatalogSync> catalog_sync;
   std::unique_ptr<ConnectionTable> connections;
   std::unique_ptr<RequestAuthenticator> authenticator;
@@ -297,9 +303,21 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   peer_options.client.cluster_token = token;
   peer_options.client.read_timeout = kPeerCopyTimeout;
   parts->cluster = std::make_unique<ClusterView>(self, std::move(peer_options));
-  parts->read_through =
-      std::make_unique<ReadThrough>(parts->catalog.get(), parts->store.get(), &parts->metrics,
-                                    parts->activity.get(), parts->cluster.get());
+  parts->write_behind = std::make_unique<WriteBehind>(parts->store.get(), &parts->metrics,
+                                                      c.write_behind_bytes, kWriteBehindThreads);
+  parts->read_through = std::make_unique<ReadThrough>(
+      parts->catalog.get(), parts->store.get(), &parts->metrics, parts->activity.get(),
+      parts->cluster.get(), parts->write_behind.get());
+  parts->fills = std::make_unique<FillScheduler>(
+      parts->catalog.get(), parts->read_through.get(), parts->store.get(), &parts->metrics,
+      parts->cluster.get(),
+      FillScheduler::Options{.parallelism = c.prewarm_parallelism,
+                             .default_policy = c.fill_on_read ? v1::FILL_ON_READ : v1::FILL_NONE});
+  FillScheduler* fills = parts->fills.get();
+  parts->read_through->set_miss_listener(
+      [fills](const std::shared_ptr<const Manifest>& manifest, const ChunkKey& key) {
+        fills->OnMiss(manifest, key);
+      });
   parts->catalog_sync = std::make_unique<CatalogSync>(parts->catalog.get(), parts->registry.get(),
                                                       parts->cluster.get(), kCatalogExchangePeriod);
   parts->connections = std::make_unique<ConnectionTable>(
@@ -308,7 +326,8 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->service = std::make_unique<GranaryService>(
       ServiceParts{parts->catalog.get(), parts->registry.get(), parts->read_through.get(),
                    parts->store.get(), &parts->metrics, parts->activity.get(), parts->cluster.get(),
-                   parts->catalog_sync.get(), parts->authenticator.get(), parts->policy.get()},
+                   parts->catalog_sync.get(), parts->authenticator.get(), parts->policy.get(),
+                   parts->fills.get()},
       c.prewarm_parallelism, c.max_prewarm_paths);
 
   GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));

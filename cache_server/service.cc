@@ -74,8 +74,9 @@ grpc::Status GranaryService::AddDataset(grpc::ServerContext* context,
   absl::StatusOr<Caller> caller =
       Authorize(*context, "AddDataset", AccessPolicy::Action::kAdminister, change);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  absl::StatusOr<v1::DatasetInfo> info = parts_.registry->Add(
-      request->name(), request->source(), request->chunk_size(), request->replicas());
+  absl::StatusOr<v1::DatasetInfo> info =
+      parts_.registry->Add(request->name(), request->source(), request->chunk_size(),
+                           request->replicas(), request->fill());
   Audit(*caller,
         info.ok() ? absl::StrCat(change, " as version ", FormatVersion(info->version())) : change,
         info.status());
@@ -326,7 +327,8 @@ absl::Status GranaryService::RunLocalPrewarm(grpc::ServerContext* context,
                     << request.name() << "' (this node's share) with " << parallelism << " workers";
   parts_.activity->Touch(version);
   PrewarmJob job(plan.manifest, std::move(plan.file_ids), parallelism, parts_.read_through,
-                 parts_.store, parts_.metrics, owned);
+                 parts_.store, &parts_.metrics->prewarm,
+                 {.filter = owned, .yield = {}, .wanted = {}});
   while (true) {
     bool finished = job.WaitFor(kPrewarmProgressInterval);
     parts_.activity->Touch(version);
@@ -361,6 +363,7 @@ v1::NodeStatus GranaryService::LocalStatus() const {
   node.set_uptime_seconds(
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
           .count());
+  for (v1::FillProgress& fill : parts_.fills->Progress()) *node.add_fills() = std::move(fill);
   return node;
 }
 
@@ -433,6 +436,9 @@ absl::StatusOr<v1::LocateResponse> GranaryService::LocateLocally(const std::stri
   node->set_node_id(parts_.cluster->self().id);
   node->set_group(parts_.cluster->self().group);
   node->set_cached_bytes(info.cached_bytes());
+  for (v1::FillProgress& fill : parts_.fills->Progress()) {
+    if (fill.version() == info.version()) *node->mutable_fill() = std::move(fill);
+  }
   return response;
 }
 

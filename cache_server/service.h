@@ -35,6 +35,7 @@
 #include "cache_server/catalog_sync.h"
 #include "cache_server/cluster_view.h"
 #include "cache_server/dataset_registry.h"
+#include "cache_server/fill_scheduler.h"
 #include "cache_server/metrics.h"
 #include "cache_server/read_through.h"
 #include "cache_server/request_authenticator.h"
@@ -56,6 +57,7 @@ struct ServiceParts {
   CatalogSync* catalog_sync;
   RequestAuthenticator* authenticator;
   const AccessPolicy* policy;
+  FillScheduler* fills;
 };
 
 class GranaryService final : public v1::Granary::Service {

@@ -58,6 +58,16 @@ void PrintStatus(const v1::StatusResponse& status) {
   std::cout << absl::StreamFormat(
       "\ndatasets: %d   hit ratio: %s (%d hits, %d misses)   checksum failures: %d\n",
       status.dataset_count(), RatioText(HitRatio(hits, misses)), hits, misses, checksum_failures);
+  Table fills({{"NODE"}, {"FILLING"}, {"VERSION"}, {"FILLED", Align::kRight}, {"STATE"}});
+  bool filling = false;
+  for (const v1::NodeStatus& node : status.nodes()) {
+    for (const v1::FillProgress& fill : node.fills()) {
+      filling = true;
+      fills.AddRow({node.node_id(), fill.name(), FormatVersion(fill.version()),
+                    FormatSize(fill.progress().bytes_done()), FillText(fill)});
+    }
+  }
+  if (filling) std::cout << "\nfills started by cold reads:\n" << fills.Render();
 }
 
 absl::Status RunStatus(const GlobalOptions& global, bool json) {
@@ -80,10 +90,12 @@ void PrintLocate(const v1::LocateResponse& locate) {
                {"GROUP"},
                {"CACHED", Align::kRight},
                {"ON NODE", Align::kRight},
-               {"IN GROUP", Align::kRight}});
+               {"IN GROUP", Align::kRight},
+               {"FILL"}});
   for (const v1::NodeLocality& node : locate.nodes()) {
     nodes.AddRow({node.node_id(), node.group(), FormatSize(node.cached_bytes()),
-                  FormatPercent(node.node_fraction()), FormatPercent(node.group_fraction())});
+                  FormatPercent(node.node_fraction()), FormatPercent(node.group_fraction()),
+                  node.has_fill() ? FillText(node.fill()) : "-"});
   }
   std::cout << nodes.Render() << '\n';
   Table groups({{"GROUP"}, {"CACHED", Align::kRight}, {"FRACTION", Align::kRight}});

@@ -31,6 +31,7 @@ struct AddOptions {
   std::string source;
   std::string chunk_size;
   uint32_t replicas = 1;
+  std::string fill;
   bool json = false;
 };
 
@@ -88,6 +89,9 @@ void PrintDatasetDetails(const v1::DatasetInfo& dataset) {
   field("chunk size:", FormatSize(dataset.chunk_size()));
   field("chunks:", absl::StrCat(dataset.chunk_count()));
   field("replicas:", absl::StrCat(dataset.replicas(), " per cache group"));
+  field("fill:", dataset.fill() == v1::FILL_DEFAULT
+                     ? "default (each node's own: `fill` in its config)"
+                     : FillPolicyName(dataset.fill()));
   field("cached here:", CachedText(dataset));
   field("older versions:", older.empty() ? "none" : absl::StrJoin(older, ", "));
 }
@@ -101,6 +105,9 @@ absl::Status RunAdd(const GlobalOptions& global, const AddOptions& options) {
   request.set_source(AbsoluteSource(options.source));
   request.set_chunk_size(chunk_size);
   request.set_replicas(options.replicas);
+  request.set_fill(options.fill == "on-read" ? v1::FILL_ON_READ
+                   : options.fill == "none"  ? v1::FILL_NONE
+                                             : v1::FILL_DEFAULT);
   GRANARY_ASSIGN_OR_RETURN(v1::DatasetInfo dataset,
                            server.Call(&v1::Granary::Stub::AddDataset, request));
   if (options.json) {
@@ -238,6 +245,11 @@ void AddDatasetCommands(CLI::App& app, const GlobalOptions& global, Action& acti
   add->add_option("--replicas", add_options->replicas,
                   "Copies of each chunk in every cache group, 1 to 8 (default 1)")
       ->check(CLI::Range(1, 8));
+  add->add_option("--fill", add_options->fill,
+                  "on-read: a cold read starts filling the rest of the dataset in the "
+                  "background; none: only what is read or prewarmed is cached (default: each "
+                  "node's own, on-read unless configured)")
+      ->check(CLI::IsMember({"on-read", "none"}));
   add->add_flag("--json", add_options->json, "Print one JSON document");
   add->callback([&global, &action, add_options] {
     action = [&global, add_options] { return RunAdd(global, *add_options); };

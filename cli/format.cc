@@ -40,4 +40,22 @@ double Fraction(uint64_t done, uint64_t total) {
   return static_cast<double>(done) / static_cast<double>(total);
 }
 
+std::string FillPolicyName(v1::FillPolicy policy) {
+  switch (policy) {
+    case v1::FILL_ON_READ:
+      return "on-read";
+    case v1::FILL_NONE:
+      return "none";
+    default:
+      return "default";
+  }
+}
+
+std::string FillText(const v1::FillProgress& fill) {
+  const v1::PrewarmProgress& progress = fill.progress();
+  if (progress.finished()) return "done";
+  return absl::StrCat(FormatPercent(Fraction(progress.bytes_done(), progress.bytes_total())),
+                      " at ", FormatRate(progress.bytes_per_second()));
+}
+
 }  // namespace granary::cli

@@ -1,5 +1,5 @@
 // Small text formats the CLI shares between its tables, summaries and progress
-// lines: percentages, rates, durations and hit ratios.
+// lines: percentages, rates, durations, hit ratios and fills.
 //
 // Thread-safety: pure functions.
 #ifndef GRANARY_CLI_FORMAT_H_
@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+
+#include "proto/granary.pb.h"
 
 namespace granary::cli {
 
@@ -26,6 +28,12 @@ std::optional<double> HitRatio(uint64_t hits, uint64_t misses);
 
 // `done` / `total` as a fraction; an empty total is complete.
 double Fraction(uint64_t done, uint64_t total);
+
+// "on-read", "none", or "default" (each node's own).
+std::string FillPolicyName(v1::FillPolicy policy);
+
+// A fill's state: "45.0% at 180.2 MiB/s" while it runs, "done" after.
+std::string FillText(const v1::FillProgress& fill);
 
 }  // namespace granary::cli
 

@@ -15,6 +15,25 @@ nlohmann::json OptionalRatio(std::optional<double> ratio) {
   return *ratio;
 }
 
+nlohmann::json FillJson(const v1::FillProgress& fill) {
+  const v1::PrewarmProgress& progress = fill.progress();
+  return {
+      {"name", fill.name()},
+      {"version", FormatVersion(fill.version())},
+      {"finished", progress.finished()},
+      {"percent", 100 * Fraction(progress.bytes_done(), progress.bytes_total())},
+      {"bytes_done", progress.bytes_done()},
+      {"bytes_total", progress.bytes_total()},
+      {"bytes_per_second", progress.bytes_per_second()},
+  };
+}
+
+nlohmann::json FillsJson(const google::protobuf::RepeatedPtrField<v1::FillProgress>& fills) {
+  nlohmann::json listed = nlohmann::json::array();
+  for (const v1::FillProgress& fill : fills) listed.push_back(FillJson(fill));
+  return listed;
+}
+
 }  // namespace
 
 nlohmann::json DatasetJson(const v1::DatasetInfo& dataset) {
@@ -26,6 +45,7 @@ nlohmann::json DatasetJson(const v1::DatasetInfo& dataset) {
       {"version", FormatVersion(dataset.version())},
       {"chunk_size", dataset.chunk_size()},
       {"replicas", dataset.replicas()},
+      {"fill", FillPolicyName(dataset.fill())},
       {"file_count", dataset.file_count()},
       {"directory_count", dataset.directory_count()},
       {"total_bytes", dataset.total_bytes()},
@@ -73,6 +93,7 @@ nlohmann::json StatusJson(const v1::StatusResponse& status) {
         {"checksum_failures", node.checksum_failures()},
         {"io_engine", node.io_engine()},
         {"uptime_seconds", node.uptime_seconds()},
+        {"fills", FillsJson(node.fills())},
     });
   }
   return {
@@ -93,6 +114,7 @@ nlohmann::json LocateJson(const v1::LocateResponse& locate) {
         {"cached_bytes", node.cached_bytes()},
         {"node_fraction", node.node_fraction()},
         {"group_fraction", node.group_fraction()},
+        {"fill", node.has_fill() ? FillJson(node.fill()) : nlohmann::json()},
     });
   }
   nlohmann::json groups = nlohmann::json::array();

@@ -93,6 +93,22 @@ const std::map<std::string, KeyParser>& KeyParsers() {
          return absl::OkStatus();
        }},
       {"prewarm_parallelism", WholeNumberKey(&GranarydConfig::prewarm_parallelism, 1, 256)},
+      {"fill",
+       [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+         GRANARY_ASSIGN_OR_RETURN(std::string text, Scalar(node));
+         if (text != "on-read" && text != "none") {
+           return absl::InvalidArgumentError(
+               absl::StrCat("'", AsAbsl(text), "' is not a fill policy: on-read or none"));
+         }
+         config->fill_on_read = text == "on-read";
+         return absl::OkStatus();
+       }},
+      {"write_behind",
+       [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+         GRANARY_ASSIGN_OR_RETURN(std::string text, Scalar(node));
+         GRANARY_ASSIGN_OR_RETURN(config->write_behind_bytes, ParseSize(text));
+         return absl::OkStatus();
+       }},
       {"max_connections", WholeNumberKey(&GranarydConfig::max_connections, 16, 1 << 20)},
       {"max_connections_per_user",
        WholeNumberKey(&GranarydConfig::max_connections_per_user, 1, 1 << 20)},

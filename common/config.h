@@ -19,6 +19,7 @@
 //   max_connections: 4096             max_connections_per_user: 256
 //   max_connections_per_host: 256     max_streams_per_connection: 100
 //   max_threads: 512                  stream_stall_seconds: 60
+//   fill: on-read                     write_behind: 256MiB
 // An unknown key, a value of the wrong kind, or a bad size or address is an
 // INVALID_ARGUMENT error naming the file, the key and the value.
 //
@@ -68,6 +69,13 @@ struct GranarydConfig {
   // (CheckTcpPolicy()); granaryd warns on every start.
   bool insecure_tcp = false;
   uint32_t prewarm_parallelism = 8;
+  // For datasets registered without a fill policy of their own: whether a
+  // cold read starts filling the rest of the version (`fill: on-read`) or
+  // not (`fill: none`).
+  bool fill_on_read = true;
+  // Fetched chunks, in bytes, that may wait to be stored after their readers
+  // were answered; past it, chunks are served but not stored.
+  uint64_t write_behind_bytes = 256 << 20;
   // The only directories datasets may be registered from (a source must be
   // one of them or lie beneath one). Empty: no dataset can be registered.
   std::vector<std::string> source_roots;

@@ -1,6 +1,7 @@
 // Unit tests of granaryd's parts that need no running server: configuration,
-// the posix scanner, single-flight, prewarm path selection and the choice
-// between peer copies and source reads.
+// the posix scanner, single-flight, prewarm path selection, the choice
+// between peer copies and source reads, and the write-behind queue over a
+// real chunk store.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -13,6 +14,8 @@
 #include "cache_server/single_flight.h"
 #include "cache_server/source/posix_scanner.h"
 #include "cache_server/source/posix_source.h"
+#include "cache_server/store/chunk_store.h"
+#include "cache_server/write_behind.h"
 #include "common/config.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
@@ -195,6 +198,62 @@ TEST(Prewarm, SelectFilesTakesDirectoriesWholeAndOnlyThem) {
   EXPECT_EQ(paths_of({}).size(), 5u);
   EXPECT_EQ(SelectFiles(*manifest, {"c"}).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(SelectFiles(*manifest, {"../a"}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+store::StoreOptions SmallStore(const TempDir& dir) {
+  store::StoreOptions options;
+  options.directories = {dir.path() + "/cache"};
+  options.index_path = dir.path() + "/index";
+  options.capacity_bytes = 64 << 20;
+  options.max_chunk_bytes = 1 << 20;
+  return options;
+}
+
+TEST(WriteBehind, ServesChunksFromMemoryUntilTheStoreHoldsThem) {
+  TempDir dir;
+  auto store = store::ChunkStore::Open(SmallStore(dir));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ServerMetrics metrics;
+  WriteBehind writes(store->get(), &metrics, 8 << 20, 2);
+  std::vector<ChunkKey> keys;
+  for (uint32_t i = 0; i < 20; ++i) {
+    keys.push_back({7, i, 0});
+    writes.Store(keys.back(), 1 << 20, std::make_shared<const std::string>(50000, 'a' + i % 26));
+  }
+  // Each key is either still waiting (and served from memory) or stored.
+  for (uint32_t i = 0; i < 20; ++i) {
+    WriteBehind::ChunkData pending = writes.Pending(keys[i]);
+    EXPECT_TRUE((pending != nullptr && *pending == std::string(50000, 'a' + i % 26)) ||
+                (*store)->Contains(keys[i]))
+        << i;
+  }
+  writes.Drain();
+  for (uint32_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(writes.Pending(keys[i]), nullptr);
+    absl::StatusOr<std::string> stored = (*store)->Read(keys[i]);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_EQ(*stored, std::string(50000, 'a' + i % 26));
+  }
+  EXPECT_EQ(metrics.write_behind_bytes.load(), 0);
+  EXPECT_EQ(metrics.write_behind_dropped.load(), 0u);
+}
+
+TEST(WriteBehind, AChunkOverTheQueuesBoundIsServedButNotStored) {
+  TempDir dir;
+  auto store = store::ChunkStore::Open(SmallStore(dir));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ServerMetrics metrics;
+  {
+    // No writer: what is queued stays queued.
+    WriteBehind writes(store->get(), &metrics, 100000, 0);
+    writes.Store({1, 1, 0}, 1 << 20, std::make_shared<const std::string>(80000, 'x'));
+    writes.Store({1, 2, 0}, 1 << 20, std::make_shared<const std::string>(30000, 'y'));
+    EXPECT_NE(writes.Pending({1, 1, 0}), nullptr);
+    EXPECT_EQ(writes.Pending({1, 2, 0}), nullptr);
+    EXPECT_EQ(metrics.write_behind_dropped.load(), 1u);
+    EXPECT_EQ(metrics.write_behind_bytes.load(), 80000);
+  }
+  EXPECT_FALSE((*store)->Contains({1, 2, 0}));
 }
 
 }  // namespace

@@ -172,6 +172,7 @@ absl::Status GranarydProcess::Spawn() {
   if (!cluster_token_file_.empty() && !named_in_args) {
     args.insert(args.end(), {"--token-file", cluster_token_file_});
   }
+  args.insert(args.end(), {"--fill", options_.fill});
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::string binary = GranarydPath();
   if (!options_.user.empty()) {

@@ -88,6 +88,10 @@ struct GranarydOptions {
   // false: no --token-file at all (the TCP listener then needs
   // --insecure-tcp in extra_args, or granaryd refuses to start).
   bool with_cluster_token = true;
+  // The default fill policy (--fill). Tests count what each read fetches,
+  // which a fill running behind the readers would change, so they run
+  // without one unless they test fills.
+  std::string fill = "none";
 };
 
 class GranarydProcess {

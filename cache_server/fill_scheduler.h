@@ -1,0 +1,85 @@
+// FillScheduler fills a dataset version in the background once a reader has
+// missed in it: a job that starts before anyone ran `granary prewarm` then
+// reads at the source's full rate even when its own readers ask for one file
+// at a time, and its next epoch reads from NVMe. A fill is a PrewarmJob of
+// the version's whole share on this node (in a cluster, the chunks this node
+// owns in its group: each owner fills its own share, and only owners read the
+// source), with:
+//  - the chunks after each miss first (the rest of the file, then the files
+//    after it in its directory: what readers that walk a directory open next);
+//  - every worker but one held back while a reader waits on a miss of its
+//    own, so the fill never starves the readers;
+//  - an end when the version is removed or refreshed away.
+// The policy is the dataset's (`granary dataset add --fill on-read|none`),
+// else the node's default (config `fill`). A fill runs once per version per
+// process; a finished one is listed until its version goes.
+//
+// Thread-safety: every method may be called concurrently.
+#ifndef GRANARY_CACHE_SERVER_FILL_SCHEDULER_H_
+#define GRANARY_CACHE_SERVER_FILL_SCHEDULER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cache_server/catalog.h"
+#include "cache_server/cluster_view.h"
+#include "cache_server/metrics.h"
+#include "cache_server/prewarm.h"
+#include "cache_server/read_through.h"
+#include "cache_server/store/chunk_store.h"
+#include "common/manifest.h"
+#include "proto/granary.pb.h"
+
+namespace granary {
+
+class FillScheduler {
+ public:
+  struct Options {
+    unsigned parallelism = 8;
+    // For datasets registered without a policy of their own.
+    v1::FillPolicy default_policy = v1::FILL_ON_READ;
+  };
+
+  // Everything must outlive the scheduler.
+  FillScheduler(Catalog* catalog, ReadThrough* read_through, store::ChunkStore* store,
+                ServerMetrics* metrics, ClusterView* cluster, Options options);
+  // Cancels and joins running fills.
+  ~FillScheduler();
+  FillScheduler(const FillScheduler&) = delete;
+  FillScheduler& operator=(const FillScheduler&) = delete;
+
+  // A reader missed chunk `key` of `manifest`: starts the version's fill if
+  // its policy says so and none ran yet, and has it fetch what follows `key`
+  // next.
+  void OnMiss(const std::shared_ptr<const Manifest>& manifest, const ChunkKey& key);
+
+  // The fills of versions still registered, running or finished.
+  std::vector<v1::FillProgress> Progress();
+
+  // The policy that applies to `record`.
+  v1::FillPolicy PolicyOf(const v1::CatalogDataset& record) const;
+
+ private:
+  // Whether `version` is still the current version of dataset `name`.
+  bool Current(const std::string& name, uint64_t version) const;
+  // Forgets the fills of versions no longer current (joining their jobs).
+  void ReapLocked();
+
+  Catalog* const catalog_;
+  ReadThrough* const read_through_;
+  store::ChunkStore* const store_;
+  ServerMetrics* const metrics_;
+  ClusterView* const cluster_;
+  const Options options_;
+  std::mutex mutex_;
+  // By version; null for a version whose policy is not to fill. Guarded by mutex_.
+  std::map<uint64_t, std::unique_ptr<PrewarmJob>> fills_;
+};
+
+}  // namespace granary
+
+#endif  // GRANARY_CACHE_SERVER_FILL_SCHEDULER_H_

@@ -1,0 +1,77 @@
+#include "cache_server/write_behind.h"
+
+#include "common/logging.h"
+
+namespace granary {
+
+WriteBehind::WriteBehind(store::ChunkStore* store, ServerMetrics* metrics,
+                         uint64_t max_queued_bytes, int writers)
+    : store_(store), metrics_(metrics), max_queued_bytes_(max_queued_bytes) {
+  for (int i = 0; i < writers; ++i) writers_.emplace_back([this] { Run(); });
+}
+
+WriteBehind::~WriteBehind() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& writer : writers_) writer.join();
+}
+
+void WriteBehind::Store(const ChunkKey& key, uint32_t chunk_size, ChunkData data) {
+  {
+    std::lock_guard lock(mutex_);
+    if (pending_.contains(key)) return;
+    if (queued_bytes_ + data->size() > max_queued_bytes_) {
+      metrics_->write_behind_dropped.fetch_add(1, std::memory_order_relaxed);
+      GRANARY_LOG_FIRST_N(WARNING, 10)
+          << "write-behind queue full (" << queued_bytes_ << " bytes): chunk " << key.ToString()
+          << " is served but not stored";
+      return;
+    }
+    queued_bytes_ += data->size();
+    metrics_->write_behind_bytes.store(static_cast<int64_t>(queued_bytes_),
+                                       std::memory_order_relaxed);
+    pending_.emplace(key, data);
+    queue_.push_back(Write{key, chunk_size, std::move(data)});
+  }
+  wake_.notify_one();
+}
+
+WriteBehind::ChunkData WriteBehind::Pending(const ChunkKey& key) {
+  std::lock_guard lock(mutex_);
+  auto it = pending_.find(key);
+  return it == pending_.end() ? nullptr : it->second;
+}
+
+void WriteBehind::Drain() {
+  std::unique_lock lock(mutex_);
+  written_.wait(lock, [this] { return queue_.empty() && writing_ == 0; });
+}
+
+void WriteBehind::Run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // Stopping, and everything is stored.
+    Write write = std::move(queue_.front());
+    queue_.pop_front();
+    writing_++;
+    lock.unlock();
+    absl::StatusOr<bool> stored = store_->Insert(write.key, write.chunk_size, *write.data);
+    if (!stored.ok()) {
+      GRANARY_LOG_FIRST_N(WARNING, 10)
+          << "cannot store " << write.key.ToString() << ": " << stored.status();
+    }
+    lock.lock();
+    writing_--;
+    queued_bytes_ -= write.data->size();
+    metrics_->write_behind_bytes.store(static_cast<int64_t>(queued_bytes_),
+                                       std::memory_order_relaxed);
+    pending_.erase(write.key);
+    written_.notify_all();
+  }
+}
+
+}  // namespace granary

@@ -1,0 +1,78 @@
+// WriteBehind stores fetched chunks after their readers have been answered:
+// a miss costs the reader the source read, not the store's write too. Chunks
+// wait in a queue bounded by bytes, and `writers` threads insert them into
+// the store in the order they came. While a chunk waits, Pending() serves it
+// from memory, so no second reader fetches it again. When the queue is full
+// the chunk is not stored at all (counted): readers are always answered, and
+// the chunk is fetched again by a later miss or by a fill.
+//
+// Nothing half-written is ever served: the store writes a chunk's bytes before
+// its index entry (store/chunk_store.h), so a crash loses queued chunks, never
+// correctness.
+//
+// Thread-safety: every method may be called concurrently. The destructor
+// stores what is still queued, then joins the writers.
+#ifndef GRANARY_CACHE_SERVER_WRITE_BEHIND_H_
+#define GRANARY_CACHE_SERVER_WRITE_BEHIND_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "cache_server/metrics.h"
+#include "cache_server/store/chunk_store.h"
+#include "common/chunk_key.h"
+
+namespace granary {
+
+class WriteBehind {
+ public:
+  using ChunkData = std::shared_ptr<const std::string>;
+
+  // `store` and `metrics` must outlive this object.
+  WriteBehind(store::ChunkStore* store, ServerMetrics* metrics, uint64_t max_queued_bytes,
+              int writers);
+  ~WriteBehind();
+  WriteBehind(const WriteBehind&) = delete;
+  WriteBehind& operator=(const WriteBehind&) = delete;
+
+  // Queues `data`, chunk `key` of a version whose chunks are `chunk_size`
+  // bytes, for the store; dropped (and counted) when the queue is full.
+  void Store(const ChunkKey& key, uint32_t chunk_size, ChunkData data);
+  // The bytes of `key` while they wait to be stored; null otherwise.
+  ChunkData Pending(const ChunkKey& key);
+  // Waits until every chunk queued so far is stored (or failed to be).
+  void Drain();
+
+ private:
+  struct Write {
+    ChunkKey key;
+    uint32_t chunk_size;
+    ChunkData data;
+  };
+
+  void Run();
+
+  store::ChunkStore* const store_;
+  ServerMetrics* const metrics_;
+  const uint64_t max_queued_bytes_;
+  std::mutex mutex_;
+  std::condition_variable wake_;                      // Work queued, or stopping.
+  std::condition_variable written_;                   // A write finished.
+  std::deque<Write> queue_;                           // Guarded by mutex_.
+  absl::flat_hash_map<ChunkKey, ChunkData> pending_;  // Queued or being written; guarded.
+  uint64_t queued_bytes_ = 0;                         // Guarded by mutex_.
+  int writing_ = 0;                                   // Guarded by mutex_.
+  bool stopping_ = false;                             // Guarded by mutex_.
+  std::vector<std::thread> writers_;
+};
+
+}  // namespace granary
+
+#endif  // GRANARY_CACHE_SERVER_WRITE_BEHIND_H_

@@ -1,0 +1,210 @@
+// Fills over a real granaryd: a cold read of a dataset starts filling the rest
+// of it in the background, each chunk read from the source once, visible in
+// Status and Locate; datasets whose policy (their own, or the node's default)
+// is "none" cache only what is read; a fill ends when its version is
+// refreshed away or its dataset removed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "grpcpp/client_context.h"
+#include "tests/server/server_test_util.h"
+#include "tests/support/granaryd_process.h"
+
+namespace granary::testing {
+namespace {
+
+constexpr uint32_t kChunk = 1 << 20;
+
+class FillTest : public ::testing::Test {
+ protected:
+  // A granaryd whose default fill policy is `fill`, with `workers` fill (and
+  // prewarm) workers.
+  std::unique_ptr<GranarydProcess> StartServer(const std::string& fill, int workers) {
+    const std::string config = config_dir_.path() + "/granaryd-" + fill + ".yaml";
+    std::ofstream(config) << "prewarm_parallelism: " << workers << "\n";
+    GranarydOptions options;
+    options.fill = fill;
+    options.extra_args = {"--config", config};
+    auto server = GranarydProcess::Start(options);
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? *std::move(server) : nullptr;
+  }
+
+  // Registers `source` as `name` with chunks of `chunk_size` and fill policy `fill`.
+  static v1::DatasetInfo Register(GranarydProcess& server, const std::string& name,
+                                  const std::string& source, uint32_t chunk_size,
+                                  v1::FillPolicy fill) {
+    grpc::ClientContext context;
+    v1::AddDatasetRequest request;
+    request.set_name(name);
+    request.set_source(source);
+    request.set_chunk_size(chunk_size);
+    request.set_fill(fill);
+    v1::DatasetInfo info;
+    grpc::Status added = server.SocketStub()->AddDataset(&context, request, &info);
+    EXPECT_TRUE(added.ok()) << added.error_message();
+    return info;
+  }
+
+  static v1::DatasetInfo Describe(GranarydProcess& server, const std::string& name) {
+    grpc::ClientContext context;
+    v1::GetDatasetRequest request;
+    request.set_name(name);
+    v1::DatasetInfo info;
+    EXPECT_TRUE(server.SocketStub()->GetDataset(&context, request, &info).ok());
+    return info;
+  }
+
+  // The file id of `path` in the current version of `name`.
+  static uint64_t FileId(GranarydProcess& server, const std::string& name,
+                         const std::string& path) {
+    std::vector<v1::ManifestEntry> entries;
+    EXPECT_TRUE(GetManifest(server.SocketStub().get(), name, 0, &entries).ok());
+    for (uint64_t id = 0; id < entries.size(); ++id) {
+      if (entries[id].path() == path) return id;
+    }
+    ADD_FAILURE() << "no entry " << path;
+    return 0;
+  }
+
+  static double Metric(GranarydProcess& server, const std::string& name) {
+    absl::StatusOr<double> value = server.Metric(name);
+    EXPECT_TRUE(value.ok()) << name << ": " << value.status();
+    return value.ok() ? *value : -1;
+  }
+
+  // Waits up to `seconds` for `done`.
+  template <typename Done>
+  static bool Await(Done done, int seconds) {
+    for (int i = 0; i < seconds * 20; ++i) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  }
+
+  TempDir config_dir_;
+  TempDir source_;
+};
+
+TEST_F(FillTest, AColdReadFillsTheRestOfTheDatasetReadingEachChunkOnce) {
+  for (int i = 0; i < 40; ++i) {
+    WriteSourceFile(source_.path(), "d/f" + std::to_string(100 + i), PatternBytes(kChunk + 100, i));
+  }
+  auto server = StartServer("on-read", 4);
+  ASSERT_NE(server, nullptr);
+  const v1::DatasetInfo info = Register(*server, "ds", source_.path(), kChunk, v1::FILL_DEFAULT);
+  ASSERT_EQ(info.chunk_count(), 80u);
+
+  ReadResult read =
+      ReadChunk(server->SocketStub().get(), info.version(), FileId(*server, "ds", "d/f100"), 0);
+  ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+  EXPECT_TRUE(read.data == PatternBytes(kChunk + 100, 0).substr(0, kChunk));
+  EXPECT_TRUE(
+      Await([&] { return Describe(*server, "ds").cached_bytes() == info.total_bytes(); }, 30))
+      << Describe(*server, "ds").cached_bytes() << " of " << info.total_bytes() << " cached";
+  EXPECT_EQ(Metric(*server, "granary_source_reads_total"), 80) << "each chunk read once";
+
+  grpc::ClientContext context;
+  v1::StatusRequest request;
+  request.set_local_only(true);
+  v1::StatusResponse status;
+  ASSERT_TRUE(server->SocketStub()->Status(&context, request, &status).ok());
+  ASSERT_EQ(status.nodes_size(), 1);
+  ASSERT_EQ(status.nodes(0).fills_size(), 1);
+  const v1::FillProgress& fill = status.nodes(0).fills(0);
+  EXPECT_EQ(fill.name(), "ds");
+  EXPECT_EQ(fill.version(), info.version());
+  EXPECT_TRUE(fill.progress().finished());
+  EXPECT_EQ(fill.progress().bytes_done(), info.total_bytes());
+
+  grpc::ClientContext locate_context;
+  v1::LocateRequest locate_request;
+  locate_request.set_name("ds");
+  locate_request.set_local_only(true);
+  v1::LocateResponse locate;
+  ASSERT_TRUE(server->SocketStub()->Locate(&locate_context, locate_request, &locate).ok());
+  ASSERT_EQ(locate.nodes_size(), 1);
+  EXPECT_TRUE(locate.nodes(0).has_fill());
+  EXPECT_TRUE(locate.nodes(0).fill().progress().finished());
+}
+
+TEST_F(FillTest, DatasetsWhosePolicyIsNoneCacheOnlyWhatIsRead) {
+  for (int i = 0; i < 10; ++i) {
+    WriteSourceFile(source_.path(), "f" + std::to_string(i), PatternBytes(kChunk, i));
+  }
+  // Its own policy says none, on a node whose default is on-read; the
+  // default applies to the other, on a node whose default is none.
+  auto filling_node = StartServer("on-read", 4);
+  auto quiet_node = StartServer("none", 4);
+  ASSERT_NE(filling_node, nullptr);
+  ASSERT_NE(quiet_node, nullptr);
+  const v1::DatasetInfo own = Register(*filling_node, "own", source_.path(), kChunk, v1::FILL_NONE);
+  const v1::DatasetInfo by_default =
+      Register(*quiet_node, "by_default", source_.path(), kChunk, v1::FILL_DEFAULT);
+  EXPECT_EQ(own.fill(), v1::FILL_NONE);
+  EXPECT_EQ(by_default.fill(), v1::FILL_DEFAULT);
+  ASSERT_TRUE(ReadChunk(filling_node->SocketStub().get(), own.version(),
+                        FileId(*filling_node, "own", "f3"), 0)
+                  .status.ok());
+  ASSERT_TRUE(ReadChunk(quiet_node->SocketStub().get(), by_default.version(),
+                        FileId(*quiet_node, "by_default", "f3"), 0)
+                  .status.ok());
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  for (GranarydProcess* node : {filling_node.get(), quiet_node.get()}) {
+    EXPECT_EQ(Metric(*node, "granary_source_reads_total"), 1);
+    EXPECT_EQ(Metric(*node, "granary_fill_running"), 0);
+    EXPECT_EQ(Metric(*node, "granary_fill_chunks_fetched_total"), 0);
+  }
+}
+
+TEST_F(FillTest, AFillEndsWhenItsVersionIsRefreshedAwayAndWhenItsDatasetIsRemoved) {
+  // Thousands of small chunks and one worker: far longer to fill than the
+  // test takes to end it.
+  for (int i = 0; i < 3000; ++i) {
+    WriteSourceFile(source_.path(), "s/" + std::to_string(i), PatternBytes(64 << 10, i));
+  }
+  auto server = StartServer("on-read", 1);
+  ASSERT_NE(server, nullptr);
+  const v1::DatasetInfo first = Register(*server, "ds", source_.path(), kChunk, v1::FILL_ON_READ);
+  auto source_reads_settle = [&] {
+    const double before = Metric(*server, "granary_source_reads_total");
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return Metric(*server, "granary_source_reads_total") == before;
+  };
+
+  ASSERT_TRUE(
+      ReadChunk(server->SocketStub().get(), first.version(), FileId(*server, "ds", "s/0"), 0)
+          .status.ok());
+  ASSERT_TRUE(Await([&] { return Metric(*server, "granary_fill_chunks_fetched_total") > 0; }, 10));
+  WriteSourceFile(source_.path(), "s/new", "a file the first version does not have");
+  grpc::ClientContext refresh_context;
+  v1::RefreshDatasetRequest refresh;
+  refresh.set_name("ds");
+  v1::DatasetInfo second;
+  ASSERT_TRUE(server->SocketStub()->RefreshDataset(&refresh_context, refresh, &second).ok());
+  ASSERT_NE(second.version(), first.version());
+  EXPECT_TRUE(Await([&] { return Metric(*server, "granary_fill_running") == 0; }, 5));
+  EXPECT_TRUE(source_reads_settle()) << "the old version's fill still reads the source";
+  EXPECT_LT(Metric(*server, "granary_source_reads_total"), 3000);
+
+  ASSERT_TRUE(
+      ReadChunk(server->SocketStub().get(), second.version(), FileId(*server, "ds", "s/0"), 0)
+          .status.ok());
+  ASSERT_TRUE(Await([&] { return Metric(*server, "granary_fill_running") == 1; }, 5));
+  grpc::ClientContext remove_context;
+  v1::RemoveDatasetRequest remove;
+  remove.set_name("ds");
+  v1::RemoveDatasetResponse removed;
+  ASSERT_TRUE(server->SocketStub()->RemoveDataset(&remove_context, remove, &removed).ok());
+  EXPECT_TRUE(Await([&] { return Metric(*server, "granary_fill_running") == 0; }, 5));
+  EXPECT_TRUE(source_reads_settle()) << "the removed dataset's fill still reads the source";
+}
+
+}  // namespace
+}  // namespace granary::testing
