@@ -65,7 +65,13 @@ void FillScheduler::OnMiss(const std::shared_ptr<const Manifest>& manifest, cons
   PrewarmJob::Hooks hooks{
       .filter = [cluster, group, replicas](
                     const ChunkKey& chunk) { return cluster->Owns(chunk, group, {}, replicas); },
-      .yield = [read_through] { return read_through->ReadersWaiting(); },
+      // The fill and the readers' own misses together keep at most
+      // `parallelism` reads at the source, so that a reader's miss waits
+      // behind no more fill reads than that.
+      .yield =
+          [read_through, parallelism = options_.parallelism](unsigned worker) {
+            return worker + static_cast<unsigned>(read_through->ReadersWaiting()) >= parallelism;
+          },
       .wanted = [this, name, version = key.dataset_version] { return Current(name, version); },
   };
   GRANARY_LOG(INFO) << "filling dataset '" << name << "' (this node's share) behind its readers "

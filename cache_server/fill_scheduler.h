@@ -7,8 +7,10 @@
 // source), with:
 //  - the chunks after each miss first (the rest of the file, then the files
 //    after it in its directory: what readers that walk a directory open next);
-//  - every worker but one held back while a reader waits on a miss of its
-//    own, so the fill never starves the readers;
+//  - as many workers held back as readers wait on misses of their own (but
+//    one that always runs), so that fill and readers together keep no more
+//    reads at the source than the fill's parallelism: the fill never starves
+//    the readers;
 //  - an end when the version is removed or refreshed away.
 // The policy is the dataset's (`granary dataset add --fill on-read|none`),
 // else the node's default (config `fill`). A fill runs once per version per

@@ -127,9 +127,9 @@ v1::LocalReadResponse LocalReadServer::Answer(const absl::Status& received,
   } else if (answer.ok() && !request.has_key()) {
     answer = absl::InvalidArgumentError("local read request names no chunk key");
   } else if (answer.ok() && request.has_whole_file()) {
-    absl::StatusOr<store::ChunkStore::WholeFile> file =
-        reads_->OpenWholeFile(ChunkKey::FromProto(request.key()), request.whole_file().size(),
-                              request.whole_file().chunk_size());
+    absl::StatusOr<store::ChunkStore::WholeFile> file = reads_->OpenWholeFile(
+        ChunkKey::FromProto(request.key()), request.whole_file().size(),
+        request.whole_file().chunk_size(), request.whole_file().read_through());
     if (file.ok()) {
       *passed = std::move(file->fd);
       response.mutable_whole_file()->set_verified_ctime_ns(file->verified_ctime_ns);

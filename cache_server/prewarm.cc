@@ -135,7 +135,7 @@ void PrewarmJob::Work(unsigned worker) {
         break;
       }
     }
-    if (worker > 0 && hooks_.yield && hooks_.yield()) {
+    if (worker > 0 && hooks_.yield && hooks_.yield(worker)) {
       std::this_thread::sleep_for(kYieldWait);
       continue;
     }

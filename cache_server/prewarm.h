@@ -8,8 +8,8 @@
 // The same job serves fills, which a cold read starts (fill_scheduler.h):
 // Prefer() moves the chunks after one a reader just missed to the front of
 // the walk (the rest of its file, then the files after it in its directory),
-// `yield` holds every worker but one back while readers wait on their own
-// misses, and `wanted` ends the job once its version is removed or refreshed.
+// `yield` holds workers back while readers wait on misses of their own, and
+// `wanted` ends the job once its version is removed or refreshed.
 //
 // A file whose chunk cannot be fetched is recorded as failed once, with the
 // error, and its remaining chunks are skipped; other files go on.
@@ -52,8 +52,9 @@ class PrewarmJob {
   using ChunkFilter = std::function<bool(const ChunkKey&)>;
 
   struct Hooks {
-    ChunkFilter filter;            // Every chunk when empty.
-    std::function<bool()> yield;   // While true, only one worker fetches.
+    ChunkFilter filter;  // Every chunk when empty.
+    // While true for a worker (numbered from 0), it waits; worker 0 never does.
+    std::function<bool(unsigned worker)> yield;
     std::function<bool()> wanted;  // Asked now and then; false cancels the job.
   };
 

@@ -115,14 +115,46 @@ absl::StatusOr<store::ChunkStore::Extent> ReadThrough::Locate(const ChunkKey& ke
 
 absl::StatusOr<store::ChunkStore::WholeFile> ReadThrough::OpenWholeFile(const ChunkKey& file,
                                                                         uint64_t size,
-                                                                        uint32_t chunk_size) {
+                                                                        uint32_t chunk_size,
+                                                                        bool read_through) {
   activity_->Touch(file.dataset_version);
+  if (read_through) GRANARY_RETURN_IF_ERROR(FetchWhole(file, size, chunk_size));
   GRANARY_ASSIGN_OR_RETURN(
       store::ChunkStore::WholeFile whole,
       store_->OpenWholeFile(file.dataset_version, file.file_id, size, chunk_size));
   metrics_->hits.fetch_add(ChunkCount(size, chunk_size), std::memory_order_relaxed);
   metrics_->bytes_from_cache.fetch_add(size, std::memory_order_relaxed);
   return whole;
+}
+
+absl::Status ReadThrough::FetchWhole(const ChunkKey& file, uint64_t size, uint32_t chunk_size) {
+  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
+                           catalog_->GetManifest(file.dataset_version));
+  GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry,
+                           ChunkEntry(*manifest, {file.dataset_version, file.file_id, 0}));
+  if (entry->size != size || manifest->chunk_size() != chunk_size) {
+    return absl::InvalidArgumentError(absl::StrCat("file ", file.file_id, " has ", entry->size,
+                                                   " bytes in chunks of ", manifest->chunk_size(),
+                                                   ", not ", size, " in chunks of ", chunk_size));
+  }
+  for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
+    const ChunkKey key{file.dataset_version, file.file_id, static_cast<uint32_t>(index)};
+    if (store_->Contains(key)) continue;
+    metrics_->misses.fetch_add(1, std::memory_order_relaxed);
+    readers_waiting_.fetch_add(1, std::memory_order_relaxed);
+    absl::StatusOr<ChunkData> fetched =
+        Fetch(*manifest, key, ChunkSourcing::kReadThrough, Storing::kBeforeReturn);
+    readers_waiting_.fetch_sub(1, std::memory_order_relaxed);
+    if (miss_listener_) miss_listener_(manifest, key);
+    GRANARY_RETURN_IF_ERROR(fetched.status());
+    // Fetched a moment earlier by a reader's miss, it may still wait to be
+    // stored behind: stored now (a second insert of a key is a no-op).
+    if (!store_->Contains(key)) {
+      absl::StatusOr<bool> stored = store_->Insert(key, chunk_size, **fetched);
+      if (!stored.ok()) return stored.status();
+    }
+  }
+  return absl::OkStatus();
 }
 
 store::ChunkStore::Withdrawn ReadThrough::RecordUses(const v1::UseReport& report) {

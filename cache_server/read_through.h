@@ -83,10 +83,14 @@ class ReadThrough {
   // A descriptor of the cache's whole, verified copy of the file `file`
   // names (its version and file id), `size` bytes in chunks of `chunk_size`,
   // for the kernel to serve (store::ChunkStore::OpenWholeFile); counted as a
-  // hit of every chunk serving the whole file. NOT_FOUND unless this node
-  // holds the file whole; nothing is read through.
+  // hit of every chunk serving the whole file. With `read_through`, the
+  // chunks the store lacks are fetched and stored first, as misses of a
+  // reader (INVALID_ARGUMENT when `size` or `chunk_size` is not the
+  // manifest's; the fetch's own errors); without it, NOT_FOUND unless this
+  // node holds the file whole.
   absl::StatusOr<store::ChunkStore::WholeFile> OpenWholeFile(const ChunkKey& file, uint64_t size,
-                                                             uint32_t chunk_size);
+                                                             uint32_t chunk_size,
+                                                             bool read_through);
 
   // Counts reads a reader on this host served itself from descriptors it
   // kept (Locate, OpenWholeFile) as hits and as uses of their versions and
@@ -110,12 +114,15 @@ class ReadThrough {
   using MissListener = std::function<void(const std::shared_ptr<const Manifest>&, const ChunkKey&)>;
   void set_miss_listener(MissListener listener) { miss_listener_ = std::move(listener); }
 
-  // Whether a reader is waiting on a miss now.
-  bool ReadersWaiting() const { return readers_waiting_.load(std::memory_order_relaxed) > 0; }
+  // How many readers wait on misses now.
+  int ReadersWaiting() const { return readers_waiting_.load(std::memory_order_relaxed); }
 
  private:
   absl::StatusOr<ChunkData> FetchOnce(const Manifest& manifest, const ChunkKey& key,
                                       ChunkSourcing sourcing, Storing storing);
+  // Fetches and stores the chunks of file `file` (`size` bytes in chunks of
+  // `chunk_size`) that the store lacks.
+  absl::Status FetchWhole(const ChunkKey& file, uint64_t size, uint32_t chunk_size);
   // The chunk from its owner in this group, read through there; NOT_FOUND
   // when this node is the owner, was asked as the owner (kOwnerFetch), or the
   // owner is suspected down.

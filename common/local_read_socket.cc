@@ -217,11 +217,13 @@ absl::StatusOr<LocalChunkReader::Extent> LocalChunkReader::Locate(const ChunkKey
 
 absl::StatusOr<LocalChunkReader::WholeFile> LocalChunkReader::OpenWholeFile(const ChunkKey& key,
                                                                             uint64_t size,
-                                                                            uint32_t chunk_size) {
+                                                                            uint32_t chunk_size,
+                                                                            bool read_through) {
   v1::LocalReadRequest request;
   key.ToProto(request.mutable_key());
   request.mutable_whole_file()->set_size(size);
   request.mutable_whole_file()->set_chunk_size(chunk_size);
+  request.mutable_whole_file()->set_read_through(read_through);
   GRANARY_ASSIGN_OR_RETURN(Answer answer, Exchange(request));
   if (!answer.fd.valid()) {
     return absl::InternalError("the whole-file answer for " + key.ToString() + " had no data file");

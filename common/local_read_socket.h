@@ -80,12 +80,14 @@ class LocalChunkReader {
 
   // The data file of the file `key` names (its version and file id) when the
   // local granaryd holds it whole, `size` bytes in chunks of `chunk_size`,
-  // every chunk verified: for the kernel to serve. NOT_FOUND otherwise.
+  // every chunk verified: for the kernel to serve. NOT_FOUND otherwise, unless
+  // `read_through`: then granaryd fetches what it lacks first.
   struct WholeFile {
     UniqueFd fd;
     int64_t verified_ctime_ns = 0;  // Its ctime when it was verified.
   };
-  absl::StatusOr<WholeFile> OpenWholeFile(const ChunkKey& key, uint64_t size, uint32_t chunk_size);
+  absl::StatusOr<WholeFile> OpenWholeFile(const ChunkKey& key, uint64_t size, uint32_t chunk_size,
+                                          bool read_through);
 
   // Reports reads this reader served itself; the answer lists the files
   // withdrawn since the report before.

@@ -6,6 +6,15 @@
 #include "common/logging.h"
 
 namespace granary::fuse {
+namespace {
+
+// Files up to this size are read through at their first open, when granaryd
+// owns them: one round trip, and the kernel reads the result itself. Larger
+// files stream through granary-fuse until they are held whole, so that an
+// open never waits for a whole large file.
+constexpr uint64_t kReadThroughAtOpenBytes = 8 << 20;
+
+}  // namespace
 
 PassthroughFiles::PassthroughFiles(KernelChannel* channel, LocalChunkReader* local, size_t max_kept)
     : channel_(channel), local_(local), max_kept_(max_kept) {}
@@ -94,7 +103,8 @@ int32_t PassthroughFiles::Open(const OpenFile& file, bool may_be_whole) {
   int32_t backing_id = 0;
   if (!usable && size > 0 && may_be_whole) {
     absl::StatusOr<LocalChunkReader::WholeFile> fetched =
-        local_->OpenWholeFile({key.first, key.second, 0}, size, chunk_size);
+        local_->OpenWholeFile({key.first, key.second, 0}, size, chunk_size,
+                              /*read_through=*/size <= kReadThroughAtOpenBytes);
     if (fetched.ok() && StillVerified(fetched->fd.get(), fetched->verified_ctime_ns)) {
       absl::StatusOr<int32_t> registered = channel_->RegisterBacking(fetched->fd.get());
       if (registered.ok()) {

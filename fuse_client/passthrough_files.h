@@ -1,7 +1,9 @@
 // PassthroughFiles decides at every OPEN whether the kernel serves the file
 // itself (FUSE passthrough) or granary-fuse does: the kernel does when the
 // local granaryd holds the file whole and verified (its data file is the
-// source file byte for byte) and passthrough is on (KernelChannel).
+// source file byte for byte) and passthrough is on (KernelChannel). A small
+// file the local granaryd owns but lacks is read through by it at the open,
+// in the same round trip, and then passed through.
 //
 // The descriptor granaryd hands out for such a file, and its backing id with
 // the kernel, are kept after the file is closed, for up to `max_kept` files

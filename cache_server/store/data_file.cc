@@ -86,6 +86,11 @@ absl::Status DataFile::Sync() {
   return absl::OkStatus();
 }
 
+absl::Status DataFile::SyncFilesystem() {
+  if (::syncfs(fd_) != 0) return ErrnoStatus(errno, absl::StrCat("syncfs of ", path_));
+  return absl::OkStatus();
+}
+
 absl::Status DataFile::Unlink() {
   if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
     return ErrnoStatus(errno, absl::StrCat("unlink ", path_));

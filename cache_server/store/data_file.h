@@ -64,6 +64,8 @@ class DataFile {
   absl::Status Truncate(uint64_t size);
   // fdatasync: everything written so far survives a power loss.
   absl::Status Sync();
+  // syncfs: the same for every file of the filesystem this one lies on.
+  absl::Status SyncFilesystem();
   absl::Status Unlink();
 
  private:

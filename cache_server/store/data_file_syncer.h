@@ -1,9 +1,10 @@
 // DataFileSyncer makes written data files durable off the write path: on a
-// background thread it fdatasyncs each data file handed to it and then has it
-// marked synced in the index, so that the next open need not verify its
-// chunks. A file written again after it was handed over carries a newer write
-// generation; `mark_synced` is told the generation that was synced and must
-// not mark a file written since.
+// background thread it gathers the data files handed to it for a moment
+// (kBatchWindow), flushes each filesystem they lie on once (syncfs; a file
+// whose flush fails is fdatasync'ed alone) and then has them marked synced
+// in the index, so that the next open need not verify their chunks. A file written again after it
+// was handed over carries a newer write generation; `mark_synced` is told the generation that was
+// synced and must not mark a file written since.
 //
 // Files still queued when the syncer is destroyed stay unmarked; that is safe,
 // it only means the next open verifies them.
@@ -12,6 +13,7 @@
 #ifndef GRANARY_CACHE_SERVER_STORE_DATA_FILE_SYNCER_H_
 #define GRANARY_CACHE_SERVER_STORE_DATA_FILE_SYNCER_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -29,6 +31,8 @@ namespace granary::store {
 class DataFileSyncer {
  public:
   using MarkSynced = std::function<absl::Status(uint64_t file_id, uint64_t generation)>;
+
+  static constexpr std::chrono::milliseconds kBatchWindow{200};
 
   // `mark_synced` records that a file's bytes up to a write generation are
   // durable; it runs on the syncer's thread.

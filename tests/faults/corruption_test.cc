@@ -112,5 +112,53 @@ TEST_F(CorruptionTest, FlippedDataFileBytesAreDetectedOnEveryReadRefetchedAndCou
                                "stored again (granary_store_checksum_failures_total)")});
 }
 
+// The same through a mount whose files are passed through: granary-fuse keeps
+// the data files of files held whole, and the kernel reads them itself, so a
+// byte written into one must be caught before the next open is passed
+// through (the data file's ctime changed since granaryd verified it).
+TEST_F(CorruptionTest, FlippedBytesInPassedThroughFilesNeverReachAReaderOfTheMount) {
+  const int rounds = EnvInt("GRANARY_FAULT_ROUNDS", 10);
+  constexpr int kFilesPerRound = 3;
+  const std::vector<SourceFile> files = WriteSourceTree(source_, "small-", 20, 200000);
+  StartServerAndRegister();
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(PrewarmAll().chunks_done(), 20u);
+  Mount();
+  if (HasFatalFailure()) return;
+  ReadTally tally;
+  // Verified by granaryd at their first open, then passed through and kept.
+  for (const SourceFile& file : files) ReadAndVerify(mounted_ + "/" + file.path, file, &tally);
+  const double whole_files = Metric("granary_store_whole_files_total");
+  EXPECT_EQ(whole_files, 20);
+
+  std::mt19937_64 random(13);
+  for (int round = 0; round < rounds; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    std::set<std::pair<const SourceFile*, uint32_t>> chosen;
+    while (chosen.size() < kFilesPerRound) chosen.insert({&files[random() % files.size()], 0});
+    const std::vector<std::pair<const SourceFile*, uint32_t>> damaged(chosen.begin(), chosen.end());
+    std::vector<int> copies = FlipChunks(damaged, random);
+    for (size_t i = 0; i < damaged.size(); ++i) ASSERT_EQ(copies[i], 1) << damaged[i].first->path;
+    const double failures = Metric("granary_store_checksum_failures_total");
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const auto& [file, index] : damaged) {
+        ReadAndVerify(mounted_ + "/" + file->path, *file, &tally);
+      }
+    }
+    EXPECT_EQ(Metric("granary_store_checksum_failures_total") - failures, kFilesPerRound)
+        << "each damaged file found once, at its next open";
+  }
+  EXPECT_EQ(tally.errors, 0u);
+  EXPECT_EQ(tally.bytes_wrong, 0u);
+  ReportFaultRow({absl::StrCat("Bytes flipped in data files of files passed through to the "
+                               "kernel and kept by granary-fuse (",
+                               kFilesPerRound, " files a round, read through the mount)"),
+                  rounds, tally,
+                  absl::StrCat("immediate: ", rounds * kFilesPerRound,
+                               " damaged files, each found at its next open (the data file's "
+                               "ctime changed since it was verified), verified again, its bad "
+                               "chunk dropped and read through; no damaged byte passed through")});
+}
+
 }  // namespace
 }  // namespace granary::testing

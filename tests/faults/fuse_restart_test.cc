@@ -32,8 +32,11 @@ class FuseRestartTest : public FaultTest {
  protected:
   void SetUp() override {
     rounds_ = EnvInt("GRANARY_FAULT_ROUNDS", 10);
-    // Per round, a file to hold passed through and one never read before.
-    files_ = WriteSourceTree(source_, "held-", 2 * rounds_, 4 * kChunk);
+    // Per round, a file to hold passed through and one never read before,
+    // too large to be read through at its open (granary-fuse reads files of
+    // up to 8 MiB through at their first open and passes them through).
+    whole_ = WriteSourceTree(source_, "whole-", rounds_, 4 * kChunk);
+    fresh_ = WriteSourceTree(source_, "fresh-", rounds_, 12 * kChunk);
     StartServerAndRegister();
     Mount();
   }
@@ -50,13 +53,15 @@ class FuseRestartTest : public FaultTest {
   }
 
   // Reads `file` through the mount into the cache, then opens it until an
-  // open is handed the whole file (the kernel sends the first open's RELEASE
-  // in the background; until it arrives, the file is open through
-  // granary-fuse and cannot be passed through).
+  // open is handed the whole file. Once one was (the first, for a file read
+  // through at its open), granary-fuse keeps it and passes every later open
+  // through; until then the kernel may not have sent the first open's
+  // RELEASE (it does in the background), and while a file is open through
+  // granary-fuse it cannot be passed through.
   int OpenPassedThrough(const SourceFile& file, ReadTally* tally) {
     const std::string path = mounted_ + "/" + file.path;
-    ReadAndVerify(path, file, tally);
     const double whole = Metric("granary_store_whole_files_total");
+    ReadAndVerify(path, file, tally);
     for (int attempt = 0; attempt < 50; ++attempt) {
       int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
       EXPECT_GE(fd, 0) << std::strerror(errno);
@@ -73,8 +78,8 @@ class FuseRestartTest : public FaultTest {
   // checks what the reader sees: `path_errno` on new calls; returns the
   // seconds from the restart to a mount that serves new opens.
   double RestartWithFilesOpen(int round, int signal, int path_errno, ReadTally* tally) {
-    const SourceFile& whole = files_[round];
-    const SourceFile& fresh = files_[rounds_ + round];
+    const SourceFile& whole = whole_[round];
+    const SourceFile& fresh = fresh_[round];
     const int passed = OpenPassedThrough(whole, tally);
     const int served = ::open((mounted_ + "/" + fresh.path).c_str(), O_RDONLY | O_CLOEXEC);
     EXPECT_GE(served, 0) << std::strerror(errno);
@@ -108,7 +113,8 @@ class FuseRestartTest : public FaultTest {
   }
 
   int rounds_ = 0;
-  std::vector<SourceFile> files_;
+  std::vector<SourceFile> whole_;
+  std::vector<SourceFile> fresh_;
 };
 
 TEST_F(FuseRestartTest, KilledAndTerminatedWithFilesOpenTheSameMountPointServesAgain) {

@@ -40,15 +40,15 @@ class PassthroughTest : public MountedTree {
     return value.ok() ? *value : -1;
   }
 
-  // Reads `name` through the mount, which reads it through into the cache,
-  // then opens and closes it, which has granaryd verify it and hand it out
-  // whole, and granary-fuse keep it.
+  // Reads `name` through the mount, which reads it through into the cache
+  // (at the open, for a file this small), has granaryd verify it and hand it
+  // out whole, and granary-fuse keep it.
   void CacheAndKeep(const std::string& name) {
-    ASSERT_TRUE(ReadWhole(mounted_ + "/" + name) == ReadWhole(source_ + "/" + name));
     const double whole_before = Metric("granary_store_whole_files_total");
-    // The kernel sends the first open's RELEASE in the background: until it
-    // arrives, the file is open through granary-fuse and cannot be passed
-    // through.
+    ASSERT_TRUE(ReadWhole(mounted_ + "/" + name) == ReadWhole(source_ + "/" + name));
+    // Should the first open not have been passed through, the kernel sends
+    // its RELEASE in the background: until it arrives, the file is open
+    // through granary-fuse and cannot be.
     for (int i = 0; i < 50 && Metric("granary_store_whole_files_total") == whole_before; ++i) {
       const int fd = ::open((mounted_ + "/" + name).c_str(), O_RDONLY);
       ASSERT_GE(fd, 0) << std::strerror(errno);
@@ -99,6 +99,20 @@ TEST_F(PassthroughTest, AFileHeldWholeIsReadByTheKernelItselfEvenAfterGranaryFus
     ASSERT_GT(n, 0) << "at " << done << ": " << std::strerror(errno);
     done += static_cast<size_t>(n);
   }
+  ::close(fd);
+  EXPECT_TRUE(got == want);
+}
+
+TEST_F(PassthroughTest, ASmallFileNeverReadIsReadThroughAtItsOpenAndPassedThrough) {
+  const std::string want = ReadWhole(source_ + "/big.bin");
+  const double whole = Metric("granary_store_whole_files_total");
+  const int fd = ::open((mounted_ + "/big.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(Metric("granary_store_whole_files_total"), whole + 1);
+  EXPECT_EQ(Metric("granary_source_reads_total"), kBigChunks) << "every chunk, once, at the open";
+  mount_->Kill();
+  std::string got(want.size(), '\0');
+  EXPECT_EQ(::pread(fd, got.data(), got.size(), 0), static_cast<ssize_t>(got.size()));
   ::close(fd);
   EXPECT_TRUE(got == want);
 }
