@@ -53,6 +53,12 @@ v1::CatalogVersion VersionRecord(const Manifest& manifest, int64_t now_unix_ms) 
   record.set_total_bytes(manifest.total_bytes());
   record.set_chunk_count(manifest.chunk_count());
   record.set_entry_count(manifest.entries().size());
+  for (const SkippedEntry& skipped : manifest.skipped().listed) {
+    v1::SkippedEntry* added = record.add_skipped();
+    added->set_path(skipped.path);
+    added->set_reason(skipped.reason);
+  }
+  record.set_skipped_count(manifest.skipped().count);
   return record;
 }
 
@@ -342,13 +348,33 @@ absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::GetManifest(uint64_t ve
   }
   // Loading a large manifest takes a while; it happens outside the lock, and
   // two concurrent first loads of one version both succeed with equal results.
-  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest, LoadManifest(record, version));
+  absl::StatusOr<std::shared_ptr<const Manifest>> manifest = LoadManifest(record, version);
   std::lock_guard lock(mu_);
   if (!version_owner_.contains(version)) {
     return absl::NotFoundError(
         absl::StrCat("dataset '", record.name(), "' was removed while being read"));
   }
-  return manifests_.try_emplace(version, manifest).first->second;
+  if (!manifest.ok()) {
+    v1::UnloadableDataset& unloadable = unloadable_[version];
+    unloadable.set_name(record.name());
+    unloadable.set_version(version);
+    unloadable.set_error(std::string(manifest.status().message()));
+    return manifest.status();
+  }
+  unloadable_.erase(version);
+  return manifests_.try_emplace(version, *std::move(manifest)).first->second;
+}
+
+std::vector<v1::UnloadableDataset> Catalog::Unloadable() const {
+  std::lock_guard lock(mu_);
+  std::vector<v1::UnloadableDataset> out;
+  for (const auto& [version, unloadable] : unloadable_) {
+    if (version_owner_.contains(version)) out.push_back(unloadable);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return std::pair(a.name(), a.version()) < std::pair(b.name(), b.version());
+  });
+  return out;
 }
 
 absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::LoadManifest(

@@ -95,8 +95,13 @@ class Catalog {
   // How many datasets there are.
   size_t Size() const;
 
-  // The manifest of `version` of any dataset. NOT_FOUND if no dataset has it.
+  // The manifest of `version` of any dataset. NOT_FOUND if no dataset has it;
+  // DATA_LOSS if its pages are damaged, and the version is then named by
+  // Unloadable() until it loads or is dropped.
   absl::StatusOr<std::shared_ptr<const Manifest>> GetManifest(uint64_t version);
+
+  // The versions whose manifest failed to load, and why.
+  std::vector<v1::UnloadableDataset> Unloadable() const;
 
  private:
   explicit Catalog(std::unique_ptr<rocksdb::DB> db);
@@ -120,6 +125,7 @@ class Catalog {
   absl::flat_hash_map<std::string, v1::CatalogDataset> tombstones_;
   absl::flat_hash_map<uint64_t, std::string> version_owner_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Manifest>> manifests_;
+  absl::flat_hash_map<uint64_t, v1::UnloadableDataset> unloadable_;  // Guarded by mu_.
 };
 
 }  // namespace granary

@@ -60,19 +60,19 @@ absl::StatusOr<Manifest> DatasetRegistry::Scan(std::string_view name, std::strin
                         absl::StrCat("dataset '", AsAbsl(name), "': ", root.status().message()));
   }
   auto started = std::chrono::steady_clock::now();
-  absl::StatusOr<ManifestEntries> entries =
+  absl::StatusOr<ScannedTree> tree =
       ScanPosixTree(*root, scan_threads_, limits_.max_dataset_entries);
-  if (!entries.ok()) {
-    return absl::Status(entries.status().code(),
-                        absl::StrCat("dataset '", AsAbsl(name), "': ", entries.status().message()));
+  if (!tree.ok()) {
+    return absl::Status(tree.status().code(),
+                        absl::StrCat("dataset '", AsAbsl(name), "': ", tree.status().message()));
   }
-  GRANARY_ASSIGN_OR_RETURN(
-      Manifest manifest,
-      Manifest::Build({std::string(name), std::string(source), chunk_size}, *std::move(entries)));
+  GRANARY_ASSIGN_OR_RETURN(Manifest manifest,
+                           Manifest::Build({std::string(name), std::string(source), chunk_size},
+                                           std::move(tree->entries), std::move(tree->skipped)));
   GRANARY_LOG(INFO)
       << "scanned " << source << " for dataset '" << name << "': " << manifest.file_count()
       << " files, " << manifest.directory_count() << " directories, "
-      << FormatSize(manifest.total_bytes()) << " in "
+      << FormatSize(manifest.total_bytes()) << ", " << manifest.skipped().count << " skipped, in "
       << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() << " s";
   return manifest;
 }
@@ -200,6 +200,8 @@ v1::DatasetInfo DatasetRegistry::Describe(const v1::CatalogDataset& record) {
   info.set_total_bytes(current.total_bytes());
   info.set_chunk_count(current.chunk_count());
   info.set_created_unix_ms(current.created_unix_ms());
+  *info.mutable_skipped() = current.skipped();
+  info.set_skipped_count(current.skipped_count());
   for (int i = 0; i + 1 < record.versions_size(); ++i) {
     info.add_older_versions(record.versions(i).version());
   }

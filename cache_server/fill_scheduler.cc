@@ -56,7 +56,9 @@ void FillScheduler::OnMiss(const std::shared_ptr<const Manifest>& manifest, cons
   ReapLocked();
   std::vector<uint64_t> files;
   for (uint64_t id = 0; id < manifest->entries().size(); ++id) {
-    if (manifest->entries()[id].type == EntryType::kFile) files.push_back(id);
+    if (manifest->entries()[id].type == EntryType::kFile && !manifest->IsHardLinkAlias(id)) {
+      files.push_back(id);
+    }
   }
   const uint32_t replicas = std::max<uint32_t>(1, record->replicas());
   const std::string group = cluster_->self().group;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/chunk_math.h"
+#include "common/printable.h"
 #include "common/status.h"
 
 namespace granary {
@@ -18,8 +19,8 @@ absl::StatusOr<std::vector<uint64_t>> SelectFiles(const Manifest& manifest,
     GRANARY_ASSIGN_OR_RETURN(std::string clean, CleanDatasetPath(path));
     std::optional<uint64_t> id = manifest.Find(clean);
     if (!id.has_value()) {
-      return absl::NotFoundError(
-          absl::StrCat("dataset '", manifest.identity().name, "' has no path '", path, "'"));
+      return absl::NotFoundError(absl::StrCat("dataset '", manifest.identity().name,
+                                              "' has no path '", Printable(path), "'"));
     }
     chosen[*id] = true;
     if (entries[*id].type == EntryType::kDirectory) {
@@ -36,9 +37,15 @@ absl::StatusOr<std::vector<uint64_t>> SelectFiles(const Manifest& manifest,
       }
     }
   }
+  // A hard link is fetched as the file it names, once.
+  for (uint64_t i = 0; i < entries.size(); ++i) {
+    if (chosen[i] && manifest.IsHardLinkAlias(i)) chosen[manifest.CanonicalFileId(i)] = true;
+  }
   std::vector<uint64_t> files;
   for (uint64_t i = 0; i < entries.size(); ++i) {
-    if (chosen[i] && entries[i].type == EntryType::kFile) files.push_back(i);
+    if (chosen[i] && entries[i].type == EntryType::kFile && !manifest.IsHardLinkAlias(i)) {
+      files.push_back(i);
+    }
   }
   return files;
 }

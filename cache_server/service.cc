@@ -364,6 +364,9 @@ v1::NodeStatus GranaryService::LocalStatus() const {
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
           .count());
   for (v1::FillProgress& fill : parts_.fills->Progress()) *node.add_fills() = std::move(fill);
+  for (v1::UnloadableDataset& unloadable : parts_.catalog->Unloadable()) {
+    *node.add_unloadable_datasets() = std::move(unloadable);
+  }
   return node;
 }
 

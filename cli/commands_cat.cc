@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cli/commands.h"
+#include "cli/format.h"
 #include "cli/server_connection.h"
 #include "common/cluster_reader.h"
 #include "common/cluster_token.h"
@@ -40,15 +41,16 @@ absl::StatusOr<uint64_t> FindFile(const DatasetSnapshot& snapshot, const std::st
   for (int hop = 0; hop <= kMaxSymlinkHops; ++hop) {
     std::optional<uint64_t> id = snapshot.manifest.Find(current);
     if (!id) {
-      return absl::NotFoundError(absl::StrCat("no file '", current, "' in dataset '", name, "'"));
+      return absl::NotFoundError(
+          absl::StrCat("no file '", DisplayName(current), "' in dataset '", name, "'"));
     }
     const ManifestEntry& entry = snapshot.manifest.entries()[*id];
     switch (entry.type) {
       case EntryType::kFile:
-        return *id;
+        return snapshot.manifest.CanonicalFileId(*id);
       case EntryType::kDirectory:
         return absl::InvalidArgumentError(
-            absl::StrCat("'", current, "' in dataset '", name, "' is a directory"));
+            absl::StrCat("'", DisplayName(current), "' in dataset '", name, "' is a directory"));
       case EntryType::kSymlink: {
         // Resolved under a stand-in root "/" so that ".." cannot climb above it.
         std::filesystem::path link_dir = std::filesystem::path("/" + current).parent_path();
@@ -58,8 +60,8 @@ absl::StatusOr<uint64_t> FindFile(const DatasetSnapshot& snapshot, const std::st
       }
     }
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("too many levels of symlinks at '", path, "' in dataset '", name, "'"));
+  return absl::InvalidArgumentError(absl::StrCat("too many levels of symlinks at '",
+                                                 DisplayName(path), "' in dataset '", name, "'"));
 }
 
 absl::Status WriteAll(std::span<const char> bytes) {
@@ -94,7 +96,8 @@ absl::Status RunCat(const GlobalOptions& global, const CatOptions& options) {
     if (!read.ok()) return NameServerInError(read.status(), address);
     if (*read == 0) {
       return absl::DataLossError(absl::StrCat("granaryd at ", address, " returned no bytes of '",
-                                              path, "' at offset ", offset, " of ", size));
+                                              DisplayName(path), "' at offset ", offset, " of ",
+                                              size));
     }
     GRANARY_RETURN_IF_ERROR(WriteAll(std::span(buffer).first(*read)));
     offset += *read;

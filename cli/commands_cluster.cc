@@ -68,6 +68,13 @@ void PrintStatus(const v1::StatusResponse& status) {
     }
   }
   if (filling) std::cout << "\nfills started by cold reads:\n" << fills.Render();
+  for (const v1::NodeStatus& node : status.nodes()) {
+    for (const v1::UnloadableDataset& dataset : node.unloadable_datasets()) {
+      std::cout << absl::StreamFormat(
+          "\nnode %s cannot load dataset '%s' version %s (mounts skip it): %s\n", node.node_id(),
+          dataset.name(), FormatVersion(dataset.version()), dataset.error());
+    }
+  }
 }
 
 absl::Status RunStatus(const GlobalOptions& global, bool json) {

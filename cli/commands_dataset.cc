@@ -79,7 +79,7 @@ void PrintDatasetDetails(const v1::DatasetInfo& dataset) {
     std::cout << absl::StreamFormat("%-15s %s\n", AsAbsl(label), AsAbsl(value));
   };
   field("name:", dataset.name());
-  field("source:", dataset.source());
+  field("source:", DisplayName(dataset.source()));
   field("version:", FormatVersion(dataset.version()));
   field("registered:", FormatUnixMs(dataset.created_unix_ms()));
   field("files:", absl::StrCat(dataset.file_count()));
@@ -94,6 +94,15 @@ void PrintDatasetDetails(const v1::DatasetInfo& dataset) {
                      : FillPolicyName(dataset.fill()));
   field("cached here:", CachedText(dataset));
   field("older versions:", older.empty() ? "none" : absl::StrJoin(older, ", "));
+  field("skipped:", dataset.skipped_count() == 0
+                        ? "nothing"
+                        : absl::StrCat(dataset.skipped_count(), " entries of the source"));
+  for (const v1::SkippedEntry& entry : dataset.skipped()) {
+    std::cout << "  " << DisplayName(entry.path()) << ": " << entry.reason() << "\n";
+  }
+  if (dataset.skipped_count() > static_cast<uint64_t>(dataset.skipped_size())) {
+    std::cout << "  and " << dataset.skipped_count() - dataset.skipped_size() << " more\n";
+  }
 }
 
 absl::Status RunAdd(const GlobalOptions& global, const AddOptions& options) {
@@ -146,7 +155,7 @@ absl::Status RunList(const GlobalOptions& global, bool json) {
     table.AddRow({dataset.name(), FormatVersion(dataset.version()),
                   absl::StrCat(dataset.file_count()), FormatSize(dataset.total_bytes()),
                   FormatPercent(Fraction(dataset.cached_bytes(), dataset.total_bytes())),
-                  dataset.source()});
+                  DisplayName(dataset.source())});
   }
   std::cout << table.Render();
   return absl::OkStatus();

@@ -88,7 +88,7 @@ void PrintSummary(const std::string& name, const v1::PrewarmProgress& progress, 
   if (progress.failures().empty()) return;
   std::cout << absl::StreamFormat("%d files failed:\n", progress.failures().size());
   for (const v1::FileFailure& failure : progress.failures()) {
-    std::cout << absl::StreamFormat("  %s: %s\n", failure.path(), failure.error());
+    std::cout << absl::StreamFormat("  %s: %s\n", DisplayName(failure.path()), failure.error());
   }
 }
 

@@ -1,5 +1,6 @@
 #include "cli/format.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -7,6 +8,60 @@
 #include "common/size.h"
 
 namespace granary::cli {
+
+size_t Utf8CharacterLength(std::string_view bytes) {
+  if (bytes.empty()) return 0;
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  size_t length;
+  uint32_t code;
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+    code = lead & 0x1f;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    code = lead & 0x0f;
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    code = lead & 0x07;
+  } else {
+    return 0;
+  }
+  if (bytes.size() < length) return 0;
+  for (size_t i = 1; i < length; ++i) {
+    if ((byte(i) & 0xc0) != 0x80) return 0;
+    code = code << 6 | (byte(i) & 0x3f);
+  }
+  constexpr uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (code < kSmallest[length] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return 0;
+  return length;
+}
+
+std::string DisplayName(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  for (size_t i = 0; i < bytes.size();) {
+    const unsigned char c = static_cast<unsigned char>(bytes[i]);
+    const size_t length = Utf8CharacterLength(bytes.substr(i));
+    // C1 controls (U+0080-U+009F) are as unsafe on a terminal as C0 ones.
+    const bool control =
+        c < 0x20 || c == 0x7f ||
+        (c == 0xc2 && length == 2 && static_cast<unsigned char>(bytes[i + 1]) < 0xa0);
+    if (c == '\\') {
+      out.append("\\\\");
+      ++i;
+    } else if (length == 0 || control) {
+      for (size_t end = i + std::max<size_t>(length, 1); i < end; ++i) {
+        absl::StrAppendFormat(&out, "\\x%02x", static_cast<unsigned char>(bytes[i]));
+      }
+    } else {
+      out.append(bytes.substr(i, length));
+      i += length;
+    }
+  }
+  return out;
+}
 
 std::string FormatPercent(double fraction) {
   // Rounded down, so that nothing short of complete reads "100.0%"; the

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "proto/granary.pb.h"
 
@@ -28,6 +29,17 @@ std::optional<double> HitRatio(uint64_t hits, uint64_t misses);
 
 // `done` / `total` as a fraction; an empty total is complete.
 double Fraction(uint64_t done, uint64_t total);
+
+// A name from a dataset (Linux names are bytes) as a terminal shows it
+// safely: UTF-8 characters as they are; bytes that are not UTF-8 and control
+// characters as \xNN, and a backslash as \\, so that every name reads back
+// unambiguously.
+std::string DisplayName(std::string_view bytes);
+
+// The length of the UTF-8 encoded character `bytes` begins with, or 0 if it
+// does not begin with one (a stray or overlong byte, a surrogate, a truncated
+// sequence).
+size_t Utf8CharacterLength(std::string_view bytes);
 
 // "on-read", "none", or "default" (each node's own).
 std::string FillPolicyName(v1::FillPolicy policy);

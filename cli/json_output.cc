@@ -39,9 +39,13 @@ nlohmann::json FillsJson(const google::protobuf::RepeatedPtrField<v1::FillProgre
 nlohmann::json DatasetJson(const v1::DatasetInfo& dataset) {
   nlohmann::json older = nlohmann::json::array();
   for (uint64_t version : dataset.older_versions()) older.push_back(FormatVersion(version));
+  nlohmann::json skipped = nlohmann::json::array();
+  for (const v1::SkippedEntry& entry : dataset.skipped()) {
+    skipped.push_back({{"path", JsonName(entry.path())}, {"reason", entry.reason()}});
+  }
   return {
       {"name", dataset.name()},
-      {"source", dataset.source()},
+      {"source", JsonName(dataset.source())},
       {"version", FormatVersion(dataset.version())},
       {"chunk_size", dataset.chunk_size()},
       {"replicas", dataset.replicas()},
@@ -52,6 +56,8 @@ nlohmann::json DatasetJson(const v1::DatasetInfo& dataset) {
       {"chunk_count", dataset.chunk_count()},
       {"created_unix_ms", dataset.created_unix_ms()},
       {"older_versions", std::move(older)},
+      {"skipped", std::move(skipped)},
+      {"skipped_count", dataset.skipped_count()},
       {"cached_bytes", dataset.cached_bytes()},
       {"cached_fraction", Fraction(dataset.cached_bytes(), dataset.total_bytes())},
   };
@@ -77,6 +83,12 @@ nlohmann::json StatusJson(const v1::StatusResponse& status) {
   for (const v1::NodeStatus& node : status.nodes()) {
     hits += node.hits();
     misses += node.misses();
+    nlohmann::json unloadable = nlohmann::json::array();
+    for (const v1::UnloadableDataset& dataset : node.unloadable_datasets()) {
+      unloadable.push_back({{"name", dataset.name()},
+                            {"version", FormatVersion(dataset.version())},
+                            {"error", dataset.error()}});
+    }
     nodes.push_back({
         {"node_id", node.node_id()},
         {"group", node.group()},
@@ -94,6 +106,7 @@ nlohmann::json StatusJson(const v1::StatusResponse& status) {
         {"io_engine", node.io_engine()},
         {"uptime_seconds", node.uptime_seconds()},
         {"fills", FillsJson(node.fills())},
+        {"unloadable_datasets", std::move(unloadable)},
     });
   }
   return {
@@ -139,7 +152,7 @@ nlohmann::json PrewarmJson(std::string_view name, const v1::PrewarmProgress& pro
                            double seconds) {
   nlohmann::json failures = nlohmann::json::array();
   for (const v1::FileFailure& failure : progress.failures()) {
-    failures.push_back({{"path", failure.path()}, {"error", failure.error()}});
+    failures.push_back({{"path", JsonName(failure.path())}, {"error", failure.error()}});
   }
   return {
       {"name", name},
@@ -157,6 +170,84 @@ nlohmann::json PrewarmJson(std::string_view name, const v1::PrewarmProgress& pro
   };
 }
 
-void PrintJson(const nlohmann::json& document) { std::cout << document.dump(2) << '\n'; }
+namespace {
+
+// JsonName marks a stray byte B as the pair U+FFFF, U+E000 + B (and a real
+// U+FFFF, a noncharacter, as U+FFFF twice), which nlohmann::json holds as
+// valid UTF-8; FormatJson turns the escaped pairs into surrogates.
+constexpr char32_t kMark = 0xffff;
+constexpr char32_t kStrayByteBase = 0xe000;
+
+void AppendUtf8(char32_t code, std::string* out) {
+  if (code < 0x80) {
+    out->push_back(static_cast<char>(code));
+  } else if (code < 0x800) {
+    out->push_back(static_cast<char>(0xc0 | code >> 6));
+    out->push_back(static_cast<char>(0x80 | (code & 0x3f)));
+  } else {
+    out->push_back(static_cast<char>(0xe0 | code >> 12));
+    out->push_back(static_cast<char>(0x80 | (code >> 6 & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | (code & 0x3f)));
+  }
+}
+
+}  // namespace
+
+nlohmann::json JsonName(std::string_view bytes) {
+  static const std::string kMarkUtf8 = [] {
+    std::string mark;
+    AppendUtf8(kMark, &mark);
+    return mark;
+  }();
+  std::string out;
+  out.reserve(bytes.size());
+  for (size_t i = 0; i < bytes.size();) {
+    size_t length = Utf8CharacterLength(bytes.substr(i));
+    if (length == 0) {
+      out.append(kMarkUtf8);
+      AppendUtf8(kStrayByteBase + static_cast<unsigned char>(bytes[i]), &out);
+      ++i;
+      continue;
+    }
+    std::string_view character = bytes.substr(i, length);
+    if (character == kMarkUtf8) out.append(kMarkUtf8);
+    out.append(character);
+    i += length;
+  }
+  return out;
+}
+
+std::string FormatJson(const nlohmann::json& document) {
+  const std::string text = document.dump(2, ' ', /*ensure_ascii=*/true);
+  constexpr std::string_view kEscapedMark = "\\uffff";
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] != '\\') {
+      out.push_back(text[i++]);
+      continue;
+    }
+    // An escape: a marked pair becomes one character, others are copied.
+    std::string_view rest = std::string_view(text).substr(i);
+    if (rest.starts_with(kEscapedMark) && rest.size() >= 12 && rest[6] == '\\') {
+      std::string_view second = rest.substr(6, 6);
+      if (second == kEscapedMark) {
+        out.append(kEscapedMark);
+        i += 12;
+        continue;
+      }
+      if (second.starts_with("\\ue0")) {
+        out.append("\\udc").append(second.substr(4));
+        i += 12;
+        continue;
+      }
+    }
+    out.append(rest.substr(0, rest.size() > 1 && rest[1] == 'u' ? 6 : 2));
+    i += rest.size() > 1 && rest[1] == 'u' ? 6 : 2;
+  }
+  return out;
+}
+
+void PrintJson(const nlohmann::json& document) { std::cout << FormatJson(document) << '\n'; }
 
 }  // namespace granary::cli

@@ -4,10 +4,17 @@
 // the CLI prints them, fractions in [0, 1], and a ratio that is not defined yet
 // (no reads) is null.
 //
+// Paths and sources are bytes, and JSON strings are Unicode: a byte of a name
+// that is not UTF-8 is written as the lone surrogate U+DC80 + (byte - 0x80),
+// "\udce9" for 0xe9, which is how Python's surrogateescape reads and writes
+// such names (json.loads, then os.fsencode or open() give the bytes back).
+// Other characters beyond ASCII are written as \u escapes.
+//
 // Thread-safety: pure functions.
 #ifndef GRANARY_CLI_JSON_OUTPUT_H_
 #define GRANARY_CLI_JSON_OUTPUT_H_
 
+#include <string>
 #include <string_view>
 
 #include "nlohmann/json.hpp"
@@ -24,7 +31,12 @@ nlohmann::json LocateJson(const v1::LocateResponse& locate);
 nlohmann::json PrewarmJson(std::string_view name, const v1::PrewarmProgress& progress,
                            double seconds);
 
-// Writes `document` and a newline to standard output.
+// A path or source for a document: see above.
+nlohmann::json JsonName(std::string_view bytes);
+
+// `document` as text, names' stray bytes as surrogates.
+std::string FormatJson(const nlohmann::json& document);
+// Writes FormatJson(document) and a newline to standard output.
 void PrintJson(const nlohmann::json& document);
 
 }  // namespace granary::cli

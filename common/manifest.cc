@@ -41,6 +41,44 @@ void SortByPath(ManifestEntries& entries) {
   entries = std::move(sorted);
 }
 
+bool ByName(const ExtendedAttribute& a, const ExtendedAttribute& b) { return a.name < b.name; }
+
+// Link counts and extended attributes enter the hash only where an entry has
+// them, so that versions of manifests recorded before they were kept, and of
+// entries without them, stay what they were.
+void AppendLinksAndAttributes(const ManifestEntry& entry, std::string* out) {
+  if (entry.nlink <= 1 && entry.xattrs.empty()) return;
+  AppendU64(entry.nlink, out);
+  AppendU64(entry.xattrs.size(), out);
+  for (const ExtendedAttribute& xattr : entry.xattrs) {
+    AppendBytes(xattr.name, out);
+    AppendBytes(xattr.value, out);
+  }
+}
+
+// (alias, canonical) for every file that shares its device and inode with
+// one earlier by path.
+std::vector<std::pair<uint64_t, uint64_t>> FindHardLinks(const ManifestEntries& entries) {
+  std::vector<uint64_t> linked;
+  for (uint64_t i = 0; i < entries.size(); ++i) {
+    const ManifestEntry& entry = entries[i];
+    if (entry.type == EntryType::kFile && entry.nlink > 1 && entry.inode != 0) linked.push_back(i);
+  }
+  auto identity = [&](uint64_t id) { return std::pair(entries[id].device, entries[id].inode); };
+  // Stable, so each group keeps path order and its first is the canonical one.
+  std::stable_sort(linked.begin(), linked.end(),
+                   [&](uint64_t a, uint64_t b) { return identity(a) < identity(b); });
+  std::vector<std::pair<uint64_t, uint64_t>> aliases;
+  for (size_t begin = 0, end; begin < linked.size(); begin = end) {
+    for (end = begin + 1; end < linked.size() && identity(linked[end]) == identity(linked[begin]);
+         ++end) {
+      aliases.emplace_back(linked[end], linked[begin]);
+    }
+  }
+  std::sort(aliases.begin(), aliases.end());
+  return aliases;
+}
+
 }  // namespace
 
 void ManifestEntry::ToProto(v1::ManifestEntry* out) const {
@@ -56,6 +94,12 @@ void ManifestEntry::ToProto(v1::ManifestEntry* out) const {
   out->set_device(device);
   out->set_inode(inode);
   out->set_ctime_ns(ctime_ns);
+  out->set_nlink(nlink);
+  for (const ExtendedAttribute& xattr : xattrs) {
+    v1::ExtendedAttribute* added = out->add_xattrs();
+    added->set_name(xattr.name);
+    added->set_value(xattr.value);
+  }
 }
 
 absl::StatusOr<ManifestEntry> ManifestEntry::FromProto(v1::ManifestEntry entry) {
@@ -80,10 +124,25 @@ absl::StatusOr<ManifestEntry> ManifestEntry::FromProto(v1::ManifestEntry entry) 
   out.device = entry.device();
   out.inode = entry.inode();
   out.ctime_ns = entry.ctime_ns();
+  // Records made before link counts were kept have none.
+  out.nlink = std::max(entry.nlink(), 1u);
+  out.xattrs.reserve(entry.xattrs_size());
+  for (v1::ExtendedAttribute& xattr : *entry.mutable_xattrs()) {
+    out.xattrs.push_back({std::move(*xattr.mutable_name()), std::move(*xattr.mutable_value())});
+  }
+  if (!std::is_sorted(out.xattrs.begin(), out.xattrs.end(), ByName)) {
+    std::sort(out.xattrs.begin(), out.xattrs.end(), ByName);
+  }
   return out;
 }
 
-absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntries entries) {
+void SkippedEntries::Add(std::string path, std::string reason) {
+  if (listed.size() < kMaxListed) listed.push_back({std::move(path), std::move(reason)});
+  ++count;
+}
+
+absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntries entries,
+                                         SkippedEntries skipped) {
   if (identity.chunk_size == 0) {
     return absl::InvalidArgumentError("manifest chunk size must be positive");
   }
@@ -117,6 +176,7 @@ absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntri
     AppendU64(entry.device, &block);
     AppendU64(entry.inode, &block);
     AppendU64(static_cast<uint64_t>(entry.ctime_ns), &block);
+    AppendLinksAndAttributes(entry, &block);
     if (block.size() >= kHashBlockBytes) {
       hash.Update(block);
       block.clear();
@@ -131,8 +191,6 @@ absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntri
                            " bytes has more than 2^32 chunks of ", identity.chunk_size, " bytes"));
         }
         ++manifest.file_count_;
-        manifest.total_bytes_ += entry.size;
-        manifest.chunk_count_ += ChunkCount(entry.size, identity.chunk_size);
         break;
       case EntryType::kDirectory:
         ++manifest.directory_count_;
@@ -143,9 +201,22 @@ absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntri
   }
   hash.Update(block);
   manifest.version_ = hash.Digest();
+  manifest.hard_link_aliases_ = FindHardLinks(entries);
+  for (uint64_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].type != EntryType::kFile || manifest.IsHardLinkAlias(i)) continue;
+    manifest.total_bytes_ += entries[i].size;
+    manifest.chunk_count_ += ChunkCount(entries[i].size, identity.chunk_size);
+  }
   manifest.identity_ = std::move(identity);
   manifest.entries_ = std::move(entries);
+  manifest.skipped_ = std::move(skipped);
   return manifest;
+}
+
+uint64_t Manifest::CanonicalFileId(uint64_t id) const {
+  auto it = std::lower_bound(hard_link_aliases_.begin(), hard_link_aliases_.end(),
+                             std::pair(id, uint64_t{0}));
+  return it != hard_link_aliases_.end() && it->first == id ? it->second : id;
 }
 
 std::optional<uint64_t> Manifest::Find(std::string_view path) const {

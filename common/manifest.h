@@ -1,9 +1,16 @@
 // A Manifest is the immutable snapshot of a dataset's source taken when it was
 // registered or refreshed: every regular file, directory and in-tree symlink
-// with its path, size, mode, owner, mtime and identity (device, inode, ctime). Entries are sorted by path; an entry's
-// index is its file id, which chunk keys name. The version is an XXH3-64 hash of
-// the dataset's identity (name, source, chunk size) and every entry, so equal
+// with its path, size, mode, owner, link count, mtime, user.* extended
+// attributes and identity (device, inode, ctime). Paths and link targets are
+// bytes, as Linux names are. Entries are sorted by path; an entry's index is
+// its file id, which chunk keys name. The version is an XXH3-64 hash of the
+// dataset's identity (name, source, chunk size) and every entry, so equal
 // content gives an equal version and any change gives a new one.
+//
+// Files of one device and inode are hard links: the first by path is the
+// file whose chunks hold their bytes (CanonicalFileId) and the mount shows
+// them as one inode; the others are counted in file_count() but not in
+// total_bytes() or chunk_count(), as du counts them.
 //
 // Thread-safety: immutable after Build(); safe to share across threads.
 #ifndef GRANARY_COMMON_MANIFEST_H_
@@ -13,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,6 +34,29 @@ class ManifestEntry;
 
 enum class EntryType : uint8_t { kFile = 1, kDirectory = 2, kSymlink = 3 };
 
+struct ExtendedAttribute {
+  std::string name;  // With its namespace: "user.origin".
+  std::string value;
+  friend bool operator==(const ExtendedAttribute&, const ExtendedAttribute&) = default;
+};
+
+// An entry of the source that a dataset does not show, and why (a symlink
+// leaving the source, a device or FIFO): `granary dataset show` lists them,
+// so that nothing is dropped silently.
+struct SkippedEntry {
+  std::string path;
+  std::string reason;
+};
+
+// What a scan left out: the first kMaxListed entries, and how many in all.
+struct SkippedEntries {
+  static constexpr size_t kMaxListed = 100;
+  std::vector<SkippedEntry> listed;
+  uint64_t count = 0;
+
+  void Add(std::string path, std::string reason);
+};
+
 struct ManifestEntry {
   std::string path;  // Relative, '/'-separated, no leading slash; "" is the root.
   EntryType type = EntryType::kFile;
@@ -37,10 +68,13 @@ struct ManifestEntry {
   // The source's owner; with `mode`, who may read the entry.
   uint32_t uid = 0;
   uint32_t gid = 0;
-  // Identity in the source at scan time (st_dev, st_ino, st_ctim).
+  // Identity in the source at scan time (st_dev, st_ino, st_ctim). An inode
+  // of 0 is unknown (object stores): such entries are never hard links.
   uint64_t device = 0;
   uint64_t inode = 0;
   int64_t ctime_ns = 0;
+  uint32_t nlink = 1;                          // st_nlink in the source.
+  std::vector<ExtendedAttribute> xattrs = {};  // Sorted by name.
 
   void ToProto(v1::ManifestEntry* out) const;
   // Fails with INVALID_ARGUMENT on an unknown entry type or a path that is not
@@ -62,10 +96,14 @@ struct DatasetIdentity {
 
 class Manifest {
  public:
-  // Sorts `entries` by path (unless they already are) and computes the
-  // version. Fails with INVALID_ARGUMENT on a duplicate or unclean path, or a
-  // file of more than 2^32 chunks.
-  static absl::StatusOr<Manifest> Build(DatasetIdentity identity, ManifestEntries entries);
+  // Sorts `entries` by path (unless they already are), finds hard links and
+  // computes the version. Fails with INVALID_ARGUMENT on a duplicate or
+  // unclean path, or a file of more than 2^32 chunks. `skipped` is what the
+  // scan left out: it is described with the manifest but not part of its
+  // version, and manifests loaded back from a catalog do not carry it (its
+  // record does).
+  static absl::StatusOr<Manifest> Build(DatasetIdentity identity, ManifestEntries entries,
+                                        SkippedEntries skipped = {});
 
   const DatasetIdentity& identity() const { return identity_; }
   uint64_t version() const { return version_; }
@@ -74,6 +112,14 @@ class Manifest {
 
   // The file id of `path` (a clean relative path), if the manifest has it.
   std::optional<uint64_t> Find(std::string_view path) const;
+
+  // The id whose chunks hold the bytes of file `id`: the first path of its
+  // hard-link group, or `id` itself.
+  uint64_t CanonicalFileId(uint64_t id) const;
+  // Whether file `id` is a later name of a file listed earlier.
+  bool IsHardLinkAlias(uint64_t id) const { return CanonicalFileId(id) != id; }
+
+  const SkippedEntries& skipped() const { return skipped_; }
 
   uint64_t file_count() const { return file_count_; }
   uint64_t directory_count() const { return directory_count_; }
@@ -85,6 +131,10 @@ class Manifest {
 
   DatasetIdentity identity_;
   ManifestEntries entries_;
+  // (alias id, canonical id), sorted: hard links are few, so a table of
+  // them costs less than a field in every entry.
+  std::vector<std::pair<uint64_t, uint64_t>> hard_link_aliases_;
+  SkippedEntries skipped_;
   uint64_t version_ = 0;
   uint64_t file_count_ = 0;
   uint64_t directory_count_ = 0;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/chunk_key.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -37,7 +38,12 @@ absl::Status DatasetRefresher::RefreshLocked() {
     if (dataset == nullptr) {
       absl::StatusOr<DatasetSnapshot> snapshot = client_->GetManifest(info.name(), info.version());
       if (!snapshot.ok()) {
-        if (first_error.ok()) first_error = snapshot.status();
+        if (info.name() == only_) first_error = snapshot.status();
+        if (unloadable_.emplace(info.name(), info.version()).second) {
+          GRANARY_LOG(ERROR) << "cannot mount dataset '" << info.name() << "' version "
+                             << FormatVersion(info.version())
+                             << ", skipping it: " << snapshot.status();
+        }
         // Keep showing the version mounted before, if any.
         dataset = table_->FindDataset(info.name());
         if (dataset == nullptr) continue;

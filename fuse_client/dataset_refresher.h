@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -29,8 +30,10 @@ class DatasetRefresher {
       : client_(client), table_(table), only_(std::move(only)), min_interval_(min_interval) {}
 
   // Refreshes now. Fails if the server cannot list the datasets, with
-  // NOT_FOUND if `only` is not among them, or if a manifest cannot be fetched
-  // (the datasets that could be fetched are published anyway).
+  // NOT_FOUND if `only` is not among them, or if `only`'s manifest cannot be
+  // fetched. Any other dataset whose manifest cannot be fetched (or parsed)
+  // is skipped, logged once per version, and tried again at the next
+  // refresh: one broken dataset never keeps the others from being mounted.
   absl::Status Refresh();
 
   // Refreshes unless one ran less than `min_interval` ago or is running;
@@ -46,6 +49,8 @@ class DatasetRefresher {
   const std::chrono::milliseconds min_interval_;
   std::mutex mutex_;
   std::chrono::steady_clock::time_point last_attempt_{};
+  // Versions whose manifest could not be loaded, logged already.
+  std::set<std::pair<std::string, uint64_t>> unloadable_;
 };
 
 }  // namespace granary::fuse

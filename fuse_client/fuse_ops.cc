@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace granary::fuse {
@@ -32,8 +34,10 @@ struct RootListing {
 struct Ops {
   static GranaryFs& Fs(fuse_req_t req) { return *static_cast<GranaryFs*>(fuse_req_userdata(req)); }
 
+  // Hard links of one file fill the same entry: one inode, as in the source.
   static void FillEntry(const MountedDataset& dataset, uint64_t node, double timeout,
                         fuse_entry_param* entry) {
+    node = dataset.CanonicalNode(node);
     *entry = {};
     entry->ino = dataset.InodeOf(node);
     entry->generation = 1;
@@ -264,17 +268,68 @@ struct Ops {
     return static_cast<GranaryFs*>(userdata)->channel_->Writev(fd, iov, count);
   }
 
+  // Sizes as squashfs reports them (blocks all used, none free) on a mount
+  // flagged read-only, which disk-space alerts skip. Inode counts are 0, as
+  // filesystems without an inode limit report them, so that inode alerts see
+  // nothing to run out of.
   static void StatFs(fuse_req_t req, fuse_ino_t) {
     struct statvfs st = {};
     st.f_bsize = st.f_frsize = kMaxRead;
     for (const auto& dataset : Fs(req).table_->ListDatasets()) {
-      const Manifest& manifest = dataset->snapshot().manifest;
-      st.f_blocks += (manifest.total_bytes() + kMaxRead - 1) / kMaxRead;
-      st.f_files += manifest.entries().size();
+      st.f_blocks += (dataset->snapshot().manifest.total_bytes() + kMaxRead - 1) / kMaxRead;
     }
     st.f_namemax = NAME_MAX;
     st.f_flag = ST_RDONLY;
     fuse_reply_statfs(req, &st);
+  }
+
+  // The source's user.* attributes; everything else has none (ENODATA),
+  // never ENOTSUP, so tools that copy attributes see a clean empty answer.
+  static const std::vector<ExtendedAttribute>* XattrsOf(fuse_req_t req, fuse_ino_t ino) {
+    static const std::vector<ExtendedAttribute> kNone;
+    InodeTable::Node node = Fs(req).table_->Resolve(ino);
+    const ManifestEntry* entry = node.dataset ? node.dataset->EntryOf(node.node) : nullptr;
+    if (entry != nullptr) return &entry->xattrs;
+    return ino == kRootInode || node.dataset != nullptr ? &kNone : nullptr;
+  }
+
+  // Replies with `value`, or its size when the caller asks for it (size 0).
+  static void ReplyXattr(fuse_req_t req, std::string_view value, size_t size) {
+    if (size == 0) {
+      fuse_reply_xattr(req, value.size());
+    } else if (size < value.size()) {
+      fuse_reply_err(req, ERANGE);
+    } else {
+      fuse_reply_buf(req, value.data(), value.size());
+    }
+  }
+
+  static void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+    const std::vector<ExtendedAttribute>* xattrs = XattrsOf(req, ino);
+    if (xattrs == nullptr) {
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
+    auto it = std::lower_bound(xattrs->begin(), xattrs->end(), std::string_view(name),
+                               [](const ExtendedAttribute& xattr, std::string_view wanted) {
+                                 return xattr.name < wanted;
+                               });
+    if (it == xattrs->end() || it->name != name) {
+      fuse_reply_err(req, ENODATA);
+      return;
+    }
+    ReplyXattr(req, it->value, size);
+  }
+
+  static void ListXattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+    const std::vector<ExtendedAttribute>* xattrs = XattrsOf(req, ino);
+    if (xattrs == nullptr) {
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
+    std::string names;
+    for (const ExtendedAttribute& xattr : *xattrs) names.append(xattr.name).push_back('\0');
+    ReplyXattr(req, names, size);
   }
 
   // Everything that would change the tree or a file.
@@ -330,6 +385,8 @@ const fuse_lowlevel_ops& GranaryFs::Operations() {
     o.release = Ops::Release;
     o.ioctl = Ops::Ioctl;
     o.statfs = Ops::StatFs;
+    o.getxattr = Ops::GetXattr;
+    o.listxattr = Ops::ListXattr;
     o.setattr = Ops::SetAttr;
     o.mknod = Ops::MkNod;
     o.mkdir = Ops::MkDir;

@@ -20,12 +20,23 @@ const int64_t kMountTimeNs = [] {
   return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
 }();
 
+// Nanoseconds since 1970 as the kernel wants them: tv_nsec in [0, 1e9) on
+// both sides of 1970, so 1969-12-31 23:59:58.25 is {-2, 250000000}.
+struct timespec TimespecOf(int64_t ns) {
+  constexpr int64_t kPerSecond = 1'000'000'000;
+  struct timespec out = {static_cast<time_t>(ns / kPerSecond), static_cast<long>(ns % kPerSecond)};
+  if (out.tv_nsec < 0) {
+    out.tv_nsec += kPerSecond;
+    --out.tv_sec;
+  }
+  return out;
+}
+
 void StatDirectory(int64_t mtime_ns, uint32_t mode, struct stat* out) {
   *out = {};
   out->st_mode = S_IFDIR | (mode & 07777);
   out->st_nlink = 2;
-  out->st_mtim = {mtime_ns / 1000000000, mtime_ns % 1000000000};
-  out->st_ctim = out->st_atim = out->st_mtim;
+  out->st_mtim = out->st_ctim = out->st_atim = TimespecOf(mtime_ns);
 }
 
 // Orders like the names it is taken from, ties aside: names hold no NUL, so
@@ -128,20 +139,23 @@ void MountedDataset::Stat(uint64_t node, struct stat* out) const {
     StatDirectory(kMountTimeNs, 0555, out);
   } else if (entry->type == EntryType::kDirectory) {
     StatDirectory(entry->mtime_ns, entry->mode, out);
+    out->st_size = static_cast<off_t>(entry->size);
   } else {
     *out = {};
     out->st_mode = (entry->type == EntryType::kSymlink ? S_IFLNK : S_IFREG) | (entry->mode & 07777);
-    out->st_nlink = 1;
     out->st_size = static_cast<off_t>(
         entry->type == EntryType::kSymlink ? entry->symlink_target.size() : entry->size);
-    out->st_blocks = (out->st_size + 511) / 512;
-    out->st_mtim = {entry->mtime_ns / 1000000000, entry->mtime_ns % 1000000000};
-    out->st_ctim = out->st_atim = out->st_mtim;
   }
   if (entry != nullptr) {
+    // Access times are not kept (reading the source changes them); they show
+    // the mtime.
+    out->st_mtim = out->st_atim = TimespecOf(entry->mtime_ns);
+    out->st_ctim = TimespecOf(entry->ctime_ns);
+    out->st_nlink = entry->nlink;
     out->st_uid = entry->uid;
     out->st_gid = entry->gid;
   }
+  out->st_blocks = (out->st_size + 511) / 512;
   out->st_ino = InodeOf(node);
   out->st_blksize = kPreferredIoBytes;
 }

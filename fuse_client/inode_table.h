@@ -52,6 +52,11 @@ class MountedDataset {
   const ManifestEntry* EntryOf(uint64_t node) const;
   // The file id of `node`: its index in the manifest.
   static uint64_t FileIdOf(uint64_t node) { return node - 1; }
+  // The node every hard link of `node`'s file is shown as (one inode, as in
+  // the source), or `node` itself.
+  uint64_t CanonicalNode(uint64_t node) const {
+    return node == 0 ? 0 : snapshot_.manifest.CanonicalFileId(FileIdOf(node)) + 1;
+  }
 
   // Child `name` of directory `node`.
   std::optional<uint64_t> Lookup(uint64_t node, std::string_view name) const;
@@ -61,7 +66,7 @@ class MountedDataset {
   std::string_view NameOf(uint64_t node) const;
 
   // The attributes of `node` as the source had them: type, mode, owner
-  // (uid, gid), size and times from its manifest entry. The kernel checks
+  // (uid, gid), link count, size and mtime from its manifest entry. The kernel checks
   // access against them (the mount has default_permissions). A dataset root
   // the manifest does not list shows as root's, mode 0555.
   void Stat(uint64_t node, struct stat* out) const;

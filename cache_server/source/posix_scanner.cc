@@ -3,30 +3,46 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <mutex>
+#include <span>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/absl_compat.h"
 #include "common/logging.h"
+#include "common/printable.h"
 #include "common/source_path.h"
 #include "common/status.h"
 
 namespace granary {
 namespace {
 
+// Clamped to what int64 nanoseconds hold (1677-2262).
 int64_t Nanoseconds(const struct timespec& time) {
-  return static_cast<int64_t>(time.tv_sec) * 1'000'000'000 + time.tv_nsec;
+  int64_t ns;
+  if (__builtin_mul_overflow(static_cast<int64_t>(time.tv_sec), int64_t{1'000'000'000}, &ns) ||
+      __builtin_add_overflow(ns, int64_t{time.tv_nsec}, &ns)) {
+    return time.tv_sec < 0 ? std::numeric_limits<int64_t>::min()
+                           : std::numeric_limits<int64_t>::max();
+  }
+  return ns;
 }
 
-// What the manifest keeps of every entry's stat: mode, owner, mtime and identity.
+// What the manifest keeps of every entry's stat: mode, owner, link count,
+// mtime and identity; a directory's size too, as ls and du show it.
 void RecordStat(const struct stat& st, ManifestEntry* entry) {
   entry->mode = st.st_mode;
   entry->mtime_ns = Nanoseconds(st.st_mtim);
@@ -35,6 +51,88 @@ void RecordStat(const struct stat& st, ManifestEntry* entry) {
   entry->device = st.st_dev;
   entry->inode = st.st_ino;
   entry->ctime_ns = Nanoseconds(st.st_ctim);
+  entry->nlink = static_cast<uint32_t>(std::min<nlink_t>(st.st_nlink, UINT32_MAX));
+  if (S_ISDIR(st.st_mode)) entry->size = static_cast<uint64_t>(st.st_size);
+}
+
+constexpr absl::string_view kUserNamespace = "user.";
+
+// The user.* extended attributes of `name` in the directory `dir_fd`, sorted
+// by name, read through /proc/self/fd so that the directory is the one held
+// open and `name` itself is not followed. Other namespaces are not kept:
+// trusted.* and security.* are the system's, and ACLs are not carried (the
+// mount decides access by owner and mode). A filesystem without xattrs has
+// none.
+absl::StatusOr<std::vector<ExtendedAttribute>> UserXattrs(int dir_fd, const char* name,
+                                                          const std::string& full) {
+  const std::string path = absl::StrCat("/proc/self/fd/", dir_fd, "/", name);
+  std::string names;
+  for (ssize_t size = 256;;) {
+    names.resize(static_cast<size_t>(size));
+    ssize_t n = ::llistxattr(path.c_str(), names.data(), names.size());
+    if (n >= 0) {
+      names.resize(static_cast<size_t>(n));
+      break;
+    }
+    if (errno == ENOTSUP || errno == ENOENT) return std::vector<ExtendedAttribute>();
+    if (errno != ERANGE) return ErrnoStatus(errno, absl::StrCat("cannot list xattrs of ", full));
+    size = ::llistxattr(path.c_str(), nullptr, 0);
+    if (size < 0) return ErrnoStatus(errno, absl::StrCat("cannot list xattrs of ", full));
+  }
+  std::vector<ExtendedAttribute> xattrs;
+  for (absl::string_view listed : absl::StrSplit(names, '\0', absl::SkipEmpty())) {
+    if (!absl::StartsWith(listed, kUserNamespace)) continue;
+    ExtendedAttribute xattr{std::string(listed), {}};
+    bool present = true;
+    for (ssize_t size = 256;;) {
+      xattr.value.resize(static_cast<size_t>(size));
+      ssize_t n =
+          ::lgetxattr(path.c_str(), xattr.name.c_str(), xattr.value.data(), xattr.value.size());
+      if (n >= 0) {
+        xattr.value.resize(static_cast<size_t>(n));
+        break;
+      }
+      if (errno == ERANGE) size = ::lgetxattr(path.c_str(), xattr.name.c_str(), nullptr, 0);
+      if (errno == ENODATA) {  // Removed since it was listed.
+        present = false;
+        break;
+      }
+      if (errno != ERANGE || size < 0) {
+        return ErrnoStatus(errno, absl::StrCat("cannot read xattr ", xattr.name, " of ", full));
+      }
+    }
+    if (present) xattrs.push_back(std::move(xattr));
+  }
+  std::sort(xattrs.begin(), xattrs.end(),
+            [](const ExtendedAttribute& a, const ExtendedAttribute& b) { return a.name < b.name; });
+  return xattrs;
+}
+
+const char* KindOf(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "of an unknown type";
+}
+
+// Appends the components of `path` to `parts`, resolving "." and ".."
+// lexically; false if ".." climbs above the start. With `at_root`, ".." at
+// the start stays there, as "/.." is "/".
+bool WalkComponents(std::string_view path, bool at_root, std::vector<std::string_view>* parts) {
+  for (absl::string_view part : absl::StrSplit(AsAbsl(path), '/', absl::SkipEmpty())) {
+    if (part == ".") continue;
+    if (part == "..") {
+      if (parts->empty()) {
+        if (at_root) continue;
+        return false;
+      }
+      parts->pop_back();
+    } else {
+      parts->emplace_back(part.data(), part.size());
+    }
+  }
+  return true;
 }
 
 std::string JoinPath(const std::string& dir, const char* name) {
@@ -45,8 +143,12 @@ std::string JoinPath(const std::string& dir, const char* name) {
 // first error, which stops every worker.
 class Scan {
  public:
-  Scan(const std::string& root, int root_fd, size_t max_entries)
-      : root_(root), root_fd_(root_fd), max_entries_(max_entries) {}
+  Scan(const std::string& root, int root_fd, std::vector<std::string> absolute_roots,
+       size_t max_entries)
+      : root_(root),
+        root_fd_(root_fd),
+        absolute_roots_(std::move(absolute_roots)),
+        max_entries_(max_entries) {}
 
   void Run(int threads) {
     queue_.push_back("");
@@ -55,15 +157,16 @@ class Scan {
     for (std::thread& worker : workers) worker.join();
   }
 
-  absl::StatusOr<ManifestEntries> Result() && {
+  absl::StatusOr<ScannedTree> Result() && {
     if (!error_.ok()) return error_;
-    return std::move(entries_);
+    return std::move(tree_);
   }
 
  private:
   void Work() {
     std::vector<ManifestEntry> found;
     std::vector<std::string> subdirs;
+    std::vector<SkippedEntry> skipped;
     while (true) {
       std::string dir;
       {
@@ -76,16 +179,20 @@ class Scan {
       }
       found.clear();
       subdirs.clear();
-      absl::Status listed = ListDirectory(dir, &found, &subdirs);
+      skipped.clear();
+      absl::Status listed = ListDirectory(dir, &found, &subdirs, &skipped);
       std::lock_guard lock(mu_);
       --busy_;
       if (!listed.ok() && error_.ok()) error_ = listed;
       for (std::string& subdir : subdirs) queue_.push_back(std::move(subdir));
-      std::move(found.begin(), found.end(), std::back_inserter(entries_));
+      std::move(found.begin(), found.end(), std::back_inserter(tree_.entries));
+      for (SkippedEntry& entry : skipped) {
+        tree_.skipped.Add(std::move(entry.path), std::move(entry.reason));
+      }
       // Checked as entries arrive, so a tree far over the limit stops the
       // scan early instead of first filling memory with it. The root's own
       // entry is added after the scan: one more than these.
-      if (entries_.size() >= max_entries_ && error_.ok()) {
+      if (tree_.entries.size() >= max_entries_ && error_.ok()) {
         error_ = absl::ResourceExhaustedError(absl::StrCat(
             "source ", root_, " has more than ", max_entries_,
             " files, directories and links, the most one dataset may have (max_dataset_entries); "
@@ -96,10 +203,11 @@ class Scan {
     cv_.notify_all();
   }
 
-  // Appends the entries of `dir` (relative to the root) to `found`, and its
-  // subdirectories to `subdirs`.
+  // Appends the entries of `dir` (relative to the root) to `found`, its
+  // subdirectories to `subdirs` and what it leaves out to `skipped`.
   absl::Status ListDirectory(const std::string& dir, std::vector<ManifestEntry>* found,
-                             std::vector<std::string>* subdirs) {
+                             std::vector<std::string>* subdirs,
+                             std::vector<SkippedEntry>* skipped) {
     std::string full = dir.empty() ? root_ : absl::StrCat(root_, "/", dir);
     int fd;
     if (dir.empty()) {
@@ -161,19 +269,28 @@ class Scan {
           break;
         }
         target.resize(static_cast<size_t>(n));
-        if (!SymlinkStaysInside(entry.path, target)) {
-          GRANARY_LOG(INFO) << "skipping symlink " << full << "/" << item->d_name << " -> "
-                            << target << ": it leaves the source";
+        std::optional<std::string> kept = InTreeSymlinkTarget(entry.path, target, absolute_roots_);
+        if (!kept) {
+          skipped->push_back({std::move(entry.path), absl::StrCat("symlink to ", Printable(target),
+                                                                  " leaves the source")});
           continue;
         }
         entry.type = EntryType::kSymlink;
-        entry.size = target.size();
-        entry.symlink_target = std::move(target);
+        entry.size = kept->size();
+        entry.symlink_target = *std::move(kept);
       } else {
-        GRANARY_LOG(INFO) << "skipping " << full << "/" << item->d_name
-                          << ": not a file, directory or symlink";
+        skipped->push_back(
+            {std::move(entry.path),
+             absl::StrCat(KindOf(st.st_mode), ", not a file, directory or symlink")});
         continue;
       }
+      absl::StatusOr<std::vector<ExtendedAttribute>> xattrs =
+          UserXattrs(::dirfd(stream), item->d_name, absl::StrCat(full, "/", item->d_name));
+      if (!xattrs.ok()) {
+        status = xattrs.status();
+        break;
+      }
+      entry.xattrs = *std::move(xattrs);
       found->push_back(std::move(entry));
     }
     ::closedir(stream);
@@ -182,35 +299,60 @@ class Scan {
 
   const std::string& root_;
   const int root_fd_;
+  const std::vector<std::string> absolute_roots_;
   const size_t max_entries_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> queue_;
   int busy_ = 0;
   absl::Status error_;
-  ManifestEntries entries_;
+  ScannedTree tree_;
 };
 
 }  // namespace
 
-bool SymlinkStaysInside(const std::string& link_path, const std::string& target) {
-  if (target.empty() || target.front() == '/') return false;
-  std::vector<std::string> parts = absl::StrSplit(link_path, '/', absl::SkipEmpty());
-  if (!parts.empty()) parts.pop_back();  // The link's own name.
-  for (absl::string_view part : absl::StrSplit(target, '/', absl::SkipEmpty())) {
-    if (part == ".") continue;
-    if (part == "..") {
-      if (parts.empty()) return false;
-      parts.pop_back();
-    } else {
-      parts.emplace_back(part);
-    }
+std::optional<std::string> InTreeSymlinkTarget(std::string_view link_path, std::string_view target,
+                                               const std::vector<std::string>& absolute_roots) {
+  if (target.empty()) return std::nullopt;
+  std::vector<std::string_view> link_dir;
+  WalkComponents(link_path, false, &link_dir);
+  if (!link_dir.empty()) link_dir.pop_back();  // The link's own name.
+  if (target.front() != '/') {
+    std::vector<std::string_view> resolved = link_dir;
+    if (!WalkComponents(target, false, &resolved)) return std::nullopt;
+    return std::string(target);
   }
-  return true;
+  std::vector<std::string_view> resolved;
+  WalkComponents(target, true, &resolved);
+  for (const std::string& root : absolute_roots) {
+    std::vector<std::string_view> root_parts;
+    WalkComponents(root, true, &root_parts);
+    if (resolved.size() < root_parts.size() ||
+        !std::equal(root_parts.begin(), root_parts.end(), resolved.begin())) {
+      continue;
+    }
+    // From the link's directory up to the deepest directory it shares with
+    // the target, then down to the target.
+    std::span<const std::string_view> inside(resolved.begin() + root_parts.size(), resolved.end());
+    size_t shared = 0;
+    while (shared < link_dir.size() && shared < inside.size() &&
+           link_dir[shared] == inside[shared]) {
+      ++shared;
+    }
+    std::string relative;
+    for (size_t i = shared; i < link_dir.size(); ++i) relative.append("../");
+    for (size_t i = shared; i < inside.size(); ++i) {
+      absl::StrAppend(&relative, AsAbsl(inside[i]), i + 1 < inside.size() ? "/" : "");
+    }
+    if (relative.empty()) return ".";
+    if (relative.back() == '/') relative.pop_back();
+    return relative;
+  }
+  return std::nullopt;
 }
 
-absl::StatusOr<ManifestEntries> ScanPosixTree(const std::string& root, int threads,
-                                              size_t max_entries) {
+absl::StatusOr<ScannedTree> ScanPosixTree(const std::string& root, int threads,
+                                          size_t max_entries) {
   // The root itself may be reached through symlinks (an administrator chose
   // it); nothing beneath it is.
   UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -229,14 +371,23 @@ absl::StatusOr<ManifestEntries> ScanPosixTree(const std::string& root, int threa
   if (::fstat(root_fd.get(), &st) != 0) {
     return ErrnoStatus(errno, absl::StrCat("cannot stat source directory ", root));
   }
-  Scan scan(root, root_fd.get(), max_entries);
+  // Absolute symlinks may name the root as it was given or as it resolves.
+  std::vector<std::string> absolute_roots = {root};
+  if (char* resolved = ::realpath(root.c_str(), nullptr); resolved != nullptr) {
+    if (root != resolved) absolute_roots.emplace_back(resolved);
+    std::free(resolved);
+  }
+  Scan scan(root, root_fd.get(), std::move(absolute_roots), max_entries);
   scan.Run(std::max(1, threads));
-  GRANARY_ASSIGN_OR_RETURN(ManifestEntries entries, std::move(scan).Result());
+  GRANARY_ASSIGN_OR_RETURN(ScannedTree tree, std::move(scan).Result());
+  std::sort(tree.skipped.listed.begin(), tree.skipped.listed.end(),
+            [](const SkippedEntry& a, const SkippedEntry& b) { return a.path < b.path; });
   ManifestEntry root_entry;
   root_entry.type = EntryType::kDirectory;
   RecordStat(st, &root_entry);
-  entries.push_back(std::move(root_entry));
-  return entries;
+  GRANARY_ASSIGN_OR_RETURN(root_entry.xattrs, UserXattrs(root_fd.get(), ".", root));
+  tree.entries.push_back(std::move(root_entry));
+  return tree;
 }
 
 }  // namespace granary

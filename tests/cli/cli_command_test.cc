@@ -282,6 +282,51 @@ TEST_F(CliTest, CatReturnsTheSourceBytesOfEveryFile) {
   ExpectOneLineError(Granary({"cat", "read"}), "NAME/PATH");
 }
 
+// Linux names are bytes: a Latin-1 name registers, reads back, prints escaped
+// and travels through --json as Python's surrogateescape reads it.
+TEST_F(CliTest, NamesThatAreNotUtf8RegisterReadAndPrint) {
+  const std::string latin1 = "caf\xe9.jpg";
+  WriteFile(source() / latin1, "latin-1 named");
+  const std::string dropped_link = "lien\xe9";
+  ASSERT_EQ(::symlink("/etc/passwd", (source() / dropped_link).c_str()), 0);
+  // Added without --json: the document names the dropped link with a lone
+  // surrogate, which nlohmann::json (like other strict parsers) refuses.
+  CliResult added = Granary({"dataset", "add", "bytes", source().string(), "--chunk-size", "1MiB"});
+  ASSERT_EQ(added.exit_code, 0) << added.err;
+
+  CliResult read = Granary({"cat", "bytes/" + latin1});
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_EQ(read.out, "latin-1 named");
+  CliResult good = Granary({"cat", "bytes/a.txt"});
+  EXPECT_EQ(good.out, files_["a.txt"]);
+
+  CliResult shown = Granary({"dataset", "show", "bytes"});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("lien\\xe9: symlink to /etc/passwd leaves the source"),
+            std::string::npos)
+      << shown.out;
+
+  CliResult json_shown = Granary({"dataset", "show", "bytes", "--json"});
+  ASSERT_EQ(json_shown.exit_code, 0) << json_shown.err;
+  EXPECT_NE(json_shown.out.find(R"("path": "lien\udce9")"), std::string::npos) << json_shown.out;
+  TempDir scratch;
+  const std::string document = scratch.path() + "/show.json";
+  std::ofstream(document) << json_shown.out;
+  auto [code, bytes_hex] = [&] {
+    std::string command =
+        "python3 -c 'import json, os, sys; "
+        "print(os.fsencode(json.load(open(sys.argv[1]))[\"skipped\"][0][\"path\"])"
+        ".hex())' " +
+        document;
+    FILE* pipe = popen(command.c_str(), "r");
+    char buffer[256] = {};
+    size_t n = fread(buffer, 1, sizeof(buffer) - 1, pipe);
+    return std::pair(pclose(pipe), std::string(buffer, n));
+  }();
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(bytes_hex, "6c69656ee9\n");  // b"lien\xe9"
+}
+
 TEST_F(CliTest, StatusCountsHitsAfterReads) {
   AddDataset("stats");
   ParseJson(Granary({"prewarm", "stats", "--json"}));

@@ -117,6 +117,34 @@ TEST(Json, StatusHitRatioIsNullBeforeAnyRead) {
   EXPECT_DOUBLE_EQ(StatusJson(status)["hit_ratio"].get<double>(), 0.75);
 }
 
+TEST(Format, NamesShowUtf8AndEscapeTheRest) {
+  EXPECT_EQ(DisplayName("plain/name.jpg"), "plain/name.jpg");
+  EXPECT_EQ(DisplayName("caf\xc3\xa9.jpg"), "caf\xc3\xa9.jpg");  // UTF-8 é.
+  EXPECT_EQ(DisplayName("caf\xe9.jpg"), "caf\\xe9.jpg");         // Latin-1 é.
+  EXPECT_EQ(DisplayName("a\\b"), "a\\\\b");
+  EXPECT_EQ(DisplayName("new\nline\x7f"), "new\\x0aline\\x7f");
+  EXPECT_EQ(DisplayName("c1\xc2\x85"), "c1\\xc2\\x85");       // U+0085, a C1 control.
+  EXPECT_EQ(DisplayName("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // A surrogate.
+  EXPECT_EQ(DisplayName("\xe2\x82"), "\\xe2\\x82");           // Truncated.
+  EXPECT_EQ(DisplayName("\xf0\x9f\x90\x88"), "\xf0\x9f\x90\x88");
+}
+
+// Stray bytes travel as Python's surrogateescape writes them; everything else
+// survives unchanged, the marks JsonName uses among them.
+TEST(Json, NamesThatAreNotUtf8RoundTripAsSurrogates) {
+  nlohmann::json document = {
+      {"latin1", JsonName("caf\xe9.jpg")},
+      {"utf8", JsonName("caf\xc3\xa9")},
+      {"mark", JsonName("\xef\xbf\xbf\xee\x83\xa9")},  // U+FFFF, U+E0E9 themselves.
+      {"backslash", JsonName("a\\uffff")},
+  };
+  const std::string text = FormatJson(document);
+  EXPECT_NE(text.find(R"("latin1": "caf\udce9.jpg")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("utf8": "caf\u00e9")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("mark": "\uffff\ue0e9")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("backslash": "a\\uffff")"), std::string::npos) << text;
+}
+
 TEST(InterruptWatcher, RunsTheCallbackOnSigintThenRestoresTheHandler) {
   struct sigaction before {};
   sigaction(SIGINT, nullptr, &before);

@@ -154,6 +154,57 @@ TEST(Manifest, VersionIsStable) {
   EXPECT_EQ(manifest->version(), 0x2fc523e57e46296du);
 }
 
+// Files of one device and inode are one file: the first path holds the
+// bytes, the others name it and are not counted twice.
+TEST(Manifest, HardLinksShareTheFirstPathsChunks) {
+  ManifestEntries entries = SampleEntries();
+  entries.push_back({"z/third", EntryType::kFile, 5000, 0100644, 1, "", ""});
+  entries.push_back({"z", EntryType::kDirectory, 0, 040755, 1, "", ""});
+  for (ManifestEntry& entry : entries) {
+    if (entry.path == "b.txt" || entry.path == "z/third") {
+      entry.device = 7;
+      entry.inode = 42;
+      entry.nlink = 2;
+    }
+  }
+  auto manifest = Manifest::Build({"ds", "/src", 1024}, entries);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  const uint64_t first = *manifest->Find("b.txt");
+  const uint64_t second = *manifest->Find("z/third");
+  EXPECT_EQ(manifest->CanonicalFileId(second), first);
+  EXPECT_EQ(manifest->CanonicalFileId(first), first);
+  EXPECT_TRUE(manifest->IsHardLinkAlias(second));
+  EXPECT_FALSE(manifest->IsHardLinkAlias(*manifest->Find("a/x.bin")));
+  EXPECT_EQ(manifest->file_count(), 3u);
+  EXPECT_EQ(manifest->total_bytes(), 6024u);
+  EXPECT_EQ(manifest->chunk_count(), 5u + 1u);
+
+  // An unknown inode (0) is never a link, and a link count is part of the
+  // version.
+  for (ManifestEntry& entry : entries) entry.inode = 0;
+  auto unlinked = Manifest::Build({"ds", "/src", 1024}, entries);
+  EXPECT_FALSE(unlinked->IsHardLinkAlias(*unlinked->Find("z/third")));
+  entries.back().nlink = 3;
+  EXPECT_NE(Manifest::Build({"ds", "/src", 1024}, entries)->version(), unlinked->version());
+}
+
+TEST(Manifest, AttributesAndLinkCountsSurviveTheWire) {
+  ManifestEntry entry{"a/\xe9", EntryType::kFile, 3, 0100644, -1'750'000'000, "", ""};
+  entry.nlink = 4;
+  entry.xattrs = {{"user.a", std::string("\0\xff", 2)}, {"user.b", ""}};
+  v1::ManifestEntry wire;
+  entry.ToProto(&wire);
+  auto back = ManifestEntry::FromProto(wire);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->path, entry.path);
+  EXPECT_EQ(back->nlink, 4u);
+  EXPECT_EQ(back->mtime_ns, -1'750'000'000);
+  EXPECT_EQ(back->xattrs, entry.xattrs);
+  // A record from before link counts were kept reads as one link.
+  wire.clear_nlink();
+  EXPECT_EQ(ManifestEntry::FromProto(wire)->nlink, 1u);
+}
+
 TEST(Manifest, CleanPathsAreRecognised) {
   for (const char* clean : {"", "a", "a/b.txt", "a b/c\xc3\xa9", "..a/b.."}) {
     EXPECT_TRUE(IsCleanDatasetPath(clean)) << clean;

@@ -2,11 +2,17 @@
 // the posix scanner, single-flight, prewarm path selection, the choice
 // between peer copies and source reads, and the write-behind queue over a
 // real chunk store.
+#include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "cache_server/fetch_speeds.h"
@@ -17,12 +23,14 @@
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/write_behind.h"
 #include "common/config.h"
+#include "proto/granary.pb.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
 
 namespace granary {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::TempDir;
 using testing::WriteSourceFile;
 
@@ -103,14 +111,90 @@ TEST(PosixSource, RootOfAcceptsPosixUrlsAndAbsolutePathsOnly) {
   EXPECT_FALSE(PosixRootOf("posix://relative").ok());
 }
 
-TEST(PosixScanner, SymlinksStayInsideOnlyLexically) {
-  EXPECT_TRUE(SymlinkStaysInside("a/link", "b"));
-  EXPECT_TRUE(SymlinkStaysInside("a/link", "../b"));
-  EXPECT_TRUE(SymlinkStaysInside("a/b/link", "../../c/./d"));
-  EXPECT_FALSE(SymlinkStaysInside("link", "../outside"));
-  EXPECT_FALSE(SymlinkStaysInside("a/link", "../../outside"));
-  EXPECT_FALSE(SymlinkStaysInside("a/link", "/etc/passwd"));
-  EXPECT_FALSE(SymlinkStaysInside("a/link", ""));
+TEST(PosixScanner, RelativeSymlinksAreKeptWhileTheyStayInside) {
+  const std::vector<std::string> roots = {"/data/set"};
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "b", roots), "b");
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "../b", roots), "../b");
+  EXPECT_EQ(InTreeSymlinkTarget("a/b/link", "../../c/./d", roots), "../../c/./d");
+  EXPECT_EQ(InTreeSymlinkTarget("link", "../outside", roots), std::nullopt);
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "../../outside", roots), std::nullopt);
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "b/../../../x", roots), std::nullopt);
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "", roots), std::nullopt);
+}
+
+TEST(PosixScanner, AbsoluteSymlinksInsideAreMadeRelative) {
+  const std::vector<std::string> roots = {"/data/set", "/mnt/real/set"};
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "/data/set/a/b/c", roots), "b/c");
+  EXPECT_EQ(InTreeSymlinkTarget("a/b/link", "/data/set/x/y", roots), "../../x/y");
+  EXPECT_EQ(InTreeSymlinkTarget("link", "/data/set/x", roots), "x");
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "/data/set", roots), "..");
+  EXPECT_EQ(InTreeSymlinkTarget("link", "/data/set/", roots), ".");
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "/data/./set//a/../z", roots), "../z");
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "/../data/set/a", roots), ".");
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "/mnt/real/set/q", roots), "../q");
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "/etc/passwd", roots), std::nullopt);
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "/data/settle/x", roots), std::nullopt);
+  EXPECT_EQ(InTreeSymlinkTarget("a/link", "/data/set/../other", roots), std::nullopt);
+}
+
+// Everything the mount shows of an entry is recorded: link counts, a
+// directory's size, user.* attributes, times before 1970; and what is left
+// out is listed with its reason.
+TEST(PosixScanner, RecordsLinksAttributesAndWhatItSkips) {
+  TempDir dir;
+  const std::string root = dir.path();
+  WriteSourceFile(root, "a/file", "bytes");
+  ASSERT_EQ(::link((root + "/a/file").c_str(), (root + "/linked").c_str()), 0);
+  ASSERT_EQ(::symlink((root + "/a/file").c_str(), (root + "/a/absolute").c_str()), 0);
+  ASSERT_EQ(::symlink("/etc/passwd", (root + "/outside").c_str()), 0);
+  ASSERT_EQ(::mkfifo((root + "/a/pipe").c_str(), 0644), 0);
+  ASSERT_EQ(::setxattr((root + "/a/file").c_str(), "user.origin", "cam1", 4, 0), 0);
+  ASSERT_EQ(::setxattr((root + "/a").c_str(), "user.label", "", 0, 0), 0);
+  const struct timespec before_1970[2] = {{-2, 250'000'000}, {-2, 250'000'000}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (root + "/linked").c_str(), before_1970, 0), 0);
+
+  auto tree = ScanPosixTree(root, 4);
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  std::map<std::string, ManifestEntry> by_path;
+  for (const ManifestEntry& entry : tree->entries) by_path[entry.path] = entry;
+  ASSERT_EQ(by_path.count("a/file"), 1u);
+  EXPECT_EQ(by_path["a/file"].nlink, 2u);
+  EXPECT_EQ(by_path["linked"].inode, by_path["a/file"].inode);
+  EXPECT_EQ(by_path["linked"].mtime_ns, -1'750'000'000);
+  EXPECT_EQ(by_path["a/file"].xattrs, (std::vector<ExtendedAttribute>{{"user.origin", "cam1"}}));
+  EXPECT_EQ(by_path["a"].xattrs, (std::vector<ExtendedAttribute>{{"user.label", ""}}));
+  struct stat st;
+  ASSERT_EQ(::stat((root + "/a").c_str(), &st), 0);
+  EXPECT_EQ(by_path["a"].size, static_cast<uint64_t>(st.st_size));
+  EXPECT_EQ(by_path["a"].nlink, st.st_nlink);
+  ASSERT_EQ(by_path.count("a/absolute"), 1u);
+  EXPECT_EQ(by_path["a/absolute"].symlink_target, "file");
+  EXPECT_EQ(by_path.count("outside"), 0u);
+  EXPECT_EQ(by_path.count("a/pipe"), 0u);
+
+  ASSERT_EQ(tree->skipped.count, 2u);
+  EXPECT_EQ(tree->skipped.listed[0].path, "a/pipe");
+  EXPECT_THAT(tree->skipped.listed[0].reason, HasSubstr("FIFO"));
+  EXPECT_EQ(tree->skipped.listed[1].path, "outside");
+  EXPECT_THAT(tree->skipped.listed[1].reason, HasSubstr("/etc/passwd leaves the source"));
+}
+
+TEST(PosixScanner, NamesAreBytes) {
+  TempDir dir;
+  const std::string latin1 = "caf\xe9.jpg";
+  WriteSourceFile(dir.path(), latin1, "x");
+  auto tree = ScanPosixTree(dir.path(), 2);
+  ASSERT_TRUE(tree.ok()) << tree.status();
+  auto manifest = Manifest::Build({"ds", dir.path(), 1 << 20}, tree->entries);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  ASSERT_TRUE(manifest->Find(latin1).has_value());
+  v1::ManifestEntry wire;
+  manifest->entries()[*manifest->Find(latin1)].ToProto(&wire);
+  std::string encoded;
+  ASSERT_TRUE(wire.SerializeToString(&encoded));
+  v1::ManifestEntry parsed;
+  ASSERT_TRUE(parsed.ParseFromString(encoded));
+  EXPECT_EQ(parsed.path(), latin1);
 }
 
 TEST(PosixScanner, ScansATreeInParallelCompletely) {
@@ -127,7 +211,7 @@ TEST(PosixScanner, ScansATreeInParallelCompletely) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ASSERT_TRUE(entries.ok()) << entries.status();
   size_t files = 0, dirs = 0;
-  for (const ManifestEntry& entry : *entries) {
+  for (const ManifestEntry& entry : entries->entries) {
     (entry.type == EntryType::kFile ? files : dirs)++;
   }
   EXPECT_EQ(files, 5000u);
