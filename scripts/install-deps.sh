@@ -17,6 +17,7 @@ packages=(
   fio rclone python3-xxhash python3-matplotlib linux-perf
   iperf3
   iproute2
+  rsync tar coreutils
 )
 
 missing=()
