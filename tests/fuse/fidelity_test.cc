@@ -9,13 +9,17 @@
 // dataset whose manifest cannot be loaded keeps no other dataset from being
 // mounted, and `granary status` names it.
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <string>
@@ -98,6 +102,13 @@ class FidelityTest : public MountedTree {
     SetTimes(source_ + "/a/b", kBefore1970);
   }
 
+  // Shared with every user, so that owners and modes decide who reads.
+  std::vector<std::string> MountArgs() const override {
+    std::vector<std::string> args = MountedTree::MountArgs();
+    args.insert(args.end(), {"-o", "allow_other"});
+    return args;
+  }
+
   // Options that leave out of a tar or find what the mount drops or rewrites.
   static std::string TarExcludes() {
     std::string out;
@@ -146,9 +157,55 @@ TEST_F(FidelityTest, TarOfTheMountIsTheTarOfTheSourceByteForByte) {
 TEST_F(FidelityTest, FindPrintsTheSameOwnersModesLinksSizesAndTimes) {
   std::string find = "find . -printf '%p %U %G %m %n %s %T@ %C@ %y %l\\n'";
   for (const auto* list : {&kDropped, &kRewritten}) {
-    for (const std::string& path : *list) find += " | grep -v '^./" + path + " '";
+    for (const std::string& path : *list) find += " | grep -av '^./" + path + " '";
   }
   EXPECT_EQ(SortedLines(source_, find), SortedLines(mounted_, find));
+}
+
+// Whether the user `uid` (in group `gid` alone) reads `path` whole and finds
+// `want` there; in a child process that drops root.
+bool ReadsAs(uid_t uid, gid_t gid, const std::string& path, const std::string& want) {
+  pid_t child = fork();
+  if (child == 0) {
+    if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) _exit(2);
+    _exit(ReadWhole(path) == want ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// The source's owners decide through the mount as they do in the source:
+// nobody reads its own 0600 file, which daemon may not; daemon reads its
+// 0640 file in its 0750 directory, which nobody may not.
+TEST_F(FidelityTest, TheSourcesOwnersAndModesDecideWhoReads) {
+  if (geteuid() != 0) GTEST_SKIP() << "switching users needs root";
+  for (std::filesystem::path dir = source_dir_.path(); dir != "/"; dir = dir.parent_path()) {
+    ASSERT_EQ(::chmod(dir.c_str(), 0755), 0) << dir;
+  }
+  // The mount point's parents; the mount's root is granary-fuse's own.
+  for (std::filesystem::path dir = std::filesystem::path(mount_->path()).parent_path(); dir != "/";
+       dir = dir.parent_path()) {
+    ASSERT_EQ(::chmod(dir.c_str(), 0755), 0) << dir;
+  }
+  struct User {
+    uid_t uid;
+    gid_t gid;
+  };
+  auto user = [](const char* name) {
+    struct passwd* entry = ::getpwnam(name);  // A static buffer: copied out.
+    return entry == nullptr ? User{0, 0} : User{entry->pw_uid, entry->pw_gid};
+  };
+  const User nobody = user("nobody");
+  const User daemon = user("daemon");
+  ASSERT_NE(nobody.uid, 0u);
+  ASSERT_NE(daemon.uid, 0u);
+  for (const std::string& root : {source_, mounted_}) {
+    EXPECT_TRUE(ReadsAs(nobody.uid, nobody.gid, root + "/owned", "nobody's")) << root;
+    EXPECT_FALSE(ReadsAs(daemon.uid, daemon.gid, root + "/owned", "nobody's")) << root;
+    EXPECT_TRUE(ReadsAs(daemon.uid, daemon.gid, root + "/shared/daemon.txt", "daemon's")) << root;
+    EXPECT_FALSE(ReadsAs(nobody.uid, nobody.gid, root + "/shared/daemon.txt", "daemon's")) << root;
+  }
 }
 
 TEST_F(FidelityTest, HardLinksAreOneInodeAndAttributesReadBack) {
