@@ -12,8 +12,9 @@
 // version gets a new slot (new inodes). A version no longer published is
 // retired; it is released (its slot and manifest dropped) by ReleaseUnused()
 // once it has been retired for `release_after` and nothing holds it: open
-// files hold their version (OpenFile keeps a reference), and so does every
-// request resolving one of its inodes. Kernel lookups do not hold a version:
+// files and directories hold their version (OpenFile and the directory
+// handles of fuse_ops.cc keep a reference), and so does every request
+// resolving one of its inodes. Kernel lookups do not hold a version:
 // the kernel keeps entries for a day, and a tree it walked would otherwise
 // stay in memory until unmount; its cached names of a released version then
 // answer ESTALE when opened or listed.
