@@ -189,12 +189,14 @@ absl::StatusOr<v1::CatalogDataset> Catalog::AddVersion(std::shared_ptr<const Man
   }
   if (record.versions().rbegin()->version() == manifest->version()) return record;
   record.set_updated_unix_ms(now_unix_ms);
+  record.mutable_versions()->rbegin()->set_retired_unix_ms(now_unix_ms);
   if (known) {
     // The source went back to an older version's content: make it current again.
     auto* versions = record.mutable_versions();
     auto old = std::find_if(versions->begin(), versions->end(),
                             [&](const auto& v) { return v.version() == manifest->version(); });
     v1::CatalogVersion moved = *old;
+    moved.clear_retired_unix_ms();
     versions->erase(old);
     *versions->Add() = moved;
     GRANARY_RETURN_IF_ERROR(WriteDataset(record, {}, {}));
@@ -225,6 +227,30 @@ absl::StatusOr<v1::CatalogDataset> Catalog::Remove(std::string_view name, int64_
   GRANARY_RETURN_IF_ERROR(WriteDataset(tombstone, {}, versions));
   Install(tombstone, versions);
   return removed;
+}
+
+absl::StatusOr<std::vector<uint64_t>> Catalog::ReleaseVersions(
+    std::string_view name, const std::vector<uint64_t>& versions) {
+  std::lock_guard lock(mu_);
+  auto it = datasets_.find(AsAbsl(name));
+  if (it == datasets_.end()) return std::vector<uint64_t>();
+  v1::CatalogDataset record = it->second;
+  const uint64_t current = CurrentVersion(record);
+  std::vector<uint64_t> released;
+  auto* held = record.mutable_versions();
+  for (auto version = held->begin(); version != held->end();) {
+    if (version->version() != current &&
+        std::find(versions.begin(), versions.end(), version->version()) != versions.end()) {
+      released.push_back(version->version());
+      version = held->erase(version);
+    } else {
+      ++version;
+    }
+  }
+  if (released.empty()) return released;
+  GRANARY_RETURN_IF_ERROR(WriteDataset(record, {}, released));
+  Install(record, released);
+  return released;
 }
 
 std::vector<v1::CatalogDataset> Catalog::Records() const {

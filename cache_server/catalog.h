@@ -12,6 +12,15 @@
 // catalogs replicated across servers converge: between two records of one
 // name, the later change wins (CatalogSync).
 //
+// Older versions are released one server at a time (ReleaseVersions): the
+// record loses them but keeps its date, since a release is not a change
+// between servers to decide. Records that differ only in versions released
+// on one server and not yet on another are then equally new to CatalogSync,
+// neither replaces the other, and each server releases the versions on its
+// own schedule (DatasetRegistry::ReleaseRetired), which every server reaches
+// from the same record: the catalogs converge. A later change (a refresh or
+// a removal anywhere) wins as before, listing only what its server kept.
+//
 // Manifests written here stay in memory, since mounts ask for a version
 // right after it is registered; the others are loaded on first use. All are
 // shared. A loaded manifest is rebuilt and its version checked against the
@@ -58,13 +67,21 @@ class Catalog {
                                             int64_t now_unix_ms);
 
   // Makes `manifest` the current version of its dataset (nothing changes when
-  // it already is). NOT_FOUND naming the dataset if it was removed meanwhile.
+  // it already is), retiring the current one at `now_unix_ms`. NOT_FOUND
+  // naming the dataset if it was removed meanwhile.
   absl::StatusOr<v1::CatalogDataset> AddVersion(std::shared_ptr<const Manifest> manifest,
                                                 int64_t now_unix_ms);
 
   // Deletes the dataset and all its manifests, leaving a tombstone; returns
   // what it was.
   absl::StatusOr<v1::CatalogDataset> Remove(std::string_view name, int64_t now_unix_ms);
+
+  // Drops those of `versions` that are older versions of dataset `name`, with
+  // their manifests, leaving the record's date as it was; returns the ones
+  // dropped, whose chunks the caller may free. Never drops the current
+  // version; an unknown name drops nothing.
+  absl::StatusOr<std::vector<uint64_t>> ReleaseVersions(std::string_view name,
+                                                        const std::vector<uint64_t>& versions);
 
   // Every record, tombstones included, by name: what a peer needs to compare.
   std::vector<v1::CatalogDataset> Records() const;

@@ -156,6 +156,42 @@ absl::StatusOr<bool> DatasetRegistry::Adopt(
   return adopted.changed;
 }
 
+size_t DatasetRegistry::ReleaseRetired(int64_t now_unix_ms, std::chrono::milliseconds grace,
+                                       const std::function<bool(uint64_t)>& in_use) {
+  size_t released = 0;
+  for (const v1::CatalogDataset& record : catalog_->List()) {
+    std::vector<uint64_t> unused;
+    for (int i = 0; i + 1 < record.versions_size(); ++i) {
+      const v1::CatalogVersion& version = record.versions(i);
+      const int64_t retired =
+          version.retired_unix_ms() != 0 ? version.retired_unix_ms() : record.updated_unix_ms();
+      if (now_unix_ms - retired >= grace.count() && !in_use(version.version())) {
+        unused.push_back(version.version());
+      }
+    }
+    if (unused.empty()) continue;
+    absl::StatusOr<std::vector<uint64_t>> dropped =
+        catalog_->ReleaseVersions(record.name(), unused);
+    if (!dropped.ok()) {
+      GRANARY_LOG(WARNING) << "dataset '" << record.name()
+                           << "': releasing older versions failed: " << dropped.status();
+      continue;
+    }
+    uint64_t freed = FreeVersions(record.name(), *dropped);
+    for (uint64_t version : *dropped) {
+      GRANARY_LOG(INFO) << "released version " << FormatVersion(version) << " of dataset '"
+                        << record.name() << "': refreshed away, and unused on this node for "
+                        << grace.count() / 1000 << " s";
+    }
+    if (!dropped->empty()) {
+      GRANARY_LOG(INFO) << "dataset '" << record.name() << "': " << FormatSize(freed)
+                        << " of released versions freed";
+    }
+    released += dropped->size();
+  }
+  return released;
+}
+
 uint64_t DatasetRegistry::FreeVersions(std::string_view name,
                                        const std::vector<uint64_t>& versions) {
   uint64_t freed = 0;

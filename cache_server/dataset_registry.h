@@ -1,8 +1,9 @@
 // DatasetRegistry implements the dataset operations of the API on top of the
 // catalog: registering a name for a source (scan, build the manifest, record
-// it), refreshing (a new version when the source changed; older versions stay
-// readable), removing (catalog records and cached chunks), and describing
-// datasets as v1::DatasetInfo with this node's cached bytes.
+// it), refreshing (a new version when the source changed; the older one
+// stays readable until it is released), releasing older versions nothing
+// uses any more, removing (catalog records and cached chunks), and
+// describing datasets as v1::DatasetInfo with this node's cached bytes.
 //
 // Sources are confined to the configured source roots (SourceRoots), both
 // when this node registers or refreshes a dataset and when it adopts a peer's
@@ -19,7 +20,9 @@
 #ifndef GRANARY_CACHE_SERVER_DATASET_REGISTRY_H_
 #define GRANARY_CACHE_SERVER_DATASET_REGISTRY_H_
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,6 +73,13 @@ class DatasetRegistry {
   // would pass a limit, is refused (PERMISSION_DENIED, RESOURCE_EXHAUSTED).
   absl::StatusOr<bool> Adopt(const v1::CatalogDataset& record,
                              const std::vector<std::shared_ptr<const Manifest>>& manifests);
+  // Releases every older version retired at least `grace` ago (by its
+  // record's retired_unix_ms, else updated_unix_ms, on `now_unix_ms`'s clock)
+  // for which `in_use` is false: drops it from the catalog
+  // (Catalog::ReleaseVersions) and frees its chunks. Returns how many were
+  // released; a version the catalog cannot drop stays for the next call.
+  size_t ReleaseRetired(int64_t now_unix_ms, std::chrono::milliseconds grace,
+                        const std::function<bool(uint64_t)>& in_use);
   absl::StatusOr<v1::DatasetInfo> Get(std::string_view name);
   std::vector<v1::DatasetInfo> List();
 

@@ -41,6 +41,7 @@ struct Flags {
   std::optional<std::string> data_dir, capacity, listen, socket, node_id, group, members, etcd,
       advertise, token_file, metrics_listen, admin_group, fill;
   std::vector<std::string> cache_dirs, source_roots;
+  std::optional<uint32_t> version_grace_seconds;
   bool insecure_tcp = false;
 };
 
@@ -84,6 +85,7 @@ absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
   if (flags.admin_group) config.admin_group = *flags.admin_group;
   if (flags.insecure_tcp) config.insecure_tcp = true;
   if (flags.fill) config.fill_on_read = *flags.fill == "on-read";
+  if (flags.version_grace_seconds) config.version_grace_seconds = *flags.version_grace_seconds;
   if (!config.members_file.empty() && !config.etcd_url.empty()) {
     return absl::InvalidArgumentError(
         "both a members file and etcd are configured; cluster membership comes from one");
@@ -122,6 +124,11 @@ int Run(int argc, char** argv) {
                  "filling the rest of the dataset in the background) or none (default: "
                  "on-read, or the config's `fill`)")
       ->check(CLI::IsMember({"on-read", "none"}));
+  app.add_option("--version-grace-seconds", flags.version_grace_seconds,
+                 "Release a dataset version refreshed away once it was retired this long and "
+                 "nothing on this node used it for this long (default: 300, or the config's "
+                 "`version_grace_seconds`)")
+      ->check(CLI::Range(0, 30 * 86400));
   app.add_option("--node-id", flags.node_id, "This node's name (default: host name)");
   app.add_option("--group", flags.group, "This node's cache group (default: 'default')");
   auto* members = app.add_option("--members", flags.members, "Static cluster member list");

@@ -158,8 +158,13 @@ absl::Status ReadThrough::FetchWhole(const ChunkKey& file, uint64_t size, uint32
 }
 
 store::ChunkStore::Withdrawn ReadThrough::RecordUses(const v1::UseReport& report) {
+  // Versions the catalog does not hold (released or removed meanwhile) are
+  // not tracked: nothing would forget them again.
+  for (uint64_t version : report.kept_versions()) {
+    if (catalog_->HasVersion(version)) activity_->Keep(version);
+  }
   for (const v1::FileUse& use : report.files()) {
-    activity_->Touch(use.dataset_version());
+    if (catalog_->HasVersion(use.dataset_version())) activity_->Touch(use.dataset_version());
     store_->RecordUse(use.dataset_version(), use.file_id(), use.chunks());
     metrics_->hits.fetch_add(use.chunks(), std::memory_order_relaxed);
     metrics_->bytes_from_cache.fetch_add(use.bytes(), std::memory_order_relaxed);

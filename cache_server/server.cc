@@ -39,6 +39,7 @@
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/stream_watchdog.h"
 #include "cache_server/version_activity.h"
+#include "cache_server/version_releaser.h"
 #include "cache_server/write_behind.h"
 #include "common/absl_compat.h"
 #include "common/cluster_token.h"
@@ -68,6 +69,8 @@ constexpr std::chrono::seconds kShutdownGrace{2};
 // How often a server compares its catalog with a random peer's, to repair
 // what a failed push missed.
 constexpr std::chrono::seconds kCatalogExchangePeriod{30};
+// How often older versions past their grace period are looked for.
+constexpr std::chrono::seconds kReleasePeriod{1};
 // A peer that does not answer a copy or an owner fetch in this time is passed
 // over for the source. Half a reader's default deadline (granary-fuse's
 // --rpc-timeout-ms), so that a silent peer costs the reader one wait, not its
@@ -237,6 +240,7 @@ struct GranaryServer::Parts {
   std::unique_ptr<ReadThrough> read_through;
   std::unique_ptr<FillScheduler> fills;
   std::unique_ptr<CatalogSync> catalog_sync;
+  std::unique_ptr<VersionReleaser> releaser;
   std::unique_ptr<ConnectionTable> connections;
   std::unique_ptr<RequestAuthenticator> authenticator;
   std::unique_ptr<GranaryService> service;
@@ -320,6 +324,9 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
       });
   parts->catalog_sync = std::make_unique<CatalogSync>(parts->catalog.get(), parts->registry.get(),
                                                       parts->cluster.get(), kCatalogExchangePeriod);
+  parts->releaser = std::make_unique<VersionReleaser>(parts->registry.get(), parts->activity.get(),
+                                                      std::chrono::seconds(c.version_grace_seconds),
+                                                      kReleasePeriod);
   parts->connections = std::make_unique<ConnectionTable>(
       ConnectionLimits{c.max_connections, c.max_connections_per_user, c.max_connections_per_host});
   parts->authenticator = std::make_unique<RequestAuthenticator>(token, parts->connections.get());

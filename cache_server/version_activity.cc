@@ -18,19 +18,32 @@ VersionActivity::~VersionActivity() {
 }
 
 void VersionActivity::Touch(uint64_t version) {
+  const Clock::time_point now = Clock::now();
   std::lock_guard lock(mu_);
-  auto [it, inserted] = last_use_.try_emplace(version, Clock::now());
-  if (inserted) {
+  Use& use = uses_[version];
+  use.last_touch = use.last_use = now;
+  if (!use.active) {
+    use.active = true;
     // Under the lock, so that a concurrent demotion cannot overtake it.
     store_->SetVersionState(version, store::VersionState::kActive);
-  } else {
-    it->second = Clock::now();
   }
+}
+
+void VersionActivity::Keep(uint64_t version) {
+  const Clock::time_point now = Clock::now();
+  std::lock_guard lock(mu_);
+  uses_[version].last_use = now;
+}
+
+bool VersionActivity::UsedWithin(uint64_t version, std::chrono::milliseconds window) {
+  std::lock_guard lock(mu_);
+  auto it = uses_.find(version);
+  return it != uses_.end() && Clock::now() - it->second.last_use < window;
 }
 
 void VersionActivity::Forget(uint64_t version) {
   std::lock_guard lock(mu_);
-  last_use_.erase(version);
+  uses_.erase(version);
 }
 
 void VersionActivity::DemoteIdle() {
@@ -38,13 +51,11 @@ void VersionActivity::DemoteIdle() {
   std::unique_lock lock(mu_);
   while (!stop_cv_.wait_for(lock, period, [this] { return stopping_; })) {
     Clock::time_point now = Clock::now();
-    std::vector<uint64_t> idle;
-    for (const auto& [version, last_use] : last_use_) {
-      if (now - last_use >= idle_after_) idle.push_back(version);
-    }
-    for (uint64_t version : idle) {
-      last_use_.erase(version);
-      store_->SetVersionState(version, store::VersionState::kInactive);
+    for (auto& [version, use] : uses_) {
+      if (use.active && now - use.last_touch >= idle_after_) {
+        use.active = false;
+        store_->SetVersionState(version, store::VersionState::kInactive);
+      }
     }
   }
 }

@@ -3,6 +3,13 @@
 // active when it is read or prewarmed and returns to inactive once nothing has
 // touched it for `idle_after`.
 //
+// It also remembers when each version was last used at all -- read,
+// prewarmed, or reported kept by a mount on this node (granary-fuse's use
+// reports list the versions it still shows or has files open of) -- so that
+// an older version is released only once nothing uses it (VersionReleaser).
+// Being kept by a mount does not make a version active: a mount shows every
+// dataset, and eviction must still tell the datasets jobs read.
+//
 // Thread-safety: all methods are safe to call concurrently; a background
 // thread, stopped by the destructor, does the demotions.
 #ifndef GRANARY_CACHE_SERVER_VERSION_ACTIVITY_H_
@@ -28,11 +35,20 @@ class VersionActivity {
 
   // Marks `version` used now; it becomes active if it was not.
   void Touch(uint64_t version);
+  // Marks `version` kept by a mount now.
+  void Keep(uint64_t version);
+  // Whether `version` was touched or kept within the last `window`.
+  bool UsedWithin(uint64_t version, std::chrono::milliseconds window);
   // Stops tracking a removed version.
   void Forget(uint64_t version);
 
  private:
   using Clock = std::chrono::steady_clock;
+  struct Use {
+    Clock::time_point last_touch;  // Read or prewarmed; what `active` follows.
+    Clock::time_point last_use;    // Touched or kept.
+    bool active = false;
+  };
   void DemoteIdle();
 
   store::ChunkStore* const store_;
@@ -40,7 +56,7 @@ class VersionActivity {
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
-  absl::flat_hash_map<uint64_t, Clock::time_point> last_use_;  // Active versions.
+  absl::flat_hash_map<uint64_t, Use> uses_;  // Versions touched or kept.
   std::thread sweeper_;
 };
 

@@ -197,10 +197,12 @@ absl::Status RunRefresh(const GlobalOptions& global, const NamedOptions& options
     PrintJson(document);
   } else if (changed) {
     std::cout << absl::StreamFormat(
-        "refreshed dataset '%s': version %s -> %s, %d files, %s; the old version stays readable "
-        "until the dataset is removed\n",
+        "refreshed dataset '%s': version %s -> %s, %d files, %s. Mounts show the new version; "
+        "files opened before keep reading version %s while open, from the cache or else from "
+        "the source (a file changed there since reads as ESTALE), and it is released once none "
+        "of its files is open and the grace period has passed\n",
         after.name(), FormatVersion(before.version()), FormatVersion(after.version()),
-        after.file_count(), FormatSize(after.total_bytes()));
+        after.file_count(), FormatSize(after.total_bytes()), FormatVersion(before.version()));
   } else {
     std::cout << absl::StreamFormat("dataset '%s' is unchanged: version %s\n", after.name(),
                                     FormatVersion(after.version()));

@@ -118,6 +118,8 @@ const std::map<std::string, KeyParser>& KeyParsers() {
        WholeNumberKey(&GranarydConfig::max_streams_per_connection, 1, 1 << 16)},
       {"max_threads", WholeNumberKey(&GranarydConfig::max_threads, 8, 1 << 16)},
       {"stream_stall_seconds", WholeNumberKey(&GranarydConfig::stream_stall_seconds, 1, 86400)},
+      {"version_grace_seconds",
+       WholeNumberKey(&GranarydConfig::version_grace_seconds, 0, 30 * 86400)},
       {"etcd_lease_ttl", WholeNumberKey(&GranarydConfig::etcd_lease_ttl_seconds, 2, 3600)},
       {"advertise", AddressKey(&GranarydConfig::advertise)},
       {"cluster_token_file", StringKey(&GranarydConfig::cluster_token_file)},

@@ -20,6 +20,7 @@
 //   max_connections_per_host: 256     max_streams_per_connection: 100
 //   max_threads: 512                  stream_stall_seconds: 60
 //   fill: on-read                     write_behind: 256MiB
+//   version_grace_seconds: 300
 // An unknown key, a value of the wrong kind, or a bad size or address is an
 // INVALID_ARGUMENT error naming the file, the key and the value.
 //
@@ -100,6 +101,10 @@ struct GranarydConfig {
   uint32_t max_threads = 512;
   // A streaming reply whose reader takes nothing for this long is cancelled.
   uint32_t stream_stall_seconds = 60;
+  // An older dataset version is released (dropped from the catalog, its
+  // chunks freed) once it has been retired this long and nothing on this
+  // node used it for this long (cache_server/version_releaser.h).
+  uint32_t version_grace_seconds = 300;
 };
 
 // A capacity such as "200GiB"; INVALID_ARGUMENT for a bad size or 0.

@@ -23,10 +23,13 @@ int ErrnoOf(const absl::Status& status) {
   return status.code() == absl::StatusCode::kFailedPrecondition ? ESTALE : EIO;
 }
 
-// What opendir() of the root captured, so one listing is consistent across
-// readdir calls while datasets come and go.
-struct RootListing {
+// What opendir() captured: of the root, its datasets, so one listing is
+// consistent across readdir calls while datasets come and go; of a
+// directory in a dataset, its version, which an open directory holds as an
+// open file does (InodeTable::ReleaseUnused).
+struct DirHandle {
   std::vector<std::shared_ptr<const MountedDataset>> datasets;
+  std::shared_ptr<const MountedDataset> version;
 };
 
 }  // namespace
@@ -118,22 +121,24 @@ struct Ops {
     GranaryFs& fs = Fs(req);
     if (ino == kRootInode) {
       fs.refresher_->MaybeRefresh();
-      fi->fh = reinterpret_cast<uint64_t>(new RootListing{fs.table_->ListDatasets()});
+      fi->fh = reinterpret_cast<uint64_t>(new DirHandle{fs.table_->ListDatasets(), nullptr});
     } else {
       InodeTable::Node node = fs.table_->Resolve(ino);
       if (node.dataset == nullptr) {
         fuse_reply_err(req, ESTALE);
         return;
       }
-      fi->fh = 0;
+      fi->fh = reinterpret_cast<uint64_t>(new DirHandle{{}, node.dataset});
       fi->cache_readdir = node.node != 0;
       fi->keep_cache = fi->cache_readdir;
     }
-    fuse_reply_open(req, fi);
+    if (fuse_reply_open(req, fi) == -ENOENT) {  // The opendir was interrupted.
+      delete reinterpret_cast<DirHandle*>(fi->fh);
+    }
   }
 
   static void ReleaseDir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-    delete reinterpret_cast<RootListing*>(fi->fh);
+    delete reinterpret_cast<DirHandle*>(fi->fh);
     fuse_reply_err(req, 0);
   }
 
@@ -145,7 +150,7 @@ struct Ops {
     InodeTable::Node dir;
     uint64_t count;
     if (ino == kRootInode) {
-      count = reinterpret_cast<RootListing*>(fi->fh)->datasets.size();
+      count = reinterpret_cast<DirHandle*>(fi->fh)->datasets.size();
     } else {
       dir = fs.table_->Resolve(ino);
       if (dir.dataset == nullptr) {
@@ -165,8 +170,7 @@ struct Ops {
         entry.attr.st_ino = entry.ino;
         entry.attr.st_mode = S_IFDIR;
       } else if (ino == kRootInode) {
-        const MountedDataset& dataset =
-            *reinterpret_cast<RootListing*>(fi->fh)->datasets[index - 2];
+        const MountedDataset& dataset = *reinterpret_cast<DirHandle*>(fi->fh)->datasets[index - 2];
         name = dataset.name();
         FillEntry(dataset, 0, kRootTimeout, &entry);
       } else {

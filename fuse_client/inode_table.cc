@@ -164,11 +164,11 @@ InodeTable::Node InodeTable::Resolve(uint64_t inode) const {
   uint64_t slot_plus_one = inode >> 40;
   if (slot_plus_one == 0) return {};
   std::shared_lock lock(mutex_);
-  if (slot_plus_one > slots_.size()) return {};
-  const std::shared_ptr<const MountedDataset>& dataset = slots_[slot_plus_one - 1];
+  auto slot = slots_.find(static_cast<uint32_t>(slot_plus_one - 1));
+  if (slot == slots_.end()) return {};
   uint64_t node = inode & ((uint64_t{1} << 40) - 1);
-  if (node >= dataset->node_count()) return {};
-  return {dataset, node};
+  if (node >= slot->second.dataset->node_count()) return {};
+  return {slot->second.dataset, node};
 }
 
 std::shared_ptr<const MountedDataset> InodeTable::FindDataset(std::string_view name) const {
@@ -188,9 +188,9 @@ std::vector<std::shared_ptr<const MountedDataset>> InodeTable::ListDatasets() co
 std::shared_ptr<const MountedDataset> InodeTable::FindVersion(std::string_view name,
                                                               uint64_t version) const {
   std::shared_lock lock(mutex_);
-  for (const auto& dataset : slots_) {
-    if (dataset->name() == name && dataset->snapshot().manifest.version() == version) {
-      return dataset;
+  for (const auto& [number, slot] : slots_) {
+    if (slot.dataset->name() == name && slot.dataset->snapshot().manifest.version() == version) {
+      return slot.dataset;
     }
   }
   return nullptr;
@@ -199,19 +199,56 @@ std::shared_ptr<const MountedDataset> InodeTable::FindVersion(std::string_view n
 void InodeTable::Publish(std::vector<std::shared_ptr<const MountedDataset>> datasets) {
   std::map<std::string, std::shared_ptr<const MountedDataset>, std::less<>> root;
   for (auto& dataset : datasets) root.emplace(dataset->name(), std::move(dataset));
+  const Clock::time_point now = Clock::now();
   std::unique_lock lock(mutex_);
   root_ = std::move(root);
+  for (auto& [number, slot] : slots_) {
+    auto listed = root_.find(slot.dataset->name());
+    if (listed != root_.end() && listed->second == slot.dataset) {
+      slot.retired_at.reset();
+    } else if (!slot.retired_at) {
+      slot.retired_at = now;
+    }
+  }
 }
 
 std::shared_ptr<const MountedDataset> InodeTable::Add(DatasetSnapshot snapshot) {
   // Building the directory structure of a large manifest takes a while; only
-  // Add() changes slots_, so readers are blocked only for the push_back.
+  // Add() adds slots, so readers are blocked only for the insertion.
   std::lock_guard add_lock(add_mutex_);
-  auto dataset = std::make_shared<const MountedDataset>(static_cast<uint32_t>(slots_.size()),
-                                                        std::move(snapshot));
+  auto dataset = std::make_shared<const MountedDataset>(next_slot_, std::move(snapshot));
   std::unique_lock lock(mutex_);
-  slots_.push_back(dataset);
+  slots_.emplace(next_slot_++, Slot{dataset, std::nullopt});
   return dataset;
+}
+
+std::vector<std::shared_ptr<const MountedDataset>> InodeTable::ReleaseUnused() {
+  std::vector<std::shared_ptr<const MountedDataset>> released;
+  const Clock::time_point now = Clock::now();
+  std::unique_lock lock(mutex_);
+  // Every reference to a version outside the table was copied from one the
+  // table handed out under `mutex_`, so with the lock held exclusively, a
+  // count of one means that nothing holds it and nothing can take it anew.
+  absl::erase_if(slots_, [&](const auto& entry) {
+    const Slot& slot = entry.second;
+    if (!slot.retired_at || now - *slot.retired_at < release_after_ ||
+        slot.dataset.use_count() != 1) {
+      return false;
+    }
+    released.push_back(slot.dataset);
+    return true;
+  });
+  return released;
+}
+
+std::vector<uint64_t> InodeTable::KeptVersions() const {
+  std::shared_lock lock(mutex_);
+  std::vector<uint64_t> versions;
+  versions.reserve(slots_.size());
+  for (const auto& [number, slot] : slots_) {
+    versions.push_back(slot.dataset->snapshot().manifest.version());
+  }
+  return versions;
 }
 
 void InodeTable::StatRoot(struct stat* out) const {

@@ -3,13 +3,21 @@
 // manifest. Inode numbers are computed, not allocated: the mount root is 1,
 // and node n of the dataset version in slot s (slots are handed out in order
 // of first appearance and never reused) is ((s + 1) << 40) | n, where node 0
-// is the dataset's root and node i + 1 is manifest entry i. So an inode stays
-// valid, with the same number, for the life of the mount, and FORGET needs no
-// bookkeeping: a dataset version, once shown, is kept until unmount.
+// is the dataset's root and node i + 1 is manifest entry i. So an inode
+// number names one entry of one version for the life of the mount, and FORGET
+// needs no bookkeeping: a number whose version was released resolves to
+// nothing (ESTALE), never to another entry.
 //
 // The root lists the datasets last published; a dataset refreshed to a new
-// version gets a new slot (new inodes) while open files of the old one keep
-// reading the old version.
+// version gets a new slot (new inodes). A version no longer published is
+// retired; it is released (its slot and manifest dropped) by ReleaseUnused()
+// once it has been retired for `release_after` and nothing holds it: open
+// files and directories hold their version (OpenFile and the directory
+// handles of fuse_ops.cc keep a reference), and so does every request
+// resolving one of its inodes. Kernel lookups do not hold a version:
+// the kernel keeps entries for a day, and a tree it walked would otherwise
+// stay in memory until unmount; its cached names of a released version then
+// answer ESTALE when opened or listed.
 //
 // Thread-safety: every method may be called concurrently.
 #ifndef GRANARY_FUSE_CLIENT_INODE_TABLE_H_
@@ -17,6 +25,7 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -28,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "common/dataset_client.h"
 #include "common/huge_page_allocator.h"
 
@@ -88,11 +98,13 @@ class MountedDataset {
 class InodeTable {
  public:
   // `uid` and `gid` own the mount root; everything in a dataset has its
-  // source's owner.
-  InodeTable(uid_t uid, gid_t gid) : uid_(uid), gid_(gid) {}
+  // source's owner. A retired version is released no sooner than
+  // `release_after` after it left the root.
+  InodeTable(uid_t uid, gid_t gid, std::chrono::milliseconds release_after)
+      : uid_(uid), gid_(gid), release_after_(release_after) {}
 
   // The dataset version behind `inode` and the node inside it; nullptr for the
-  // mount root and unknown inodes.
+  // mount root, unknown inodes and inodes of released versions.
   struct Node {
     std::shared_ptr<const MountedDataset> dataset;
     uint64_t node = 0;
@@ -102,23 +114,41 @@ class InodeTable {
   // The datasets currently listed in the root, by name.
   std::shared_ptr<const MountedDataset> FindDataset(std::string_view name) const;
   std::vector<std::shared_ptr<const MountedDataset>> ListDatasets() const;
-  // The mounted version of `name` if it is `version`.
+  // The mounted version of `name` if it is `version` and not released.
   std::shared_ptr<const MountedDataset> FindVersion(std::string_view name, uint64_t version) const;
 
   // Makes the root list exactly `datasets` (each either returned by
-  // FindVersion or built by Add).
+  // FindVersion or built by Add); versions it no longer lists are retired,
+  // and retired ones it lists again are not.
   void Publish(std::vector<std::shared_ptr<const MountedDataset>> datasets);
   // Gives `snapshot` a new slot; it shows in the root once published.
   std::shared_ptr<const MountedDataset> Add(DatasetSnapshot snapshot);
 
+  // Releases every version retired at least `release_after` ago that nothing
+  // holds; returns them (the last references, for the caller to log and drop).
+  std::vector<std::shared_ptr<const MountedDataset>> ReleaseUnused();
+  // The versions not released: published, or retired and still held or
+  // within `release_after`. granaryd keeps them for this mount (UseReporter).
+  std::vector<uint64_t> KeptVersions() const;
+
   void StatRoot(struct stat* out) const;
 
  private:
+  using Clock = std::chrono::steady_clock;
+  struct Slot {
+    std::shared_ptr<const MountedDataset> dataset;
+    // When it left the root; unset while it is listed there (or about to be:
+    // Add() comes before Publish()).
+    std::optional<Clock::time_point> retired_at;
+  };
+
   const uid_t uid_;
   const gid_t gid_;
-  std::mutex add_mutex_;  // Serialises Add().
+  const std::chrono::milliseconds release_after_;
+  std::mutex add_mutex_;    // Serialises Add().
+  uint32_t next_slot_ = 0;  // Guarded by add_mutex_.
   mutable std::shared_mutex mutex_;
-  std::vector<std::shared_ptr<const MountedDataset>> slots_;
+  absl::flat_hash_map<uint32_t, Slot> slots_;  // Versions not released, by slot.
   std::map<std::string, std::shared_ptr<const MountedDataset>, std::less<>> root_;
 };
 

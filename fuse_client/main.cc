@@ -1,5 +1,5 @@
 // granary-fuse MOUNTPOINT [--server ADDR] [--token-file PATH] [--foreground]
-//              [--dataset NAME] [-o OPTS]
+//              [--dataset NAME] [--version-grace-seconds S] [-o OPTS]
 //
 // Mounts every dataset of a granaryd (or one) as a read-only directory tree:
 // MOUNTPOINT/<dataset>/<path>. Manifests come from that server, the local
@@ -15,6 +15,11 @@
 // shows its source's owner, group and mode, and the kernel enforces them
 // (default_permissions, always on): other users of an allow_other mount read
 // only what the source lets them read.
+//
+// A dataset refreshed on the server shows its new version within a second;
+// files opened before keep reading the old one. The old version is released
+// (its manifest freed, its inodes answering ESTALE) once no file of it is
+// open and --version-grace-seconds have passed since it was refreshed away.
 #include <fcntl.h>
 #include <malloc.h>
 #include <sys/mount.h>
@@ -56,6 +61,7 @@
 #include "fuse_client/passthrough_files.h"
 #include "fuse_client/readahead.h"
 #include "fuse_client/use_reporter.h"
+#include "fuse_client/version_releaser.h"
 
 namespace granary::fuse {
 namespace {
@@ -67,6 +73,10 @@ constexpr size_t kPageStoreQueue = 16;
 // How often reads served without granaryd are reported to it (and files it
 // withdrew are learnt): a withdrawn file's disk blocks stay held this long.
 constexpr std::chrono::milliseconds kUseReportInterval{1000};
+
+// How often the dataset list is refreshed and versions past their grace
+// period are looked for, whether or not anyone looks at the root.
+constexpr std::chrono::milliseconds kReleasePeriod{2000};
 
 // As many kept files as `wanted`, within the descriptors this process may
 // open: it raises its limit (root: up to fs.nr_open) to fit them with a
@@ -109,6 +119,7 @@ struct Flags {
   uint32_t fuse_threads = 16;
   uint32_t rpc_timeout_ms = 10000;
   uint32_t retry_after_ms = 1000;
+  uint32_t version_grace_seconds = 60;
   std::string log_file;
 };
 
@@ -230,12 +241,13 @@ int Run(const Flags& flags, int report_fd) {
       DatasetClient::Connect(ResolveServerAddress(flags.server), client_options);
   if (!client.ok()) return fail(std::string(client.status().message()));
 
-  InodeTable table(getuid(), getgid());
+  InodeTable table(getuid(), getgid(), std::chrono::seconds(flags.version_grace_seconds));
   DatasetRefresher refresher(client->get(), &table, flags.dataset, std::chrono::seconds(1));
   if (absl::Status status = refresher.Refresh(); !status.ok()) {
     return fail(
         absl::StrCat("cannot load datasets from ", (*client)->address(), ": ", status.ToString()));
   }
+  VersionReleaser releaser(&table, &refresher, kReleasePeriod);
   ClusterReader servers(client->get(), {.client = client_options, .watch = {}});
   ChunkCache cache(*cache_size);
   // Chunks the local server holds are read out of its data files, and files
@@ -257,7 +269,8 @@ int Run(const Flags& flags, int report_fd) {
                                                      KeptFilesWithin(flags.max_kept_files));
     uses = std::make_unique<UseReporter>(
         local_reads.get(), kUseReportInterval,
-        [&passthrough](const v1::WithdrawnFiles& withdrawn) { passthrough->Withdraw(withdrawn); });
+        [&passthrough](const v1::WithdrawnFiles& withdrawn) { passthrough->Withdraw(withdrawn); },
+        [&table] { return table.KeptVersions(); });
     passthrough->set_use_reporter(uses.get());
   }
   ChunkFetcher fetcher(&servers, local_reads.get(), uses.get(),
@@ -371,6 +384,10 @@ int main(int argc, char** argv) {
   app.add_option("--retry-server-ms", flags.retry_after_ms,
                  "After the cache servers fail, read sources directly this long before trying "
                  "them again")
+      ->capture_default_str();
+  app.add_option("--version-grace-seconds", flags.version_grace_seconds,
+                 "Keep a dataset version refreshed away or removed at least this long, and "
+                 "until no file of it is open")
       ->capture_default_str();
   app.add_option("--log-file", flags.log_file, "Where a detached process logs");
   try {

@@ -5,17 +5,20 @@
 namespace granary::fuse {
 namespace {
 
-// Files per report message: about 25 bytes each, well inside one local read
-// message (kMaxLocalReadMessageBytes).
-constexpr int kFilesPerMessage = 2000;
+// Files per report message: about 25 bytes each, inside one local read
+// message (kMaxLocalReadMessageBytes) with room for the kept versions (8
+// bytes each: a mount keeps at most granaryd's max_datasets, 1,000 by
+// default, and the few retired versions still open).
+constexpr int kFilesPerMessage = 1500;
 
 }  // namespace
 
 UseReporter::UseReporter(LocalChunkReader* local, std::chrono::milliseconds interval,
-                         OnWithdrawn on_withdrawn)
+                         OnWithdrawn on_withdrawn, KeptVersions kept_versions)
     : local_(local),
       interval_(interval),
       on_withdrawn_(std::move(on_withdrawn)),
+      kept_versions_(std::move(kept_versions)),
       thread_([this] { Run(); }) {}
 
 UseReporter::~UseReporter() {
@@ -40,11 +43,15 @@ uint64_t UseReporter::reports() const {
   return reports_;
 }
 
-bool UseReporter::Send(const absl::flat_hash_map<FileKey, Use>& uses) {
+bool UseReporter::Send(const absl::flat_hash_map<FileKey, Use>& uses,
+                       const std::vector<uint64_t>& kept) {
   auto it = uses.begin();
+  bool first = true;
   do {
     v1::UseReport report;
     report.set_withdrawn_after(withdrawn_through_);
+    if (first) report.mutable_kept_versions()->Add(kept.begin(), kept.end());
+    first = false;
     for (int listed = 0; it != uses.end() && listed < kFilesPerMessage; ++it, ++listed) {
       v1::FileUse* use = report.add_files();
       use->set_dataset_version(it->first.first);
@@ -76,7 +83,7 @@ void UseReporter::Run() {
       stopping = stopping_;
       uses.swap(pending_);
     }
-    if (!Send(uses)) {
+    if (!Send(uses, kept_versions_())) {
       // What could not be reported is dropped: hits undercounted for one
       // interval, and those files' last use a little older.
       on_withdrawn_(v1::WithdrawnFiles());

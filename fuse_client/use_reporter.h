@@ -7,7 +7,9 @@
 // report before (reclaimed, or a chunk of them dropped); they go to
 // `on_withdrawn`, and so does an answer that cannot list them all (after a
 // granaryd restart, or a report that failed), which means "close every kept
-// descriptor".
+// descriptor". Every report also lists the dataset versions the mount
+// keeps (`kept_versions`), so that granaryd does not release an older
+// version while this mount still shows it or has files of it open.
 //
 // Reports go out every `interval` from a thread of the reporter's own, and
 // once more when it is destroyed; recording a use is a short critical
@@ -24,6 +26,7 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "common/local_read_socket.h"
@@ -34,10 +37,12 @@ namespace granary::fuse {
 class UseReporter {
  public:
   using OnWithdrawn = std::function<void(const v1::WithdrawnFiles&)>;
+  using KeptVersions = std::function<std::vector<uint64_t>()>;
 
-  // `local` must outlive the reporter.
-  UseReporter(LocalChunkReader* local, std::chrono::milliseconds interval,
-              OnWithdrawn on_withdrawn);
+  // `local` must outlive the reporter; `kept_versions` is asked at every
+  // report, on the reporter's thread.
+  UseReporter(LocalChunkReader* local, std::chrono::milliseconds interval, OnWithdrawn on_withdrawn,
+              KeptVersions kept_versions);
   ~UseReporter();
   UseReporter(const UseReporter&) = delete;
   UseReporter& operator=(const UseReporter&) = delete;
@@ -57,12 +62,14 @@ class UseReporter {
   };
 
   void Run();
-  // Sends `uses` in messages of a bounded size; false if one failed.
-  bool Send(const absl::flat_hash_map<FileKey, Use>& uses);
+  // Sends `uses` in messages of a bounded size, the first with `kept`; false
+  // if one failed.
+  bool Send(const absl::flat_hash_map<FileKey, Use>& uses, const std::vector<uint64_t>& kept);
 
   LocalChunkReader* const local_;
   const std::chrono::milliseconds interval_;
   const OnWithdrawn on_withdrawn_;
+  const KeptVersions kept_versions_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   absl::flat_hash_map<FileKey, Use> pending_;  // Guarded by mutex_.

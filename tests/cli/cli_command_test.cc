@@ -183,6 +183,21 @@ TEST_F(CliTest, DatasetAddListShowRefreshRemove) {
   EXPECT_NE(refreshed["version"], version);
   EXPECT_EQ(refreshed["file_count"], files_.size() + 1);
 
+  // The message says what of the old version stays readable, and for how long.
+  WriteFile(source() / "added_even_later.txt", "newer\n");
+  CliResult told = Granary({"dataset", "refresh", "life"});
+  EXPECT_EQ(told.exit_code, 0) << told.err;
+  const std::string previous = refreshed["version"];
+  EXPECT_NE(told.out.find("files opened before keep reading version " + previous + " while open"),
+            std::string::npos)
+      << told.out;
+  EXPECT_NE(told.out.find("a file changed there since reads as ESTALE"), std::string::npos)
+      << told.out;
+  EXPECT_NE(told.out.find("released once none of its files is open and the grace period has "
+                          "passed"),
+            std::string::npos)
+      << told.out;
+
   CliResult human = Granary({"dataset", "ls"});
   EXPECT_EQ(human.exit_code, 0) << human.err;
   EXPECT_NE(human.out.find("NAME"), std::string::npos) << human.out;

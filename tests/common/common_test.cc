@@ -1,8 +1,15 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "common/chunk_key.h"
 #include "common/chunk_math.h"
 #include "common/hash.h"
+#include "common/huge_page_allocator.h"
 #include "common/manifest.h"
 #include "common/server_address.h"
 #include "common/size.h"
@@ -274,6 +281,38 @@ TEST(ServerAddress, AcceptsUnixAndHostPortOnly) {
     EXPECT_NE(channel.status().message().find(bad), std::string::npos);
   }
   EXPECT_EQ(ResolveServerAddress("10.0.0.1:1"), "10.0.0.1:1");
+}
+
+// Whether any mapping of this process covers `address`.
+bool Mapped(uintptr_t address) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream range(line);
+    uintptr_t begin = 0, end = 0;
+    char dash;
+    range >> std::hex >> begin >> dash >> end;
+    if (begin <= address && address < end) return true;
+  }
+  return false;
+}
+
+// A large table is a 2 MiB-aligned mapping of its own, given back to the
+// system when it is freed rather than kept by the heap.
+TEST(HugePageAllocator, LargeTablesAreAlignedMappingsUnmappedWhenFreed) {
+  uintptr_t address = 0;
+  {
+    std::vector<uint64_t, HugePageAllocator<uint64_t>> table((size_t{3} << 20) / sizeof(uint64_t),
+                                                             7);
+    address = reinterpret_cast<uintptr_t>(table.data());
+    EXPECT_EQ(address % HugePageAllocator<uint64_t>::kHugePage, 0u);
+    table.back() = 9;
+    EXPECT_EQ(table.front() + table.back(), 16u);
+    EXPECT_TRUE(Mapped(address));
+  }
+  EXPECT_FALSE(Mapped(address));
+  std::vector<uint64_t, HugePageAllocator<uint64_t>> small(100, 1);
+  EXPECT_EQ(small[99], 1u);
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
-// MountedDataset's directory structure and name lookups, without a mount.
+// MountedDataset's directory structure and name lookups, and InodeTable's
+// retiring and releasing of versions, without a mount.
 #include "fuse_client/inode_table.h"
 
+#include <algorithm>
+#include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -90,6 +94,90 @@ TEST(MountedDataset, ARootTheManifestDoesNotListIsRootsAndOpenToAll) {
   EXPECT_EQ(st.st_mode, 040555u);
   EXPECT_EQ(st.st_uid, 0u);
   EXPECT_EQ(st.st_gid, 0u);
+}
+
+// A snapshot of dataset "ds" whose one file has `size` bytes: each size
+// makes another version.
+DatasetSnapshot Version(uint64_t size) {
+  ManifestEntry file = File("f");
+  file.size = size;
+  auto manifest = Manifest::Build({"ds", "/src", 1 << 20}, {Dir(""), file});
+  EXPECT_TRUE(manifest.ok()) << manifest.status();
+  DatasetSnapshot snapshot{{}, *std::move(manifest)};
+  snapshot.info.set_name("ds");
+  snapshot.info.set_version(snapshot.manifest.version());
+  return snapshot;
+}
+
+uint64_t VersionOf(const std::shared_ptr<const MountedDataset>& dataset) {
+  return dataset->snapshot().manifest.version();
+}
+
+// A version refreshed away stays while anything holds it (an open file, a
+// request), then goes; its inodes then resolve to nothing, and slots are
+// never reused, so no number ever names another version's entry.
+TEST(InodeTable, ReleasesARetiredVersionOnlyOnceNothingHoldsIt) {
+  InodeTable table(0, 0, std::chrono::milliseconds(0));
+  std::shared_ptr<const MountedDataset> first = table.Add(Version(1));
+  table.Publish({first});
+  const uint64_t first_file = first->InodeOf(*first->Lookup(0, "f"));
+  EXPECT_TRUE(table.ReleaseUnused().empty()) << "a published version is never released";
+
+  std::shared_ptr<const MountedDataset> second = table.Add(Version(2));
+  table.Publish({second});
+  EXPECT_EQ(table.FindDataset("ds"), second);
+  EXPECT_TRUE(table.ReleaseUnused().empty()) << "held by `first`";
+  EXPECT_EQ(table.Resolve(first_file).dataset, first);
+  EXPECT_EQ(table.FindVersion("ds", VersionOf(first)), first);
+  std::vector<uint64_t> kept = table.KeptVersions();
+  std::sort(kept.begin(), kept.end());
+  std::vector<uint64_t> both = {VersionOf(first), VersionOf(second)};
+  std::sort(both.begin(), both.end());
+  EXPECT_EQ(kept, both);
+
+  const uint64_t first_version = VersionOf(first);
+  first.reset();
+  std::vector<std::shared_ptr<const MountedDataset>> released = table.ReleaseUnused();
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(VersionOf(released[0]), first_version);
+  released.clear();
+  EXPECT_EQ(table.Resolve(first_file).dataset, nullptr);
+  EXPECT_EQ(table.FindVersion("ds", first_version), nullptr);
+  EXPECT_EQ(table.KeptVersions(), std::vector<uint64_t>{VersionOf(second)});
+  EXPECT_EQ(table.Resolve(second->InodeOf(0)).dataset, second);
+
+  // The first content again is a new slot with new inodes.
+  std::shared_ptr<const MountedDataset> again = table.Add(Version(1));
+  EXPECT_NE(again->slot(), 0u);
+  EXPECT_NE(again->slot(), second->slot());
+  EXPECT_EQ(table.Resolve(first_file).dataset, nullptr);
+}
+
+// A version published again before it was released is not retired any more.
+TEST(InodeTable, AVersionPublishedAgainIsKept) {
+  InodeTable table(0, 0, std::chrono::milliseconds(0));
+  std::shared_ptr<const MountedDataset> first = table.Add(Version(1));
+  table.Publish({first});
+  std::shared_ptr<const MountedDataset> second = table.Add(Version(2));
+  table.Publish({second});
+  table.Publish({table.FindVersion("ds", VersionOf(first))});
+  const uint64_t second_version = VersionOf(second);
+  second.reset();
+  first.reset();
+  std::vector<std::shared_ptr<const MountedDataset>> released = table.ReleaseUnused();
+  ASSERT_EQ(released.size(), 1u);
+  EXPECT_EQ(VersionOf(released[0]), second_version);
+  ASSERT_NE(table.FindDataset("ds"), nullptr);
+  EXPECT_EQ(table.FindDataset("ds")->slot(), 0u);
+}
+
+// Within the grace period nothing is released, held or not.
+TEST(InodeTable, KeepsARetiredVersionThroughTheGracePeriod) {
+  InodeTable table(0, 0, std::chrono::hours(1));
+  table.Publish({table.Add(Version(1))});
+  table.Publish({table.Add(Version(2))});
+  EXPECT_TRUE(table.ReleaseUnused().empty());
+  EXPECT_EQ(table.KeptVersions().size(), 2u);
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ void MountedTree::SetUp() {
   source_ = source_dir_.path() + "/src";
   BuildTree();
   if (HasFatalFailure()) return;
-  auto server = GranarydProcess::Start();
+  auto server = GranarydProcess::Start({.extra_args = ServerArgs()});
   ASSERT_TRUE(server.ok()) << server.status();
   server_ = *std::move(server);
   ASSERT_TRUE(AddDataset(*server_, "ds", source_).ok());

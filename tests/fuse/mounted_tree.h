@@ -43,6 +43,8 @@ class MountedTree : public ::testing::Test {
   virtual std::vector<std::string> MountArgs() const {
     return {"--rpc-timeout-ms", "3000", "--retry-server-ms", "500"};
   }
+  // granaryd's arguments besides those GranarydProcess sets.
+  virtual std::vector<std::string> ServerArgs() const { return {}; }
 
   void SetUp() override;
   void Mount();

@@ -141,7 +141,7 @@ TEST_F(DatasetTest, LargeChunksStreamInMessagesOfAtMostOneMiB) {
   EXPECT_TRUE(read.data == PatternBytes(5 * kChunk / 2, 9));
 }
 
-TEST_F(DatasetTest, RefreshMakesANewVersionAndKeepsTheOldReadableUntilRemoved) {
+TEST_F(DatasetTest, RefreshMakesANewVersionAndKeepsTheOldReadable) {
   v1::DatasetInfo first;
   ASSERT_TRUE(AddDataset(stub_.get(), "train", root_, kChunk, &first).ok());
   auto old_entries = Entries("train");

@@ -1,7 +1,7 @@
 // Unit tests of granaryd's parts that need no running server: configuration,
 // the posix scanner, single-flight, prewarm path selection, the choice
-// between peer copies and source reads, and the write-behind queue over a
-// real chunk store.
+// between peer copies and source reads, the write-behind queue over a
+// real chunk store, and the catalog's release of older versions.
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include <map>
 #include <thread>
 
+#include "cache_server/catalog.h"
 #include "cache_server/fetch_speeds.h"
 #include "cache_server/prewarm.h"
 #include "cache_server/single_flight.h"
@@ -338,6 +339,75 @@ TEST(WriteBehind, AChunkOverTheQueuesBoundIsServedButNotStored) {
     EXPECT_EQ(metrics.write_behind_bytes.load(), 80000);
   }
   EXPECT_FALSE((*store)->Contains({1, 2, 0}));
+}
+
+// A manifest of dataset "ds" whose one file has `size` bytes: each size
+// makes another version.
+std::shared_ptr<const Manifest> ManifestOfSize(uint64_t size) {
+  ManifestEntries entries;
+  entries.push_back({"f", EntryType::kFile, size, 0100644, 1, "", ""});
+  auto manifest = Manifest::Build({"ds", "/src", 1 << 20}, std::move(entries));
+  EXPECT_TRUE(manifest.ok()) << manifest.status();
+  return std::make_shared<const Manifest>(*std::move(manifest));
+}
+
+// A release drops an older version and its manifest, durably, but never
+// the current one, and leaves the record's date alone: to the catalog
+// exchange, the records before and after are equally new, so no server
+// takes back what another released, nor pushes its release onto others.
+TEST(Catalog, ReleasingAnOlderVersionKeepsTheRecordsDateAndTheCurrentVersion) {
+  TempDir dir;
+  auto first = ManifestOfSize(1);
+  auto second = ManifestOfSize(2);
+  {
+    auto catalog = Catalog::Open(dir.path() + "/catalog");
+    ASSERT_TRUE(catalog.ok()) << catalog.status();
+    ASSERT_TRUE((*catalog)->Create(first, 1, v1::FILL_DEFAULT, 1000).ok());
+    auto refreshed = (*catalog)->AddVersion(second, 2000);
+    ASSERT_TRUE(refreshed.ok()) << refreshed.status();
+    ASSERT_EQ(refreshed->versions_size(), 2);
+    EXPECT_EQ(refreshed->versions(0).retired_unix_ms(), 2000);
+    EXPECT_EQ(refreshed->versions(1).retired_unix_ms(), 0);
+    const v1::CatalogDataset before = *refreshed;
+
+    auto released = (*catalog)->ReleaseVersions("ds", {first->version(), second->version(), 12345});
+    ASSERT_TRUE(released.ok()) << released.status();
+    EXPECT_EQ(*released, std::vector<uint64_t>{first->version()});
+    auto after = (*catalog)->Get("ds");
+    ASSERT_TRUE(after.ok());
+    ASSERT_EQ(after->versions_size(), 1);
+    EXPECT_EQ(after->versions(0).version(), second->version());
+    EXPECT_EQ(after->updated_unix_ms(), before.updated_unix_ms());
+    EXPECT_FALSE((*catalog)->IsNewer(before));
+    EXPECT_FALSE((*catalog)->HasVersion(first->version()));
+    EXPECT_TRUE(absl::IsNotFound((*catalog)->GetManifest(first->version()).status()));
+    auto unknown = (*catalog)->ReleaseVersions("nope", {first->version()});
+    ASSERT_TRUE(unknown.ok());
+    EXPECT_TRUE(unknown->empty());
+  }
+  auto reopened = Catalog::Open(dir.path() + "/catalog");
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_FALSE((*reopened)->HasVersion(first->version()));
+  auto manifest = (*reopened)->GetManifest(second->version());
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ((*manifest)->version(), second->version());
+}
+
+// Going back to an older version's content makes it current again: it is
+// no longer retired, and the one it replaces is.
+TEST(Catalog, AVersionMadeCurrentAgainIsNoLongerRetired) {
+  TempDir dir;
+  auto catalog = Catalog::Open(dir.path() + "/catalog");
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  auto first = ManifestOfSize(1);
+  ASSERT_TRUE((*catalog)->Create(first, 1, v1::FILL_DEFAULT, 1000).ok());
+  ASSERT_TRUE((*catalog)->AddVersion(ManifestOfSize(2), 2000).ok());
+  auto back = (*catalog)->AddVersion(first, 3000);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->versions_size(), 2);
+  EXPECT_EQ(back->versions(0).retired_unix_ms(), 3000);
+  EXPECT_EQ(back->versions(1).version(), first->version());
+  EXPECT_EQ(back->versions(1).retired_unix_ms(), 0);
 }
 
 }  // namespace
