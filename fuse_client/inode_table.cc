@@ -1,8 +1,6 @@
 #include "fuse_client/inode_table.h"
 
-#include <algorithm>
 #include <mutex>
-#include <ranges>
 
 namespace granary::fuse {
 namespace {
@@ -121,16 +119,26 @@ std::string_view MountedDataset::NameOf(uint64_t node) const {
 std::optional<uint64_t> MountedDataset::Lookup(uint64_t node, std::string_view name) const {
   if (node >= node_count()) return std::nullopt;
   const uint64_t key = NameKey(name);
-  // Positions in children_ of the children of `node`, in name order; so
-  // their keys are in order too.
-  auto positions = std::views::iota(child_begin_[node], child_begin_[node + 1]);
-  auto at = std::ranges::partition_point(positions, [&](uint64_t i) {
-    return child_keys_[i] < key || (child_keys_[i] == key && NameOf(children_[i]) < name);
-  });
-  if (at == positions.end() || child_keys_[*at] != key || NameOf(children_[*at]) != name) {
+  // The children of `node` sit in children_ in name order, so their keys
+  // are in order too: a binary search over their positions finds the first
+  // that is not before `name`. Written out, not std::ranges::partition_point
+  // over std::views::iota, because clang 14 rejects libstdc++ 12's iota_view.
+  const uint64_t end = child_begin_[node + 1];
+  uint64_t low = child_begin_[node];
+  uint64_t high = end;
+  while (low < high) {
+    const uint64_t middle = low + (high - low) / 2;
+    if (child_keys_[middle] < key ||
+        (child_keys_[middle] == key && NameOf(children_[middle]) < name)) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  if (low == end || child_keys_[low] != key || NameOf(children_[low]) != name) {
     return std::nullopt;
   }
-  return children_[*at];
+  return children_[low];
 }
 
 void MountedDataset::Stat(uint64_t node, struct stat* out) const {

@@ -23,7 +23,7 @@ namespace granary {
 namespace {
 
 struct Answer {
-  int status = -1;  // -1: the connection closed (or timed out) first.
+  int status = -1;  // -1: the connection closed (or timed out) first, or the answer was garbled.
   std::string head;
   std::string body;
 };
@@ -57,11 +57,13 @@ class RawClient {
     }
     answer.head = buffer_.substr(0, end);
     buffer_.erase(0, end + 4);
-    absl::SimpleAtoi(answer.head.substr(9, 3), &answer.status);
+    if (!absl::SimpleAtoi(answer.head.substr(9, 3), &answer.status)) return Answer{};
     size_t length = 0;
-    if (size_t at = answer.head.find("Content-Length: "); at != std::string::npos) {
-      absl::SimpleAtoi(answer.head.substr(at + 16, answer.head.find("\r\n", at) - at - 16),
-                       &length);
+    if (size_t at = answer.head.find("Content-Length: ");
+        at != std::string::npos &&
+        !absl::SimpleAtoi(answer.head.substr(at + 16, answer.head.find("\r\n", at) - at - 16),
+                          &length)) {
+      return Answer{};
     }
     while (buffer_.size() < length) {
       if (!Fill()) return Answer{};
