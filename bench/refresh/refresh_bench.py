@@ -106,7 +106,8 @@ class Setup:
                "--source-root", os.path.dirname(source)]
         if self.releases:
             cmd += ["--version-grace-seconds", str(self.args.server_grace)]
-        self.server = subprocess.Popen(cmd, stderr=open(os.path.join(self.work, "granaryd.log"), "w"))
+        log = open(os.path.join(self.work, "granaryd.log"), "w")
+        self.server = subprocess.Popen(cmd, stderr=log)
         wait_for(lambda: os.path.exists(self.socket), 30, "granaryd's socket")
         wait_for(lambda: subprocess.run([self.cli, "--server", "unix:" + self.socket, "status"],
                                         capture_output=True).returncode == 0, 30, "granaryd")
