@@ -110,6 +110,7 @@ void Catalog::Install(const v1::CatalogDataset& record,
   for (uint64_t version : dropped_versions) {
     version_owner_.erase(version);
     manifests_.erase(version);
+    unloadable_.erase(version);
   }
   if (record.removed()) {
     datasets_.erase(record.name());
@@ -394,9 +395,7 @@ absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::GetManifest(uint64_t ve
 std::vector<v1::UnloadableDataset> Catalog::Unloadable() const {
   std::lock_guard lock(mu_);
   std::vector<v1::UnloadableDataset> out;
-  for (const auto& [version, unloadable] : unloadable_) {
-    if (version_owner_.contains(version)) out.push_back(unloadable);
-  }
+  for (const auto& [version, unloadable] : unloadable_) out.push_back(unloadable);
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return std::pair(a.name(), a.version()) < std::pair(b.name(), b.version());
   });

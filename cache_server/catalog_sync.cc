@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/parallel_for.h"
 #include "common/status.h"
+#include "common/wall_clock.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "proto/granary.grpc.pb.h"
@@ -23,12 +24,6 @@ constexpr std::chrono::seconds kConnectTimeout{3};
 // a cluster differ by less, and a record dated further (INT64_MAX, say) would
 // win every later change for good.
 constexpr std::chrono::minutes kMaxClockSkew{5};
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 

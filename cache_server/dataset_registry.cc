@@ -13,18 +13,9 @@
 #include "common/printable.h"
 #include "common/size.h"
 #include "common/status.h"
+#include "common/wall_clock.h"
 
 namespace granary {
-namespace {
-
-int64_t NowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 absl::Status ValidateDatasetName(std::string_view name) {
   bool ok = !name.empty() && name.size() <= 128 && name.front() != '.' && name.front() != '-';
   for (char c : name) {

@@ -24,12 +24,10 @@
 #define GRANARY_CACHE_SERVER_VERSION_RELEASER_H_
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 
 #include "cache_server/dataset_registry.h"
 #include "cache_server/version_activity.h"
+#include "common/periodic_thread.h"
 
 namespace granary {
 
@@ -38,21 +36,16 @@ class VersionReleaser {
   // `registry` and `activity` must outlive the releaser.
   VersionReleaser(DatasetRegistry* registry, VersionActivity* activity,
                   std::chrono::milliseconds grace, std::chrono::milliseconds period);
-  ~VersionReleaser();
   VersionReleaser(const VersionReleaser&) = delete;
   VersionReleaser& operator=(const VersionReleaser&) = delete;
 
  private:
-  void Run();
+  void ReleaseRetired();
 
   DatasetRegistry* const registry_;
   VersionActivity* const activity_;
   const std::chrono::milliseconds grace_;
-  const std::chrono::milliseconds period_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // Guarded by mutex_.
-  std::thread thread_;     // Last: starts once the rest exists.
+  PeriodicThread thread_;  // Last: starts once the rest exists.
 };
 
 }  // namespace granary

@@ -9,37 +9,25 @@ namespace granary::fuse {
 
 VersionReleaser::VersionReleaser(InodeTable* table, DatasetRefresher* refresher,
                                  std::chrono::milliseconds period)
-    : table_(table), refresher_(refresher), period_(period), thread_([this] { Run(); }) {}
+    : table_(table),
+      refresher_(refresher),
+      thread_(period, period, [this] { RefreshAndRelease(); }) {}
 
-VersionReleaser::~VersionReleaser() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
+void VersionReleaser::RefreshAndRelease() {
+  refresher_->MaybeRefresh();
+  std::vector<std::shared_ptr<const MountedDataset>> released = table_->ReleaseUnused();
+  for (const auto& dataset : released) {
+    GRANARY_LOG(INFO) << "released dataset '" << dataset->name() << "' version "
+                      << FormatVersion(dataset->snapshot().manifest.version()) << " ("
+                      << dataset->snapshot().manifest.entries().size()
+                      << " entries): refreshed away or removed, and no file of it open";
   }
-  wake_.notify_all();
-  thread_.join();
-}
-
-void VersionReleaser::Run() {
-  std::unique_lock lock(mutex_);
-  while (!wake_.wait_for(lock, period_, [this] { return stopping_; })) {
-    lock.unlock();
-    refresher_->MaybeRefresh();
-    std::vector<std::shared_ptr<const MountedDataset>> released = table_->ReleaseUnused();
-    for (const auto& dataset : released) {
-      GRANARY_LOG(INFO) << "released dataset '" << dataset->name() << "' version "
-                        << FormatVersion(dataset->snapshot().manifest.version()) << " ("
-                        << dataset->snapshot().manifest.entries().size()
-                        << " entries): refreshed away or removed, and no file of it open";
-    }
-    if (!released.empty()) {
-      released.clear();
-      // A manifest is many small allocations below the heap's top: without
-      // this, the process keeps their pages (main.cc raises the trim
-      // threshold for chunk buffers).
-      malloc_trim(0);
-    }
-    lock.lock();
+  if (!released.empty()) {
+    released.clear();
+    // A manifest is many small allocations below the heap's top: without
+    // this, the process keeps their pages (main.cc raises the trim
+    // threshold for chunk buffers).
+    malloc_trim(0);
   }
 }
 

@@ -12,10 +12,8 @@
 #define GRANARY_FUSE_CLIENT_VERSION_RELEASER_H_
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 
+#include "common/periodic_thread.h"
 #include "fuse_client/dataset_refresher.h"
 #include "fuse_client/inode_table.h"
 
@@ -25,20 +23,15 @@ class VersionReleaser {
  public:
   // `table` and `refresher` must outlive the releaser.
   VersionReleaser(InodeTable* table, DatasetRefresher* refresher, std::chrono::milliseconds period);
-  ~VersionReleaser();
   VersionReleaser(const VersionReleaser&) = delete;
   VersionReleaser& operator=(const VersionReleaser&) = delete;
 
  private:
-  void Run();
+  void RefreshAndRelease();
 
   InodeTable* const table_;
   DatasetRefresher* const refresher_;
-  const std::chrono::milliseconds period_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // Guarded by mutex_.
-  std::thread thread_;     // Last: starts once the rest exists.
+  PeriodicThread thread_;  // Last: starts once the rest exists.
 };
 
 }  // namespace granary::fuse

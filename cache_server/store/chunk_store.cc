@@ -80,18 +80,13 @@
 #include "common/logging.h"
 #include "common/size.h"
 #include "common/status.h"
+#include "common/wall_clock.h"
 
 namespace granary::store {
 namespace {
 
 // O_DIRECT staging buffers kept for reuse.
 constexpr uint64_t kIdleBufferBytes = 128 << 20;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 bool SameTime(const struct timespec& a, const struct timespec& b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
@@ -442,7 +437,7 @@ absl::StatusOr<DataFileChunkStore::CachedFile*> DataFileChunkStore::DataFileOfLo
   file.file = std::move(data_file);
   file.directory = directory;
   file.source = source;
-  file.last_use_ms = NowMs();
+  file.last_use_ms = NowUnixMs();
   files_by_source_[source] = id;
   return &file;
 }
@@ -711,7 +706,7 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
           absl::StrCat(file.live_chunks, " of its ", chunk_count, " chunks are cached"));
     }
     if (file.file->direct_io()) return not_whole("its data file is padded for O_DIRECT");
-    file.last_use_ms = NowMs();
+    file.last_use_ms = NowUnixMs();
     data_file = file.file;
     generation = file.generation;
     verified = file.verified_generation == generation;
@@ -766,7 +761,7 @@ absl::StatusOr<std::optional<DataFileChunkStore::Found>> DataFileChunkStore::Fin
   std::lock_guard lock(mu_);
   auto it = files_.find(location->data_file_id());
   if (it == files_.end()) return std::nullopt;
-  it->second.last_use_ms = NowMs();
+  it->second.last_use_ms = NowUnixMs();
   return Found{*std::move(location), it->second.file};
 }
 
@@ -774,7 +769,7 @@ void DataFileChunkStore::RecordUse(uint64_t dataset_version, uint64_t file_id, u
   hits_ += chunks;
   std::lock_guard lock(mu_);
   auto it = files_by_source_.find({dataset_version, file_id});
-  if (it != files_by_source_.end()) files_.at(it->second).last_use_ms = NowMs();
+  if (it != files_by_source_.end()) files_.at(it->second).last_use_ms = NowUnixMs();
 }
 
 ChunkStore::Withdrawn DataFileChunkStore::WithdrawnSince(uint64_t after) {
@@ -842,7 +837,7 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
   location.set_offset(placement.offset);
   location.set_length(static_cast<uint32_t>(data.size()));
   location.set_dataset_version(key.dataset_version);
-  location.set_last_use_unix_ms(NowMs());
+  location.set_last_use_unix_ms(NowUnixMs());
   {
     std::lock_guard lock(mu_);
     inserting_.erase(encoded);

@@ -233,12 +233,9 @@ TEST_F(FidelityTest, HardLinksAreOneInodeAndAttributesReadBack) {
 
 // One copy in the cache: a hard link is read as the file it names.
 TEST_F(FidelityTest, AHardLinkIsCachedOnce) {
-  auto stub = server_->SocketStub();
-  grpc::ClientContext context;
-  v1::GetDatasetRequest request;
-  request.set_name("ds");
-  v1::DatasetInfo info;
-  ASSERT_TRUE(stub->GetDataset(&context, request, &info).ok());
+  absl::StatusOr<v1::DatasetInfo> described = GetDataset(*server_, "ds");
+  ASSERT_TRUE(described.ok()) << described.status();
+  const v1::DatasetInfo& info = *described;
   uint64_t source_bytes = 0;
   for (const std::string& path : SortedLines(source_, "find . -type f -links 1 -printf '%s\\n'")) {
     source_bytes += std::stoull(path);
@@ -248,12 +245,9 @@ TEST_F(FidelityTest, AHardLinkIsCachedOnce) {
 }
 
 TEST_F(FidelityTest, DatasetShowListsWhatWasDroppedAndWhy) {
-  auto stub = server_->SocketStub();
-  grpc::ClientContext context;
-  v1::GetDatasetRequest request;
-  request.set_name("ds");
-  v1::DatasetInfo info;
-  ASSERT_TRUE(stub->GetDataset(&context, request, &info).ok());
+  absl::StatusOr<v1::DatasetInfo> described = GetDataset(*server_, "ds");
+  ASSERT_TRUE(described.ok()) << described.status();
+  const v1::DatasetInfo& info = *described;
   ASSERT_EQ(info.skipped_count(), kDropped.size());
   std::vector<std::string> reasons;
   for (size_t i = 0; i < kDropped.size(); ++i) {
@@ -293,16 +287,9 @@ TEST(BrokenDataset, TheMountServesEveryOtherDatasetAndStatusNamesIt) {
   std::unique_ptr<GranarydProcess> server = *std::move(started);
   ASSERT_TRUE(AddDataset(*server, "good", sources.path() + "/good").ok());
   ASSERT_TRUE(AddDataset(*server, "broken", sources.path() + "/broken").ok());
-  uint64_t broken_version;
-  {
-    auto stub = server->SocketStub();
-    grpc::ClientContext context;
-    v1::GetDatasetRequest request;
-    request.set_name("broken");
-    v1::DatasetInfo info;
-    ASSERT_TRUE(stub->GetDataset(&context, request, &info).ok());
-    broken_version = info.version();
-  }
+  absl::StatusOr<v1::DatasetInfo> broken = GetDataset(*server, "broken");
+  ASSERT_TRUE(broken.ok()) << broken.status();
+  const uint64_t broken_version = broken->version();
   ASSERT_TRUE(server->Terminate().ok());
   {
     // Manifest pages are keyed "m" + the version, big-endian.

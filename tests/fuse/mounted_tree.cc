@@ -60,6 +60,18 @@ absl::Status AddDataset(GranarydProcess& server, const std::string& name,
   return absl::OkStatus();
 }
 
+absl::StatusOr<v1::DatasetInfo> GetDataset(GranarydProcess& server, const std::string& name) {
+  auto stub = server.SocketStub();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::GetDatasetRequest request;
+  request.set_name(name);
+  v1::DatasetInfo info;
+  grpc::Status status = stub->GetDataset(&context, request, &info);
+  if (!status.ok()) return absl::InternalError("GetDataset: " + status.error_message());
+  return info;
+}
+
 void MountedTree::SetUp() {
   source_ = source_dir_.path() + "/src";
   BuildTree();

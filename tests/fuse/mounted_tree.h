@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "tests/fuse/fuse_mount.h"
 #include "tests/support/granaryd_process.h"
 
@@ -34,6 +35,8 @@ std::pair<int, std::string> Shell(const std::string& command);
 // Registers `source` as dataset `name` with chunks of kChunk.
 absl::Status AddDataset(GranarydProcess& server, const std::string& name,
                         const std::string& source);
+// What `server` says of dataset `name`.
+absl::StatusOr<v1::DatasetInfo> GetDataset(GranarydProcess& server, const std::string& name);
 
 class MountedTree : public ::testing::Test {
  protected:
