@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/listening_socket.h"
+#include "common/datagram_socket.h"
 #include "common/local_read_socket.h"
 #include "common/logging.h"
 #include "common/server_address.h"
@@ -68,10 +69,8 @@ void LocalReadServer::Accept() {
       continue;
     }
     backoff.Reset();
-    ucred peer{};
-    socklen_t length = sizeof(peer);
-    bool trusted = ::getsockopt(connection, SOL_SOCKET, SO_PEERCRED, &peer, &length) == 0 &&
-                   (peer.uid == 0 || peer.uid == ::geteuid());
+    absl::StatusOr<SocketPeer> peer = PeerOf(connection);
+    bool trusted = peer.ok() && (peer->uid == 0 || peer->uid == ::geteuid());
     std::lock_guard lock(mutex_);
     ReapLocked();
     if (stopping_ || connections_.size() >= kMaxConnections) {

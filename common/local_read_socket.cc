@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/block_checksums.h"
+#include "common/datagram_socket.h"
 #include "common/file_util.h"
 #include "common/hash.h"
 #include "common/server_address.h"
@@ -25,65 +26,13 @@ std::string LocalReadSocketPath(std::string_view grpc_socket_path) {
 
 absl::Status SendLocalReadMessage(int socket, const google::protobuf::MessageLite& message,
                                   int passed_fd) {
-  std::string bytes = message.SerializeAsString();
-  iovec data{bytes.data(), bytes.size()};
-  msghdr header{};
-  header.msg_iov = &data;
-  header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (passed_fd != -1) {
-    header.msg_control = control;
-    header.msg_controllen = sizeof(control);
-    cmsghdr* attached = CMSG_FIRSTHDR(&header);
-    attached->cmsg_level = SOL_SOCKET;
-    attached->cmsg_type = SCM_RIGHTS;
-    attached->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(attached), &passed_fd, sizeof(int));
-  }
-  ssize_t sent;
-  do {
-    sent = ::sendmsg(socket, &header, MSG_NOSIGNAL);
-  } while (sent < 0 && errno == EINTR);
-  if (sent < 0) return ErrnoStatus(errno, "sending on the local read socket");
-  return absl::OkStatus();
+  return SendDatagram(socket, message, passed_fd, "the local read socket");
 }
 
 absl::Status ReceiveLocalReadMessage(int socket, google::protobuf::MessageLite* message,
                                      int* passed_fd) {
-  *passed_fd = -1;
-  auto bytes = std::make_unique_for_overwrite<char[]>(kMaxLocalReadMessageBytes);
-  iovec data{bytes.get(), kMaxLocalReadMessageBytes};
-  msghdr header{};
-  header.msg_iov = &data;
-  header.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  header.msg_control = control;
-  header.msg_controllen = sizeof(control);
-  ssize_t received;
-  do {
-    received = ::recvmsg(socket, &header, MSG_CMSG_CLOEXEC);
-  } while (received < 0 && errno == EINTR);
-  if (received < 0) return ErrnoStatus(errno, "receiving on the local read socket");
-  for (cmsghdr* attached = CMSG_FIRSTHDR(&header); attached != nullptr;
-       attached = CMSG_NXTHDR(&header, attached)) {
-    if (attached->cmsg_level == SOL_SOCKET && attached->cmsg_type == SCM_RIGHTS) {
-      std::memcpy(passed_fd, CMSG_DATA(attached), sizeof(int));
-    }
-  }
-  if (received == 0 && *passed_fd == -1) {
-    return absl::UnavailableError("the local read socket was closed by its peer");
-  }
-  absl::Status status;
-  if ((header.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
-    status = absl::InvalidArgumentError("a local read message was over the size limit");
-  } else if (!message->ParseFromArray(bytes.get(), static_cast<int>(received))) {
-    status = absl::InvalidArgumentError("a local read message could not be parsed");
-  }
-  if (!status.ok() && *passed_fd != -1) {
-    ::close(*passed_fd);
-    *passed_fd = -1;
-  }
-  return status;
+  return ReceiveDatagram(socket, message, kMaxLocalReadMessageBytes, passed_fd,
+                         "the local read socket");
 }
 
 absl::Status ReadVerifiedRange(int data_fd, const v1::ChunkLocation& location, const ChunkKey& key,
