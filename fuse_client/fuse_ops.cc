@@ -23,6 +23,8 @@ int ErrnoOf(const absl::Status& status) {
   return status.code() == absl::StatusCode::kFailedPrecondition ? ESTALE : EIO;
 }
 
+}  // namespace
+
 // What opendir() captured: of the root, its datasets, so one listing is
 // consistent across readdir calls while datasets come and go; of a
 // directory in a dataset, its version, which an open directory holds as an
@@ -32,7 +34,18 @@ struct DirHandle {
   std::shared_ptr<const MountedDataset> version;
 };
 
-}  // namespace
+GranaryFs::GranaryFs(InodeTable* table, DatasetRefresher* refresher,
+                     const FileReader::Context& read_path, KernelChannel* channel,
+                     PassthroughFiles* passthrough, uint16_t generation)
+    : table_(table),
+      refresher_(refresher),
+      read_path_(read_path),
+      channel_(channel),
+      passthrough_(passthrough),
+      files_(generation),
+      dirs_(generation) {}
+
+GranaryFs::~GranaryFs() = default;
 
 struct Ops {
   static GranaryFs& Fs(fuse_req_t req) { return *static_cast<GranaryFs*>(fuse_req_userdata(req)); }
@@ -117,28 +130,40 @@ struct Ops {
     fuse_reply_readlink(req, entry->symlink_target.c_str());
   }
 
+  // The handle of directory `ino`, or null when its version is gone.
+  static std::unique_ptr<DirHandle> NewDirHandle(GranaryFs& fs, fuse_ino_t ino) {
+    if (ino == kRootInode) {
+      return std::make_unique<DirHandle>(DirHandle{fs.table_->ListDatasets(), nullptr});
+    }
+    InodeTable::Node node = fs.table_->Resolve(ino);
+    if (node.dataset == nullptr) return nullptr;
+    return std::make_unique<DirHandle>(DirHandle{{}, node.dataset});
+  }
+
+  static DirHandle* FindDir(GranaryFs& fs, fuse_ino_t ino, fuse_file_info* fi) {
+    return fs.dirs_.Find(fi->fh, [&] { return NewDirHandle(fs, ino); });
+  }
+
   static void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     GranaryFs& fs = Fs(req);
-    if (ino == kRootInode) {
-      fs.refresher_->MaybeRefresh();
-      fi->fh = reinterpret_cast<uint64_t>(new DirHandle{fs.table_->ListDatasets(), nullptr});
-    } else {
-      InodeTable::Node node = fs.table_->Resolve(ino);
-      if (node.dataset == nullptr) {
-        fuse_reply_err(req, ESTALE);
-        return;
-      }
-      fi->fh = reinterpret_cast<uint64_t>(new DirHandle{{}, node.dataset});
-      fi->cache_readdir = node.node != 0;
+    if (ino == kRootInode) fs.refresher_->MaybeRefresh();
+    std::unique_ptr<DirHandle> handle = NewDirHandle(fs, ino);
+    if (handle == nullptr) {
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
+    if (ino != kRootInode) {
+      fi->cache_readdir = ino != handle->version->InodeOf(0);
       fi->keep_cache = fi->cache_readdir;
     }
+    fi->fh = fs.dirs_.Issue(std::move(handle));
     if (fuse_reply_open(req, fi) == -ENOENT) {  // The opendir was interrupted.
-      delete reinterpret_cast<DirHandle*>(fi->fh);
+      fs.dirs_.Release(fi->fh);
     }
   }
 
   static void ReleaseDir(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-    delete reinterpret_cast<DirHandle*>(fi->fh);
+    Fs(req).dirs_.Release(fi->fh);
     fuse_reply_err(req, 0);
   }
 
@@ -149,8 +174,13 @@ struct Ops {
     GranaryFs& fs = Fs(req);
     InodeTable::Node dir;
     uint64_t count;
+    DirHandle* handle = FindDir(fs, ino, fi);
+    if (handle == nullptr) {
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
     if (ino == kRootInode) {
-      count = reinterpret_cast<DirHandle*>(fi->fh)->datasets.size();
+      count = handle->datasets.size();
     } else {
       dir = fs.table_->Resolve(ino);
       if (dir.dataset == nullptr) {
@@ -170,7 +200,7 @@ struct Ops {
         entry.attr.st_ino = entry.ino;
         entry.attr.st_mode = S_IFDIR;
       } else if (ino == kRootInode) {
-        const MountedDataset& dataset = *reinterpret_cast<DirHandle*>(fi->fh)->datasets[index - 2];
+        const MountedDataset& dataset = *handle->datasets[index - 2];
         name = dataset.name();
         FillEntry(dataset, 0, kRootTimeout, &entry);
       } else {
@@ -220,33 +250,52 @@ struct Ops {
       file->backing_id = fs.passthrough_->Open(
           *file, fs.read_path_.fetcher->MayBeLocalWhole(file->ref(), file->entry.size));
     }
-    auto* reader = new FileReader(file, fs.read_path_);
+    const uint64_t handle = fs.files_.Issue(std::make_unique<FileReader>(file, fs.read_path_));
     int replied;
     if (file->backing_id > 0) {
       // The kernel reads the backing file itself; reads that still arrive
       // (readahead(2), fadvise) are served by the reader. The kernel keeps
       // no page cache of its own for a passed-through file.
-      replied = KernelChannel::ReplyOpenPassthrough(req, reinterpret_cast<uint64_t>(reader),
-                                                    file->backing_id);
+      replied = KernelChannel::ReplyOpenPassthrough(req, handle, file->backing_id);
     } else {
-      fi->fh = reinterpret_cast<uint64_t>(reader);
+      fi->fh = handle;
       fi->keep_cache = 1;
       fi->noflush = 1;
       replied = fuse_reply_open(req, fi);
     }
-    if (replied == -ENOENT) ReleaseReader(fs, reader);  // The open was interrupted.
+    if (replied == -ENOENT) ReleaseReader(fs, handle, ino);  // The open was interrupted.
   }
 
-  static void ReleaseReader(GranaryFs& fs, FileReader* reader) {
-    if (fs.passthrough_ != nullptr) {
+  static void ReleaseReader(GranaryFs& fs, uint64_t handle, fuse_ino_t ino) {
+    const bool inherited = !fs.files_.IssuedHere(handle);
+    std::unique_ptr<FileReader> reader = fs.files_.Release(handle);
+    if (fs.passthrough_ == nullptr) return;
+    if (inherited) {
+      fs.passthrough_->ReleaseInherited(ino);
+    } else {
       fs.passthrough_->Release(reader->file().inode, reader->file().backing_id);
     }
-    delete reader;
   }
 
-  static void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t offset, fuse_file_info* fi) {
-    FileReader& reader = *reinterpret_cast<FileReader*>(fi->fh);
-    absl::StatusOr<FileReader::Reply> reply = reader.Read(static_cast<uint64_t>(offset), size);
+  // A file opened through an earlier granary-fuse of the mount, read through
+  // this one (never passed through: the kernel holds the backing file of one
+  // that was). Null when its version is gone.
+  static std::unique_ptr<FileReader> AdoptReader(GranaryFs& fs, fuse_ino_t ino) {
+    InodeTable::Node node = fs.table_->Resolve(ino);
+    const ManifestEntry* entry = node.dataset ? node.dataset->EntryOf(node.node) : nullptr;
+    if (entry == nullptr || entry->type != EntryType::kFile) return nullptr;
+    return std::make_unique<FileReader>(std::make_shared<OpenFile>(node.dataset, node.node),
+                                        fs.read_path_);
+  }
+
+  static void Read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset, fuse_file_info* fi) {
+    GranaryFs& fs = Fs(req);
+    FileReader* reader = fs.files_.Find(fi->fh, [&] { return AdoptReader(fs, ino); });
+    if (reader == nullptr) {
+      fuse_reply_err(req, ESTALE);
+      return;
+    }
+    absl::StatusOr<FileReader::Reply> reply = reader->Read(static_cast<uint64_t>(offset), size);
     if (!reply.ok()) {
       fuse_reply_err(req, ErrnoOf(reply.status()));
       return;
@@ -254,8 +303,8 @@ struct Ops {
     fuse_reply_buf(req, reply->bytes.data(), reply->bytes.size());
   }
 
-  static void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) {
-    ReleaseReader(Fs(req), reinterpret_cast<FileReader*>(fi->fh));
+  static void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+    ReleaseReader(Fs(req), fi->fh, ino);
     fuse_reply_err(req, 0);
   }
 

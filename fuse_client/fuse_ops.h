@@ -19,6 +19,10 @@
 // for a day (versions are immutable); names in the root for a second, so that
 // datasets added, refreshed or removed show up promptly.
 //
+// Restarts: file handles are FileHandles, so that files and directories
+// opened through an earlier granary-fuse of the mount (KeeperLink) go on
+// being read, from the inode each request names.
+//
 // Thread-safety: the operations run concurrently on libfuse's worker threads;
 // everything they touch is thread-safe.
 #ifndef GRANARY_FUSE_CLIENT_FUSE_OPS_H_
@@ -30,6 +34,7 @@
 #include <cstdint>
 
 #include "fuse_client/dataset_refresher.h"
+#include "fuse_client/file_handles.h"
 #include "fuse_client/file_reader.h"
 #include "fuse_client/inode_table.h"
 #include "fuse_client/kernel_channel.h"
@@ -40,17 +45,16 @@ namespace granary::fuse {
 // Largest read the kernel sends (max_read, also negotiated in init()).
 inline constexpr uint32_t kMaxRead = 1u << 20;
 
+struct DirHandle;
+
 class GranaryFs {
  public:
   // Everything must outlive the session; `passthrough` is null when files
   // are never passed through (no local granaryd to hand out whole files).
+  // `generation` tags the file handles this process issues (FileHandles).
   GranaryFs(InodeTable* table, DatasetRefresher* refresher, const FileReader::Context& read_path,
-            KernelChannel* channel, PassthroughFiles* passthrough)
-      : table_(table),
-        refresher_(refresher),
-        read_path_(read_path),
-        channel_(channel),
-        passthrough_(passthrough) {}
+            KernelChannel* channel, PassthroughFiles* passthrough, uint16_t generation);
+  ~GranaryFs();
 
   // The operation table; fuse_session_new()'s userdata must be this object.
   static const fuse_lowlevel_ops& Operations();
@@ -66,6 +70,8 @@ class GranaryFs {
   const FileReader::Context read_path_;
   KernelChannel* const channel_;
   PassthroughFiles* const passthrough_;
+  FileHandles<FileReader> files_;
+  FileHandles<DirHandle> dirs_;
 };
 
 }  // namespace granary::fuse

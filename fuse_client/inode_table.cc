@@ -225,9 +225,33 @@ std::shared_ptr<const MountedDataset> InodeTable::Add(DatasetSnapshot snapshot) 
   // Add() adds slots, so readers are blocked only for the insertion.
   std::lock_guard add_lock(add_mutex_);
   auto dataset = std::make_shared<const MountedDataset>(next_slot_, std::move(snapshot));
-  std::unique_lock lock(mutex_);
-  slots_.emplace(next_slot_++, Slot{dataset, std::nullopt});
+  {
+    std::unique_lock lock(mutex_);
+    slots_.emplace(next_slot_++, Slot{dataset, std::nullopt});
+  }
+  if (journal_ != nullptr) {
+    journal_->SlotAdded(dataset->slot(), dataset->name(), dataset->snapshot().manifest.version());
+  }
   return dataset;
+}
+
+std::shared_ptr<const MountedDataset> InodeTable::Adopt(uint32_t slot, DatasetSnapshot snapshot) {
+  std::lock_guard add_lock(add_mutex_);
+  auto dataset = std::make_shared<const MountedDataset>(slot, std::move(snapshot));
+  std::unique_lock lock(mutex_);
+  slots_.insert_or_assign(slot, Slot{dataset, Clock::now()});
+  next_slot_ = std::max(next_slot_, slot + 1);
+  return dataset;
+}
+
+void InodeTable::SkipSlotsBelow(uint32_t next_slot) {
+  std::lock_guard add_lock(add_mutex_);
+  next_slot_ = std::max(next_slot_, next_slot);
+}
+
+bool InodeTable::HasSlot(uint32_t slot) const {
+  std::shared_lock lock(mutex_);
+  return slots_.contains(slot);
 }
 
 std::vector<std::shared_ptr<const MountedDataset>> InodeTable::ReleaseUnused() {
@@ -246,6 +270,10 @@ std::vector<std::shared_ptr<const MountedDataset>> InodeTable::ReleaseUnused() {
     released.push_back(slot.dataset);
     return true;
   });
+  lock.unlock();
+  if (journal_ != nullptr) {
+    for (const auto& dataset : released) journal_->SlotReleased(dataset->slot());
+  }
   return released;
 }
 

@@ -95,6 +95,16 @@ class MountedDataset {
   std::vector<uint64_t, HugePageAllocator<uint64_t>> child_keys_;
 };
 
+// Where an InodeTable records the slots it numbers and releases, so that a
+// successor process numbers the same versions the same way (KeeperLink).
+// Called without the table's locks held.
+class SlotJournal {
+ public:
+  virtual ~SlotJournal() = default;
+  virtual void SlotAdded(uint32_t slot, std::string_view dataset, uint64_t version) = 0;
+  virtual void SlotReleased(uint32_t slot) = 0;
+};
+
 class InodeTable {
  public:
   // `uid` and `gid` own the mount root; everything in a dataset has its
@@ -124,6 +134,17 @@ class InodeTable {
   // Gives `snapshot` a new slot; it shows in the root once published.
   std::shared_ptr<const MountedDataset> Add(DatasetSnapshot snapshot);
 
+  // Taking a mount over from another process: gives `snapshot` the `slot`
+  // that process numbered it with (retired until published), and numbers
+  // later versions from `next_slot` on. Before the first Add().
+  std::shared_ptr<const MountedDataset> Adopt(uint32_t slot, DatasetSnapshot snapshot);
+  void SkipSlotsBelow(uint32_t next_slot);
+  // Whether `slot` is in the table.
+  bool HasSlot(uint32_t slot) const;
+  // Slots added or released from now on are recorded in `journal`, which
+  // must outlive the table.
+  void set_journal(SlotJournal* journal) { journal_ = journal; }
+
   // Releases every version retired at least `release_after` ago that nothing
   // holds; returns them (the last references, for the caller to log and drop).
   std::vector<std::shared_ptr<const MountedDataset>> ReleaseUnused();
@@ -145,6 +166,7 @@ class InodeTable {
   const uid_t uid_;
   const gid_t gid_;
   const std::chrono::milliseconds release_after_;
+  SlotJournal* journal_ = nullptr;
   std::mutex add_mutex_;    // Serialises Add().
   uint32_t next_slot_ = 0;  // Guarded by add_mutex_.
   mutable std::shared_mutex mutex_;

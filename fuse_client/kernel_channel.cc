@@ -4,11 +4,13 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "fuse_client/keeper_link.h"
 
 namespace granary::fuse {
 namespace {
@@ -16,9 +18,12 @@ namespace {
 // The parts of the kernel's FUSE protocol (uapi <linux/fuse.h>, 7.40) that
 // Debian 12's headers and libfuse 3.14 lack or keep private.
 constexpr uint32_t kOpcodeInit = 26;
+constexpr uint32_t kNotifyResend = 7;  // FUSE_NOTIFY_RESEND, as an out header's error.
+constexpr uint64_t kReplayedUnique = 1;
 constexpr uint32_t kInitExt = 1u << 30;           // FUSE_INIT_EXT: flags2 is valid.
 constexpr uint32_t kPassthroughFlags2 = 1u << 5;  // FUSE_PASSTHROUGH (1ULL << 37).
 constexpr uint32_t kOpenPassthrough = 1u << 7;    // FOPEN_PASSTHROUGH.
+constexpr uint32_t kOpenNoFlush = 1u << 5;        // FOPEN_NOFLUSH.
 
 constexpr size_t kInHeaderBytes = 40;   // struct fuse_in_header.
 constexpr size_t kOutHeaderBytes = 16;  // struct fuse_out_header.
@@ -95,17 +100,50 @@ absl::Status KernelChannel::Attach(fuse_session* session, const fuse_custom_io& 
   return absl::OkStatus();
 }
 
+void KernelChannel::ReplayInit(std::string init_request) {
+  if (init_request.size() < kInHeaderBytes) return;
+  replayed_init_ = std::move(init_request);
+  // An odd unique: the kernel numbers its requests in even steps.
+  std::memcpy(replayed_init_.data() + kInUnique, &kReplayedUnique, sizeof(kReplayedUnique));
+  replay_answered_ = false;
+  replay_pending_ = true;
+}
+
+absl::Status KernelChannel::ResendUnanswered() {
+  const uint32_t header[4] = {kOutHeaderBytes, kNotifyResend, 0, 0};
+  if (::write(fd_, header, sizeof(header)) != static_cast<ssize_t>(sizeof(header))) {
+    return absl::UnavailableError(absl::StrCat(
+        "the kernel cannot resend the requests an earlier granary-fuse left unanswered (",
+        std::strerror(errno), "; Linux 6.9 or later can): readers of those may wait"));
+  }
+  return absl::OkStatus();
+}
+
 ssize_t KernelChannel::Read(int fd, void* buffer, size_t size) {
+  if (replay_pending_.exchange(false)) {
+    std::memcpy(buffer, replayed_init_.data(), std::min(size, replayed_init_.size()));
+    Inspect(buffer, replayed_init_.size());
+    return static_cast<ssize_t>(replayed_init_.size());
+  }
+  replay_answered_.wait(false);
   const ssize_t got = ::read(fd, buffer, size);
-  if (got < static_cast<ssize_t>(kInHeaderBytes + kInitInFlags2 + 4)) return got;
-  const char* bytes = static_cast<const char*>(buffer);
-  if (Load<uint32_t>(bytes + kInOpcode) != kOpcodeInit) return got;
+  if (got > 0) Inspect(buffer, static_cast<size_t>(got));
+  return got;
+}
+
+void KernelChannel::Inspect(const void* request, size_t size) {
+  if (size < kInHeaderBytes + kInitInFlags2 + 4) return;
+  const char* bytes = static_cast<const char*>(request);
+  if (Load<uint32_t>(bytes + kInOpcode) != kOpcodeInit) return;
   const uint32_t flags = Load<uint32_t>(bytes + kInHeaderBytes + kInitInFlags);
   const uint32_t flags2 =
       (flags & kInitExt) != 0 ? Load<uint32_t>(bytes + kInHeaderBytes + kInitInFlags2) : 0;
   kernel_offers_passthrough_ = (flags2 & kPassthroughFlags2) != 0;
+  {
+    std::lock_guard lock(init_mutex_);
+    init_request_.assign(bytes, size);
+  }
   init_unique_ = Load<uint64_t>(bytes + kInUnique);
-  return got;
 }
 
 ssize_t KernelChannel::Writev(int fd, struct iovec* iov, int count) {
@@ -134,6 +172,18 @@ ssize_t KernelChannel::Writev(int fd, struct iovec* iov, int count) {
                           : !want_passthrough_
                               ? "off (--no-passthrough)"
                               : "off (the kernel does not offer it; Linux 6.9 or later has it)");
+    if (init_unique == kReplayedUnique) {
+      replay_answered_ = true;
+      replay_answered_.notify_all();
+      ssize_t total = 0;
+      for (int i = 0; i < count; ++i) total += static_cast<ssize_t>(iov[i].iov_len);
+      return total;
+    }
+    const ssize_t written = ::writev(fd, iov, count);
+    std::lock_guard lock(init_mutex_);
+    if (written > 0 && error == 0 && keeper_ != nullptr) keeper_->InitAnswered(init_request_);
+    init_request_.clear();
+    return written;
   }
   return ::writev(fd, iov, count);
 }
@@ -142,7 +192,10 @@ absl::StatusOr<int32_t> KernelChannel::RegisterBacking(int fd) {
   if (!passthrough()) return absl::FailedPreconditionError("FUSE passthrough is off");
   BackingMap map{.fd = fd, .flags = 0, .padding = 0};
   const int id = ::ioctl(fd_, kBackingOpen, &map);
-  if (id > 0) return id;
+  if (id > 0) {
+    if (keeper_ != nullptr) keeper_->BackingOpened(id);
+    return id;
+  }
   const int error = id < 0 ? errno : EINVAL;
   if (error == EPERM) {
     // Registering needs CAP_SYS_ADMIN: without it, no file can be passed through.
@@ -159,15 +212,23 @@ absl::StatusOr<int32_t> KernelChannel::RegisterBacking(int fd) {
 }
 
 void KernelChannel::UnregisterBacking(int32_t id) {
-  uint32_t backing_id = static_cast<uint32_t>(id);
-  if (::ioctl(fd_, kBackingClose, &backing_id) != 0) {
+  if (keeper_ != nullptr) keeper_->BackingClosed(id);
+  if (int error = ForgetBacking(fd_, id); error != 0) {
     GRANARY_LOG_FIRST_N(WARNING, 10)
-        << "cannot forget backing file " << id << ": " << std::strerror(errno);
+        << "cannot forget backing file " << id << ": " << std::strerror(error);
   }
 }
 
+int KernelChannel::ForgetBacking(int fuse_fd, int32_t id) {
+  uint32_t backing_id = static_cast<uint32_t>(id);
+  return ::ioctl(fuse_fd, kBackingClose, &backing_id) == 0 ? 0 : errno;
+}
+
 int KernelChannel::ReplyOpenPassthrough(fuse_req_t req, uint64_t fh, int32_t backing_id) {
-  const OpenOut out{.fh = fh, .open_flags = kOpenPassthrough, .backing_id = backing_id};
+  // No FLUSH at close, as for files read through granary-fuse: nothing is
+  // written, and a close must not wait for a granary-fuse being restarted.
+  const OpenOut out{.fh = fh, .open_flags = kOpenPassthrough | kOpenNoFlush,
+                    .backing_id = backing_id};
   return fuse_reply_buf(req, reinterpret_cast<const char*>(&out), sizeof(out));
 }
 

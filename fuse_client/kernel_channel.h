@@ -27,16 +27,23 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace granary::fuse {
 
+class KeeperLink;
+
 class KernelChannel {
  public:
   // `want_passthrough`: ask the kernel for passthrough when it offers it.
-  explicit KernelChannel(bool want_passthrough) : want_passthrough_(want_passthrough) {}
+  // `keeper`, unless null, journals the INIT and the backing ids (it must
+  // outlive the channel).
+  KernelChannel(bool want_passthrough, KeeperLink* keeper)
+      : want_passthrough_(want_passthrough), keeper_(keeper) {}
   KernelChannel(const KernelChannel&) = delete;
   KernelChannel& operator=(const KernelChannel&) = delete;
 
@@ -49,6 +56,17 @@ class KernelChannel {
   // been refused for lack of privilege since.
   bool passthrough() const { return passthrough_.load(std::memory_order_relaxed); }
 
+  // Taking over a connection whose INIT an earlier process answered: the
+  // first Read() returns `init_request` (that INIT, as read then) so that
+  // libfuse sets itself up as it did, and its reply is not sent, since the
+  // kernel has had one; other reads wait until libfuse has answered it.
+  // Before the session loop starts.
+  void ReplayInit(std::string init_request);
+  // Asks the kernel to send again every request it sent and had no answer
+  // to (FUSE_NOTIFY_RESEND, Linux 6.9 and later): those an earlier process
+  // read before it died.
+  absl::Status ResendUnanswered();
+
   // Registers `fd` (a regular file, read-only) as a backing file; the id it
   // returns names it in ReplyOpenPassthrough. The kernel keeps its own
   // reference to the file, so `fd` may be closed afterwards. FAILED_PRECONDITION
@@ -56,6 +74,8 @@ class KernelChannel {
   absl::StatusOr<int32_t> RegisterBacking(int fd);
   // Forgets backing id `id`; files opened with it keep their backing file.
   void UnregisterBacking(int32_t id);
+  // The same on connection `fuse_fd`, for whoever holds it; the errno, or 0.
+  static int ForgetBacking(int fuse_fd, int32_t id);
 
   // Answers OPEN `req` with file handle `fh`, passed through to backing id
   // `backing_id`. As fuse_reply_open(): -ENOENT when the open was
@@ -67,8 +87,19 @@ class KernelChannel {
   ssize_t Writev(int fd, struct iovec* iov, int count);
 
  private:
+  // Notes what an INIT request among those read says.
+  void Inspect(const void* request, size_t size);
+
   const bool want_passthrough_;
+  KeeperLink* const keeper_;
   int fd_ = -1;
+  // The INIT request, from its read until its answer is journaled.
+  std::mutex init_mutex_;
+  std::string init_request_;  // Guarded by init_mutex_.
+  // ReplayInit(): the request to return, and whether libfuse answered it.
+  std::string replayed_init_;
+  std::atomic<bool> replay_pending_{false};
+  std::atomic<bool> replay_answered_{true};
   std::atomic<uint64_t> init_unique_{0};  // The INIT request's, until answered.
   std::atomic<bool> kernel_offers_passthrough_{false};
   std::atomic<bool> passthrough_{false};

@@ -22,11 +22,9 @@
 // open and --version-grace-seconds have passed since it was refreshed away.
 #include <fcntl.h>
 #include <malloc.h>
-#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,6 +43,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/chunk_key.h"
 #include "common/cluster_reader.h"
 #include "common/cluster_token.h"
 #include "common/dataset_client.h"
@@ -51,11 +51,15 @@
 #include "common/logging.h"
 #include "common/server_address.h"
 #include "common/size.h"
+#include "common/unique_fd.h"
 #include "fuse_client/chunk_cache.h"
 #include "fuse_client/chunk_fetcher.h"
+#include "fuse_client/connection_keeper.h"
 #include "fuse_client/dataset_refresher.h"
+#include "fuse_client/detach_mount.h"
 #include "fuse_client/fuse_ops.h"
 #include "fuse_client/inode_table.h"
+#include "fuse_client/keeper_link.h"
 #include "fuse_client/kernel_channel.h"
 #include "fuse_client/page_store.h"
 #include "fuse_client/passthrough_files.h"
@@ -120,6 +124,8 @@ struct Flags {
   uint32_t rpc_timeout_ms = 10000;
   uint32_t retry_after_ms = 1000;
   uint32_t version_grace_seconds = 60;
+  bool takeover = false;
+  uint32_t orphan_timeout_seconds = 300;
   std::string log_file;
 };
 
@@ -186,24 +192,59 @@ void RaiseReadahead(const std::string& mountpoint, uint32_t read_ahead_kb) {
   }
 }
 
-// A mount point whose FUSE process died (killed, crashed) answers ENOTCONN
-// until it is unmounted. Detaching it lets a restarted granary-fuse mount in
-// the same place, so that new opens work again without anyone remounting;
-// files opened through the dead mount stay unusable. If detaching fails, the
-// mount itself reports why.
+// The absolute path of mount point `path`, resolved without looking at the
+// mount point itself: a mount whose server is gone may answer nothing until
+// the next server takes it over.
+absl::StatusOr<std::string> MountPointPath(const std::string& path) {
+  std::string directory = path;
+  while (directory.size() > 1 && directory.back() == '/') directory.pop_back();
+  const size_t slash = directory.rfind('/');
+  std::string parent =
+      slash == std::string::npos ? "." : directory.substr(0, std::max<size_t>(slash, 1));
+  std::string name = slash == std::string::npos ? directory : directory.substr(slash + 1);
+  char resolved[PATH_MAX];
+  if (realpath(parent.c_str(), resolved) == nullptr) {
+    return absl::NotFoundError(absl::StrCat("mount point ", path, ": ", std::strerror(errno)));
+  }
+  if (name.empty() || name == "." || name == "..") {
+    if (realpath(path.c_str(), resolved) == nullptr) {
+      return absl::NotFoundError(absl::StrCat("mount point ", path, ": ", std::strerror(errno)));
+    }
+    return std::string(resolved);
+  }
+  return absl::StrCat(std::string_view(resolved) == "/" ? "" : resolved, "/", name);
+}
+
+// A mount point whose FUSE process died with no keeper to hold its
+// connection answers ENOTCONN until it is unmounted. Detaching it lets this
+// granary-fuse mount in the same place; files opened through the dead mount
+// stay unusable. If detaching fails, the mount itself reports why.
 void DetachDeadMount(const std::string& mountpoint) {
+  // statfs() always reaches the FUSE process; stat() may be answered from
+  // the kernel's attribute cache even on a dead mount.
+  struct statfs mounted;
+  if (statfs(mountpoint.c_str(), &mounted) == 0 || errno != ENOTCONN) return;
   GRANARY_LOG(WARNING) << "mount point " << mountpoint
                        << " is a dead FUSE mount (its process died); detaching it";
-  if (geteuid() == 0) {
-    umount2(mountpoint.c_str(), MNT_DETACH);
-    return;
+  DetachMount(mountpoint);
+}
+
+// Loads every slot of `state` the table lacks, numbered as before; a version
+// the server no longer has stays unloaded (its inodes answer ESTALE).
+void AdoptSlots(const v1::Handover& state, const DatasetClient& client, InodeTable& table) {
+  for (const v1::MountSlot& slot : state.slots()) {
+    if (table.HasSlot(slot.slot())) continue;
+    absl::StatusOr<DatasetSnapshot> snapshot = client.GetManifest(slot.dataset(), slot.version());
+    if (!snapshot.ok()) {
+      GRANARY_LOG(WARNING) << "dataset '" << slot.dataset() << "' version "
+                           << FormatVersion(slot.version())
+                           << " of the mount taken over cannot be loaded (" << snapshot.status()
+                           << "); its files answer ESTALE";
+      continue;
+    }
+    table.Adopt(slot.slot(), *std::move(snapshot));
   }
-  pid_t child = fork();
-  if (child == 0) {
-    execlp("fusermount3", "fusermount3", "-u", "-z", mountpoint.c_str(), nullptr);
-    _exit(127);
-  }
-  if (child > 0) waitpid(child, nullptr, 0);
+  table.SkipSlotsBelow(state.next_slot());
 }
 
 int Run(const Flags& flags, int report_fd) {
@@ -211,21 +252,35 @@ int Run(const Flags& flags, int report_fd) {
     std::fprintf(stderr, "granary-fuse: %s\n", reason.c_str());
     return 1;
   };
-  // statfs() always reaches the FUSE process; stat() may be answered from the
-  // kernel's attribute cache even on a dead mount.
-  struct statfs mounted;
-  if (statfs(flags.mountpoint.c_str(), &mounted) != 0 && errno == ENOTCONN) {
-    DetachDeadMount(flags.mountpoint);
-  }
-  char resolved[PATH_MAX];
-  if (realpath(flags.mountpoint.c_str(), resolved) == nullptr) {
-    return fail(absl::StrCat("mount point ", flags.mountpoint, ": ", std::strerror(errno)));
-  }
-  const std::string mountpoint = resolved;
+  absl::StatusOr<std::string> resolved = MountPointPath(flags.mountpoint);
+  if (!resolved.ok()) return fail(std::string(resolved.status().message()));
+  const std::string mountpoint = *resolved;
   absl::StatusOr<uint64_t> cache_size = ParseSize(flags.cache_size);
   if (!cache_size.ok()) return fail(std::string(cache_size.status().message()));
   absl::StatusOr<uint64_t> readahead_bytes = ParseSize(flags.readahead);
   if (!readahead_bytes.ok()) return fail(std::string(readahead_bytes.status().message()));
+
+  // A keeper holding the mount's connection means a granary-fuse served it:
+  // this one takes it over. Otherwise this one mounts, and starts a keeper
+  // first, while no thread exists (it forks).
+  std::unique_ptr<KeeperLink> keeper;
+  std::optional<v1::Handover> preview;
+  if (absl::StatusOr<std::unique_ptr<KeeperLink>> found = KeeperLink::Connect(mountpoint);
+      found.ok()) {
+    keeper = *std::move(found);
+    absl::StatusOr<v1::Handover> state = keeper->Preview(flags.takeover);
+    if (!state.ok()) return fail(std::string(state.status().message()));
+    preview = *std::move(state);
+  } else {
+    DetachDeadMount(mountpoint);
+    absl::StatusOr<UniqueFd> link = StartConnectionKeeper(
+        {.mountpoint = mountpoint,
+         .orphan_timeout = std::chrono::seconds(flags.orphan_timeout_seconds),
+         .log_file =
+             report_fd >= 0 ? (flags.log_file.empty() ? "/dev/null" : flags.log_file) : ""});
+    if (!link.ok()) return fail(std::string(link.status().message()));
+    keeper = std::make_unique<KeeperLink>(*std::move(link), mountpoint);
+  }
 
   // Chunk buffers come and go at the read rate: keep them on the heap rather
   // than mmap()ing and faulting in every one.
@@ -243,11 +298,22 @@ int Run(const Flags& flags, int report_fd) {
 
   InodeTable table(getuid(), getgid(), std::chrono::seconds(flags.version_grace_seconds));
   DatasetRefresher refresher(client->get(), &table, flags.dataset, std::chrono::seconds(1));
-  if (absl::Status status = refresher.Refresh(); !status.ok()) {
-    return fail(
-        absl::StrCat("cannot load datasets from ", (*client)->address(), ": ", status.ToString()));
+  auto load_datasets = [&]() -> absl::Status {
+    table.set_journal(keeper.get());
+    if (absl::Status status = refresher.Refresh(); !status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("cannot load datasets from ", (*client)->address(), ": ",
+                                       status.ToString()));
+    }
+    return absl::OkStatus();
+  };
+  // A new server numbers no version until it holds the mount: the one it
+  // replaces may still number some.
+  if (preview) {
+    AdoptSlots(*preview, **client, table);
+  } else if (absl::Status loaded = load_datasets(); !loaded.ok()) {
+    return fail(std::string(loaded.message()));
   }
-  VersionReleaser releaser(&table, &refresher, kReleasePeriod);
   ClusterReader servers(client->get(), {.client = client_options, .watch = {}});
   ChunkCache cache(*cache_size);
   // Chunks the local server holds are read out of its data files, and files
@@ -261,7 +327,8 @@ int Run(const Flags& flags, int report_fd) {
   // Declared before what uses them: the reporter's last report, as it
   // stops, may withdraw kept files; the readahead threads, as they stop, may
   // still record reads.
-  KernelChannel channel(/*want_passthrough=*/local_reads != nullptr && !flags.no_passthrough);
+  KernelChannel channel(/*want_passthrough=*/local_reads != nullptr && !flags.no_passthrough,
+                        keeper.get());
   std::unique_ptr<PassthroughFiles> passthrough;
   std::unique_ptr<UseReporter> uses;
   if (local_reads != nullptr) {
@@ -272,13 +339,28 @@ int Run(const Flags& flags, int report_fd) {
         [&passthrough](const v1::WithdrawnFiles& withdrawn) { passthrough->Withdraw(withdrawn); },
         [&table] { return table.KeptVersions(); });
     passthrough->set_use_reporter(uses.get());
+    passthrough->set_keeper(keeper.get());
   }
   ChunkFetcher fetcher(&servers, local_reads.get(), uses.get(),
                        std::chrono::milliseconds(flags.retry_after_ms));
   PageStore page_store(kPageStoreQueue);
   Readahead readahead(static_cast<int>(flags.readahead_threads), &cache, &fetcher, &page_store);
+
+  // From here until the session loop runs, a mount taken over waits.
+  std::optional<KeeperLink::Handover> handover;
+  if (preview) {
+    absl::StatusOr<KeeperLink::Handover> taken = keeper->TakeOver(flags.takeover);
+    if (!taken.ok()) return fail(std::string(taken.status().message()));
+    handover = *std::move(taken);
+    if (passthrough != nullptr) passthrough->Inherit(handover->state);
+    AdoptSlots(handover->state, **client, table);
+    if (absl::Status loaded = load_datasets(); !loaded.ok())
+      return fail(std::string(loaded.message()));
+  }
+  VersionReleaser releaser(&table, &refresher, kReleasePeriod);
+  const uint16_t generation = handover ? static_cast<uint16_t>(handover->state.generation()) : 1;
   GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, &page_store, *readahead_bytes},
-               &channel, passthrough.get());
+               &channel, passthrough.get(), generation);
 
   // default_permissions always: the kernel checks each access against the
   // source's owners and modes that the entries show (fuse_ops.h); no option
@@ -297,7 +379,10 @@ int Run(const Flags& flags, int report_fd) {
     fuse_session_destroy(session);
     return fail("cannot install signal handlers");
   }
-  if (fuse_session_mount(session, mountpoint.c_str()) != 0) {
+  // libfuse serves a connection it is handed as /dev/fd/N, mounted already.
+  const std::string mount_target =
+      handover ? absl::StrCat("/dev/fd/", handover->fuse_fd.Release()) : mountpoint;
+  if (fuse_session_mount(session, mount_target.c_str()) != 0) {
     fuse_remove_signal_handlers(session);
     fuse_session_destroy(session);
     return fail(absl::StrCat("cannot mount on ", mountpoint));
@@ -308,6 +393,25 @@ int Run(const Flags& flags, int report_fd) {
     fuse_session_destroy(session);
     return fail(std::string(attached.message()));
   }
+  if (handover) {
+    channel.ReplayInit(handover->state.init_request());
+    if (absl::Status resent = channel.ResendUnanswered(); !resent.ok()) {
+      GRANARY_LOG(WARNING) << resent;
+    }
+    GRANARY_LOG(INFO) << "took " << mountpoint << " over (generation " << generation << ")";
+  } else if (absl::Status attached = keeper->Attach(fuse_session_fd(session)); !attached.ok()) {
+    GRANARY_LOG(ERROR) << "cannot hand the connection to its keeper (" << attached
+                       << "): the mount will not outlive this process";
+  }
+  // Another granary-fuse taking the mount over: leave at once, mounted. The
+  // requests this process holds are sent to the next one again, and the
+  // keeper forgets this process's backing files.
+  keeper->WatchForStop([&mountpoint, &keeper] {
+    GRANARY_LOG(INFO) << "handing " << mountpoint << " over to the next granary-fuse";
+    keeper->FlushOpens();
+    std::fflush(nullptr);
+    _exit(0);
+  });
   if (geteuid() == 0) RaiseReadahead(mountpoint, flags.read_ahead_kb);
   if (!flags.no_page_store) page_store.Attach(session);
   GRANARY_LOG(INFO) << "mounted " << table.ListDatasets().size() << " dataset(s) from "
@@ -319,6 +423,7 @@ int Run(const Flags& flags, int report_fd) {
   fuse_loop_cfg_set_max_threads(loop, flags.fuse_threads);
   int result = fuse_session_loop_mt(session, loop);
   fuse_loop_cfg_destroy(loop);
+  keeper->Unmounting();
   page_store.Detach();
   GRANARY_LOG(INFO) << "chunks copied into the kernel's page cache: " << page_store.stored() << " ("
                     << page_store.dropped() << " not copied)";
@@ -329,6 +434,9 @@ int Run(const Flags& flags, int report_fd) {
   // The kernel's backing ids are forgotten while the connection is open.
   if (passthrough != nullptr) passthrough->Close();
   fuse_session_unmount(session);
+  // A connection taken over was mounted by another process: libfuse knows
+  // no mount point to unmount.
+  if (handover) DetachMount(mountpoint);
   fuse_remove_signal_handlers(session);
   fuse_session_destroy(session);
   GRANARY_LOG(INFO) << "unmounted " << mountpoint;
@@ -388,6 +496,14 @@ int main(int argc, char** argv) {
   app.add_option("--version-grace-seconds", flags.version_grace_seconds,
                  "Keep a dataset version refreshed away or removed at least this long, and "
                  "until no file of it is open")
+      ->capture_default_str();
+  app.add_flag("--takeover", flags.takeover,
+               "Take the mount over from the granary-fuse serving it (an upgrade): it leaves, "
+               "this process serves on, and open files keep working; without this flag, only "
+               "a mount whose granary-fuse died is taken over");
+  app.add_option("--orphan-timeout-seconds", flags.orphan_timeout_seconds,
+                 "After granary-fuse dies, keep its mount waiting for the next one this long "
+                 "(readers wait meanwhile), then unmount it")
       ->capture_default_str();
   app.add_option("--log-file", flags.log_file, "Where a detached process logs");
   try {

@@ -73,6 +73,12 @@ void PassthroughFiles::WithdrawLocked(uint64_t inode, State& state) {
 }
 
 int32_t PassthroughFiles::Open(const OpenFile& file, bool may_be_whole) {
+  const int32_t backing_id = ChooseMode(file, may_be_whole);
+  if (keeper_ != nullptr) keeper_->Opened(file.inode, backing_id);
+  return backing_id;
+}
+
+int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
   const FileKey key{file.dataset->snapshot().manifest.version(), file.file_id};
   const uint32_t chunk_size = file.chunk_size();
   const uint64_t size = file.entry.size;
@@ -150,16 +156,42 @@ int32_t PassthroughFiles::Open(const OpenFile& file, bool may_be_whole) {
 }
 
 void PassthroughFiles::Release(uint64_t inode, int32_t backing_id) {
+  if (keeper_ != nullptr) keeper_->Released(inode, backing_id);
   std::lock_guard lock(mutex_);
   auto it = states_.find(inode);
-  if (it == states_.end()) return;
-  State& state = it->second;
+  if (it != states_.end()) ReleaseLocked(inode, it->second, backing_id);
+}
+
+void PassthroughFiles::ReleaseLocked(uint64_t inode, State& state, int32_t backing_id) {
   if (backing_id > 0) {
     state.passthrough_opens--;
   } else {
     state.cached_opens--;
   }
   IdleLocked(inode, state);
+}
+
+void PassthroughFiles::Inherit(const v1::Handover& handover) {
+  std::lock_guard lock(mutex_);
+  for (const v1::OpenInode& open : handover.open_inodes()) {
+    State& state = states_[open.inode()];
+    state.passthrough_opens = static_cast<int>(open.passthrough_opens());
+    state.cached_opens = static_cast<int>(open.cached_opens());
+    state.backing_id = open.passthrough_opens() > 0 ? open.backing_id() : 0;
+  }
+}
+
+void PassthroughFiles::ReleaseInherited(uint64_t inode) {
+  std::lock_guard lock(mutex_);
+  auto it = states_.find(inode);
+  if (it == states_.end()) return;
+  State& state = it->second;
+  if (state.passthrough_opens <= 0 && state.cached_opens <= 0) return;
+  // The kernel holds an inode in one mode at a time, so the open released
+  // was in the mode with opens left.
+  const int32_t backing_id = state.passthrough_opens > 0 ? state.backing_id : 0;
+  if (keeper_ != nullptr) keeper_->Released(inode, backing_id);
+  ReleaseLocked(inode, state, backing_id);
 }
 
 void PassthroughFiles::Withdraw(const v1::WithdrawnFiles& withdrawn) {

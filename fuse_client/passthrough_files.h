@@ -40,9 +40,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/local_read_socket.h"
 #include "common/unique_fd.h"
+#include "fuse_client/keeper_link.h"
 #include "fuse_client/kernel_channel.h"
 #include "fuse_client/open_file.h"
 #include "fuse_client/use_reporter.h"
+#include "proto/connection_keeper.pb.h"
 #include "proto/granary.pb.h"
 
 namespace granary::fuse {
@@ -55,6 +57,16 @@ class PassthroughFiles {
   PassthroughFiles& operator=(const PassthroughFiles&) = delete;
 
   void set_use_reporter(UseReporter* uses) { uses_ = uses; }
+  // Opens and releases are journaled to `keeper` (KeeperLink::Opened), so
+  // that a successor process answers opens in the modes the kernel holds.
+  void set_keeper(KeeperLink* keeper) { keeper_ = keeper; }
+
+  // Taking a mount over: the inodes the kernel holds open, in the mode it
+  // holds them, from the earlier processes. Opens of them are answered in
+  // that mode until ReleaseInherited() has released them all.
+  void Inherit(const v1::Handover& state);
+  // The release of an open an earlier process answered.
+  void ReleaseInherited(uint64_t inode);
 
   // At an OPEN of `file`: the backing id to answer with, or 0 to open it
   // through granary-fuse. Either way a Release() must follow. Unless
@@ -94,6 +106,9 @@ class PassthroughFiles {
     std::list<uint64_t>::iterator lru_position;
   };
 
+  int32_t ChooseMode(const OpenFile& file, bool may_be_whole);
+  void ReleaseLocked(uint64_t inode, State& state, int32_t backing_id);
+
   // Whether a kept descriptor still reads what was verified at
   // `verified_ctime_ns`: not written since, not reclaimed.
   static bool StillVerified(int fd, int64_t verified_ctime_ns);
@@ -109,6 +124,7 @@ class PassthroughFiles {
   KernelChannel* const channel_;
   LocalChunkReader* const local_;
   UseReporter* uses_ = nullptr;
+  KeeperLink* keeper_ = nullptr;
   const size_t max_kept_;
 
   std::mutex mutex_;

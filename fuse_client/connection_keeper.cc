@@ -1,0 +1,407 @@
+#include "fuse_client/connection_keeper.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/absl_compat.h"
+#include "common/datagram_socket.h"
+#include "common/hash.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "fuse_client/detach_mount.h"
+#include "fuse_client/kernel_channel.h"
+#include "proto/connection_keeper.pb.h"
+
+namespace granary::fuse {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a running server asked to stop has before it is killed.
+constexpr std::chrono::seconds kStopGrace{10};
+
+constexpr std::string_view kSocketName = "the connection keeper's socket";
+
+// Open inodes per handover message, well within kMaxKeeperMessageBytes.
+constexpr int kOpenInodesPerMessage = 1000;
+
+sockaddr_un AddressOf(std::string_view name, socklen_t* length) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, name.data(), name.size());
+  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size());
+  return address;
+}
+
+bool Send(int socket, const v1::KeeperMessage& message, int passed_fd = -1) {
+  absl::Status sent = SendDatagram(socket, message, passed_fd, kSocketName);
+  if (!sent.ok()) GRANARY_LOG(WARNING) << "connection keeper: " << sent;
+  return sent.ok();
+}
+
+// One process at the other end of the keeper's socket.
+struct Peer {
+  UniqueFd socket;
+  pid_t pid = 0;
+};
+
+class Keeper {
+ public:
+  Keeper(const KeeperOptions& options, UniqueFd listener, UniqueFd first_server)
+      : options_(options), listener_(std::move(listener)) {
+    server_.socket = std::move(first_server);
+    server_.pid = getppid();
+  }
+
+  // Serves until the mount ends; returns the exit code.
+  int Run();
+
+ private:
+  // Handles one message of the current server; false once it is gone.
+  bool FromServer();
+  void ServerGone();
+  // Handles one message of the process asking to take over; false to drop it.
+  bool FromCandidate();
+  void HandOver();
+  void Accept();
+  void ForgetBackingIds();
+  void Count(const v1::InodeOpen& change);
+  v1::Handover State() const;
+  int Timeout() const;
+
+  const KeeperOptions options_;
+  UniqueFd listener_;
+  UniqueFd fuse_fd_;
+  std::string init_request_;
+  std::map<uint32_t, v1::MountSlot> slots_;
+  uint32_t next_slot_ = 0;
+  std::set<int32_t> backing_ids_;  // Registered by servers, not forgotten.
+  std::map<uint64_t, v1::OpenInode> open_inodes_;
+  uint32_t generation_ = 1;  // The current (or last) server's.
+  Peer server_;
+  Peer candidate_;
+  bool stopping_server_ = false;  // The candidate waits for the server to go.
+  std::optional<Clock::time_point> orphaned_since_;
+  Clock::time_point stop_sent_at_{};
+};
+
+int Keeper::Timeout() const {
+  Clock::time_point deadline = Clock::time_point::max();
+  if (orphaned_since_) deadline = *orphaned_since_ + options_.orphan_timeout;
+  if (stopping_server_) deadline = std::min(deadline, stop_sent_at_ + kStopGrace);
+  if (deadline == Clock::time_point::max()) return -1;
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 60'000));
+}
+
+int Keeper::Run() {
+  while (true) {
+    pollfd fds[4] = {
+        {fuse_fd_.get(), 0, 0},
+        {listener_.get(), static_cast<int16_t>(candidate_.socket.valid() ? 0 : POLLIN), 0},
+        {server_.socket.get(), POLLIN, 0},
+        {candidate_.socket.get(), POLLIN, 0}};
+    const int ready = ::poll(fds, 4, Timeout());
+    if (ready < 0 && errno != EINTR) {
+      GRANARY_LOG(ERROR) << "connection keeper: poll: " << std::strerror(errno);
+      return 1;
+    }
+    // POLLERR on the connection: the mount was unmounted, or aborted.
+    if ((fds[0].revents & (POLLERR | POLLHUP)) != 0) {
+      GRANARY_LOG(INFO) << "connection keeper: " << options_.mountpoint << " is unmounted";
+      return 0;
+    }
+    if (fds[2].revents != 0 && !FromServer()) {
+      if (!fuse_fd_.valid()) return 1;  // The first server died before it mounted.
+      ServerGone();
+    }
+    if (fds[3].revents != 0 && !FromCandidate()) candidate_ = {};
+    if (fds[1].revents != 0) Accept();
+    if (stopping_server_ && server_.socket.valid() && Clock::now() - stop_sent_at_ >= kStopGrace) {
+      GRANARY_LOG(WARNING) << "connection keeper: granary-fuse " << server_.pid
+                           << " did not stop; killing it";
+      ::kill(server_.pid, SIGKILL);
+      stop_sent_at_ = Clock::now();
+    }
+    if (stopping_server_ && !server_.socket.valid()) HandOver();
+    if (orphaned_since_ && Clock::now() - *orphaned_since_ >= options_.orphan_timeout) {
+      GRANARY_LOG(WARNING) << "connection keeper: no granary-fuse took " << options_.mountpoint
+                           << " over within " << options_.orphan_timeout.count()
+                           << " s of the last one's end; detaching the mount";
+      DetachMount(options_.mountpoint);
+      return 1;
+    }
+  }
+}
+
+bool Keeper::FromServer() {
+  v1::KeeperMessage message;
+  int passed = -1;
+  absl::Status received =
+      ReceiveDatagram(server_.socket.get(), &message, kMaxKeeperMessageBytes, &passed, kSocketName);
+  UniqueFd passed_fd(passed);
+  if (!received.ok()) return false;
+  switch (message.kind_case()) {
+    case v1::KeeperMessage::kAttach:
+      if (!fuse_fd_.valid()) fuse_fd_ = std::move(passed_fd);
+      break;
+    case v1::KeeperMessage::kInit:
+      if (init_request_.empty()) init_request_ = message.init().request();
+      break;
+    case v1::KeeperMessage::kSlotAdded:
+      slots_[message.slot_added().slot()] = message.slot_added();
+      next_slot_ = std::max(next_slot_, message.slot_added().slot() + 1);
+      break;
+    case v1::KeeperMessage::kSlotReleased:
+      slots_.erase(message.slot_released());
+      break;
+    case v1::KeeperMessage::kBackingOpened:
+      backing_ids_.insert(message.backing_opened());
+      break;
+    case v1::KeeperMessage::kBackingClosed:
+      backing_ids_.erase(message.backing_closed());
+      break;
+    case v1::KeeperMessage::kOpens:
+      for (const v1::InodeOpen& change : message.opens().changes()) Count(change);
+      break;
+    case v1::KeeperMessage::kUnmounting:
+      GRANARY_LOG(INFO) << "connection keeper: " << options_.mountpoint << " is being unmounted";
+      std::fflush(nullptr);
+      ::_exit(0);
+    default:
+      break;  // From a newer release; nothing to keep.
+  }
+  return true;
+}
+
+void Keeper::ServerGone() {
+  GRANARY_LOG(INFO) << "connection keeper: granary-fuse " << server_.pid << " is gone; "
+                    << options_.mountpoint << " waits for the next one";
+  server_ = {};
+  ForgetBackingIds();
+  if (!stopping_server_) orphaned_since_ = Clock::now();
+}
+
+// Backing ids keep the cache's files referenced by the kernel until they are
+// forgotten; only the server that registered them knew them, so once it is
+// gone they are forgotten here. Files open with them keep their backing file.
+void Keeper::ForgetBackingIds() {
+  std::set<int32_t> in_use;
+  for (const auto& [inode, open] : open_inodes_) {
+    if (open.passthrough_opens() > 0) in_use.insert(open.backing_id());
+  }
+  for (auto it = backing_ids_.begin(); it != backing_ids_.end();) {
+    if (in_use.contains(*it)) {
+      ++it;
+      continue;
+    }
+    KernelChannel::ForgetBacking(fuse_fd_.get(), *it);
+    it = backing_ids_.erase(it);
+  }
+}
+
+void Keeper::Count(const v1::InodeOpen& change) {
+  v1::OpenInode& open = open_inodes_[change.inode()];
+  open.set_inode(change.inode());
+  const int step = change.released() ? -1 : 1;
+  if (change.backing_id() > 0) {
+    open.set_passthrough_opens(
+        static_cast<uint32_t>(std::max<int64_t>(0, int64_t{open.passthrough_opens()} + step)));
+    open.set_backing_id(change.backing_id());
+  } else {
+    open.set_cached_opens(
+        static_cast<uint32_t>(std::max<int64_t>(0, int64_t{open.cached_opens()} + step)));
+  }
+  if (open.passthrough_opens() == 0 && open.cached_opens() == 0) {
+    open_inodes_.erase(change.inode());
+  }
+}
+
+void Keeper::Accept() {
+  UniqueFd connection(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+  if (!connection.valid()) return;
+  absl::StatusOr<SocketPeer> peer = PeerOf(connection.get());
+  if (!peer.ok() || peer->uid != ::geteuid()) {
+    v1::KeeperMessage refused;
+    refused.set_refused(absl::StrCat("the keeper of ", options_.mountpoint,
+                                     " hands it over only to processes of uid ", ::geteuid()));
+    Send(connection.get(), refused);
+    GRANARY_LOG(WARNING) << "connection keeper: refused a takeover by uid "
+                         << (peer.ok() ? absl::StrCat(peer->uid) : "?") << " (pid "
+                         << (peer.ok() ? absl::StrCat(peer->pid) : "?") << ")";
+    return;
+  }
+  candidate_ = {std::move(connection), peer->pid};
+}
+
+v1::Handover Keeper::State() const {
+  v1::Handover state;
+  state.set_generation(generation_ + 1);
+  state.set_init_request(init_request_);
+  for (const auto& [slot, entry] : slots_) *state.add_slots() = entry;
+  state.set_next_slot(next_slot_);
+  return state;
+}
+
+bool Keeper::FromCandidate() {
+  v1::KeeperMessage message;
+  int passed = -1;
+  absl::Status received = ReceiveDatagram(candidate_.socket.get(), &message, kMaxKeeperMessageBytes,
+                                          &passed, kSocketName);
+  UniqueFd ignored(passed);
+  if (!received.ok() || !message.has_take_over()) {
+    stopping_server_ = false;
+    if (!server_.socket.valid() && !orphaned_since_) orphaned_since_ = Clock::now();
+    return false;
+  }
+  if (!fuse_fd_.valid()) {
+    v1::KeeperMessage refused;
+    refused.set_refused(absl::StrCat(options_.mountpoint, " is not mounted yet"));
+    Send(candidate_.socket.get(), refused);
+    return false;
+  }
+  if (server_.socket.valid() && !message.take_over().replace_running()) {
+    v1::KeeperMessage busy;
+    busy.mutable_busy()->set_pid(server_.pid);
+    Send(candidate_.socket.get(), busy);
+    return false;
+  }
+  if (message.take_over().preview()) {
+    v1::KeeperMessage preview;
+    *preview.mutable_handover() = State();
+    return Send(candidate_.socket.get(), preview);
+  }
+  if (server_.socket.valid()) {
+    GRANARY_LOG(INFO) << "connection keeper: granary-fuse " << candidate_.pid << " takes "
+                      << options_.mountpoint << " over from " << server_.pid;
+    v1::KeeperMessage stop;
+    stop.mutable_stop();
+    Send(server_.socket.get(), stop);
+    stopping_server_ = true;
+    stop_sent_at_ = Clock::now();
+    return true;
+  }
+  stopping_server_ = true;  // Nothing to wait for: handed over below.
+  return true;
+}
+
+void Keeper::HandOver() {
+  stopping_server_ = false;
+  v1::KeeperMessage handover;
+  *handover.mutable_handover() = State();
+  auto open = open_inodes_.begin();
+  bool sent = true;
+  for (int passed_fd = fuse_fd_.get(); sent; passed_fd = -1) {
+    v1::Handover* part = handover.mutable_handover();
+    for (; open != open_inodes_.end() && part->open_inodes_size() < kOpenInodesPerMessage; ++open) {
+      *part->add_open_inodes() = open->second;
+    }
+    part->set_more(open != open_inodes_.end());
+    sent = Send(candidate_.socket.get(), handover, passed_fd);
+    if (!part->more()) break;
+    handover.Clear();
+  }
+  if (!sent) {
+    candidate_ = {};
+    if (!orphaned_since_) orphaned_since_ = Clock::now();
+    return;
+  }
+  ++generation_;
+  if (generation_ > 0xffff) generation_ = 1;
+  GRANARY_LOG(INFO) << "connection keeper: handed " << options_.mountpoint << " to granary-fuse "
+                    << candidate_.pid << " (generation " << generation_ << ")";
+  server_ = std::move(candidate_);
+  candidate_ = {};
+  orphaned_since_.reset();
+}
+
+void RedirectLog(const std::string& log_file) {
+  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  int log_fd = log_file.empty()
+                   ? -1
+                   : ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  ::dup2(null_fd, STDIN_FILENO);
+  ::dup2(null_fd, STDOUT_FILENO);
+  if (log_fd >= 0) ::dup2(log_fd, STDERR_FILENO);
+}
+
+}  // namespace
+
+std::string KeeperSocketName(std::string_view mountpoint) {
+  return absl::StrFormat("%cgranary-fuse/%016x", '\0', Xxh3(mountpoint));
+}
+
+absl::StatusOr<UniqueFd> ConnectToKeeper(std::string_view mountpoint) {
+  UniqueFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!socket.valid()) return ErrnoStatus(errno, "connection keeper socket");
+  socklen_t length;
+  sockaddr_un address = AddressOf(KeeperSocketName(mountpoint), &length);
+  if (::connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    if (errno == ECONNREFUSED || errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat("no connection keeper holds ", AsAbsl(mountpoint)));
+    }
+    return ErrnoStatus(errno, "connecting to the connection keeper");
+  }
+  return socket;
+}
+
+absl::StatusOr<UniqueFd> StartConnectionKeeper(const KeeperOptions& options) {
+  UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!listener.valid()) return ErrnoStatus(errno, "connection keeper socket");
+  socklen_t length;
+  const std::string name = KeeperSocketName(options.mountpoint);
+  sockaddr_un address = AddressOf(name, &length);
+  if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&address), length) != 0) {
+    if (errno == EADDRINUSE) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("a connection keeper already holds ", options.mountpoint));
+    }
+    return ErrnoStatus(errno, "binding the connection keeper's socket");
+  }
+  if (::listen(listener.get(), 4) != 0) return ErrnoStatus(errno, "listen");
+  int link[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, link) != 0) {
+    return ErrnoStatus(errno, "socketpair");
+  }
+  UniqueFd server_end(link[0]);
+  UniqueFd keeper_end(link[1]);
+  const pid_t child = ::fork();
+  if (child < 0) return ErrnoStatus(errno, "fork");
+  if (child > 0) return server_end;
+
+  // The keeper: out of the server's session (a terminal's ^C is not for it),
+  // with no descriptor of the server's but its own.
+  ::setsid();
+  ::prctl(PR_SET_NAME, "granary-keeper");
+  server_end = UniqueFd();
+  ::signal(SIGHUP, SIG_IGN);
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);
+  RedirectLog(options.log_file);
+  const unsigned low = static_cast<unsigned>(std::min(listener.get(), keeper_end.get()));
+  const unsigned high = static_cast<unsigned>(std::max(listener.get(), keeper_end.get()));
+  ::close_range(3, low - 1, 0);
+  ::close_range(low + 1, high - 1, 0);
+  ::close_range(high + 1, ~0u, 0);
+  Keeper keeper(options, std::move(listener), std::move(keeper_end));
+  const int code = keeper.Run();
+  std::fflush(nullptr);
+  ::_exit(code);
+}
+
+}  // namespace granary::fuse

@@ -1,0 +1,226 @@
+#include "fuse_client/keeper_link.h"
+
+#include <sys/socket.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/datagram_socket.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "fuse_client/connection_keeper.h"
+
+namespace granary::fuse {
+namespace {
+
+constexpr std::string_view kSocketName = "the connection keeper's socket";
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<KeeperLink>> KeeperLink::Connect(const std::string& mountpoint) {
+  GRANARY_ASSIGN_OR_RETURN(UniqueFd socket, ConnectToKeeper(mountpoint));
+  return std::make_unique<KeeperLink>(std::move(socket), mountpoint);
+}
+
+KeeperLink::KeeperLink(UniqueFd socket, std::string mountpoint)
+    : socket_(std::move(socket)),
+      mountpoint_(std::move(mountpoint)),
+      batcher_([this] { SendOpensInBatches(); }) {}
+
+KeeperLink::~KeeperLink() {
+  {
+    std::lock_guard lock(send_mutex_);
+    stopping_ = true;
+  }
+  opens_queued_.notify_all();
+  batcher_.join();
+  FlushOpens();
+  ::shutdown(socket_.get(), SHUT_RDWR);
+  if (watcher_.joinable()) watcher_.join();
+}
+
+void KeeperLink::SendOpensInBatches() {
+  std::unique_lock lock(send_mutex_);
+  while (!stopping_) {
+    opens_queued_.wait(lock, [this] { return stopping_ || opens_.has_opens(); });
+    // Let a burst of opens gather into one message.
+    opens_queued_.wait_for(lock, kOpensDelay, [this] { return stopping_; });
+    FlushOpensLocked();
+  }
+}
+
+void KeeperLink::QueueOpen(uint64_t inode, int32_t backing_id, bool released) {
+  std::lock_guard lock(send_mutex_);
+  const bool first = !opens_.has_opens();
+  v1::InodeOpen* change = opens_.mutable_opens()->add_changes();
+  change->set_inode(inode);
+  change->set_backing_id(backing_id);
+  change->set_released(released);
+  // A batch stays well within a datagram.
+  if (opens_.opens().changes_size() >= 2000) {
+    FlushOpensLocked();
+  } else if (first) {
+    opens_queued_.notify_one();
+  }
+}
+
+void KeeperLink::Opened(uint64_t inode, int32_t backing_id) { QueueOpen(inode, backing_id, false); }
+
+void KeeperLink::Released(uint64_t inode, int32_t backing_id) {
+  QueueOpen(inode, backing_id, true);
+}
+
+void KeeperLink::FlushOpens() {
+  std::lock_guard lock(send_mutex_);
+  FlushOpensLocked();
+}
+
+void KeeperLink::FlushOpensLocked() {
+  if (!opens_.has_opens()) return;
+  SendLocked(opens_);
+  opens_.Clear();
+}
+
+void KeeperLink::SendLocked(const v1::KeeperMessage& message) {
+  absl::Status sent = SendDatagram(socket_.get(), message, -1, kSocketName);
+  if (!sent.ok() && !journal_failed_.exchange(true)) {
+    GRANARY_LOG(ERROR) << "the connection keeper of " << mountpoint_ << " is gone (" << sent
+                       << "): the mount will not outlive this process";
+  }
+}
+
+absl::Status KeeperLink::Attach(int fuse_fd) {
+  v1::KeeperMessage message;
+  message.mutable_attach();
+  std::lock_guard lock(send_mutex_);
+  return SendDatagram(socket_.get(), message, fuse_fd, kSocketName);
+}
+
+absl::StatusOr<v1::KeeperMessage> KeeperLink::Ask(bool replace_running, bool preview,
+                                                  UniqueFd* fuse_fd) {
+  v1::KeeperMessage request;
+  request.mutable_take_over()->set_replace_running(replace_running);
+  request.mutable_take_over()->set_preview(preview);
+  {
+    std::lock_guard lock(send_mutex_);
+    GRANARY_RETURN_IF_ERROR(SendDatagram(socket_.get(), request, -1, kSocketName));
+  }
+  v1::KeeperMessage answer;
+  int passed = -1;
+  absl::Status received =
+      ReceiveDatagram(socket_.get(), &answer, kMaxKeeperMessageBytes, &passed, kSocketName);
+  *fuse_fd = UniqueFd(passed);
+  if (!received.ok()) {
+    return absl::UnavailableError(absl::StrCat("the connection keeper of ", mountpoint_,
+                                               " did not answer: ", received.message()));
+  }
+  switch (answer.kind_case()) {
+    case v1::KeeperMessage::kHandover:
+      return answer;
+    case v1::KeeperMessage::kBusy:
+      return absl::FailedPreconditionError(absl::StrCat(mountpoint_, " is served by granary-fuse ",
+                                                        answer.busy().pid(),
+                                                        "; --takeover replaces it"));
+    case v1::KeeperMessage::kRefused:
+      return absl::PermissionDeniedError(answer.refused());
+    default:
+      return absl::InternalError(absl::StrCat("the connection keeper of ", mountpoint_,
+                                              " answered a takeover with message ",
+                                              answer.kind_case()));
+  }
+}
+
+absl::StatusOr<v1::Handover> KeeperLink::Preview(bool replace_running) {
+  UniqueFd none;
+  GRANARY_ASSIGN_OR_RETURN(v1::KeeperMessage answer, Ask(replace_running, true, &none));
+  return std::move(*answer.mutable_handover());
+}
+
+absl::StatusOr<KeeperLink::Handover> KeeperLink::TakeOver(bool replace_running) {
+  Handover handover;
+  GRANARY_ASSIGN_OR_RETURN(v1::KeeperMessage answer,
+                           Ask(replace_running, false, &handover.fuse_fd));
+  if (!handover.fuse_fd.valid()) {
+    return absl::InternalError(absl::StrCat("the connection keeper of ", mountpoint_,
+                                            " handed the mount over without its connection"));
+  }
+  handover.state = std::move(*answer.mutable_handover());
+  while (handover.state.more()) {
+    v1::KeeperMessage part;
+    int passed = -1;
+    GRANARY_RETURN_IF_ERROR(
+        ReceiveDatagram(socket_.get(), &part, kMaxKeeperMessageBytes, &passed, kSocketName));
+    UniqueFd ignored(passed);
+    if (!part.has_handover()) {
+      return absl::InternalError(absl::StrCat("the connection keeper of ", mountpoint_,
+                                              " broke off handing the mount over"));
+    }
+    for (v1::OpenInode& open : *part.mutable_handover()->mutable_open_inodes()) {
+      *handover.state.add_open_inodes() = std::move(open);
+    }
+    handover.state.set_more(part.handover().more());
+  }
+  return handover;
+}
+
+void KeeperLink::Journal(const v1::KeeperMessage& message) {
+  std::lock_guard lock(send_mutex_);
+  FlushOpensLocked();
+  SendLocked(message);
+}
+
+void KeeperLink::InitAnswered(std::string_view request) {
+  v1::KeeperMessage message;
+  message.mutable_init()->set_request(request.data(), request.size());
+  Journal(message);
+}
+
+void KeeperLink::SlotAdded(uint32_t slot, std::string_view dataset, uint64_t version) {
+  v1::KeeperMessage message;
+  v1::MountSlot* added = message.mutable_slot_added();
+  added->set_slot(slot);
+  added->set_dataset(dataset.data(), dataset.size());
+  added->set_version(version);
+  Journal(message);
+}
+
+void KeeperLink::SlotReleased(uint32_t slot) {
+  v1::KeeperMessage message;
+  message.set_slot_released(slot);
+  Journal(message);
+}
+
+void KeeperLink::BackingOpened(int32_t id) {
+  v1::KeeperMessage message;
+  message.set_backing_opened(id);
+  Journal(message);
+}
+
+void KeeperLink::BackingClosed(int32_t id) {
+  v1::KeeperMessage message;
+  message.set_backing_closed(id);
+  Journal(message);
+}
+
+void KeeperLink::Unmounting() {
+  v1::KeeperMessage message;
+  message.mutable_unmounting();
+  Journal(message);
+}
+
+void KeeperLink::WatchForStop(std::function<void()> on_stop) {
+  watcher_ = std::thread([this, on_stop = std::move(on_stop)] {
+    while (true) {
+      v1::KeeperMessage message;
+      int passed = -1;
+      absl::Status received =
+          ReceiveDatagram(socket_.get(), &message, kMaxKeeperMessageBytes, &passed, kSocketName);
+      UniqueFd ignored(passed);
+      if (!received.ok()) return;
+      if (message.has_stop()) {
+        on_stop();
+        return;
+      }
+    }
+  });
+}
+
+}  // namespace granary::fuse

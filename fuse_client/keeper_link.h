@@ -1,0 +1,108 @@
+// KeeperLink is a granary-fuse server's side of its connection keeper
+// (connection_keeper.h): how the first server of a mount hands the keeper its
+// /dev/fuse descriptor, how a later one takes the mount over, and the journal
+// every server keeps there of what a successor needs to mean what it meant
+// (the kernel's INIT, the mount's slots, its backing ids).
+//
+// A journal entry that cannot be sent (the keeper was killed) is logged once
+// and dropped: the mount goes on, but will not survive this server.
+//
+// Thread-safety: the journal methods may be called concurrently from any
+// thread; Attach(), Preview() and TakeOver() come before WatchForStop().
+#ifndef GRANARY_FUSE_CLIENT_KEEPER_LINK_H_
+#define GRANARY_FUSE_CLIENT_KEEPER_LINK_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+#include "fuse_client/inode_table.h"
+#include "proto/connection_keeper.pb.h"
+
+namespace granary::fuse {
+
+// The longest an open waits to be journaled.
+inline constexpr std::chrono::milliseconds kOpensDelay{2};
+
+class KeeperLink : public SlotJournal {
+ public:
+  // A link over `socket`, connected to the keeper of `mountpoint`.
+  KeeperLink(UniqueFd socket, std::string mountpoint);
+  // The link to the keeper holding `mountpoint`'s connection; NOT_FOUND when
+  // none does.
+  static absl::StatusOr<std::unique_ptr<KeeperLink>> Connect(const std::string& mountpoint);
+  ~KeeperLink() override;
+  KeeperLink(const KeeperLink&) = delete;
+  KeeperLink& operator=(const KeeperLink&) = delete;
+
+  // The first server: hands the keeper the mounted connection.
+  absl::Status Attach(int fuse_fd);
+
+  // A later server: the state the mount would be handed over with now, to
+  // load what it names before the mount waits on it. FAILED_PRECONDITION
+  // naming the pid when a server runs and `replace_running` is false;
+  // PERMISSION_DENIED when the keeper refuses this process.
+  absl::StatusOr<v1::Handover> Preview(bool replace_running);
+  // Takes the mount over: the keeper stops the running server, if any, and
+  // hands its connection over with the state as it is then. Errors as
+  // Preview's.
+  struct Handover {
+    v1::Handover state;
+    UniqueFd fuse_fd;
+  };
+  absl::StatusOr<Handover> TakeOver(bool replace_running);
+
+  // The journal.
+  void InitAnswered(std::string_view request);
+  void SlotAdded(uint32_t slot, std::string_view dataset, uint64_t version) override;
+  void SlotReleased(uint32_t slot) override;
+  void BackingOpened(int32_t id);
+  void BackingClosed(int32_t id);
+  // An open of `inode` answered with `backing_id` (0: read through
+  // granary-fuse), and its release. Opens are the hot path: they are sent in
+  // batches, at most kOpensDelay after they happen, and before any other
+  // entry; a crash loses at most that much of them.
+  void Opened(uint64_t inode, int32_t backing_id);
+  void Released(uint64_t inode, int32_t backing_id);
+  // Sends the opens not sent yet.
+  void FlushOpens();
+  // The server unmounts: the keeper ends without waiting for a successor.
+  void Unmounting();
+
+  // Calls `on_stop`, from a thread of the link, when the keeper asks this
+  // server to stop because another takes the mount over.
+  void WatchForStop(std::function<void()> on_stop);
+
+ private:
+  void Journal(const v1::KeeperMessage& message);
+  void SendLocked(const v1::KeeperMessage& message);
+  void FlushOpensLocked();
+  void QueueOpen(uint64_t inode, int32_t backing_id, bool released);
+  void SendOpensInBatches();
+  absl::StatusOr<v1::KeeperMessage> Ask(bool replace_running, bool preview, UniqueFd* fuse_fd);
+
+  UniqueFd socket_;
+  const std::string mountpoint_;
+  std::mutex send_mutex_;
+  v1::KeeperMessage opens_;  // Not sent yet; guarded by send_mutex_.
+  bool stopping_ = false;    // Guarded by send_mutex_.
+  std::condition_variable opens_queued_;
+  std::atomic<bool> journal_failed_{false};
+  std::thread batcher_;
+  std::thread watcher_;
+};
+
+}  // namespace granary::fuse
+
+#endif  // GRANARY_FUSE_CLIENT_KEEPER_LINK_H_
