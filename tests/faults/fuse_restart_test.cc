@@ -1,15 +1,10 @@
-// granary-fuse restarted while a reader holds files open, round after round
-// ($GRANARY_FAULT_ROUNDS, default 10). What the reader sees (README.md): a
-// file the local granaryd holds whole is passed through, so the kernel reads
-// it from the cache's data file and its open descriptor keeps reading the
-// right bytes after granary-fuse is SIGKILLed or SIGTERMed and after it is
-// restarted. A file read through granary-fuse fails with ENOTCONN after a
-// SIGKILL, as do new calls on the mount; a granary-fuse started again on the
-// same mount point detaches the dead mount and mounts afresh, so new opens
-// work at once and read the right bytes, while such descriptors stay dead (the
-// kernel ties them to the old connection): a reader reopens its files. After
-// SIGTERM granary-fuse unmounts itself: the directory is empty (ENOENT) until
-// the restart, which needs nothing more.
+// granary-fuse killed, restarted and upgraded in place under readers
+// (README.md): the mount's connection keeper holds the FUSE connection, so a
+// granary-fuse SIGKILLed with files open leaves the mount waiting, not dead,
+// and the next one started on the mount point takes it over; `--takeover`
+// does the same while the old one runs. Open descriptors, mmaps and new
+// opens all keep reading the right bytes; a read in flight waits for the
+// next process. SIGTERM still unmounts.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -19,28 +14,21 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
 #include "tests/faults/fault_fixture.h"
+#include "tests/support/child_process.h"
 
 namespace granary::testing {
 namespace {
 
 class FuseRestartTest : public FaultTest {
  protected:
-  void SetUp() override {
-    rounds_ = EnvInt("GRANARY_FAULT_ROUNDS", 10);
-    // Per round, a file to hold passed through and one never read before,
-    // too large to be read through at its open (granary-fuse reads files of
-    // up to 8 MiB through at their first open and passes them through).
-    whole_ = WriteSourceTree(source_, "whole-", rounds_, 4 * kChunk);
-    fresh_ = WriteSourceTree(source_, "fresh-", rounds_, 12 * kChunk);
-    StartServerAndRegister();
-    Mount();
-  }
-
   // Reads 1 MiB of `file` at `offset` through `fd`, past the kernel's page
   // cache; the errno, or 0 if the bytes are right.
   int ReadHeld(int fd, const SourceFile& file, uint64_t offset) {
@@ -53,11 +41,10 @@ class FuseRestartTest : public FaultTest {
   }
 
   // Reads `file` through the mount into the cache, then opens it until an
-  // open is handed the whole file. Once one was (the first, for a file read
-  // through at its open), granary-fuse keeps it and passes every later open
-  // through; until then the kernel may not have sent the first open's
-  // RELEASE (it does in the background), and while a file is open through
-  // granary-fuse it cannot be passed through.
+  // open is handed the whole file (passed through). Until then the kernel
+  // may not have sent the first open's RELEASE (it does in the background),
+  // and while a file is open through granary-fuse it cannot be passed
+  // through.
   int OpenPassedThrough(const SourceFile& file, ReadTally* tally) {
     const std::string path = mounted_ + "/" + file.path;
     const double whole = Metric("granary_store_whole_files_total");
@@ -72,79 +59,202 @@ class FuseRestartTest : public FaultTest {
     ADD_FAILURE() << file.path << " was never passed through";
     return -1;
   }
-
-  // Stops granary-fuse with `signal` while two files are open and half read,
-  // one passed through and one read through granary-fuse, restarts it, and
-  // checks what the reader sees: `path_errno` on new calls; returns the
-  // seconds from the restart to a mount that serves new opens.
-  double RestartWithFilesOpen(int round, int signal, int path_errno, ReadTally* tally) {
-    const SourceFile& whole = whole_[round];
-    const SourceFile& fresh = fresh_[round];
-    const int passed = OpenPassedThrough(whole, tally);
-    const int served = ::open((mounted_ + "/" + fresh.path).c_str(), O_RDONLY | O_CLOEXEC);
-    EXPECT_GE(served, 0) << std::strerror(errno);
-    EXPECT_EQ(ReadHeld(passed, whole, 0), 0);
-    EXPECT_EQ(ReadHeld(served, fresh, 0), 0);
-    if (signal == SIGKILL) {
-      mount_->Kill();
-    } else {
-      absl::Status terminated = mount_->Terminate();
-      EXPECT_TRUE(terminated.ok()) << terminated;
-    }
-    EXPECT_EQ(ReadHeld(passed, whole, kChunk), 0) << "the kernel reads the data file itself";
-    EXPECT_EQ(ReadHeld(served, fresh, kChunk), ENOTCONN);
-    struct statfs fs;
-    EXPECT_EQ(::statfs(mounted_.c_str(), &fs), -1);
-    EXPECT_EQ(errno, path_errno) << std::strerror(errno);
-
-    Clock::time_point restarting = Clock::now();
-    absl::Status restarted = mount_->Restart();
-    const double seconds = SecondsSince(restarting);
-    EXPECT_TRUE(restarted.ok()) << restarted;
-    // The file read through granary-fuse stays dead; the passed-through one
-    // reads on; new opens read right.
-    EXPECT_EQ(ReadHeld(passed, whole, 2 * kChunk), 0);
-    EXPECT_NE(ReadHeld(served, fresh, 2 * kChunk), 0);
-    ::close(passed);
-    ::close(served);
-    ReadAndVerify(mounted_ + "/" + whole.path, whole, tally);
-    ReadAndVerify(mounted_ + "/" + fresh.path, fresh, tally);
-    return seconds;
-  }
-
-  int rounds_ = 0;
-  std::vector<SourceFile> whole_;
-  std::vector<SourceFile> fresh_;
 };
 
-TEST_F(FuseRestartTest, KilledAndTerminatedWithFilesOpenTheSameMountPointServesAgain) {
-  if (HasFatalFailure()) return;
-  // Half the rounds kill granary-fuse, half stop it.
-  ReadTally tally;
-  double slowest_after_kill = 0, slowest_after_term = 0;
-  for (int round = 0; round < rounds_; ++round) {
-    SCOPED_TRACE(absl::StrCat("round ", round));
-    if (round % 2 == 0) {
-      slowest_after_kill =
-          std::max(slowest_after_kill, RestartWithFilesOpen(round, SIGKILL, ENOTCONN, &tally));
-    } else {
-      // The stopped process unmounted: the directory is empty until the restart.
-      slowest_after_term =
-          std::max(slowest_after_term, RestartWithFilesOpen(round, SIGTERM, ENOENT, &tally));
-    }
+// The scenario: a DataLoader with 4 workers, each holding files and
+// an mmap open, reads every file epoch after epoch while granary-fuse is
+// SIGKILLed and restarted, then replaced with --takeover, round after round
+// ($GRANARY_FAULT_ROUNDS of each, default 10).
+TEST_F(FuseRestartTest, DataLoaderReadsOnWhileGranaryFuseIsKilledAndTakenOver) {
+  const int rounds = EnvInt("GRANARY_FAULT_ROUNDS", 10);
+  // Small files (read through at their first open, then passed through),
+  // mid-sized ones, files too large to read through at an open (they stream
+  // through granary-fuse), and the file the workers map.
+  std::vector<SourceFile> files = WriteSourceTree(source_, "small-", 120, 96 << 10);
+  for (const SourceFile& file : WriteSourceTree(source_, "mid-", 30, 600 << 10, 1000)) {
+    files.push_back(file);
   }
-  EXPECT_NE(mount_->log().find("dead FUSE mount"), std::string::npos) << mount_->log();
-  EXPECT_EQ(tally.errors, 0u) << tally.first_errors.front();
-  EXPECT_EQ(tally.bytes_wrong, 0u);
+  for (const SourceFile& file : WriteSourceTree(source_, "large-", 4, 12 * kChunk, 2000)) {
+    files.push_back(file);
+  }
+  WriteSourceTree(source_, "mapped-", 1, 12 * kChunk, 3000);
+  StartServerAndRegister();
+  if (HasFatalFailure()) return;
+  Mount();
+  if (HasFatalFailure()) return;
+
+  TempDir work;
+  const std::string stop_file = work.path() + "/stop";
+  const std::string output = work.path() + "/reader.out";
+  absl::StatusOr<pid_t> reader = SpawnChild(
+      "/usr/bin/python3",
+      {GRANARY_FAULTS_DIR "/restart_reader.py", mounted_, source_, "mapped-0", stop_file}, output);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  // The first epoch under way: the server has served something.
+  for (int i = 0; i < 600 && Metric("granary_source_reads_total") < 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+  double slowest_restart = 0, slowest_takeover = 0;
+  for (int round = 0; round < rounds; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    mount_->Kill();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // Readers wait.
+    Clock::time_point restarting = Clock::now();
+    absl::Status restarted = mount_->Restart();
+    ASSERT_TRUE(restarted.ok()) << "round " << round << ": " << restarted;
+    slowest_restart = std::max(slowest_restart, SecondsSince(restarting));
+  }
+  for (int round = 0; round < rounds; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Clock::time_point taking = Clock::now();
+    absl::Status taken = mount_->TakeOver();
+    ASSERT_TRUE(taken.ok()) << "round " << round << ": " << taken;
+    slowest_takeover = std::max(slowest_takeover, SecondsSince(taking));
+  }
+  std::ofstream(stop_file) << "stop\n";
+  std::optional<int> status = WaitForExit(*reader, std::chrono::minutes(5));
+  ASSERT_TRUE(status.has_value()) << "the reader did not finish";
+  std::ifstream in(output);
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSERT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << text.str();
+  const std::string last_line = text.str().substr(text.str().rfind('{'));
+  nlohmann::json result = nlohmann::json::parse(last_line, nullptr, false);
+  ASSERT_FALSE(result.is_discarded()) << text.str();
+  EXPECT_EQ(result["errors"], 0) << result.dump();
+  EXPECT_EQ(result["wrong"], 0) << result.dump();
+  EXPECT_GE(result["epochs"].get<int>(), 2);
+  EXPECT_NE(mount_->log().find("took "), std::string::npos) << mount_->log();
+
+  ReadTally tally;
+  tally.reads_verified = result["reads"].get<uint64_t>() - result["errors"].get<uint64_t>() -
+                         result["wrong"].get<uint64_t>();
+  tally.errors = result["errors"];
+  tally.bytes_wrong = result["wrong"];
   ReportFaultRow(
-      {"granary-fuse SIGKILLed / SIGTERMed with a file open, restarted on the same "
-       "mount point",
-       rounds_, tally,
-       absl::StrFormat("open descriptors of files held whole (passed through) read on; other "
-                       "open descriptors fail with ENOTCONN and stay dead; new opens work "
-                       "%.2f s (SIGKILL) / %.2f s (SIGTERM) after the restart at worst, no "
-                       "remount by the job",
-                       slowest_after_kill, slowest_after_term)});
+      {"granary-fuse SIGKILLed and restarted, then upgraded with --takeover, under a "
+       "DataLoader (4 workers, files and an mmap open)",
+       2 * rounds, tally,
+       absl::StrFormat("open descriptors and mmaps keep working; longest read %.2f s; "
+                       "mount served again %.2f s after a restart, %.2f s after a takeover "
+                       "started, at worst; %d epochs, %d files",
+                       result["slowest"].get<double>(), slowest_restart, slowest_takeover,
+                       result["epochs"].get<int>(), result["files"].get<int>())});
+}
+
+// Both kinds of open file, and the same files opened again while they are
+// still open through the process that died: the kernel keeps an inode
+// passed through or read through granary-fuse in one mode until its last
+// release, and the next process must answer opens in that mode.
+TEST_F(FuseRestartTest, HeldFilesReadOnAndOpenAgainAfterARestart) {
+  const int rounds = EnvInt("GRANARY_FAULT_ROUNDS", 10);
+  // Per round, a file to hold passed through and one read through
+  // granary-fuse (too large to be read through at its open).
+  std::vector<SourceFile> whole = WriteSourceTree(source_, "whole-", rounds, 4 * kChunk);
+  std::vector<SourceFile> streamed = WriteSourceTree(source_, "streamed-", rounds, 12 * kChunk);
+  StartServerAndRegister();
+  if (HasFatalFailure()) return;
+  Mount();
+  if (HasFatalFailure()) return;
+  ReadTally tally;
+  for (int round = 0; round < rounds; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    const int passed = OpenPassedThrough(whole[round], &tally);
+    const int served = ::open((mounted_ + "/" + streamed[round].path).c_str(), O_RDONLY);
+    ASSERT_GE(served, 0) << std::strerror(errno);
+    EXPECT_EQ(ReadHeld(passed, whole[round], 0), 0);
+    EXPECT_EQ(ReadHeld(served, streamed[round], 0), 0);
+    if (round % 2 == 0) {
+      mount_->Kill();
+      ASSERT_TRUE(mount_->Restart().ok());
+    } else {
+      ASSERT_TRUE(mount_->TakeOver().ok());
+    }
+    EXPECT_EQ(ReadHeld(passed, whole[round], kChunk), 0);
+    EXPECT_EQ(ReadHeld(served, streamed[round], kChunk), 0);
+    ReadAndVerify(mounted_ + "/" + whole[round].path, whole[round], &tally);
+    ReadAndVerify(mounted_ + "/" + streamed[round].path, streamed[round], &tally);
+    ::close(passed);
+    ::close(served);
+  }
+  EXPECT_EQ(tally.errors, 0u) << (tally.first_errors.empty() ? "" : tally.first_errors.front());
+  EXPECT_EQ(tally.bytes_wrong, 0u);
+}
+
+// SIGTERM is a stop, not a restart: granary-fuse unmounts, its keeper ends,
+// and descriptors open through the mount fail; the next start mounts anew.
+TEST_F(FuseRestartTest, TerminatedGranaryFuseUnmountsAndTheNextMountsAfresh) {
+  std::vector<SourceFile> files = WriteSourceTree(source_, "file-", 2, 12 * kChunk);
+  StartServerAndRegister();
+  if (HasFatalFailure()) return;
+  Mount();
+  if (HasFatalFailure()) return;
+  const int served = ::open((mounted_ + "/" + files[0].path).c_str(), O_RDONLY);
+  ASSERT_GE(served, 0) << std::strerror(errno);
+  ASSERT_TRUE(mount_->Terminate().ok());
+  struct statfs fs;
+  EXPECT_EQ(::statfs(mounted_.c_str(), &fs), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(ReadHeld(served, files[0], kChunk), ENOTCONN);
+  ::close(served);
+  ASSERT_TRUE(mount_->Restart().ok());
+  ReadTally tally;
+  ReadAndVerify(mounted_ + "/" + files[1].path, files[1], &tally);
+  EXPECT_EQ(tally.errors + tally.bytes_wrong, 0u);
+  EXPECT_NE(mount_->log().find("is being unmounted"), std::string::npos) << mount_->log();
+}
+
+// A granary-fuse that dies and is never restarted: the keeper waits
+// --orphan-timeout-seconds, then detaches the mount; waiting readers fail.
+TEST_F(FuseRestartTest, AMountNoProcessTakesOverIsDetachedAfterTheOrphanTimeout) {
+  std::vector<SourceFile> files = WriteSourceTree(source_, "file-", 1, 12 * kChunk);
+  StartServerAndRegister();
+  if (HasFatalFailure()) return;
+  Mount({"--orphan-timeout-seconds", "1"});
+  if (HasFatalFailure()) return;
+  const int served = ::open((mounted_ + "/" + files[0].path).c_str(), O_RDONLY);
+  ASSERT_GE(served, 0) << std::strerror(errno);
+  mount_->Kill();
+  Clock::time_point killed = Clock::now();
+  // The read waits for a successor that never comes, then fails.
+  EXPECT_NE(ReadHeld(served, files[0], kChunk), 0);
+  EXPECT_GE(SecondsSince(killed), 0.9);
+  ::close(served);
+  struct statfs fs;
+  for (int i = 0; i < 100 && ::statfs(mounted_.c_str(), &fs) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(::statfs(mounted_.c_str(), &fs), -1);
+  EXPECT_NE(mount_->log().find("detaching the mount"), std::string::npos) << mount_->log();
+}
+
+// A second plain start on a served mount point is refused, naming the
+// process that serves it; the mount goes on.
+TEST_F(FuseRestartTest, AStartOnAServedMountPointIsRefusedWithoutTakeover) {
+  std::vector<SourceFile> files = WriteSourceTree(source_, "file-", 1, kChunk);
+  StartServerAndRegister();
+  if (HasFatalFailure()) return;
+  Mount();
+  if (HasFatalFailure()) return;
+  TempDir work;
+  const std::string log = work.path() + "/second.log";
+  absl::StatusOr<pid_t> second =
+      SpawnChild(GranaryFusePath(),
+                 {mount_->path(), "--foreground", "--server", server_->socket_address()}, log);
+  ASSERT_TRUE(second.ok());
+  std::optional<int> status = WaitForExit(*second, std::chrono::seconds(30));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1);
+  std::ifstream in(log);
+  std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(message.find(absl::StrCat("is served by granary-fuse ", mount_->pid(),
+                                      "; --takeover replaces it")),
+            std::string::npos)
+      << message;
+  ReadTally tally;
+  ReadAndVerify(mounted_ + "/" + files[0].path, files[0], &tally);
+  EXPECT_EQ(tally.errors + tally.bytes_wrong, 0u);
 }
 
 }  // namespace

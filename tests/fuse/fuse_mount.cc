@@ -40,8 +40,11 @@ absl::StatusOr<std::unique_ptr<FuseMount>> FuseMount::Start(
   return mount;
 }
 
-absl::Status FuseMount::Spawn(std::chrono::milliseconds timeout) {
-  GRANARY_ASSIGN_OR_RETURN(pid_, SpawnChild(GranaryFusePath(), args_, log_path_));
+absl::Status FuseMount::Spawn(std::chrono::milliseconds timeout,
+                              const std::vector<std::string>& extra) {
+  std::vector<std::string> args = args_;
+  args.insert(args.end(), extra.begin(), extra.end());
+  GRANARY_ASSIGN_OR_RETURN(pid_, SpawnChild(GranaryFusePath(), args, log_path_));
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     // statfs() reaches granary-fuse; stat() could be answered by the kernel's
@@ -76,6 +79,22 @@ absl::Status FuseMount::Terminate(std::chrono::milliseconds timeout) {
 absl::Status FuseMount::Restart(std::chrono::milliseconds timeout) {
   Kill();
   return Spawn(timeout);
+}
+
+absl::Status FuseMount::TakeOver(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return absl::FailedPreconditionError("granary-fuse is not running");
+  const pid_t old = pid_;
+  GRANARY_RETURN_IF_ERROR(Spawn(timeout, {"--takeover"}));
+  std::optional<int> status = WaitForExit(old, timeout);
+  if (!status.has_value()) {
+    KillChild(old);
+    return absl::DeadlineExceededError("the granary-fuse taken over from did not exit");
+  }
+  if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    return absl::InternalError(absl::StrCat(
+        "the granary-fuse taken over from did not exit 0 (wait status ", *status, "): ", log()));
+  }
+  return absl::OkStatus();
 }
 
 FuseMount::~FuseMount() { ForceUnmount(); }

@@ -46,12 +46,18 @@ class FuseMount {
   // SIGTERMs granary-fuse and waits up to `timeout` for it to unmount and exit.
   absl::Status Terminate(std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // Starts granary-fuse again, with the same arguments, on the same mount
-  // point, whatever the last one left there; returns once `ready_path` shows.
+  // point, whatever the last one left there (SIGKILLing one still running);
+  // returns once `ready_path` shows. A mount whose granary-fuse was killed
+  // is taken over (its connection keeper holds it).
   absl::Status Restart(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // Starts another granary-fuse with --takeover while this one runs, as an
+  // upgrade would; returns once the old one has handed the mount over and
+  // exited (its exit code must be 0) and the new one serves `ready_path`.
+  absl::Status TakeOver(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
  private:
   FuseMount() = default;
-  absl::Status Spawn(std::chrono::milliseconds timeout);
+  absl::Status Spawn(std::chrono::milliseconds timeout, const std::vector<std::string>& extra = {});
   void ForceUnmount();
 
   TempDir temp_;
