@@ -357,6 +357,14 @@ absl::StatusOr<UniqueFd> ConnectToKeeper(std::string_view mountpoint) {
     }
     return ErrnoStatus(errno, "connecting to the connection keeper");
   }
+  // Abstract names belong to whoever binds them first: a keeper of another
+  // user is an impostor, never handed a mount nor asked for one.
+  GRANARY_ASSIGN_OR_RETURN(SocketPeer keeper, PeerOf(socket.get()));
+  if (keeper.uid != ::geteuid()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the connection keeper socket of ", AsAbsl(mountpoint), " is held by uid ", keeper.uid,
+        " (pid ", keeper.pid, "), not by this user (uid ", ::geteuid(), "): refusing it"));
+  }
   return socket;
 }
 

@@ -271,6 +271,8 @@ int Run(const Flags& flags, int report_fd) {
     absl::StatusOr<v1::Handover> state = keeper->Preview(flags.takeover);
     if (!state.ok()) return fail(std::string(state.status().message()));
     preview = *std::move(state);
+  } else if (!absl::IsNotFound(found.status())) {
+    return fail(std::string(found.status().message()));
   } else {
     DetachDeadMount(mountpoint);
     absl::StatusOr<UniqueFd> link = StartConnectionKeeper(
