@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -396,6 +397,9 @@ absl::StatusOr<UniqueFd> StartConnectionKeeper(const KeeperOptions& options) {
   // with no descriptor of the server's but its own.
   ::setsid();
   ::prctl(PR_SET_NAME, "granary-keeper");
+  // The keeper is tiny and its death is the one a mount does not survive:
+  // the OOM killer should take anything else first (root may ask for that).
+  std::ofstream("/proc/self/oom_score_adj") << "-1000\n";
   server_end = UniqueFd();
   ::signal(SIGHUP, SIG_IGN);
   ::signal(SIGINT, SIG_IGN);

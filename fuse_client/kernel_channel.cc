@@ -227,8 +227,8 @@ int KernelChannel::ForgetBacking(int fuse_fd, int32_t id) {
 int KernelChannel::ReplyOpenPassthrough(fuse_req_t req, uint64_t fh, int32_t backing_id) {
   // No FLUSH at close, as for files read through granary-fuse: nothing is
   // written, and a close must not wait for a granary-fuse being restarted.
-  const OpenOut out{.fh = fh, .open_flags = kOpenPassthrough | kOpenNoFlush,
-                    .backing_id = backing_id};
+  const OpenOut out{
+      .fh = fh, .open_flags = kOpenPassthrough | kOpenNoFlush, .backing_id = backing_id};
   return fuse_reply_buf(req, reinterpret_cast<const char*>(&out), sizeof(out));
 }
 

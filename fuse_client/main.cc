@@ -64,6 +64,7 @@
 #include "fuse_client/page_store.h"
 #include "fuse_client/passthrough_files.h"
 #include "fuse_client/readahead.h"
+#include "fuse_client/service_notify.h"
 #include "fuse_client/use_reporter.h"
 #include "fuse_client/version_releaser.h"
 
@@ -420,6 +421,7 @@ int Run(const Flags& flags, int report_fd) {
                     << (*client)->address() << " on " << mountpoint
                     << "; chunks are read from their owners in " << servers.view().ToString();
   if (report_fd >= 0) ReportReady(report_fd, flags.log_file);
+  NotifyServiceManagerReady();
 
   fuse_loop_config* loop = fuse_loop_cfg_create();
   fuse_loop_cfg_set_max_threads(loop, flags.fuse_threads);

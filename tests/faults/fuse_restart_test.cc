@@ -8,6 +8,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/unique_fd.h"
 #include "nlohmann/json.hpp"
 #include "tests/faults/fault_fixture.h"
 #include "tests/support/child_process.h"
@@ -255,6 +258,38 @@ TEST_F(FuseRestartTest, AStartOnAServedMountPointIsRefusedWithoutTakeover) {
   ReadTally tally;
   ReadAndVerify(mounted_ + "/" + files[0].path, files[0], &tally);
   EXPECT_EQ(tally.errors + tally.bytes_wrong, 0u);
+}
+
+// Under systemd (Type=notify), the process serving the mount tells the
+// service manager it is the main process: after a takeover, the new one.
+TEST_F(FuseRestartTest, EachServingProcessTellsTheServiceManagerItIsTheMainOne) {
+  WriteSourceTree(source_, "file-", 1, kChunk);
+  StartServerAndRegister();
+  if (HasFatalFailure()) return;
+  TempDir work;
+  const std::string socket_path = work.path() + "/notify";
+  UniqueFd notify(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, socket_path.c_str(), socket_path.size());
+  ASSERT_EQ(::bind(notify.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  timeval wait{.tv_sec = 30, .tv_usec = 0};
+  ::setsockopt(notify.get(), SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+  auto next_state = [&] {
+    char state[256] = {};
+    return ::recv(notify.get(), state, sizeof(state) - 1, 0) > 0 ? std::string(state)
+                                                                 : std::string();
+  };
+  ::setenv("NOTIFY_SOCKET", socket_path.c_str(), 1);
+  Mount();
+  ::unsetenv("NOTIFY_SOCKET");
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(next_state(), absl::StrCat("READY=1\nMAINPID=", mount_->pid(), "\n"));
+  ::setenv("NOTIFY_SOCKET", socket_path.c_str(), 1);
+  absl::Status taken = mount_->TakeOver();
+  ::unsetenv("NOTIFY_SOCKET");
+  ASSERT_TRUE(taken.ok()) << taken;
+  EXPECT_EQ(next_state(), absl::StrCat("READY=1\nMAINPID=", mount_->pid(), "\n"));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@ import configparser
 import glob
 import os
 import re
+import shlex
 import subprocess
 import sys
 import unittest
@@ -58,6 +59,16 @@ def flag_value(args, flag):
     raise AssertionError("%s not in %s" % (flag, args))
 
 
+def fuse_invocation(fuse):
+    """The arguments the granary-fuse container's restart loop runs the
+    binary with, and the loop's script."""
+    script = fuse["args"][0]
+    tokens = shlex.split(script.replace("\\\n", " "))
+    start = tokens.index("/usr/local/bin/granary-fuse") + 1
+    end = next(i for i in range(start, len(tokens)) if tokens[i].endswith(";"))
+    return tokens[start:end] + [tokens[end].rstrip(";")], script
+
+
 def help_text(binary):
     return subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
 
@@ -95,7 +106,12 @@ class KubernetesTest(unittest.TestCase):
         fuse = container(daemonset, "granary-fuse")
         self.assertTrue(fuse["securityContext"]["privileged"])
         mounts = {m["mountPath"]: m for m in fuse["volumeMounts"]}
-        self.assertEqual(fuse["args"][0], "/mnt/granary")
+        fuse_args, script = fuse_invocation(fuse)
+        self.assertEqual(fuse["command"], ["/bin/sh", "-c"])
+        # Restarted in the container until it exits 0 (unmounted), so a
+        # crash is taken over from the connection keeper in this container.
+        self.assertIn("until /usr/local/bin/granary-fuse", script)
+        self.assertEqual(fuse_args[0], "/mnt/granary")
         self.assertEqual(mounts["/mnt/granary"]["mountPropagation"], "Bidirectional")
         self.assertEqual(volumes[mounts["/mnt/granary"]["name"]]["hostPath"]["path"], "/mnt/granary")
         self.assertEqual(volumes[mounts["/dev/fuse"]["name"]]["hostPath"]["type"], "CharDevice")
@@ -112,7 +128,7 @@ class KubernetesTest(unittest.TestCase):
         ports = {p["name"]: p["containerPort"] for p in granaryd["ports"]}
         self.assertEqual(int(config["listen"].rsplit(":", 1)[1]), ports["peer"])
         self.assertEqual(int(config["metrics_listen"].rsplit(":", 1)[1]), ports["metrics"])
-        self.assertEqual(flag_value(fuse["args"], "--server"), "unix:" + config["socket"])
+        self.assertEqual(flag_value(fuse_args, "--server"), "unix:" + config["socket"])
         socket_dir = os.path.dirname(config["socket"])
         self.assertIn(socket_dir, {m["mountPath"] for m in granaryd["volumeMounts"]})
         self.assertIn(socket_dir, mounts)
@@ -123,7 +139,7 @@ class KubernetesTest(unittest.TestCase):
 
         # Every flag exists in the binaries.
         self.assertTrue(long_flags(granaryd["args"]) <= set(re.findall(r"--[a-z-]+", help_text(GRANARYD))))
-        self.assertTrue(long_flags(fuse["args"]) <= set(re.findall(r"--[a-z-]+", help_text(GRANARY_FUSE))))
+        self.assertTrue(long_flags(fuse_args) <= set(re.findall(r"--[a-z-]+", help_text(GRANARY_FUSE))))
 
         # One DaemonSet per cache group: its nodes, its --group.
         group = daemonset["spec"]["selector"]["matchLabels"]["granary.io/group"]
@@ -136,8 +152,8 @@ class KubernetesTest(unittest.TestCase):
         self.assertEqual(env["NODE_IP"]["valueFrom"]["fieldRef"]["fieldPath"], "status.hostIP")
 
         # The cluster token reaches both containers read-only.
-        for c in (granaryd, fuse):
-            self.assertTokenMounted(spec, c)
+        for c, args in ((granaryd, granaryd["args"]), (fuse, fuse_args)):
+            self.assertTokenMounted(spec, c, args)
 
         # The Service fronts the granaryd of every group.
         service = find("Service", "granary-node")
@@ -146,9 +162,10 @@ class KubernetesTest(unittest.TestCase):
         self.assertNotIn("granary.io/group", service["spec"]["selector"])
         self.assertEqual(service["spec"]["ports"][0]["targetPort"], "peer")
 
-    def assertTokenMounted(self, pod_spec, c):
-        """`c` gets --token-file of a read-only mount of the granary-cluster-token Secret."""
-        token_file = flag_value(c["args"], "--token-file")
+    def assertTokenMounted(self, pod_spec, c, args):
+        """`c`, run with `args`, gets --token-file of a read-only mount of the
+        granary-cluster-token Secret."""
+        token_file = flag_value(args, "--token-file")
         volumes = {v["name"]: v for v in pod_spec["volumes"]}
         [mount] = [m for m in c["volumeMounts"] if token_file.startswith(m["mountPath"] + "/")]
         self.assertIs(mount["readOnly"], True, c["name"])
@@ -174,7 +191,7 @@ class KubernetesTest(unittest.TestCase):
 
         # granaryd through its Service, on the peer port.
         server = flag_value(extender["args"], "--server")
-        self.assertTokenMounted(deployment["spec"]["template"]["spec"], extender)
+        self.assertTokenMounted(deployment["spec"]["template"]["spec"], extender, extender["args"])
         node_service = find("Service", "granary-node")
         self.assertEqual(server, "granary-node.%s.svc:%d" % (NAMESPACE, node_service["spec"]["ports"][0]["port"]))
 
@@ -255,6 +272,16 @@ class SystemdTest(unittest.TestCase):
         self.assertEqual(flag_value(command, "--token-file"), "/etc/granary/token")
         self.assertTrue(long_flags(command) <= set(re.findall(r"--[a-z-]+", help_text(GRANARY_FUSE))))
         self.assertIn("granaryd.service", unit["Unit"]["Requires"])
+        # Reload upgrades in place; a crash is restarted and takes the mount
+        # over from the keeper, which a stop of the main process spares.
+        reload = unit["Service"]["ExecReload"].split()
+        self.assertEqual(reload[:3], command[:1] + ["%f", "--takeover"])
+        self.assertNotIn("--foreground", reload)
+        self.assertTrue(long_flags(reload) <= set(re.findall(r"--[a-z-]+", help_text(GRANARY_FUSE))))
+        self.assertEqual(unit["Service"]["Type"], "notify")
+        self.assertEqual(unit["Service"]["NotifyAccess"], "all")
+        self.assertEqual(unit["Service"]["KillMode"], "process")
+        self.assertEqual(unit["Service"]["Restart"], "always")
 
 
 class SlurmTest(unittest.TestCase):
