@@ -200,7 +200,9 @@ void Keeper::ServerGone() {
 
 // Backing ids keep the cache's files referenced by the kernel until they are
 // forgotten; only the server that registered them knew them, so once it is
-// gone they are forgotten here. Files open with them keep their backing file.
+// gone they are forgotten here, but for those of inodes still open in
+// passthrough mode: the next server answers their opens with them. Files
+// open with a forgotten id keep their backing file.
 void Keeper::ForgetBackingIds() {
   std::set<int32_t> in_use;
   for (const auto& [inode, open] : open_inodes_) {

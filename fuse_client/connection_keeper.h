@@ -14,8 +14,11 @@
 // The keeper is forked by the first granary-fuse of a mount before it starts
 // any thread. It is single-threaded, holds no dataset and reads no request;
 // its state is the journal the servers send it: the kernel's INIT request,
-// the mount's slots, and the backing ids the current server registered
-// (which it forgets itself once that server is gone, since no one else can).
+// the mount's slots, the inodes open and the mode the kernel holds each in
+// (passed through, or read through granary-fuse), and the backing ids
+// registered, which it forgets itself once the server that registered them
+// is gone and no open inode uses them, since no one else can. It shows as
+// `granary-keeper` in ps and, as root, sets its OOM score to -1000.
 // It serves one server at a time on an abstract Unix socket named after the
 // mount point, to processes of its own uid only. It ends when the mount is
 // gone (unmounted by anyone), when the server says it unmounts, or when no

@@ -6,7 +6,9 @@
 // is the dataset's root and node i + 1 is manifest entry i. So an inode
 // number names one entry of one version for the life of the mount, and FORGET
 // needs no bookkeeping: a number whose version was released resolves to
-// nothing (ESTALE), never to another entry.
+// nothing (ESTALE), never to another entry. Across processes too: a
+// granary-fuse taking a mount over numbers the versions of the one before
+// as it did (Adopt(), from the journal of SlotJournal) and new ones above.
 //
 // The root lists the datasets last published; a dataset refreshed to a new
 // version gets a new slot (new inodes). A version no longer published is

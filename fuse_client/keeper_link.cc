@@ -20,71 +20,9 @@ absl::StatusOr<std::unique_ptr<KeeperLink>> KeeperLink::Connect(const std::strin
   return std::make_unique<KeeperLink>(std::move(socket), mountpoint);
 }
 
-KeeperLink::KeeperLink(UniqueFd socket, std::string mountpoint)
-    : socket_(std::move(socket)),
-      mountpoint_(std::move(mountpoint)),
-      batcher_([this] { SendOpensInBatches(); }) {}
-
 KeeperLink::~KeeperLink() {
-  {
-    std::lock_guard lock(send_mutex_);
-    stopping_ = true;
-  }
-  opens_queued_.notify_all();
-  batcher_.join();
-  FlushOpens();
   ::shutdown(socket_.get(), SHUT_RDWR);
   if (watcher_.joinable()) watcher_.join();
-}
-
-void KeeperLink::SendOpensInBatches() {
-  std::unique_lock lock(send_mutex_);
-  while (!stopping_) {
-    opens_queued_.wait(lock, [this] { return stopping_ || opens_.has_opens(); });
-    // Let a burst of opens gather into one message.
-    opens_queued_.wait_for(lock, kOpensDelay, [this] { return stopping_; });
-    FlushOpensLocked();
-  }
-}
-
-void KeeperLink::QueueOpen(uint64_t inode, int32_t backing_id, bool released) {
-  std::lock_guard lock(send_mutex_);
-  const bool first = !opens_.has_opens();
-  v1::InodeOpen* change = opens_.mutable_opens()->add_changes();
-  change->set_inode(inode);
-  change->set_backing_id(backing_id);
-  change->set_released(released);
-  // A batch stays well within a datagram.
-  if (opens_.opens().changes_size() >= 2000) {
-    FlushOpensLocked();
-  } else if (first) {
-    opens_queued_.notify_one();
-  }
-}
-
-void KeeperLink::Opened(uint64_t inode, int32_t backing_id) { QueueOpen(inode, backing_id, false); }
-
-void KeeperLink::Released(uint64_t inode, int32_t backing_id) {
-  QueueOpen(inode, backing_id, true);
-}
-
-void KeeperLink::FlushOpens() {
-  std::lock_guard lock(send_mutex_);
-  FlushOpensLocked();
-}
-
-void KeeperLink::FlushOpensLocked() {
-  if (!opens_.has_opens()) return;
-  SendLocked(opens_);
-  opens_.Clear();
-}
-
-void KeeperLink::SendLocked(const v1::KeeperMessage& message) {
-  absl::Status sent = SendDatagram(socket_.get(), message, -1, kSocketName);
-  if (!sent.ok() && !journal_failed_.exchange(true)) {
-    GRANARY_LOG(ERROR) << "the connection keeper of " << mountpoint_ << " is gone (" << sent
-                       << "): the mount will not outlive this process";
-  }
 }
 
 absl::Status KeeperLink::Attach(int fuse_fd) {
@@ -162,9 +100,32 @@ absl::StatusOr<KeeperLink::Handover> KeeperLink::TakeOver(bool replace_running) 
 }
 
 void KeeperLink::Journal(const v1::KeeperMessage& message) {
-  std::lock_guard lock(send_mutex_);
-  FlushOpensLocked();
-  SendLocked(message);
+  absl::Status sent;
+  {
+    std::lock_guard lock(send_mutex_);
+    sent = SendDatagram(socket_.get(), message, -1, kSocketName);
+  }
+  if (!sent.ok() && !journal_failed_.exchange(true)) {
+    GRANARY_LOG(ERROR) << "the connection keeper of " << mountpoint_ << " is gone (" << sent
+                       << "): the mount will not outlive this process";
+  }
+}
+
+void KeeperLink::JournalOpen(uint64_t inode, int32_t backing_id, bool released) {
+  v1::KeeperMessage message;
+  v1::InodeOpen* change = message.mutable_opens()->add_changes();
+  change->set_inode(inode);
+  change->set_backing_id(backing_id);
+  change->set_released(released);
+  Journal(message);
+}
+
+void KeeperLink::Opened(uint64_t inode, int32_t backing_id) {
+  JournalOpen(inode, backing_id, false);
+}
+
+void KeeperLink::Released(uint64_t inode, int32_t backing_id) {
+  JournalOpen(inode, backing_id, true);
 }
 
 void KeeperLink::InitAnswered(std::string_view request) {

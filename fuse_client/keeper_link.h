@@ -15,8 +15,6 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,13 +30,11 @@
 
 namespace granary::fuse {
 
-// The longest an open waits to be journaled.
-inline constexpr std::chrono::milliseconds kOpensDelay{2};
-
 class KeeperLink : public SlotJournal {
  public:
   // A link over `socket`, connected to the keeper of `mountpoint`.
-  KeeperLink(UniqueFd socket, std::string mountpoint);
+  KeeperLink(UniqueFd socket, std::string mountpoint)
+      : socket_(std::move(socket)), mountpoint_(std::move(mountpoint)) {}
   // The link to the keeper holding `mountpoint`'s connection; NOT_FOUND when
   // none does.
   static absl::StatusOr<std::unique_ptr<KeeperLink>> Connect(const std::string& mountpoint);
@@ -70,13 +66,10 @@ class KeeperLink : public SlotJournal {
   void BackingOpened(int32_t id);
   void BackingClosed(int32_t id);
   // An open of `inode` answered with `backing_id` (0: read through
-  // granary-fuse), and its release. Opens are the hot path: they are sent in
-  // batches, at most kOpensDelay after they happen, and before any other
-  // entry; a crash loses at most that much of them.
+  // granary-fuse), journaled before the kernel has the answer, and its
+  // release.
   void Opened(uint64_t inode, int32_t backing_id);
   void Released(uint64_t inode, int32_t backing_id);
-  // Sends the opens not sent yet.
-  void FlushOpens();
   // The server unmounts: the keeper ends without waiting for a successor.
   void Unmounting();
 
@@ -86,20 +79,13 @@ class KeeperLink : public SlotJournal {
 
  private:
   void Journal(const v1::KeeperMessage& message);
-  void SendLocked(const v1::KeeperMessage& message);
-  void FlushOpensLocked();
-  void QueueOpen(uint64_t inode, int32_t backing_id, bool released);
-  void SendOpensInBatches();
+  void JournalOpen(uint64_t inode, int32_t backing_id, bool released);
   absl::StatusOr<v1::KeeperMessage> Ask(bool replace_running, bool preview, UniqueFd* fuse_fd);
 
   UniqueFd socket_;
   const std::string mountpoint_;
   std::mutex send_mutex_;
-  v1::KeeperMessage opens_;  // Not sent yet; guarded by send_mutex_.
-  bool stopping_ = false;    // Guarded by send_mutex_.
-  std::condition_variable opens_queued_;
   std::atomic<bool> journal_failed_{false};
-  std::thread batcher_;
   std::thread watcher_;
 };
 

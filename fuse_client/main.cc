@@ -1,5 +1,6 @@
 // granary-fuse MOUNTPOINT [--server ADDR] [--token-file PATH] [--foreground]
-//              [--dataset NAME] [--version-grace-seconds S] [-o OPTS]
+//              [--dataset NAME] [--version-grace-seconds S] [--takeover]
+//              [--orphan-timeout-seconds S] [-o OPTS]
 //
 // Mounts every dataset of a granaryd (or one) as a read-only directory tree:
 // MOUNTPOINT/<dataset>/<path>. Manifests come from that server, the local
@@ -15,6 +16,11 @@
 // shows its source's owner, group and mode, and the kernel enforces them
 // (default_permissions, always on): other users of an allow_other mount read
 // only what the source lets them read.
+//
+// The mount outlives this process: a connection keeper forked at the first
+// mount holds its FUSE connection (connection_keeper.h), and the next
+// granary-fuse on the mount point takes it over, open files and all; one
+// that is still running is replaced only with --takeover (an upgrade).
 //
 // A dataset refreshed on the server shows its new version within a second;
 // files opened before keep reading the old one. The old version is released
@@ -409,9 +415,8 @@ int Run(const Flags& flags, int report_fd) {
   // Another granary-fuse taking the mount over: leave at once, mounted. The
   // requests this process holds are sent to the next one again, and the
   // keeper forgets this process's backing files.
-  keeper->WatchForStop([&mountpoint, &keeper] {
+  keeper->WatchForStop([&mountpoint] {
     GRANARY_LOG(INFO) << "handing " << mountpoint << " over to the next granary-fuse";
-    keeper->FlushOpens();
     std::fflush(nullptr);
     _exit(0);
   });

@@ -6,8 +6,10 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "fuse_client/file_handles.h"
 #include "gtest/gtest.h"
 
 namespace granary::fuse {
@@ -178,6 +180,71 @@ TEST(InodeTable, KeepsARetiredVersionThroughTheGracePeriod) {
   table.Publish({table.Add(Version(2))});
   EXPECT_TRUE(table.ReleaseUnused().empty());
   EXPECT_EQ(table.KeptVersions().size(), 2u);
+}
+
+// What a process taking a mount over needs: the versions of the one before
+// under the same numbers, new ones above every number used, and every slot
+// added or released journaled for the next.
+struct RecordedJournal : SlotJournal {
+  void SlotAdded(uint32_t slot, std::string_view dataset, uint64_t version) override {
+    added.push_back({slot, std::string(dataset), version});
+  }
+  void SlotReleased(uint32_t slot) override { released.push_back(slot); }
+  std::vector<std::tuple<uint32_t, std::string, uint64_t>> added;
+  std::vector<uint32_t> released;
+};
+
+TEST(InodeTable, ATakeOverNumbersVersionsAsBeforeAndJournalsTheRest) {
+  InodeTable before(0, 0, std::chrono::milliseconds(0));
+  RecordedJournal journal;
+  before.set_journal(&journal);
+  std::shared_ptr<const MountedDataset> old_version = before.Add(Version(1));
+  std::shared_ptr<const MountedDataset> current = before.Add(Version(2));
+  before.Publish({current});
+  ASSERT_EQ(journal.added.size(), 2u);
+  EXPECT_EQ(journal.added[1],
+            std::make_tuple(current->slot(), std::string("ds"), VersionOf(current)));
+  const uint64_t file = current->InodeOf(*current->Lookup(0, "f"));
+
+  InodeTable after(0, 0, std::chrono::milliseconds(0));
+  after.Adopt(current->slot(), Version(2));
+  after.SkipSlotsBelow(7);
+  EXPECT_TRUE(after.HasSlot(current->slot()));
+  EXPECT_FALSE(after.HasSlot(old_version->slot())) << "not adopted: its inodes answer ESTALE";
+  InodeTable::Node node = after.Resolve(file);
+  ASSERT_NE(node.dataset, nullptr);
+  EXPECT_EQ(VersionOf(node.dataset), VersionOf(current));
+  EXPECT_EQ(node.dataset->EntryOf(node.node)->path, "f");
+  EXPECT_EQ(after.Resolve(old_version->InodeOf(0)).dataset, nullptr);
+  EXPECT_EQ(after.Add(Version(3))->slot(), 7u);
+
+  old_version.reset();
+  before.ReleaseUnused();
+  EXPECT_EQ(journal.released, std::vector<uint32_t>{0});
+}
+
+TEST(FileHandles, OwnHandlesAreTheObjectsAndEarlierOnesAreAdoptedOnce) {
+  FileHandles<int> earlier(1);
+  FileHandles<int> handles(2);
+  const uint64_t inherited = earlier.Issue(std::make_unique<int>(7));
+  const uint64_t own = handles.Issue(std::make_unique<int>(42));
+  EXPECT_TRUE(handles.IssuedHere(own));
+  EXPECT_FALSE(handles.IssuedHere(inherited));
+  int adoptions = 0;
+  auto adopt = [&] {
+    ++adoptions;
+    return std::make_unique<int>(8);
+  };
+  EXPECT_EQ(*handles.Find(own, adopt), 42);
+  EXPECT_EQ(*handles.Find(inherited, adopt), 8);
+  EXPECT_EQ(*handles.Find(inherited, adopt), 8);
+  EXPECT_EQ(adoptions, 1);
+  EXPECT_EQ(handles.Find(inherited + 8, [] { return std::unique_ptr<int>(); }), nullptr)
+      << "a handle whose version is gone";
+  EXPECT_EQ(*handles.Release(inherited), 8);
+  EXPECT_EQ(handles.Release(inherited), nullptr) << "released once";
+  EXPECT_EQ(*handles.Release(own), 42);
+  earlier.Release(inherited);
 }
 
 }  // namespace
