@@ -21,24 +21,9 @@ absl::Status Invalid(std::string_view source, std::string_view what) {
 }
 
 absl::StatusOr<std::string> PercentDecode(std::string_view text, std::string_view source) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out.push_back(text[i]);
-      continue;
-    }
-    if (i + 2 >= text.size()) return Invalid(source, "a '%' is not followed by two hex digits");
-    int value = 0;
-    const char* begin = text.data() + i + 1;
-    auto [end, error] = std::from_chars(begin, begin + 2, value, 16);
-    if (error != std::errc() || end != begin + 2) {
-      return Invalid(source, "a '%' is not followed by two hex digits");
-    }
-    out.push_back(static_cast<char>(value));
-    i += 2;
-  }
-  return out;
+  std::optional<std::string> decoded = S3UriDecode(text, /*plus_is_space=*/false);
+  if (!decoded) return Invalid(source, "a '%' is not followed by two hex digits");
+  return *std::move(decoded);
 }
 
 bool IsValidBucket(std::string_view bucket) {
@@ -190,6 +175,27 @@ std::string S3UriEncode(std::string_view text, bool keep_slashes) {
       out.push_back('%');
       out.push_back(kHex[byte >> 4]);
       out.push_back(kHex[byte & 0xF]);
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> S3UriDecode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '+' && plus_is_space) {
+      out.push_back(' ');
+    } else if (text[i] != '%') {
+      out.push_back(text[i]);
+    } else {
+      int value = 0;
+      if (i + 2 >= text.size()) return std::nullopt;
+      const char* digits = text.data() + i + 1;
+      auto [end, error] = std::from_chars(digits, digits + 2, value, 16);
+      if (error != std::errc() || end != digits + 2) return std::nullopt;
+      out.push_back(static_cast<char>(value));
+      i += 2;
     }
   }
   return out;

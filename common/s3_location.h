@@ -67,6 +67,11 @@ std::string FormatS3Source(const S3Location& location);
 // use.
 std::string S3UriEncode(std::string_view text, bool keep_slashes);
 
+// `text` with every %XX decoded (and '+' read as a space when
+// `plus_is_space`, as S3's encoding-type=url writes keys); nullopt when a
+// '%' is not followed by two hex digits.
+std::optional<std::string> S3UriDecode(std::string_view text, bool plus_is_space);
+
 }  // namespace granary
 
 #endif  // GRANARY_COMMON_S3_LOCATION_H_

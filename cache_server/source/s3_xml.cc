@@ -7,10 +7,12 @@
 #include <charconv>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
 #include "common/printable.h"
+#include "common/s3_location.h"
 
 namespace granary {
 namespace {
@@ -69,25 +71,6 @@ bool ParseTimestamp(const std::string& text, int64_t* ns) {
   return true;
 }
 
-bool UrlDecode(std::string_view text, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '+') {
-      out->push_back(' ');
-    } else if (text[i] != '%') {
-      out->push_back(text[i]);
-    } else {
-      int value = 0;
-      if (i + 2 >= text.size()) return false;
-      auto [end, error] = std::from_chars(text.data() + i + 1, text.data() + i + 3, value, 16);
-      if (error != std::errc() || end != text.data() + i + 3) return false;
-      out->push_back(static_cast<char>(value));
-      i += 2;
-    }
-  }
-  return true;
-}
-
 absl::Status Malformed(std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("malformed ListObjectsV2 reply: ", AsAbsl(what)));
 }
@@ -111,8 +94,12 @@ absl::StatusOr<S3ListPage> ParseS3ListPage(std::string_view xml) {
     const xmlNode* key = Child(node, "Key");
     if (key == nullptr) return Malformed("a <Contents> has no <Key>");
     object.key = Text(key);
-    if (url_encoded && !UrlDecode(Text(key), &object.key)) {
-      return Malformed(absl::StrCat("key '", Printable(Text(key)), "' is not URL-encoded"));
+    if (url_encoded) {
+      std::optional<std::string> decoded = S3UriDecode(object.key, /*plus_is_space=*/true);
+      if (!decoded) {
+        return Malformed(absl::StrCat("key '", Printable(object.key), "' is not URL-encoded"));
+      }
+      object.key = *std::move(decoded);
     }
     const std::string size = ChildText(node, "Size");
     auto [end, error] = std::from_chars(size.data(), size.data() + size.size(), object.size);
