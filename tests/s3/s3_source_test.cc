@@ -307,5 +307,32 @@ TEST_F(S3SourceTest, TheMountServesTheBucketsTree) {
   EXPECT_EQ(st.st_mode & 07777, 0500u);
 }
 
+// The granary CLI's standard output and error, and its exit status.
+std::string RunCli(const std::string& args) {
+  std::string output;
+  FILE* pipe = popen((GRANARY_CLI_PATH " " + args + " 2>&1; echo \"exit $?\"").c_str(), "r");
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+  pclose(pipe);
+  return output;
+}
+
+TEST_F(S3SourceTest, TheCliRegistersABucketFromItsFlags) {
+  Put("cli/x/file.txt", "through the CLI");
+  StartServer(endpoint());
+  const std::string server = "--server " + server_->socket_address();
+  std::string added = RunCli(server + " dataset add cli s3://data/cli --endpoint " + endpoint() +
+                             " --region us-east-1 --readers-group 0");
+  EXPECT_THAT(added, HasSubstr("registered dataset 'cli': 1 files, 2 directories"));
+  EXPECT_THAT(added, HasSubstr("exit 0"));
+  std::string shown = RunCli(server + " dataset show cli");
+  EXPECT_THAT(shown, HasSubstr("s3://data/cli/?endpoint="));
+  EXPECT_THAT(shown, HasSubstr("&readers_gid=0"));
+  EXPECT_THAT(RunCli(server + " cat cli/x/file.txt"), HasSubstr("through the CLI"));
+  std::string refused = RunCli(server + " dataset add posix /tmp --endpoint " + endpoint());
+  EXPECT_THAT(refused, HasSubstr("are for s3:// sources, not '/tmp'"));
+  EXPECT_THAT(refused, HasSubstr("exit 1"));
+}
+
 }  // namespace
 }  // namespace granary::testing
