@@ -5,8 +5,6 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "cache_server/source/posix_scanner.h"
-#include "cache_server/source/posix_source.h"
 #include "common/absl_compat.h"
 #include "common/chunk_math.h"
 #include "common/logging.h"
@@ -34,25 +32,18 @@ uint32_t ReplicasOf(const v1::CatalogDataset& record) {
 }
 
 DatasetRegistry::DatasetRegistry(Catalog* catalog, store::ChunkStore* store,
-                                 VersionActivity* activity, const SourceRoots* roots, Limits limits,
-                                 int scan_threads)
-    : catalog_(catalog),
-      store_(store),
-      activity_(activity),
-      roots_(roots),
-      limits_(limits),
-      scan_threads_(scan_threads) {}
+                                 VersionActivity* activity, Sources* sources, Limits limits)
+    : catalog_(catalog), store_(store), activity_(activity), sources_(sources), limits_(limits) {}
 
 absl::StatusOr<Manifest> DatasetRegistry::Scan(std::string_view name, std::string_view source,
                                                uint32_t chunk_size) {
-  absl::StatusOr<std::string> root = roots_->Confine(source);
-  if (!root.ok()) {
-    return absl::Status(root.status().code(),
-                        absl::StrCat("dataset '", AsAbsl(name), "': ", root.status().message()));
+  absl::StatusOr<std::shared_ptr<const Source>> opened = sources_->OpenToScan(source);
+  if (!opened.ok()) {
+    return absl::Status(opened.status().code(),
+                        absl::StrCat("dataset '", AsAbsl(name), "': ", opened.status().message()));
   }
   auto started = std::chrono::steady_clock::now();
-  absl::StatusOr<ScannedTree> tree =
-      ScanPosixTree(*root, scan_threads_, limits_.max_dataset_entries);
+  absl::StatusOr<ScannedTree> tree = (*opened)->Scan(limits_.max_dataset_entries);
   if (!tree.ok()) {
     return absl::Status(tree.status().code(),
                         absl::StrCat("dataset '", AsAbsl(name), "': ", tree.status().message()));
@@ -98,7 +89,13 @@ absl::StatusOr<v1::DatasetInfo> DatasetRegistry::Add(std::string_view name, std:
                      " datasets, the most it may hold "
                      "(max_datasets); remove one or raise the limit"));
   }
-  GRANARY_ASSIGN_OR_RETURN(Manifest manifest, Scan(name, source, chunk_size));
+  absl::StatusOr<std::string> canonical = sources_->Canonical(source);
+  if (!canonical.ok()) {
+    return absl::Status(
+        canonical.status().code(),
+        absl::StrCat("dataset '", AsAbsl(name), "': ", canonical.status().message()));
+  }
+  GRANARY_ASSIGN_OR_RETURN(Manifest manifest, Scan(name, *canonical, chunk_size));
   GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record,
                            catalog_->Create(std::make_shared<const Manifest>(std::move(manifest)),
                                             replicas, fill, NowUnixMs()));
@@ -127,7 +124,7 @@ absl::StatusOr<bool> DatasetRegistry::Adopt(
     const v1::CatalogDataset& record,
     const std::vector<std::shared_ptr<const Manifest>>& manifests) {
   if (!record.removed()) {
-    GRANARY_RETURN_IF_ERROR(roots_->Confine(record.source()).status());
+    GRANARY_RETURN_IF_ERROR(sources_->Check(record.source()));
     if (!catalog_->Get(record.name()).ok() && catalog_->Size() >= limits_.max_datasets) {
       return absl::ResourceExhaustedError(
           absl::StrCat("the catalog holds ", catalog_->Size(),

@@ -5,9 +5,9 @@
 // uses any more, removing (catalog records and cached chunks), and
 // describing datasets as v1::DatasetInfo with this node's cached bytes.
 //
-// Sources are confined to the configured source roots (SourceRoots), both
-// when this node registers or refreshes a dataset and when it adopts a peer's
-// record; and the catalog's size and each version's entries are bounded
+// Sources are confined to the configured source roots and S3 endpoints
+// (Sources), both when this node registers or refreshes a dataset and when
+// it adopts a peer's record; and the catalog's size and each version's entries are bounded
 // (Limits), so that no caller can exhaust the node's memory.
 //
 // Errors name what was wrong: INVALID_ARGUMENT for a bad name, source or chunk
@@ -29,7 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "cache_server/catalog.h"
-#include "cache_server/source_roots.h"
+#include "cache_server/source/sources.h"
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/version_activity.h"
 #include "proto/granary.pb.h"
@@ -55,9 +55,9 @@ class DatasetRegistry {
     size_t max_dataset_entries = 5'000'000;
   };
 
-  // `roots` must outlive the registry.
+  // `sources` must outlive the registry.
   DatasetRegistry(Catalog* catalog, store::ChunkStore* store, VersionActivity* activity,
-                  const SourceRoots* roots, Limits limits, int scan_threads);
+                  Sources* sources, Limits limits);
 
   // `chunk_size` 0 means kDefaultChunkSize; `replicas` 0 means 1, and at
   // most kMaxReplicas; `fill` FILL_DEFAULT means each node's default.
@@ -69,8 +69,9 @@ class DatasetRegistry {
   absl::StatusOr<uint64_t> Remove(std::string_view name);
   // Takes a peer's record of a dataset if it is newer (Catalog::Adopt), and
   // frees the chunks of versions it drops. Returns whether anything changed.
-  // A record whose source lies outside this node's source roots, or that
-  // would pass a limit, is refused (PERMISSION_DENIED, RESOURCE_EXHAUSTED).
+  // A record whose source lies outside this node's source roots or S3
+  // endpoints, or that would pass a limit, is refused (PERMISSION_DENIED,
+  // RESOURCE_EXHAUSTED).
   absl::StatusOr<bool> Adopt(const v1::CatalogDataset& record,
                              const std::vector<std::shared_ptr<const Manifest>>& manifests);
   // Releases every older version retired at least `grace` ago (by its
@@ -93,9 +94,8 @@ class DatasetRegistry {
   Catalog* const catalog_;
   store::ChunkStore* const store_;
   VersionActivity* const activity_;
-  const SourceRoots* const roots_;
+  Sources* const sources_;
   const Limits limits_;
-  const int scan_threads_;
 };
 
 }  // namespace granary

@@ -40,7 +40,7 @@ struct Flags {
   std::string config_file;
   std::optional<std::string> data_dir, capacity, listen, socket, node_id, group, members, etcd,
       advertise, token_file, metrics_listen, admin_group, fill;
-  std::vector<std::string> cache_dirs, source_roots;
+  std::vector<std::string> cache_dirs, source_roots, s3_endpoints;
   std::optional<uint32_t> version_grace_seconds;
   bool insecure_tcp = false;
 };
@@ -82,6 +82,7 @@ absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
   if (flags.token_file) config.cluster_token_file = *flags.token_file;
   if (!flags.cache_dirs.empty()) config.cache_dirs = flags.cache_dirs;
   if (!flags.source_roots.empty()) config.source_roots = flags.source_roots;
+  if (!flags.s3_endpoints.empty()) config.s3_endpoints = flags.s3_endpoints;
   if (flags.admin_group) config.admin_group = *flags.admin_group;
   if (flags.insecure_tcp) config.insecure_tcp = true;
   if (flags.fill) config.fill_on_read = *flags.fill == "on-read";
@@ -116,6 +117,9 @@ int Run(int argc, char** argv) {
   app.add_option("--source-root", flags.source_roots,
                  "Directory datasets may be registered from, repeatable (default: none, so no "
                  "dataset can be registered)");
+  app.add_option("--s3-endpoint", flags.s3_endpoints,
+                 "S3 endpoint (scheme://host[:port]) datasets may be registered from, "
+                 "repeatable (default: none, so no S3 dataset can be registered)");
   app.add_option("--admin-group", flags.admin_group,
                  "Group whose members may register, refresh and remove datasets (default: root "
                  "alone)");

@@ -4,7 +4,6 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "cache_server/source/posix_source.h"
 #include "common/chunk_math.h"
 #include "common/chunk_router.h"
 #include "common/logging.h"
@@ -33,13 +32,15 @@ absl::StatusOr<const ManifestEntry*> ChunkEntry(const Manifest& manifest, const 
 }
 
 ReadThrough::ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetrics* metrics,
-                         VersionActivity* activity, ClusterView* cluster, WriteBehind* write_behind)
+                         VersionActivity* activity, ClusterView* cluster, WriteBehind* write_behind,
+                         Sources* sources)
     : catalog_(catalog),
       store_(store),
       metrics_(metrics),
       activity_(activity),
       cluster_(cluster),
-      write_behind_(write_behind) {}
+      write_behind_(write_behind),
+      sources_(sources) {}
 
 absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32_t offset,
                                                      uint32_t length, ChunkSourcing sourcing) {
@@ -253,13 +254,15 @@ absl::StatusOr<std::string> ReadThrough::ReadFromPeer(const Member& peer, const 
 absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
                                                     const ManifestEntry& entry,
                                                     const ChunkKey& key) {
-  GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(manifest.identity().source));
   uint32_t chunk_size = manifest.chunk_size();
   metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
   const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kSource);
+  absl::StatusOr<std::shared_ptr<const Source>> source =
+      sources_->OpenToRead(manifest.identity().source);
   absl::StatusOr<std::string> data =
-      ReadPosixFileRange(root, entry, static_cast<uint64_t>(key.chunk_index) * chunk_size,
-                         ChunkLength(entry.size, chunk_size, key.chunk_index));
+      source.ok() ? (*source)->ReadRange(entry, static_cast<uint64_t>(key.chunk_index) * chunk_size,
+                                         ChunkLength(entry.size, chunk_size, key.chunk_index))
+                  : source.status();
   speeds_.End(fetch, data.ok() ? data->size() : 0);
   if (!data.ok()) {
     metrics_->source_errors.fetch_add(1, std::memory_order_relaxed);

@@ -35,6 +35,7 @@
 #include "cache_server/fetch_speeds.h"
 #include "cache_server/metrics.h"
 #include "cache_server/single_flight.h"
+#include "cache_server/source/sources.h"
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/version_activity.h"
 #include "cache_server/write_behind.h"
@@ -54,7 +55,8 @@ class ReadThrough {
   };
 
   ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetrics* metrics,
-              VersionActivity* activity, ClusterView* cluster, WriteBehind* write_behind);
+              VersionActivity* activity, ClusterView* cluster, WriteBehind* write_behind,
+              Sources* sources);
 
   // Bytes [offset, offset + length) of chunk `key`: length 0 reads to the
   // chunk's end, a range ending past it is cut there, an offset past it is
@@ -145,6 +147,7 @@ class ReadThrough {
   VersionActivity* const activity_;
   ClusterView* const cluster_;
   WriteBehind* const write_behind_;
+  Sources* const sources_;
   MissListener miss_listener_;
   std::atomic<int> readers_waiting_{0};
   SingleFlight<ChunkKey, absl::StatusOr<ChunkData>> flights_;

@@ -63,6 +63,9 @@ namespace {
 // A version nobody read or prewarmed for this long stops counting as active.
 constexpr std::chrono::minutes kActiveAfterLastUse{5};
 constexpr int kScanThreads = 16;
+// Requests in flight to one S3 endpoint: enough for prewarm to saturate
+// it, few enough not to be throttled (503 SlowDown).
+constexpr int kS3RequestsPerEndpoint = 32;
 // How long a shutdown lets calls in flight finish. gRPC also waits this long
 // for clients that keep idle connections open, so it stays short.
 constexpr std::chrono::seconds kShutdownGrace{2};
@@ -233,6 +236,7 @@ struct GranaryServer::Parts {
   ServerMetrics metrics;
   std::unique_ptr<VersionActivity> activity;
   std::unique_ptr<SourceRoots> source_roots;
+  std::unique_ptr<Sources> sources;
   std::unique_ptr<AccessPolicy> policy;
   std::unique_ptr<DatasetRegistry> registry;
   std::unique_ptr<ClusterView> cluster;
@@ -288,14 +292,20 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->activity = std::make_unique<VersionActivity>(parts->store.get(), kActiveAfterLastUse);
   GRANARY_ASSIGN_OR_RETURN(SourceRoots roots, SourceRoots::Resolve(c.source_roots));
   parts->source_roots = std::make_unique<SourceRoots>(std::move(roots));
+  GRANARY_ASSIGN_OR_RETURN(
+      parts->sources,
+      Sources::Create(parts->source_roots.get(), c.s3_endpoints,
+                      Sources::Options{.scan_threads = kScanThreads,
+                                       .s3_requests_per_endpoint = kS3RequestsPerEndpoint,
+                                       .s3 = {}}));
   std::optional<gid_t> admin_gid;
   if (!c.admin_group.empty()) {
     GRANARY_ASSIGN_OR_RETURN(admin_gid, GroupId(c.admin_group, "admin_group"));
   }
   parts->policy = std::make_unique<AccessPolicy>(admin_gid, c.admin_group);
   parts->registry = std::make_unique<DatasetRegistry>(
-      parts->catalog.get(), parts->store.get(), parts->activity.get(), parts->source_roots.get(),
-      DatasetRegistry::Limits{c.max_datasets, c.max_dataset_entries}, kScanThreads);
+      parts->catalog.get(), parts->store.get(), parts->activity.get(), parts->sources.get(),
+      DatasetRegistry::Limits{c.max_datasets, c.max_dataset_entries});
   std::string token;
   if (!c.cluster_token_file.empty()) {
     GRANARY_ASSIGN_OR_RETURN(token, LoadClusterToken(c.cluster_token_file));
@@ -311,7 +321,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
                                                       c.write_behind_bytes, kWriteBehindThreads);
   parts->read_through = std::make_unique<ReadThrough>(
       parts->catalog.get(), parts->store.get(), &parts->metrics, parts->activity.get(),
-      parts->cluster.get(), parts->write_behind.get());
+      parts->cluster.get(), parts->write_behind.get(), parts->sources.get());
   parts->fills = std::make_unique<FillScheduler>(
       parts->catalog.get(), parts->read_through.get(), parts->store.get(), &parts->metrics,
       parts->cluster.get(),

@@ -9,8 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "cache_server/source/posix_source.h"
 #include "common/absl_compat.h"
+#include "common/source_path.h"
 #include "common/status.h"
 
 namespace granary {

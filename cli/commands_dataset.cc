@@ -1,9 +1,13 @@
 // granary dataset add|ls|show|refresh|rm: the dataset catalog of granaryd.
+#include <grp.h>
+
+#include <charconv>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +24,8 @@
 #include "common/absl_compat.h"
 #include "common/chunk_key.h"
 #include "common/chunk_math.h"
+#include "common/printable.h"
+#include "common/s3_location.h"
 #include "common/size.h"
 #include "common/status.h"
 
@@ -32,6 +38,12 @@ struct AddOptions {
   std::string chunk_size;
   uint32_t replicas = 1;
   std::string fill;
+  // Of an s3:// source; each overrides the same parameter in SOURCE.
+  std::optional<std::string> endpoint;
+  std::optional<std::string> region;
+  std::optional<std::string> profile;
+  std::optional<std::string> addressing;
+  std::optional<std::string> readers_group;
   bool json = false;
 };
 
@@ -45,6 +57,63 @@ struct NamedOptions {
 std::string AbsoluteSource(const std::string& source) {
   if (absl::StrContains(source, "://")) return source;
   return std::filesystem::absolute(source).lexically_normal().string();
+}
+
+absl::StatusOr<uint32_t> GroupIdOf(const std::string& group) {
+  uint32_t gid = 0;
+  auto [end, error] = std::from_chars(group.data(), group.data() + group.size(), gid);
+  if (!group.empty() && error == std::errc() && end == group.data() + group.size()) return gid;
+  struct group entry;
+  struct group* found = nullptr;
+  std::vector<char> buffer(16384);
+  if (getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
+      found == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--readers-group: no group '", Printable(group), "' on this host"));
+  }
+  return found->gr_gid;
+}
+
+// The source to register: a path made absolute, or an s3:// source in its
+// canonical form with the S3 flags applied.
+absl::StatusOr<std::string> SourceToRegister(const AddOptions& options) {
+  const bool s3_flags = options.endpoint || options.region || options.profile ||
+                        options.addressing || options.readers_group;
+  if (!IsS3Source(options.source)) {
+    if (s3_flags) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--endpoint, --region, --profile, --addressing and --readers-group are for "
+                       "s3:// sources, not '",
+                       Printable(options.source), "'"));
+    }
+    return AbsoluteSource(options.source);
+  }
+  std::string source = options.source;
+  if (options.endpoint) {
+    GRANARY_ASSIGN_OR_RETURN(std::string endpoint, CanonicalS3Endpoint(*options.endpoint));
+    // Parsed once more below, with the other parameters.
+    absl::StrAppend(&source, absl::StrContains(source, "?") ? "&" : "?",
+                    "endpoint=", S3UriEncode(endpoint, false));
+  }
+  GRANARY_ASSIGN_OR_RETURN(S3Location location, ParseS3Source(source));
+  if (options.region) {
+    location.region = *options.region;
+    if (!options.endpoint && !absl::StrContains(options.source, "endpoint=")) {
+      location.endpoint = absl::StrCat("https://s3.", *options.region, ".amazonaws.com");
+    }
+  }
+  if (options.profile) location.profile = *options.profile;
+  if (options.addressing) {
+    location.addressing =
+        *options.addressing == "virtual" ? S3Addressing::kVirtualHosted : S3Addressing::kPath;
+  }
+  if (options.readers_group) {
+    GRANARY_ASSIGN_OR_RETURN(location.readers_gid, GroupIdOf(*options.readers_group));
+  }
+  // Formatted and parsed again, so a bad region or profile is refused here.
+  std::string canonical = FormatS3Source(location);
+  GRANARY_RETURN_IF_ERROR(ParseS3Source(canonical).status());
+  return canonical;
 }
 
 absl::StatusOr<uint32_t> ParseChunkSize(const std::string& text) {
@@ -111,7 +180,8 @@ absl::Status RunAdd(const GlobalOptions& global, const AddOptions& options) {
                            ServerConnection::Open(global.server, global.token_file));
   v1::AddDatasetRequest request;
   request.set_name(options.name);
-  request.set_source(AbsoluteSource(options.source));
+  GRANARY_ASSIGN_OR_RETURN(std::string source, SourceToRegister(options));
+  request.set_source(source);
   request.set_chunk_size(chunk_size);
   request.set_replicas(options.replicas);
   request.set_fill(options.fill == "on-read" ? v1::FILL_ON_READ
@@ -249,8 +319,22 @@ void AddDatasetCommands(CLI::App& app, const GlobalOptions& global, Action& acti
   auto add_options = std::make_shared<AddOptions>();
   CLI::App* add = dataset->add_subcommand("add", "Scan a source and register it as a dataset");
   add->add_option("NAME", add_options->name, "Dataset name")->required();
-  add->add_option("SOURCE", add_options->source, "A directory (posix:///path or a bare path)")
+  add->add_option("SOURCE", add_options->source,
+                  "A directory (posix:///path or a bare path) or s3://BUCKET[/PREFIX]")
       ->required();
+  add->add_option("--endpoint", add_options->endpoint,
+                  "S3: the endpoint, http(s)://host[:port] (default: AWS's for the region)");
+  add->add_option("--region", add_options->region, "S3: the region to sign for (us-east-1)");
+  add->add_option("--profile", add_options->profile,
+                  "S3: the credentials profile granaryd signs with (default: granaryd's "
+                  "AWS_ACCESS_KEY_ID, else AWS_PROFILE, else default)");
+  add->add_option("--addressing", add_options->addressing,
+                  "S3: path (host/bucket/key) or virtual (bucket.host/key); default path, "
+                  "virtual for AWS")
+      ->check(CLI::IsMember({"path", "virtual"}));
+  add->add_option("--readers-group", add_options->readers_group,
+                  "S3: the group (name or id) that may read the objects through Granary "
+                  "(default: root alone)");
   add->add_option("--chunk-size", add_options->chunk_size,
                   "Chunk size, 1MiB to 64MiB (default 4MiB)");
   add->add_option("--replicas", add_options->replicas,

@@ -56,22 +56,22 @@ KeyParser AddressKey(std::string GranarydConfig::*field) {
   };
 }
 
-// A directory or a list of them; never empty.
-KeyParser PathListKey(std::vector<std::string> GranarydConfig::*field) {
+// One value (a directory, an endpoint) or a list of them; never empty.
+KeyParser StringListKey(std::vector<std::string> GranarydConfig::*field) {
   return [field](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
-    std::vector<std::string> dirs;
+    std::vector<std::string> values;
     if (node.IsScalar()) {
-      dirs.push_back(node.Scalar());
+      values.push_back(node.Scalar());
     } else if (node.IsSequence()) {
       for (const YAML::Node& item : node) {
-        GRANARY_ASSIGN_OR_RETURN(std::string dir, Scalar(item));
-        dirs.push_back(dir);
+        GRANARY_ASSIGN_OR_RETURN(std::string value, Scalar(item));
+        values.push_back(value);
       }
     } else {
-      return absl::InvalidArgumentError("expected a directory or a list of directories");
+      return absl::InvalidArgumentError("expected one value or a list of values");
     }
-    if (dirs.empty()) return absl::InvalidArgumentError("the list is empty");
-    config->*field = std::move(dirs);
+    if (values.empty()) return absl::InvalidArgumentError("the list is empty");
+    config->*field = std::move(values);
     return absl::OkStatus();
   };
 }
@@ -146,8 +146,9 @@ const std::map<std::string, KeyParser>& KeyParsers() {
          config->socket_mode = mode;
          return absl::OkStatus();
        }},
-      {"cache_dirs", PathListKey(&GranarydConfig::cache_dirs)},
-      {"source_roots", PathListKey(&GranarydConfig::source_roots)},
+      {"cache_dirs", StringListKey(&GranarydConfig::cache_dirs)},
+      {"source_roots", StringListKey(&GranarydConfig::source_roots)},
+      {"s3_endpoints", StringListKey(&GranarydConfig::s3_endpoints)},
       {"admin_group", StringKey(&GranarydConfig::admin_group)},
       {"max_datasets", WholeNumberKey(&GranarydConfig::max_datasets, 1, 1'000'000)},
       {"max_dataset_entries",

@@ -14,6 +14,7 @@
 //   socket_mode: 0660                 socket_group: granary
 //   prewarm_parallelism: 8
 //   source_roots: [/mnt/nfs/datasets, /lustre/ml]   admin_group: granary-admin
+//   s3_endpoints: [https://s3.us-east-1.amazonaws.com, http://10.0.0.5:9000]
 //   max_datasets: 1000                max_dataset_entries: 5000000
 //   max_prewarm_paths: 10000
 //   max_connections: 4096             max_connections_per_user: 256
@@ -80,6 +81,9 @@ struct GranarydConfig {
   // The only directories datasets may be registered from (a source must be
   // one of them or lie beneath one). Empty: no dataset can be registered.
   std::vector<std::string> source_roots;
+  // The only S3 endpoints (scheme://host[:port]) datasets may be registered
+  // from. Empty: no S3 dataset can be registered.
+  std::vector<std::string> s3_endpoints;
   // Members of this group may register, refresh and remove datasets over
   // the Unix socket, as root may; empty: root alone.
   std::string admin_group;

@@ -18,7 +18,12 @@ packages=(
   iperf3
   iproute2
   rsync tar coreutils
+  libcurl4-openssl-dev libxml2-dev
 )
+# Node.js and npm run s3rver, the S3 server of the S3 tests: Debian's
+# packages, unless a Node.js with its own npm is installed already.
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -33,4 +38,13 @@ if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# s3rver 3.7.1 from the npm registry, as package-lock.json pins it and its
+# dependencies, into tests/support/s3rver, where the S3 tests find it.
+s3rver_dir="$(cd "$(dirname "$0")/.." && pwd)/tests/support/s3rver"
+if [[ "$(node -p 'require(process.argv[1]).version' \
+        "$s3rver_dir/node_modules/s3rver/package.json" 2>/dev/null)" != 3.7.1 ]]; then
+  echo "install-deps: installing s3rver 3.7.1 from npm into $s3rver_dir" >&2
+  npm ci --prefix "$s3rver_dir" --no-audit --no-fund --loglevel=error
 fi

@@ -29,14 +29,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cache_server/source/source.h"
 #include "common/manifest.h"
 
 namespace granary {
-
-struct ScannedTree {
-  ManifestEntries entries;  // Unsorted.
-  SkippedEntries skipped;
-};
 
 // The entries under `root` (an absolute directory path).
 // NOT_FOUND naming the root when it does not exist, INVALID_ARGUMENT when it is

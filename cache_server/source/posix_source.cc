@@ -1,13 +1,18 @@
 #include "cache_server/source/posix_source.h"
 
+#include "cache_server/source/posix_scanner.h"
 #include "common/status.h"
 #include "common/verified_source_file.h"
 
 namespace granary {
 
-absl::StatusOr<std::string> ReadPosixFileRange(const std::string& root, const ManifestEntry& entry,
-                                               uint64_t offset, uint32_t length) {
-  GRANARY_ASSIGN_OR_RETURN(VerifiedSourceFile file, VerifiedSourceFile::Open(root, entry));
+absl::StatusOr<ScannedTree> PosixSource::Scan(size_t max_entries) const {
+  return ScanPosixTree(root_, scan_threads_, max_entries);
+}
+
+absl::StatusOr<std::string> PosixSource::ReadRange(const ManifestEntry& entry, uint64_t offset,
+                                                   uint32_t length) const {
+  GRANARY_ASSIGN_OR_RETURN(VerifiedSourceFile file, VerifiedSourceFile::Open(root_, entry));
   std::string data(length, '\0');
   GRANARY_RETURN_IF_ERROR(file.ReadExactly(offset, data));
   return data;

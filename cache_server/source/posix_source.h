@@ -3,15 +3,15 @@
 // bare absolute path (PosixRootOf, common/source_path.h). Granary only ever
 // reads it.
 //
-// ReadPosixFileRange() is how granaryd reads a byte range of one manifest
-// entry: through VerifiedSourceFile (common/verified_source_file.h), which
+// Reads go through VerifiedSourceFile (common/verified_source_file.h), which
 // opens the file beneath the source's root without following any symlink and
 // guarantees the bytes belong to the very file the manifest recorded, so that
 // a file replaced, redirected, truncated or rewritten since registration
 // fails with FAILED_PRECONDITION naming it instead of yielding bytes of
-// another file or another version.
+// another file or another version. Scans are ScanPosixTree's
+// (posix_scanner.h).
 //
-// Thread-safety: pure functions; safe to call concurrently.
+// Thread-safety: immutable; safe to call concurrently.
 #ifndef GRANARY_CACHE_SERVER_SOURCE_POSIX_SOURCE_H_
 #define GRANARY_CACHE_SERVER_SOURCE_POSIX_SOURCE_H_
 
@@ -19,17 +19,28 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "cache_server/source/source.h"
 #include "common/manifest.h"
-#include "common/source_path.h"
 
 namespace granary {
 
-// Reads exactly `length` bytes at `offset` of file `entry` under `root`.
-// FAILED_PRECONDITION naming the file when it is gone, reached through a
-// symlink or no longer the file the entry recorded; PERMISSION_DENIED or
-// another errno-derived code naming it when it cannot be read.
-absl::StatusOr<std::string> ReadPosixFileRange(const std::string& root, const ManifestEntry& entry,
-                                               uint64_t offset, uint32_t length);
+class PosixSource : public Source {
+ public:
+  // `root` is the canonical directory; scans list it with `scan_threads`.
+  PosixSource(std::string root, int scan_threads)
+      : root_(std::move(root)), scan_threads_(scan_threads) {}
+
+  absl::StatusOr<ScannedTree> Scan(size_t max_entries) const override;
+  // FAILED_PRECONDITION naming the file when it is gone, reached through a
+  // symlink or no longer the file the entry recorded; PERMISSION_DENIED or
+  // another errno-derived code naming it when it cannot be read.
+  absl::StatusOr<std::string> ReadRange(const ManifestEntry& entry, uint64_t offset,
+                                        uint32_t length) const override;
+
+ private:
+  const std::string root_;
+  const int scan_threads_;
+};
 
 }  // namespace granary
 

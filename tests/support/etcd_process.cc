@@ -1,8 +1,5 @@
 #include "tests/support/etcd_process.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <thread>
@@ -20,17 +17,6 @@ namespace granary::testing {
 namespace {
 
 constexpr char kEtcdBinary[] = "/usr/bin/etcd";
-
-bool PortAcceptsConnections(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  ::close(fd);
-  return connected;
-}
 
 }  // namespace
 
@@ -55,7 +41,7 @@ absl::StatusOr<std::unique_ptr<EtcdProcess>> EtcdProcess::Start() {
   // Wait for the port before the first RPC: a channel whose first connection
   // is refused backs off for seconds before it tries again.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!PortAcceptsConnections(etcd->client_port_) &&
+  while (!TcpPortAcceptsConnections(etcd->client_port_) &&
          std::chrono::steady_clock::now() < deadline) {
     if (WaitForExit(etcd->pid_, std::chrono::milliseconds(20)).has_value()) {
       etcd->pid_ = -1;

@@ -55,6 +55,9 @@ class TempDir {
 // range so that no outgoing connection takes it before its server binds it.
 int FreeTcpPort();
 
+// Whether a server accepts connections on 127.0.0.1:`port`.
+bool TcpPortAcceptsConnections(int port);
+
 // Writes a fresh random cluster token (256 bits, hexadecimal) to `path`
 // with mode 0600 and returns it.
 absl::StatusOr<std::string> WriteRandomClusterToken(const std::string& path);

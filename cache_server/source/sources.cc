@@ -1,0 +1,101 @@
+#include "cache_server/source/sources.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cache_server/source/posix_source.h"
+#include "cache_server/source/s3_credentials.h"
+#include "cache_server/source/s3_source.h"
+#include "common/absl_compat.h"
+#include "common/printable.h"
+#include "common/s3_location.h"
+#include "common/source_path.h"
+#include "common/status.h"
+
+namespace granary {
+
+absl::StatusOr<std::unique_ptr<Sources>> Sources::Create(
+    const SourceRoots* roots, const std::vector<std::string>& s3_endpoints, Options options) {
+  std::vector<std::string> canonical;
+  for (const std::string& endpoint : s3_endpoints) {
+    absl::StatusOr<std::string> one = CanonicalS3Endpoint(endpoint);
+    if (!one.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("s3_endpoints: ", one.status().message()));
+    }
+    canonical.push_back(*std::move(one));
+  }
+  return std::unique_ptr<Sources>(new Sources(roots, std::move(canonical), options));
+}
+
+absl::StatusOr<std::string> Sources::Canonical(std::string_view source) const {
+  if (!IsS3Source(source)) return std::string(source);
+  GRANARY_ASSIGN_OR_RETURN(S3Location location, ParseS3Source(source));
+  return FormatS3Source(location);
+}
+
+absl::Status Sources::Check(std::string_view source) const {
+  if (!IsS3Source(source)) return roots_->Confine(source).status();
+  GRANARY_ASSIGN_OR_RETURN(S3Location location, ParseS3Source(source));
+  for (const std::string& endpoint : s3_endpoints_) {
+    if (endpoint == location.endpoint) return absl::OkStatus();
+  }
+  if (s3_endpoints_.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "this granaryd has no S3 endpoints configured, so no S3 dataset can be registered "
+        "(endpoint ",
+        location.endpoint,
+        "); an administrator lists the endpoints datasets may come from in granaryd's config "
+        "(s3_endpoints) or with --s3-endpoint"));
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat("S3 endpoint ", location.endpoint, " is not one of this granaryd's (",
+                   absl::StrJoin(s3_endpoints_, ", "),
+                   "); an administrator adds endpoints in granaryd's config (s3_endpoints)"));
+}
+
+absl::StatusOr<std::shared_ptr<const Source>> Sources::Open(std::string_view source) {
+  if (!IsS3Source(source)) {
+    GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(source));
+    return std::make_shared<const PosixSource>(std::move(root), options_.scan_threads);
+  }
+  GRANARY_ASSIGN_OR_RETURN(S3Location location, ParseS3Source(source));
+  absl::StatusOr<S3Credentials> credentials = FindS3Credentials(location.profile);
+  if (!credentials.ok()) {
+    return absl::Status(
+        credentials.status().code(),
+        absl::StrCat("S3 endpoint ", location.endpoint, ": ", credentials.status().message()));
+  }
+  S3RequestSlots* slots;
+  {
+    std::lock_guard lock(mu_);
+    std::unique_ptr<S3RequestSlots>& kept = slots_[location.endpoint];
+    if (!kept) kept = std::make_unique<S3RequestSlots>(options_.s3_requests_per_endpoint);
+    slots = kept.get();
+  }
+  return std::make_shared<const S3Source>(
+      std::make_unique<S3Client>(std::move(location), *std::move(credentials), slots, options_.s3));
+}
+
+absl::StatusOr<std::shared_ptr<const Source>> Sources::OpenToScan(std::string_view source) {
+  GRANARY_RETURN_IF_ERROR(Check(source));
+  if (!IsS3Source(source)) {
+    GRANARY_ASSIGN_OR_RETURN(std::string root, roots_->Confine(source));
+    return std::make_shared<const PosixSource>(std::move(root), options_.scan_threads);
+  }
+  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Source> opened, Open(source));
+  std::lock_guard lock(mu_);
+  kept_.insert_or_assign(std::string(source), opened);
+  return opened;
+}
+
+absl::StatusOr<std::shared_ptr<const Source>> Sources::OpenToRead(std::string_view source) {
+  {
+    std::lock_guard lock(mu_);
+    auto kept = kept_.find(source);
+    if (kept != kept_.end()) return kept->second;
+  }
+  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Source> opened, Open(source));
+  std::lock_guard lock(mu_);
+  return kept_.emplace(std::string(source), std::move(opened)).first->second;
+}
+
+}  // namespace granary

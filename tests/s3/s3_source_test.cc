@@ -1,0 +1,338 @@
+// S3 datasets end to end: a real s3rver behind a front end that checks
+// SigV4 signatures and If-Match as S3 does (tests/support/sigv4_front_end.h),
+// a real granaryd reading it, and a real mount: registration by
+// ListObjectsV2 across pages, keys mapped to a tree (and those that cannot
+// be one listed as skipped), ranged reads, and the clear errors of objects
+// changed or deleted since, of wrong or missing credentials, and of
+// endpoints that are down or not allowed.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/s3_location.h"
+#include "tests/fuse/fuse_mount.h"
+#include "tests/server/server_test_util.h"
+#include "tests/support/granaryd_process.h"
+#include "tests/support/s3rver_process.h"
+#include "tests/support/sigv4_front_end.h"
+
+namespace granary::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kBucket[] = "data";
+constexpr uint32_t kChunkSize = 1 << 20;
+
+std::string SourceOf(const std::string& endpoint, const std::string& prefix) {
+  S3Location location;
+  location.bucket = kBucket;
+  location.prefix = prefix.empty() ? "" : prefix + "/";
+  location.endpoint = endpoint;
+  return FormatS3Source(location);
+}
+
+class S3SourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s3rver = S3rverProcess::Start({kBucket});
+    ASSERT_TRUE(s3rver.ok()) << s3rver.status();
+    s3rver_ = *std::move(s3rver);
+    auto front = SigV4FrontEnd::Start(s3rver_->port(), {kS3rverKey, kS3rverSecret});
+    ASSERT_TRUE(front.ok()) << front.status();
+    front_ = *std::move(front);
+  }
+
+  // Where granaryd reaches the bucket: through the verifying front end.
+  std::string endpoint() const { return front_->endpoint(); }
+
+  // granaryd allowed to register from `endpoint`, with `environment` (NAME=value).
+  void StartServer(const std::string& endpoint,
+                   std::vector<std::string> environment = {
+                       absl::StrCat("AWS_ACCESS_KEY_ID=", kS3rverKey),
+                       absl::StrCat("AWS_SECRET_ACCESS_KEY=", kS3rverSecret)}) {
+    GranarydOptions options;
+    options.extra_args = {"--s3-endpoint", endpoint};
+    options.command_prefix = {
+        "/usr/bin/env",          "-u", "AWS_ACCESS_KEY_ID", "-u",
+        "AWS_SECRET_ACCESS_KEY", "-u", "AWS_PROFILE",       absl::StrCat("HOME=", home_.path())};
+    options.command_prefix.insert(options.command_prefix.end(), environment.begin(),
+                                  environment.end());
+    auto server = GranarydProcess::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    stub_ = server_->SocketStub();
+  }
+
+  void Put(const std::string& key, const std::string& bytes) {
+    absl::Status put = s3rver_->Put(kBucket, key, bytes);
+    ASSERT_TRUE(put.ok()) << put;
+  }
+
+  // The files of the current version of `name`, by path.
+  std::map<std::string, v1::ManifestEntry> Files(const std::string& name,
+                                                 v1::DatasetInfo* info = nullptr) {
+    std::vector<v1::ManifestEntry> entries;
+    grpc::Status status = GetManifest(stub_.get(), name, 0, &entries, info);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    std::map<std::string, v1::ManifestEntry> files;
+    for (size_t id = 0; id < entries.size(); ++id) {
+      if (entries[id].type() == v1::ENTRY_TYPE_FILE) files[entries[id].path()] = entries[id];
+    }
+    return files;
+  }
+
+  // The id of `path` in the current manifest of `name`.
+  uint64_t FileId(const std::string& name, const std::string& path, v1::DatasetInfo* info) {
+    std::vector<v1::ManifestEntry> entries;
+    EXPECT_TRUE(GetManifest(stub_.get(), name, 0, &entries, info).ok());
+    for (size_t id = 0; id < entries.size(); ++id) {
+      if (entries[id].path() == path) return id;
+    }
+    ADD_FAILURE() << "no " << path << " in " << name;
+    return 0;
+  }
+
+  TempDir home_;
+  std::unique_ptr<S3rverProcess> s3rver_;
+  std::unique_ptr<SigV4FrontEnd> front_;
+  std::unique_ptr<GranarydProcess> server_;
+  std::unique_ptr<v1::Granary::Stub> stub_;
+};
+
+TEST_F(S3SourceTest, RegistersThousandsOfKeysAcrossPagesAsATree) {
+  constexpr int kKeys = 2500;
+  for (int i = 0; i < kKeys; ++i) {
+    Put(absl::StrCat("train/shard", i % 7, "/class", i % 3, "/", i, ".jpg"),
+        absl::StrCat("image ", i));
+  }
+  Put("train/empty.bin", "");
+  Put("outside/not-listed.bin", "not under the prefix");
+  StartServer(endpoint());
+  v1::DatasetInfo info;
+  grpc::Status added =
+      AddDataset(stub_.get(), "train", SourceOf(endpoint(), "train"), kChunkSize, &info);
+  ASSERT_TRUE(added.ok()) << added.error_message() << "\n" << server_->log();
+  EXPECT_EQ(info.file_count(), kKeys + 1);
+  EXPECT_EQ(info.directory_count(), 1 + 7 + 7 * 3);  // The root, shards, classes.
+  EXPECT_EQ(info.skipped_count(), 0);
+  std::map<std::string, v1::ManifestEntry> files = Files("train");
+  ASSERT_EQ(files.size(), kKeys + 1);
+  EXPECT_EQ(files["empty.bin"].size(), 0);
+  EXPECT_EQ(files["shard2/class1/1234.jpg"].size(), std::string("image 1234").size());
+  EXPECT_FALSE(files["shard2/class1/1234.jpg"].etag().empty());
+  const uint64_t id = FileId("train", "shard2/class1/1234.jpg", &info);
+  ReadResult read = ReadChunk(stub_.get(), info.version(), id, 0);
+  ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+  EXPECT_EQ(read.data, "image 1234");
+  EXPECT_EQ(front_->signature_refusals(), 0);  // Continuation tokens signed too.
+}
+
+TEST_F(S3SourceTest, OddKeysAreServedAndKeysThatCannotBePathsAreListedAsSkipped) {
+  const std::vector<std::string> odd = {"with space.txt", "plus+sign",    "per%cent",
+                                        "ünïcödé.txt",    "q?mark&amp=1", "tilde~(paren)*!'",
+                                        "hash#tag"};
+  for (const std::string& key : odd) Put("odd/" + key, "bytes of " + key);
+  Put("odd/a", "a file that is also a prefix");
+  Put("odd/a/b", "inside a");
+  // s3rver refuses keys with "//" or "." components and dies of names over
+  // 255 bytes; s3_unit_test maps such keys.
+  StartServer(endpoint());
+  v1::DatasetInfo info;
+  grpc::Status added =
+      AddDataset(stub_.get(), "odd", SourceOf(endpoint(), "odd"), kChunkSize, &info);
+  ASSERT_TRUE(added.ok()) << added.error_message();
+  for (const std::string& key : odd) {
+    ReadResult read = ReadChunk(stub_.get(), info.version(), FileId("odd", key, &info), 0);
+    ASSERT_TRUE(read.status.ok()) << key << ": " << read.status.error_message();
+    EXPECT_EQ(read.data, "bytes of " + key);
+  }
+  EXPECT_EQ(Files("odd")["a/b"].size(), std::string("inside a").size());
+  EXPECT_EQ(front_->signature_refusals(), 0);
+  std::map<std::string, std::string> skipped;
+  for (const v1::SkippedEntry& entry : info.skipped()) skipped[entry.path()] = entry.reason();
+  EXPECT_EQ(info.skipped_count(), 1);
+  EXPECT_THAT(skipped["odd/a"], HasSubstr("both an object and the prefix"));
+}
+
+TEST_F(S3SourceTest, AnOverwrittenObjectIsStaleUntilRefreshMakesANewVersion) {
+  Put("set/sample.bin", PatternBytes(3 * kChunkSize, 1));
+  StartServer(endpoint());
+  v1::DatasetInfo info;
+  ASSERT_TRUE(AddDataset(stub_.get(), "set", SourceOf(endpoint(), "set"), kChunkSize, &info).ok());
+  const uint64_t id = FileId("set", "sample.bin", &info);
+  ReadResult first = ReadChunk(stub_.get(), info.version(), id, 0);
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  Put("set/sample.bin", PatternBytes(3 * kChunkSize, 2));  // Same size, other bytes.
+  ReadResult stale = ReadChunk(stub_.get(), info.version(), id, 1);
+  EXPECT_EQ(stale.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(stale.status.error_message(), HasSubstr("changed since it was registered"));
+  EXPECT_THAT(stale.status.error_message(), HasSubstr("set/sample.bin"));
+  EXPECT_THAT(stale.status.error_message(), HasSubstr("HTTP 412"));
+  EXPECT_GT(front_->precondition_failures(), 0);
+
+  grpc::ClientContext context;
+  v1::RefreshDatasetRequest refresh;
+  refresh.set_name("set");
+  v1::DatasetInfo refreshed;
+  ASSERT_TRUE(stub_->RefreshDataset(&context, refresh, &refreshed).ok());
+  EXPECT_NE(refreshed.version(), info.version());
+  ReadResult fresh = ReadChunk(stub_.get(), refreshed.version(), id, 1);
+  ASSERT_TRUE(fresh.status.ok()) << fresh.status.error_message();
+  EXPECT_EQ(fresh.data, PatternBytes(3 * kChunkSize, 2).substr(kChunkSize, kChunkSize));
+}
+
+TEST_F(S3SourceTest, ADeletedObjectFailsItsReadsByName) {
+  Put("gone/file.bin", "soon deleted");
+  StartServer(endpoint());
+  v1::DatasetInfo info;
+  ASSERT_TRUE(
+      AddDataset(stub_.get(), "gone", SourceOf(endpoint(), "gone"), kChunkSize, &info).ok());
+  ASSERT_TRUE(s3rver_->Remove(kBucket, "gone/file.bin").ok());
+  ReadResult read = ReadChunk(stub_.get(), info.version(), FileId("gone", "file.bin", &info), 0);
+  EXPECT_EQ(read.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(read.status.error_message(), HasSubstr("gone since it was registered"));
+  EXPECT_THAT(read.status.error_message(), HasSubstr("gone/file.bin"));
+}
+
+TEST_F(S3SourceTest, ALargeObjectReadsRightAtRandomOffsets) {
+  constexpr size_t kSize = 300u << 20;
+  const std::string bytes = PatternBytes(kSize, 7);
+  Put("big/blob.bin", bytes);
+  StartServer(endpoint());
+  v1::DatasetInfo info;
+  ASSERT_TRUE(AddDataset(stub_.get(), "big", SourceOf(endpoint(), "big"), kChunkSize, &info).ok());
+  const uint64_t id = FileId("big", "blob.bin", &info);
+  std::mt19937 random(20);
+  for (int i = 0; i < 12; ++i) {
+    const uint32_t chunk =
+        std::uniform_int_distribution<uint32_t>(0, kSize / kChunkSize - 1)(random);
+    const uint32_t offset = std::uniform_int_distribution<uint32_t>(0, kChunkSize - 4096)(random);
+    ReadResult read = ReadChunk(stub_.get(), info.version(), id, chunk, offset, 4096);
+    ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+    EXPECT_EQ(read.data, bytes.substr(uint64_t{chunk} * kChunkSize + offset, 4096)) << chunk;
+  }
+}
+
+TEST_F(S3SourceTest, ADownEndpointFailsRegistrationNamingIt) {
+  const std::string down = absl::StrCat("http://127.0.0.1:", FreeTcpPort());
+  StartServer(down);
+  v1::DatasetInfo info;
+  grpc::Status added = AddDataset(stub_.get(), "down", SourceOf(down, ""), kChunkSize, &info);
+  EXPECT_EQ(added.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(added.error_message(), HasSubstr(down));
+  EXPECT_THAT(added.error_message(), HasSubstr("attempts"));
+}
+
+TEST_F(S3SourceTest, WrongCredentialsFailNamingTheEndpointAndTheStatus) {
+  StartServer(endpoint(), {absl::StrCat("AWS_ACCESS_KEY_ID=", kS3rverKey),
+                           "AWS_SECRET_ACCESS_KEY=not-the-secret"});
+  v1::DatasetInfo info;
+  grpc::Status added =
+      AddDataset(stub_.get(), "wrong", SourceOf(endpoint(), ""), kChunkSize, &info);
+  EXPECT_EQ(added.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(added.error_message(), HasSubstr(endpoint()));
+  EXPECT_THAT(added.error_message(), HasSubstr("HTTP 403 (SignatureDoesNotMatch"));
+  EXPECT_THAT(added.error_message(), ::testing::Not(HasSubstr("not-the-secret")));
+  EXPECT_THAT(server_->log(), ::testing::Not(HasSubstr("not-the-secret")));
+}
+
+TEST_F(S3SourceTest, AnEndpointNotConfiguredIsRefused) {
+  StartServer("http://127.0.0.1:1");
+  v1::DatasetInfo info;
+  grpc::Status added =
+      AddDataset(stub_.get(), "other", SourceOf(endpoint(), ""), kChunkSize, &info);
+  EXPECT_EQ(added.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(added.error_message(), HasSubstr(endpoint()));
+  EXPECT_THAT(added.error_message(), HasSubstr("s3_endpoints"));
+}
+
+TEST_F(S3SourceTest, MissingCredentialsAreNamedWithWhereGranarydLooked) {
+  StartServer(endpoint(), {});
+  v1::DatasetInfo info;
+  grpc::Status added =
+      AddDataset(stub_.get(), "nokeys", SourceOf(endpoint(), ""), kChunkSize, &info);
+  EXPECT_EQ(added.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(added.error_message(), HasSubstr("no S3 credentials for profile 'default'"));
+  EXPECT_THAT(added.error_message(), HasSubstr(home_.path() + "/.aws/credentials"));
+}
+
+TEST_F(S3SourceTest, AProfileInTheSharedCredentialsFileSigns) {
+  Put("p/file", "via a profile");
+  std::filesystem::create_directories(home_.path() + "/.aws");
+  std::ofstream(home_.path() + "/.aws/credentials")
+      << "[other]\naws_access_key_id = wrong\n\n[ml]\naws_access_key_id = " << kS3rverKey
+      << "\naws_secret_access_key = " << kS3rverSecret << "\n";
+  StartServer(endpoint(), {});
+  S3Location location;
+  location.bucket = kBucket;
+  location.prefix = "p/";
+  location.endpoint = endpoint();
+  location.profile = "ml";
+  v1::DatasetInfo info;
+  grpc::Status added =
+      AddDataset(stub_.get(), "profiled", FormatS3Source(location), kChunkSize, &info);
+  ASSERT_TRUE(added.ok()) << added.error_message();
+  EXPECT_THAT(info.source(), HasSubstr("profile=ml"));
+  EXPECT_THAT(info.source(), ::testing::Not(HasSubstr(kS3rverSecret)));
+}
+
+TEST_F(S3SourceTest, TheMountServesTheBucketsTree) {
+  Put("m/dir/one.txt", "one");
+  Put("m/dir/sub/two.txt", PatternBytes(2 * kChunkSize + 5, 3));
+  Put("m/empty", "");
+  StartServer(endpoint());
+  v1::DatasetInfo info;
+  ASSERT_TRUE(AddDataset(stub_.get(), "m", SourceOf(endpoint(), "m"), kChunkSize, &info).ok());
+  auto mount = FuseMount::Start(server_->socket_address(), {}, "m");
+  ASSERT_TRUE(mount.ok()) << mount.status();
+  auto read = [&](const std::string& path) {
+    std::ifstream in((*mount)->path() + "/m/" + path, std::ios::binary);
+    std::stringstream out;
+    out << in.rdbuf();
+    return out.str();
+  };
+  EXPECT_EQ(read("dir/one.txt"), "one");
+  EXPECT_EQ(read("dir/sub/two.txt"), PatternBytes(2 * kChunkSize + 5, 3));
+  EXPECT_EQ(read("empty"), "");
+  struct stat st {};
+  ASSERT_EQ(stat(((*mount)->path() + "/m/dir/sub").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0500u);
+}
+
+// The granary CLI's standard output and error, and its exit status.
+std::string RunCli(const std::string& args) {
+  std::string output;
+  FILE* pipe = popen((GRANARY_CLI_PATH " " + args + " 2>&1; echo \"exit $?\"").c_str(), "r");
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+  pclose(pipe);
+  return output;
+}
+
+TEST_F(S3SourceTest, TheCliRegistersABucketFromItsFlags) {
+  Put("cli/x/file.txt", "through the CLI");
+  StartServer(endpoint());
+  const std::string server = "--server " + server_->socket_address();
+  std::string added = RunCli(server + " dataset add cli s3://data/cli --endpoint " + endpoint() +
+                             " --region us-east-1 --readers-group 0");
+  EXPECT_THAT(added, HasSubstr("registered dataset 'cli': 1 files, 2 directories"));
+  EXPECT_THAT(added, HasSubstr("exit 0"));
+  std::string shown = RunCli(server + " dataset show cli");
+  EXPECT_THAT(shown, HasSubstr("s3://data/cli/?endpoint="));
+  EXPECT_THAT(shown, HasSubstr("&readers_gid=0"));
+  EXPECT_THAT(RunCli(server + " cat cli/x/file.txt"), HasSubstr("through the CLI"));
+  std::string refused = RunCli(server + " dataset add posix /tmp --endpoint " + endpoint());
+  EXPECT_THAT(refused, HasSubstr("are for s3:// sources, not '/tmp'"));
+  EXPECT_THAT(refused, HasSubstr("exit 1"));
+}
+
+}  // namespace
+}  // namespace granary::testing
