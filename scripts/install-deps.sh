@@ -34,3 +34,17 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# The offline check of deploy/kubernetes (tests/deploy) runs on Node.js with
+# the npm packages its lock file pins; npm ci again only when the lock changed.
+if ! command -v npm >/dev/null; then
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+manifest_check="$(cd "$(dirname "$0")/.." && pwd)/tests/deploy"
+if ! cmp -s "$manifest_check/package-lock.json" "$manifest_check/node_modules/.granary-installed-lock"; then
+  (cd "$manifest_check" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$manifest_check/package-lock.json" "$manifest_check/node_modules/.granary-installed-lock"
+fi
