@@ -27,6 +27,7 @@
 #include "common/stop_signals.h"
 #include "csi/csi_services.h"
 #include "csi/dataset_mounts.h"
+#include "csi/placement_prewarmer.h"
 #include "csi/volume_request.h"
 #include "grpcpp/server_builder.h"
 
@@ -41,6 +42,7 @@ struct Flags {
   std::string node_id;
   std::string group = "default";
   std::string server;
+  bool prewarm = true;
 };
 
 // The socket path of a CSI endpoint, "unix:///PATH" or "unix:/PATH".
@@ -86,6 +88,8 @@ std::string HostName() {
 }
 
 absl::Status Run(const Flags& flags) {
+  // Before any thread starts (gRPC's too), so that only Wait() below sees them.
+  granary::StopSignals stop_signals;
   GRANARY_RETURN_IF_ERROR(granary::csi_driver::CheckAbsolutePath("--mount", flags.mount));
   if (flags.mount.size() > 1 && flags.mount.back() == '/') {
     return absl::InvalidArgumentError(
@@ -93,16 +97,19 @@ absl::Status Run(const Flags& flags) {
   }
   GRANARY_ASSIGN_OR_RETURN(std::string socket_path, EndpointPath(flags.endpoint));
   std::string server = granary::ResolveServerAddress(flags.server);
-  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<granary::DatasetClient> datasets,
-                           granary::DatasetClient::Connect(server));
+  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> granaryd, granary::MakeChannel(server));
+  std::unique_ptr<granary::DatasetClient> datasets =
+      granary::DatasetClient::OverChannel(server, {}, granaryd);
   granary::csi_driver::DatasetMounts mounts(flags.mount);
+  std::unique_ptr<granary::csi_driver::PlacementPrewarmer> prewarmer;
+  if (flags.prewarm) {
+    prewarmer = std::make_unique<granary::csi_driver::PlacementPrewarmer>(granaryd);
+  }
   granary::csi_driver::IdentityService identity(&mounts);
   granary::csi_driver::NodeService node(
       {.id = flags.node_id.empty() ? HostName() : flags.node_id, .group = flags.group}, &mounts,
-      datasets.get());
+      datasets.get(), prewarmer.get());
 
-  // Before the server's threads start, so that only Wait() below sees them.
-  granary::StopSignals stop_signals;
   GRANARY_RETURN_IF_ERROR(ClearStaleSocket(socket_path));
   // The socket gets no permission for group or others: only root connects.
   umask(077);
@@ -146,6 +153,8 @@ int main(int argc, char** argv) {
   app.add_option("--server", flags.server,
                  "granaryd address for dataset sizes and versions, unix:PATH or HOST:PORT "
                  "(default: $GRANARY_SERVER, else the local socket)");
+  app.add_flag("!--no-prewarm", flags.prewarm,
+               "Do not prewarm a dataset for this node's cache group when it is published");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -69,8 +69,9 @@ NodeService::VolumeOperation::~VolumeOperation() {
   service_->busy_volumes_.erase(volume_id_);
 }
 
-NodeService::NodeService(Node node, const DatasetMounts* mounts, const DatasetClient* datasets)
-    : node_(std::move(node)), mounts_(mounts), datasets_(datasets) {}
+NodeService::NodeService(Node node, const DatasetMounts* mounts, const DatasetClient* datasets,
+                         PlacementPrewarmer* prewarmer)
+    : node_(std::move(node)), mounts_(mounts), datasets_(datasets), prewarmer_(prewarmer) {}
 
 absl::StatusOr<granary::v1::DatasetInfo> NodeService::Dataset(const std::string& name) const {
   GRANARY_ASSIGN_OR_RETURN(std::vector<granary::v1::DatasetInfo> all, datasets_->ListDatasets());
@@ -97,7 +98,9 @@ absl::Status NodeService::Publish(const csi::v1::NodePublishVolumeRequest& reque
           " the volume names (the mount serves current versions only)"));
     }
   }
-  return mounts_->Publish(volume.dataset, request.target_path());
+  GRANARY_RETURN_IF_ERROR(mounts_->Publish(volume.dataset, request.target_path()));
+  if (prewarmer_ != nullptr) prewarmer_->Warm(volume.dataset);
+  return absl::OkStatus();
 }
 
 grpc::Status NodeService::NodePublishVolume(grpc::ServerContext*,

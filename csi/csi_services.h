@@ -7,7 +7,8 @@
 //
 // The node's cache group is reported as the topology segment
 // kGroupTopologyKey, so PersistentVolumes can carry node affinity by group.
-// The granaryd answering `datasets` gives sizes and current versions.
+// The granaryd answering `datasets` gives sizes and current versions; each
+// dataset published is handed to the prewarmer, if there is one.
 //
 // Thread-safety: the services are called from gRPC's threads concurrently;
 // two calls for one volume at once get ABORTED for the second, as the CSI
@@ -22,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/dataset_client.h"
 #include "csi/dataset_mounts.h"
+#include "csi/placement_prewarmer.h"
 #include "csi/proto/csi.grpc.pb.h"
 
 namespace granary::csi_driver {
@@ -57,8 +59,10 @@ class NodeService final : public csi::v1::Node::Service {
     std::string id;
     std::string group;
   };
-  // `mounts` and `datasets` must outlive the service.
-  NodeService(Node node, const DatasetMounts* mounts, const DatasetClient* datasets);
+  // `mounts`, `datasets` and `prewarmer` (may be null: no prewarm) must
+  // outlive the service.
+  NodeService(Node node, const DatasetMounts* mounts, const DatasetClient* datasets,
+              PlacementPrewarmer* prewarmer);
 
   grpc::Status NodePublishVolume(grpc::ServerContext* context,
                                  const csi::v1::NodePublishVolumeRequest* request,
@@ -100,6 +104,7 @@ class NodeService final : public csi::v1::Node::Service {
   Node node_;
   const DatasetMounts* mounts_;
   const DatasetClient* datasets_;
+  PlacementPrewarmer* prewarmer_;
   absl::Mutex mutex_;
   absl::flat_hash_set<std::string> busy_volumes_ ABSL_GUARDED_BY(mutex_);
 };

@@ -195,6 +195,22 @@ TEST_F(CsiNodeTest, PublishedDatasetReadsAsTheSourceReadOnlyUntilUnpublished) {
       << stated_gone.error_message();
 }
 
+TEST_F(CsiNodeTest, PublishingADatasetPrewarmsItOnTheNode) {
+  absl::StatusOr<v1::DatasetInfo> cold = GetDataset(*server_, "ds");
+  ASSERT_TRUE(cold.ok()) << cold.status();
+  ASSERT_EQ(cold->cached_bytes(), 0u) << "the test's granaryd fills nothing by itself";
+  ASSERT_TRUE(Publish(ReadOnlyPublishRequest(target_, {{"dataset", "ds"}})).ok());
+  uint64_t cached = 0;
+  for (int i = 0; i < 200 && cached < cold->total_bytes(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    absl::StatusOr<v1::DatasetInfo> info = GetDataset(*server_, "ds");
+    ASSERT_TRUE(info.ok()) << info.status();
+    cached = info->cached_bytes();
+  }
+  EXPECT_EQ(cached, cold->total_bytes()) << "before the pod read a byte\n" << plugin_->log();
+  EXPECT_TRUE(Unpublish(target_).ok());
+}
+
 TEST_F(CsiNodeTest, PublishingTwiceIsIdempotentAndAnotherDatasetOnTheTargetIsRefused) {
   TempDir other_source;
   WriteFile(other_source.path() + "/other.txt", "another dataset");
