@@ -19,7 +19,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
 #include "common/dataset_client.h"
 #include "common/logging.h"
 #include "common/server_address.h"
