@@ -48,3 +48,11 @@ if [[ "$(node -p 'require(process.argv[1]).version' \
   echo "install-deps: installing s3rver 3.7.1 from npm into $s3rver_dir" >&2
   npm ci --prefix "$s3rver_dir" --no-audit --no-fund --loglevel=error
 fi
+
+# The offline check of deploy/kubernetes (tests/deploy) runs on Node.js with
+# the npm packages its lock file pins; npm ci again only when the lock changed.
+manifest_check="$(cd "$(dirname "$0")/.." && pwd)/tests/deploy"
+if ! cmp -s "$manifest_check/package-lock.json" "$manifest_check/node_modules/.granary-installed-lock"; then
+  (cd "$manifest_check" && npm ci --no-audit --no-fund --loglevel=error)
+  cp "$manifest_check/package-lock.json" "$manifest_check/node_modules/.granary-installed-lock"
+fi

@@ -4,7 +4,7 @@ propagation, the scheduler's extender stanza, ports and paths consistent across
 objects and with the binaries' flags), the systemd units name real flags, and
 the Slurm hooks are well formed.
 
-Usage: deploy_manifests_test.py DEPLOY_DIR GRANARYD GRANARY_FUSE GRANARY_EXTENDER
+Usage: deploy_manifests_test.py DEPLOY_DIR GRANARYD GRANARY_FUSE GRANARY_EXTENDER GRANARY_CSI
 """
 import configparser
 import glob
@@ -18,7 +18,7 @@ import urllib.parse
 
 import yaml
 
-DEPLOY, GRANARYD, GRANARY_FUSE, EXTENDER = sys.argv[1:5]
+DEPLOY, GRANARYD, GRANARY_FUSE, EXTENDER, GRANARY_CSI = sys.argv[1:6]
 NAMESPACE = "granary-system"
 
 
@@ -80,7 +80,8 @@ def long_flags(args):
 class KubernetesTest(unittest.TestCase):
     def test_every_document_is_a_named_object_in_the_namespace(self):
         self.assertGreaterEqual(len(DOCUMENTS), 15)
-        cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+        cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CSIDriver",
+                          "PersistentVolume"}
         for path, document in DOCUMENTS:
             for key in ("apiVersion", "kind", "metadata"):
                 self.assertIn(key, document, path)
@@ -91,7 +92,7 @@ class KubernetesTest(unittest.TestCase):
             # The scheduler reads the authentication ConfigMap in kube-system;
             # the example job runs in the user's namespace.
             allowed = {NAMESPACE, "kube-system"} if document["kind"] == "RoleBinding" else {NAMESPACE}
-            if path == "training-job.yaml":
+            if path in ("training-job.yaml", "dataset-volume.yaml"):
                 allowed = {"default"}
             self.assertIn(namespace, allowed, "%s %s" % (path, document["metadata"]["name"]))
         find("Namespace", NAMESPACE)
@@ -224,25 +225,60 @@ class KubernetesTest(unittest.TestCase):
         self.assertEqual({b["roleRef"]["name"] for b in bindings},
                          {"system:kube-scheduler", "system:volume-scheduler"})
 
-    def test_training_job_prewarms_its_datasets_and_mounts_host_to_container(self):
+    def test_training_job_reads_its_dataset_from_a_granary_claim_without_host_paths(self):
         job = find("Job", "resnet-train")
         template = job["spec"]["template"]
         self.assertEqual(template["spec"]["schedulerName"], "granary-scheduler")
         datasets = template["metadata"]["annotations"]["granary.io/datasets"]
         self.assertTrue(datasets)
-        init = container(job, "granary-prewarm")
-        env = {e["name"]: e for e in init["env"]}
-        self.assertEqual(env["GRANARY_DATASETS"]["valueFrom"]["fieldRef"]["fieldPath"],
-                         "metadata.annotations['granary.io/datasets']")
-        self.assertIn('granary prewarm "$dataset"', init["command"][-1])
-        config = yaml.safe_load(find("ConfigMap", "granaryd-config")["data"]["granaryd.yaml"])
-        self.assertEqual(env["GRANARY_SERVER"]["value"], "unix:" + config["socket"])
-        trainer = container(job, "trainer")
-        [mount] = [m for m in trainer["volumeMounts"] if m["mountPath"] == "/data"]
-        self.assertEqual(mount["mountPropagation"], "HostToContainer")
-        self.assertTrue(mount["readOnly"])
         volumes = {v["name"]: v for v in template["spec"]["volumes"]}
-        self.assertEqual(volumes[mount["name"]]["hostPath"]["path"], "/mnt/granary")
+        self.assertFalse([v for v in volumes.values() if "hostPath" in v])
+        trainer = container(job, "trainer")
+        [mount] = [m for m in trainer["volumeMounts"] if m["mountPath"].startswith("/data")]
+        self.assertTrue(mount["readOnly"])
+        claim = find("PersistentVolumeClaim", volumes[mount["name"]]["persistentVolumeClaim"]["claimName"])
+        self.assertEqual(claim["metadata"]["namespace"], job["metadata"]["namespace"])
+        volume = find("PersistentVolume", claim["spec"]["volumeName"])
+        self.assertEqual(volume["spec"]["accessModes"], ["ReadOnlyMany"])
+        self.assertEqual(volume["spec"]["csi"]["driver"], find("CSIDriver", "csi.granary.io")["metadata"]["name"])
+        self.assertTrue(volume["spec"]["csi"]["readOnly"])
+        # The annotation the scheduler and the prewarm read names the PV's dataset.
+        self.assertIn(volume["spec"]["csi"]["volumeAttributes"]["dataset"], datasets.split(","))
+        self.assertFalse(find("CSIDriver", "csi.granary.io")["spec"]["attachRequired"])
+
+    def test_daemonset_runs_granary_csi_registered_with_the_kubelet(self):
+        daemonset = find("DaemonSet", "granary-node-rack-a")
+        spec = daemonset["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        csi = container(daemonset, "granary-csi")
+        self.assertTrue(csi["securityContext"]["privileged"])
+        self.assertTrue(long_flags(csi["args"]) <= set(re.findall(r"--[a-z-]+", help_text(GRANARY_CSI))))
+        mounts = {m["mountPath"]: m for m in csi["volumeMounts"]}
+        self.assertEqual(mounts["/mnt/granary"]["mountPropagation"], "HostToContainer")
+        self.assertEqual(mounts["/var/lib/kubelet/pods"]["mountPropagation"], "Bidirectional")
+        self.assertEqual(volumes[mounts["/var/lib/kubelet/pods"]["name"]]["hostPath"]["path"],
+                         "/var/lib/kubelet/pods")
+        self.assertEqual(flag_value(csi["args"], "--mount"), container(daemonset, "granary-fuse")["args"][0])
+        granaryd = container(daemonset, "granaryd")
+        self.assertEqual(flag_value(csi["args"], "--group"), flag_value(granaryd["args"], "--group"))
+        self.assertEqual(flag_value(csi["args"], "--node-id"), "$(NODE_NAME)")
+        config = yaml.safe_load(find("ConfigMap", "granaryd-config")["data"]["granaryd.yaml"])
+        self.assertEqual(flag_value(csi["args"], "--server"), "unix:" + config["socket"])
+
+        # The registrar hands the kubelet the socket granary-csi serves, by
+        # its path on the host.
+        endpoint = flag_value(csi["args"], "--endpoint")
+        self.assertTrue(endpoint.startswith("unix://"))
+        socket = endpoint[len("unix://"):]
+        registrar = container(daemonset, "node-driver-registrar")
+        self.assertEqual(flag_value(registrar["args"], "--csi-address"), socket)
+        socket_volume = volumes[mounts[os.path.dirname(socket)]["name"]]["hostPath"]["path"]
+        self.assertEqual(socket_volume, "/var/lib/kubelet/plugins/csi.granary.io")
+        self.assertEqual(flag_value(registrar["args"], "--kubelet-registration-path"),
+                         os.path.join(socket_volume, os.path.basename(socket)))
+        registration = {m["mountPath"]: m["name"] for m in registrar["volumeMounts"]}
+        self.assertEqual(volumes[registration["/registration"]]["hostPath"]["path"],
+                         "/var/lib/kubelet/plugins_registry")
 
 
 class SystemdTest(unittest.TestCase):

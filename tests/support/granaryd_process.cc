@@ -315,19 +315,25 @@ absl::StatusOr<double> ParseMetric(std::string_view text, std::string_view sampl
 
 absl::StatusOr<ExitedProcess> RunGranaryd(const std::vector<std::string>& args,
                                           std::chrono::milliseconds timeout) {
+  return RunProgram(GranarydPath(), args, timeout);
+}
+
+absl::StatusOr<ExitedProcess> RunProgram(const std::string& binary,
+                                         const std::vector<std::string>& args,
+                                         std::chrono::milliseconds timeout) {
   TempDir temp;
   std::string log_path = temp.path() + "/stderr";
-  GRANARY_ASSIGN_OR_RETURN(pid_t pid, SpawnChild(GranarydPath(), args, log_path));
+  GRANARY_ASSIGN_OR_RETURN(pid_t pid, SpawnChild(binary, args, log_path));
   std::optional<int> status = WaitForExit(pid, timeout);
   if (!status.has_value()) {
     KillChild(pid);
-    return absl::DeadlineExceededError(absl::StrCat(
-        "granaryd ", absl::StrJoin(args, " "), " did not exit within ", timeout.count(), " ms:\n",
-        ReadFileToString(log_path, "granaryd log").value_or("")));
+    return absl::DeadlineExceededError(
+        absl::StrCat(binary, " ", absl::StrJoin(args, " "), " did not exit within ",
+                     timeout.count(), " ms:\n", ReadFileToString(log_path, "log").value_or("")));
   }
   ExitedProcess result;
   result.exit_code = WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
-  result.stderr_text = ReadFileToString(log_path, "granaryd log").value_or("");
+  result.stderr_text = ReadFileToString(log_path, "log").value_or("");
   return result;
 }
 

@@ -169,6 +169,10 @@ struct ExitedProcess {
 absl::StatusOr<ExitedProcess> RunGranaryd(
     const std::vector<std::string>& args,
     std::chrono::milliseconds timeout = std::chrono::seconds(20));
+// The same for any program: `binary` with exactly `args`.
+absl::StatusOr<ExitedProcess> RunProgram(
+    const std::string& binary, const std::vector<std::string>& args,
+    std::chrono::milliseconds timeout = std::chrono::seconds(20));
 
 // The value of `sample` in Prometheus text `text` (see GranarydProcess::Metric).
 absl::StatusOr<double> ParseMetric(std::string_view text, std::string_view sample);
