@@ -258,7 +258,7 @@ class KubernetesTest(unittest.TestCase):
         self.assertEqual(mounts["/var/lib/kubelet/pods"]["mountPropagation"], "Bidirectional")
         self.assertEqual(volumes[mounts["/var/lib/kubelet/pods"]["name"]]["hostPath"]["path"],
                          "/var/lib/kubelet/pods")
-        self.assertEqual(flag_value(csi["args"], "--mount"), container(daemonset, "granary-fuse")["args"][0])
+        self.assertEqual(flag_value(csi["args"], "--mount"), fuse_invocation(container(daemonset, "granary-fuse"))[0][0])
         granaryd = container(daemonset, "granaryd")
         self.assertEqual(flag_value(csi["args"], "--group"), flag_value(granaryd["args"], "--group"))
         self.assertEqual(flag_value(csi["args"], "--node-id"), "$(NODE_NAME)")
