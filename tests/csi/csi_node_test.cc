@@ -6,16 +6,20 @@
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/chunk_key.h"
 #include "csi/mount_table.h"
 #include "grpcpp/client_context.h"
@@ -341,8 +345,31 @@ TEST_F(CsiNodeTest, PublishedVolumesOutliveARestartedPlugin) {
   EXPECT_EQ(MountsAt(target_), 0);
 }
 
-TEST_F(CsiNodeTest, AGranaryFuseThatDiedIsReportedAndNothingIsPublished) {
+// A published volume is a bind mount of granary-fuse's mount and shares its
+// FUSE connection: the granary-fuse started after one died takes both over.
+TEST_F(CsiNodeTest, APublishedVolumeReadsOnWhenGranaryFuseIsRestarted) {
+  ASSERT_TRUE(Publish(ReadOnlyPublishRequest(target_, {{"dataset", "ds"}})).ok());
+  ExpectSameTree(target_);
   mount_->Kill();
+  ASSERT_TRUE(mount_->Restart().ok());
+  ExpectSameTree(target_);
+  ASSERT_TRUE(Unpublish(target_).ok());
+}
+
+// A mount whose FUSE connection is gone (its connection keeper too, as when
+// granary-fuse's container restarts; here the connection is aborted through
+// fusectl) answers ENOTCONN: reported, and nothing is published on it.
+TEST_F(CsiNodeTest, AMountWhoseConnectionIsGoneIsReportedAndNothingIsPublished) {
+  struct stat root;
+  ASSERT_EQ(::stat(mount_->path().c_str(), &root), 0);
+  const std::string connections = "/sys/fs/fuse/connections";
+  struct statfs fusectl;
+  if (::statfs(connections.c_str(), &fusectl) != 0 || fusectl.f_type != 0x65735543) {
+    ASSERT_EQ(::mount("fusectl", connections.c_str(), "fusectl", 0, nullptr), 0)
+        << std::strerror(errno);
+  }
+  mount_->Kill();
+  std::ofstream(absl::StrCat(connections, "/", minor(root.st_dev), "/abort")) << "1\n";
   csi::v1::ProbeResponse probe;
   grpc::Status probed = Probe(&probe);
   EXPECT_EQ(probed.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
