@@ -299,6 +299,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
           Sources::Options{
               .scan_threads = kScanThreads,
               .s3_requests_per_endpoint = kS3RequestsPerEndpoint,
+              .s3_endpoint_profiles = c.s3_endpoint_profiles,
               .s3 = {.connect_timeout = std::chrono::milliseconds(c.s3_connect_timeout_ms),
                      .request_timeout = std::chrono::milliseconds(c.s3_request_timeout_ms)}}));
   std::optional<gid_t> admin_gid;

@@ -16,6 +16,7 @@
 //   source_roots: [/mnt/nfs/datasets, /lustre/ml]   admin_group: granary-admin
 //   s3_endpoints: [https://s3.us-east-1.amazonaws.com, http://10.0.0.5:9000]
 //   s3_connect_timeout_ms: 5000       s3_request_timeout_ms: 60000
+//   s3_endpoint_profiles: {http://10.0.0.5:9000: minio}
 //   max_datasets: 1000                max_dataset_entries: 5000000
 //   max_prewarm_paths: 10000
 //   max_connections: 4096             max_connections_per_user: 256
@@ -31,6 +32,7 @@
 #define GRANARY_COMMON_CONFIG_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,6 +93,11 @@ struct GranarydConfig {
   // answers costs a read about that many attempts of the request timeout.
   uint32_t s3_connect_timeout_ms = 5000;
   uint32_t s3_request_timeout_ms = 60000;
+  // By endpoint (one of s3_endpoints): the credentials profile that signs
+  // requests to it for datasets that name none of their own, in place of
+  // AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY and AWS_PROFILE
+  // (cache_server/source/s3_credentials.h).
+  std::map<std::string, std::string> s3_endpoint_profiles;
   // Members of this group may register, refresh and remove datasets over
   // the Unix socket, as root may; empty: root alone.
   std::string admin_group;

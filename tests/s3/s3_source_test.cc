@@ -133,6 +133,15 @@ class S3SourceTest : public ::testing::Test {
     stub_ = server_->SocketStub();
   }
 
+  // ~/.aws/credentials of granaryd's HOME: `sections`, the last of them
+  // holding s3rver's keys.
+  void WriteSharedCredentials(const std::string& sections) {
+    std::filesystem::create_directories(home_.path() + "/.aws");
+    std::ofstream(home_.path() + "/.aws/credentials")
+        << sections << "aws_access_key_id = " << kS3rverKey
+        << "\naws_secret_access_key = " << kS3rverSecret << "\n";
+  }
+
   void Put(const std::string& key, const std::string& bytes) {
     absl::Status put = s3rver_->Put(kBucket, key, bytes);
     ASSERT_TRUE(put.ok()) << put;
@@ -385,10 +394,7 @@ TEST_F(S3SourceTest, MissingCredentialsAreNamedWithWhereGranarydLooked) {
 
 TEST_F(S3SourceTest, AProfileInTheSharedCredentialsFileSigns) {
   Put("p/file", "via a profile");
-  std::filesystem::create_directories(home_.path() + "/.aws");
-  std::ofstream(home_.path() + "/.aws/credentials")
-      << "[other]\naws_access_key_id = wrong\n\n[ml]\naws_access_key_id = " << kS3rverKey
-      << "\naws_secret_access_key = " << kS3rverSecret << "\n";
+  WriteSharedCredentials("[other]\naws_access_key_id = wrong\n\n[ml]\n");
   StartServer(endpoint(), {});
   S3Location location;
   location.bucket = kBucket;
@@ -401,6 +407,44 @@ TEST_F(S3SourceTest, AProfileInTheSharedCredentialsFileSigns) {
   ASSERT_TRUE(added.ok()) << added.error_message();
   EXPECT_THAT(info.source(), HasSubstr("profile=ml"));
   EXPECT_THAT(info.source(), ::testing::Not(HasSubstr(kS3rverSecret)));
+}
+
+TEST_F(S3SourceTest, AnEndpointsProfileInGranarydsConfigSignsDatasetsThatNameNone) {
+  Put("c/file", "via the endpoint's profile");
+  WriteSharedCredentials("[store]\n");
+  const std::string config = home_.path() + "/granaryd.yaml";
+  std::ofstream(config) << "s3_endpoint_profiles:\n  \"" << endpoint() << "\": store\n";
+  extra_server_args_ = {"--config", config};
+  // Keys in the environment that would be refused: the endpoint's profile is
+  // used in their place.
+  StartServer(endpoint(), {absl::StrCat("AWS_ACCESS_KEY_ID=", kS3rverKey),
+                           "AWS_SECRET_ACCESS_KEY=not-the-secret"});
+  v1::DatasetInfo info;
+  grpc::Status added =
+      AddDataset(stub_.get(), "configured", SourceOf(endpoint(), "c"), kChunkSize, &info);
+  ASSERT_TRUE(added.ok()) << added.error_message();
+  EXPECT_THAT(info.source(), ::testing::Not(HasSubstr("profile=")));
+  ReadResult read = ReadChunk(stub_.get(), info.version(), FileId("configured", "file", &info), 0);
+  ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+  EXPECT_EQ(read.data, "via the endpoint's profile");
+  EXPECT_THAT(server_->log(), ::testing::Not(HasSubstr(kS3rverSecret)));
+  EXPECT_EQ(front_->signature_refusals(), 0);
+}
+
+TEST_F(S3SourceTest, AnEndpointProfileForAnEndpointNotAllowedIsRefusedAtStart) {
+  GranarydOptions options;
+  options.extra_args = {"--s3-endpoint", endpoint(), "--s3-endpoint-profile",
+                        "http://127.0.0.1:1=store"};
+  auto server = GranarydProcess::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(),
+              HasSubstr("s3_endpoint_profiles: endpoint http://127.0.0.1:1 is not one granaryd "
+                        "may read"));
+  options.extra_args = {"--s3-endpoint", endpoint(), "--s3-endpoint-profile", "store"};
+  server = GranarydProcess::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(),
+              HasSubstr("--s3-endpoint-profile: 'store' is not ENDPOINT=PROFILE"));
 }
 
 TEST_F(S3SourceTest, TheMountServesTheBucketsTree) {
