@@ -32,7 +32,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from s3rver_util import KEY, free_port, signed_curl, start_s3rver, wait_for  # noqa: E402
+from s3rver_util import KEY, REPO, free_port, signed_curl, start_s3rver, wait_for  # noqa: E402
 
 MIB = 1 << 20
 BUCKET = "bench"
