@@ -40,8 +40,8 @@ struct Flags {
   std::string config_file;
   std::optional<std::string> data_dir, capacity, listen, socket, node_id, group, members, etcd,
       advertise, token_file, metrics_listen, admin_group, fill;
-  std::vector<std::string> cache_dirs, source_roots, s3_endpoints;
-  std::optional<uint32_t> version_grace_seconds;
+  std::vector<std::string> cache_dirs, source_roots, s3_endpoints, s3_endpoint_profiles;
+  std::optional<uint32_t> version_grace_seconds, s3_connect_timeout_ms, s3_request_timeout_ms;
   bool insecure_tcp = false;
 };
 
@@ -83,10 +83,20 @@ absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
   if (!flags.cache_dirs.empty()) config.cache_dirs = flags.cache_dirs;
   if (!flags.source_roots.empty()) config.source_roots = flags.source_roots;
   if (!flags.s3_endpoints.empty()) config.s3_endpoints = flags.s3_endpoints;
+  for (const std::string& entry : flags.s3_endpoint_profiles) {
+    const size_t equals = entry.rfind('=');
+    if (equals == std::string::npos || equals == 0 || equals + 1 == entry.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--s3-endpoint-profile: '", entry, "' is not ENDPOINT=PROFILE"));
+    }
+    config.s3_endpoint_profiles[entry.substr(0, equals)] = entry.substr(equals + 1);
+  }
   if (flags.admin_group) config.admin_group = *flags.admin_group;
   if (flags.insecure_tcp) config.insecure_tcp = true;
   if (flags.fill) config.fill_on_read = *flags.fill == "on-read";
   if (flags.version_grace_seconds) config.version_grace_seconds = *flags.version_grace_seconds;
+  if (flags.s3_connect_timeout_ms) config.s3_connect_timeout_ms = *flags.s3_connect_timeout_ms;
+  if (flags.s3_request_timeout_ms) config.s3_request_timeout_ms = *flags.s3_request_timeout_ms;
   if (!config.members_file.empty() && !config.etcd_url.empty()) {
     return absl::InvalidArgumentError(
         "both a members file and etcd are configured; cluster membership comes from one");
@@ -120,6 +130,18 @@ int Run(int argc, char** argv) {
   app.add_option("--s3-endpoint", flags.s3_endpoints,
                  "S3 endpoint (scheme://host[:port]) datasets may be registered from, "
                  "repeatable (default: none, so no S3 dataset can be registered)");
+  app.add_option("--s3-endpoint-profile", flags.s3_endpoint_profiles,
+                 "ENDPOINT=PROFILE: the credentials profile that signs requests to ENDPOINT for "
+                 "datasets that name none, repeatable (default: the config's "
+                 "`s3_endpoint_profiles`, else AWS's environment variables and AWS_PROFILE)");
+  app.add_option("--s3-connect-timeout-ms", flags.s3_connect_timeout_ms,
+                 "How long a request to an S3 endpoint may take to connect (default: 5000, or "
+                 "the config's `s3_connect_timeout_ms`)")
+      ->check(CLI::Range(10, 600'000));
+  app.add_option("--s3-request-timeout-ms", flags.s3_request_timeout_ms,
+                 "How long a request to an S3 endpoint may take to be answered in full, before "
+                 "it is retried (default: 60000, or the config's `s3_request_timeout_ms`)")
+      ->check(CLI::Range(10, 3'600'000));
   app.add_option("--admin-group", flags.admin_group,
                  "Group whose members may register, refresh and remove datasets (default: root "
                  "alone)");

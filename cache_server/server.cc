@@ -294,10 +294,14 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->source_roots = std::make_unique<SourceRoots>(std::move(roots));
   GRANARY_ASSIGN_OR_RETURN(
       parts->sources,
-      Sources::Create(parts->source_roots.get(), c.s3_endpoints,
-                      Sources::Options{.scan_threads = kScanThreads,
-                                       .s3_requests_per_endpoint = kS3RequestsPerEndpoint,
-                                       .s3 = {}}));
+      Sources::Create(
+          parts->source_roots.get(), c.s3_endpoints,
+          Sources::Options{
+              .scan_threads = kScanThreads,
+              .s3_requests_per_endpoint = kS3RequestsPerEndpoint,
+              .s3_endpoint_profiles = c.s3_endpoint_profiles,
+              .s3 = {.connect_timeout = std::chrono::milliseconds(c.s3_connect_timeout_ms),
+                     .request_timeout = std::chrono::milliseconds(c.s3_request_timeout_ms)}}));
   std::optional<gid_t> admin_gid;
   if (!c.admin_group.empty()) {
     GRANARY_ASSIGN_OR_RETURN(admin_gid, GroupId(c.admin_group, "admin_group"));

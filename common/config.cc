@@ -149,6 +149,28 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"cache_dirs", StringListKey(&GranarydConfig::cache_dirs)},
       {"source_roots", StringListKey(&GranarydConfig::source_roots)},
       {"s3_endpoints", StringListKey(&GranarydConfig::s3_endpoints)},
+      {"s3_endpoint_profiles",
+       [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+         if (!node.IsMap()) {
+           return absl::InvalidArgumentError(
+               "expected a mapping of endpoints to profile names, such as "
+               "{http://10.0.0.5:9000: minio}");
+         }
+         for (const auto& item : node) {
+           GRANARY_ASSIGN_OR_RETURN(std::string endpoint, Scalar(item.first));
+           GRANARY_ASSIGN_OR_RETURN(std::string profile, Scalar(item.second));
+           if (profile.empty()) {
+             return absl::InvalidArgumentError(
+                 absl::StrCat("endpoint '", endpoint, "' has an empty profile name"));
+           }
+           config->s3_endpoint_profiles[endpoint] = profile;
+         }
+         return absl::OkStatus();
+       }},
+      {"s3_connect_timeout_ms",
+       WholeNumberKey(&GranarydConfig::s3_connect_timeout_ms, 10, 600'000)},
+      {"s3_request_timeout_ms",
+       WholeNumberKey(&GranarydConfig::s3_request_timeout_ms, 10, 3'600'000)},
       {"admin_group", StringKey(&GranarydConfig::admin_group)},
       {"max_datasets", WholeNumberKey(&GranarydConfig::max_datasets, 1, 1'000'000)},
       {"max_dataset_entries",

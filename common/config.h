@@ -15,6 +15,8 @@
 //   prewarm_parallelism: 8
 //   source_roots: [/mnt/nfs/datasets, /lustre/ml]   admin_group: granary-admin
 //   s3_endpoints: [https://s3.us-east-1.amazonaws.com, http://10.0.0.5:9000]
+//   s3_connect_timeout_ms: 5000       s3_request_timeout_ms: 60000
+//   s3_endpoint_profiles: {http://10.0.0.5:9000: minio}
 //   max_datasets: 1000                max_dataset_entries: 5000000
 //   max_prewarm_paths: 10000
 //   max_connections: 4096             max_connections_per_user: 256
@@ -30,6 +32,7 @@
 #define GRANARY_COMMON_CONFIG_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -84,6 +87,17 @@ struct GranarydConfig {
   // The only S3 endpoints (scheme://host[:port]) datasets may be registered
   // from. Empty: no S3 dataset can be registered.
   std::vector<std::string> s3_endpoints;
+  // How long one request to an S3 endpoint may take to connect, and to be
+  // answered in full; a request past either is retried, and fails once the
+  // retries are spent. An endpoint that accepts connections and never
+  // answers costs a read about that many attempts of the request timeout.
+  uint32_t s3_connect_timeout_ms = 5000;
+  uint32_t s3_request_timeout_ms = 60000;
+  // By endpoint (one of s3_endpoints): the credentials profile that signs
+  // requests to it for datasets that name none of their own, in place of
+  // AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY and AWS_PROFILE
+  // (cache_server/source/s3_credentials.h).
+  std::map<std::string, std::string> s3_endpoint_profiles;
   // Members of this group may register, refresh and remove datasets over
   // the Unix socket, as root may; empty: root alone.
   std::string admin_group;

@@ -31,27 +31,11 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "bench"))
-from bench_util import free_port, wait_for  # noqa: E402
+sys.path.insert(0, HERE)
+from s3rver_util import KEY, REPO, free_port, signed_curl, start_s3rver, wait_for  # noqa: E402
 
 MIB = 1 << 20
 BUCKET = "bench"
-KEY = "S3RVER"
-EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-S3RVER = os.path.join(REPO, "tests", "support", "s3rver", "node_modules", "s3rver", "bin",
-                      "s3rver.js")
-
-
-def signed_curl(*args):
-    return ["curl", "-sS", "--fail", "--aws-sigv4", "aws:amz:us-east-1:s3", "-u",
-            KEY + ":" + KEY, "-H", "x-amz-content-sha256: " + EMPTY_SHA256] + list(args)
-
-
-def port_open(port):
-    import socket
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def main():
@@ -65,15 +49,8 @@ def main():
     work = tempfile.mkdtemp(prefix="granary-s3-bench-")
     procs = []
     try:
-        port = free_port()
-        os.makedirs(os.path.join(work, "s3"))
-        s3rver = subprocess.Popen(
-            ["/usr/bin/node", "--openssl-legacy-provider", S3RVER, "--directory",
-             os.path.join(work, "s3"), "--address", "127.0.0.1", "--port", str(port),
-             "--silent", "--configure-bucket", BUCKET])
+        s3rver, endpoint = start_s3rver(os.path.join(work, "s3"), BUCKET)
         procs.append(s3rver)
-        wait_for(lambda: port_open(port), 30, "s3rver")
-        endpoint = "http://127.0.0.1:%d" % port
         urls = ["%s/%s/data/part_%03d.bin" % (endpoint, BUCKET, i) for i in range(a.objects)]
         body = os.path.join(work, "object.bin")
         for url in urls:

@@ -1,5 +1,7 @@
 #include "cache_server/source/sources.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cache_server/source/posix_source.h"
@@ -23,7 +25,22 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Create(
     }
     canonical.push_back(*std::move(one));
   }
-  return std::unique_ptr<Sources>(new Sources(roots, std::move(canonical), options));
+  std::map<std::string, std::string> profiles;
+  for (const auto& [endpoint, profile] : options.s3_endpoint_profiles) {
+    absl::StatusOr<std::string> one = CanonicalS3Endpoint(endpoint);
+    if (!one.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("s3_endpoint_profiles: ", one.status().message()));
+    }
+    if (std::find(canonical.begin(), canonical.end(), *one) == canonical.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "s3_endpoint_profiles: endpoint ", endpoint,
+          " is not one granaryd may read (s3_endpoints: ", absl::StrJoin(canonical, ", "), ")"));
+    }
+    profiles[*std::move(one)] = profile;
+  }
+  options.s3_endpoint_profiles = std::move(profiles);
+  return std::unique_ptr<Sources>(new Sources(roots, std::move(canonical), std::move(options)));
 }
 
 absl::StatusOr<std::string> Sources::Canonical(std::string_view source) const {
@@ -58,7 +75,11 @@ absl::StatusOr<std::shared_ptr<const Source>> Sources::Open(std::string_view sou
     return std::make_shared<const PosixSource>(std::move(root), options_.scan_threads);
   }
   GRANARY_ASSIGN_OR_RETURN(S3Location location, ParseS3Source(source));
-  absl::StatusOr<S3Credentials> credentials = FindS3Credentials(location.profile);
+  const auto endpoint_profile = options_.s3_endpoint_profiles.find(location.endpoint);
+  absl::StatusOr<S3Credentials> credentials = FindS3Credentials(
+      !location.profile.empty() || endpoint_profile == options_.s3_endpoint_profiles.end()
+          ? location.profile
+          : endpoint_profile->second);
   if (!credentials.ok()) {
     return absl::Status(
         credentials.status().code(),

@@ -6,6 +6,9 @@
 //    --s3-endpoint, so that registering cannot point granaryd (and its
 //    credentials) at any host on its network. With none listed, no S3 source
 //    is accepted.
+// An S3 source that names no credentials profile is signed with its
+// endpoint's profile in `s3_endpoint_profiles`, if it has one, else with the
+// keys FindS3Credentials finds without a profile (s3_credentials.h).
 // S3 sources are kept once opened, so that reads of a dataset reuse their
 // connections; requests in flight to one endpoint are bounded together
 // (S3RequestSlots). A registration or refresh opens its source afresh, so it
@@ -35,11 +38,14 @@ class Sources {
     int scan_threads = 8;
     // Requests in flight to one S3 endpoint.
     int s3_requests_per_endpoint = 32;
+    // Endpoint (one of `s3_endpoints`) to profile name.
+    std::map<std::string, std::string> s3_endpoint_profiles;
     S3Client::Options s3;
   };
 
   // INVALID_ARGUMENT naming an endpoint of `s3_endpoints` that is not
-  // scheme://host[:port].
+  // scheme://host[:port], or one of `options.s3_endpoint_profiles` that is
+  // not in `s3_endpoints`.
   static absl::StatusOr<std::unique_ptr<Sources>> Create(
       const SourceRoots* roots, const std::vector<std::string>& s3_endpoints, Options options);
 
@@ -61,7 +67,7 @@ class Sources {
 
  private:
   Sources(const SourceRoots* roots, std::vector<std::string> s3_endpoints, Options options)
-      : roots_(roots), s3_endpoints_(std::move(s3_endpoints)), options_(options) {}
+      : roots_(roots), s3_endpoints_(std::move(s3_endpoints)), options_(std::move(options)) {}
   absl::StatusOr<std::shared_ptr<const Source>> Open(std::string_view source);
 
   const SourceRoots* const roots_;

@@ -4,15 +4,23 @@
 // ListObjectsV2 across pages, keys mapped to a tree (and those that cannot
 // be one listed as skipped), ranged reads, and the clear errors of objects
 // changed or deleted since, of wrong or missing credentials, and of
-// endpoints that are down or not allowed.
+// endpoints that are down, stalled or not allowed.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/s3_location.h"
@@ -29,6 +37,59 @@ using ::testing::HasSubstr;
 
 constexpr char kBucket[] = "data";
 constexpr uint32_t kChunkSize = 1 << 20;
+
+// Accepts connections on a loopback port and never answers on them: an S3
+// endpoint that is up but stalled. Counts the connections it accepted.
+class SilentListener {
+ public:
+  explicit SilentListener(int port) : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    // The port was another server's a moment ago: its closed connections
+    // linger, bound to it.
+    const int reuse = 1;
+    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof reuse);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    listening_ = bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                 listen(fd_, 64) == 0;
+    thread_ = std::thread([this] { AcceptUntilStopped(); });
+  }
+  ~SilentListener() {
+    stop_ = true;
+    thread_.join();
+    for (int connection : accepted_) close(connection);
+    close(fd_);
+  }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+
+  bool listening() const { return listening_; }
+  int connections() const { return connections_.load(); }
+
+ private:
+  void AcceptUntilStopped() {
+    while (!stop_) {
+      pollfd ready{.fd = fd_, .events = POLLIN, .revents = 0};
+      if (poll(&ready, 1, 20) <= 0) continue;
+      const int connection = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (connection < 0) continue;
+      accepted_.push_back(connection);
+      ++connections_;
+    }
+  }
+
+  const int fd_;
+  bool listening_ = false;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> connections_{0};
+  std::vector<int> accepted_;  // Touched by the accepting thread alone until it is joined.
+  std::thread thread_;
+};
+
+int PortOf(const std::string& endpoint) {
+  return std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
+}
 
 std::string SourceOf(const std::string& endpoint, const std::string& prefix) {
   S3Location location;
@@ -59,6 +120,8 @@ class S3SourceTest : public ::testing::Test {
                        absl::StrCat("AWS_SECRET_ACCESS_KEY=", kS3rverSecret)}) {
     GranarydOptions options;
     options.extra_args = {"--s3-endpoint", endpoint};
+    options.extra_args.insert(options.extra_args.end(), extra_server_args_.begin(),
+                              extra_server_args_.end());
     options.command_prefix = {
         "/usr/bin/env",          "-u", "AWS_ACCESS_KEY_ID", "-u",
         "AWS_SECRET_ACCESS_KEY", "-u", "AWS_PROFILE",       absl::StrCat("HOME=", home_.path())};
@@ -68,6 +131,15 @@ class S3SourceTest : public ::testing::Test {
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     stub_ = server_->SocketStub();
+  }
+
+  // ~/.aws/credentials of granaryd's HOME: `sections`, the last of them
+  // holding s3rver's keys.
+  void WriteSharedCredentials(const std::string& sections) {
+    std::filesystem::create_directories(home_.path() + "/.aws");
+    std::ofstream(home_.path() + "/.aws/credentials")
+        << sections << "aws_access_key_id = " << kS3rverKey
+        << "\naws_secret_access_key = " << kS3rverSecret << "\n";
   }
 
   void Put(const std::string& key, const std::string& bytes) {
@@ -99,6 +171,7 @@ class S3SourceTest : public ::testing::Test {
     return 0;
   }
 
+  std::vector<std::string> extra_server_args_;  // For StartServer(), after --s3-endpoint.
   TempDir home_;
   std::unique_ptr<S3rverProcess> s3rver_;
   std::unique_ptr<SigV4FrontEnd> front_;
@@ -230,6 +303,62 @@ TEST_F(S3SourceTest, ADownEndpointFailsRegistrationNamingIt) {
   EXPECT_THAT(added.error_message(), HasSubstr("attempts"));
 }
 
+TEST_F(S3SourceTest, AStalledEndpointFailsReadsAndRegistrationsAtItsDeadlineAndOthersAreServed) {
+  constexpr int kAttempts = 4;  // S3Client's retries.
+  constexpr auto kRequestTimeout = std::chrono::milliseconds(500);
+  // The stalled endpoint is a second s3rver (which checks no signature), stopped
+  // once the dataset is registered from it and replaced by a listener on its port.
+  auto stalled_s3rver = S3rverProcess::Start({kBucket});
+  ASSERT_TRUE(stalled_s3rver.ok()) << stalled_s3rver.status();
+  ASSERT_TRUE((*stalled_s3rver)->Put(kBucket, "stalled/a.bin", "bytes of a").ok());
+  const std::string stalled = (*stalled_s3rver)->endpoint();
+  Put("other/b.bin", "bytes of b");
+  extra_server_args_ = {"--s3-endpoint", stalled, "--s3-request-timeout-ms",
+                        std::to_string(kRequestTimeout.count())};
+  StartServer(endpoint());
+  v1::DatasetInfo info;
+  grpc::Status added =
+      AddDataset(stub_.get(), "stalled", SourceOf(stalled, "stalled"), kChunkSize, &info);
+  ASSERT_TRUE(added.ok()) << added.error_message();
+  const uint64_t id = FileId("stalled", "a.bin", &info);
+
+  stalled_s3rver->reset();
+  SilentListener silent(PortOf(stalled));
+  ASSERT_TRUE(silent.listening());
+  const auto start = std::chrono::steady_clock::now();
+  std::future<ReadResult> stalled_read = std::async(std::launch::async, [&] {
+    auto stub = server_->SocketStub();
+    return ReadChunk(stub.get(), info.version(), id, 0);
+  });
+
+  v1::DatasetInfo other_info;
+  added = AddDataset(stub_.get(), "other", SourceOf(endpoint(), "other"), kChunkSize, &other_info);
+  ASSERT_TRUE(added.ok()) << added.error_message();
+  ReadResult read =
+      ReadChunk(stub_.get(), other_info.version(), FileId("other", "b.bin", &other_info), 0);
+  ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+  EXPECT_EQ(read.data, "bytes of b");
+  EXPECT_EQ(stalled_read.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "the other dataset was served only after the stalled read ended";
+
+  read = stalled_read.get();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(read.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(read.status.error_message(), HasSubstr(stalled));
+  EXPECT_THAT(read.status.error_message(), HasSubstr("after 4 attempts"));
+  EXPECT_GE(elapsed, kAttempts * kRequestTimeout);
+  EXPECT_LT(elapsed, 3 * kAttempts * kRequestTimeout);
+  EXPECT_LE(silent.connections(), kAttempts);
+
+  const int before = silent.connections();
+  added = AddDataset(stub_.get(), "stalled-again", SourceOf(stalled, "stalled"), kChunkSize, &info);
+  EXPECT_EQ(added.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(added.error_message(), HasSubstr(stalled));
+  EXPECT_THAT(added.error_message(),
+              HasSubstr(absl::StrCat("no complete reply within ", kRequestTimeout.count(), " ms")));
+  EXPECT_LE(silent.connections() - before, kAttempts);
+}
+
 TEST_F(S3SourceTest, WrongCredentialsFailNamingTheEndpointAndTheStatus) {
   StartServer(endpoint(), {absl::StrCat("AWS_ACCESS_KEY_ID=", kS3rverKey),
                            "AWS_SECRET_ACCESS_KEY=not-the-secret"});
@@ -265,10 +394,7 @@ TEST_F(S3SourceTest, MissingCredentialsAreNamedWithWhereGranarydLooked) {
 
 TEST_F(S3SourceTest, AProfileInTheSharedCredentialsFileSigns) {
   Put("p/file", "via a profile");
-  std::filesystem::create_directories(home_.path() + "/.aws");
-  std::ofstream(home_.path() + "/.aws/credentials")
-      << "[other]\naws_access_key_id = wrong\n\n[ml]\naws_access_key_id = " << kS3rverKey
-      << "\naws_secret_access_key = " << kS3rverSecret << "\n";
+  WriteSharedCredentials("[other]\naws_access_key_id = wrong\n\n[ml]\n");
   StartServer(endpoint(), {});
   S3Location location;
   location.bucket = kBucket;
@@ -281,6 +407,44 @@ TEST_F(S3SourceTest, AProfileInTheSharedCredentialsFileSigns) {
   ASSERT_TRUE(added.ok()) << added.error_message();
   EXPECT_THAT(info.source(), HasSubstr("profile=ml"));
   EXPECT_THAT(info.source(), ::testing::Not(HasSubstr(kS3rverSecret)));
+}
+
+TEST_F(S3SourceTest, AnEndpointsProfileInGranarydsConfigSignsDatasetsThatNameNone) {
+  Put("c/file", "via the endpoint's profile");
+  WriteSharedCredentials("[store]\n");
+  const std::string config = home_.path() + "/granaryd.yaml";
+  std::ofstream(config) << "s3_endpoint_profiles:\n  \"" << endpoint() << "\": store\n";
+  extra_server_args_ = {"--config", config};
+  // Keys in the environment that would be refused: the endpoint's profile is
+  // used in their place.
+  StartServer(endpoint(), {absl::StrCat("AWS_ACCESS_KEY_ID=", kS3rverKey),
+                           "AWS_SECRET_ACCESS_KEY=not-the-secret"});
+  v1::DatasetInfo info;
+  grpc::Status added =
+      AddDataset(stub_.get(), "configured", SourceOf(endpoint(), "c"), kChunkSize, &info);
+  ASSERT_TRUE(added.ok()) << added.error_message();
+  EXPECT_THAT(info.source(), ::testing::Not(HasSubstr("profile=")));
+  ReadResult read = ReadChunk(stub_.get(), info.version(), FileId("configured", "file", &info), 0);
+  ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+  EXPECT_EQ(read.data, "via the endpoint's profile");
+  EXPECT_THAT(server_->log(), ::testing::Not(HasSubstr(kS3rverSecret)));
+  EXPECT_EQ(front_->signature_refusals(), 0);
+}
+
+TEST_F(S3SourceTest, AnEndpointProfileForAnEndpointNotAllowedIsRefusedAtStart) {
+  GranarydOptions options;
+  options.extra_args = {"--s3-endpoint", endpoint(), "--s3-endpoint-profile",
+                        "http://127.0.0.1:1=store"};
+  auto server = GranarydProcess::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(),
+              HasSubstr("s3_endpoint_profiles: endpoint http://127.0.0.1:1 is not one granaryd "
+                        "may read"));
+  options.extra_args = {"--s3-endpoint", endpoint(), "--s3-endpoint-profile", "store"};
+  server = GranarydProcess::Start(options);
+  ASSERT_FALSE(server.ok());
+  EXPECT_THAT(server.status().message(),
+              HasSubstr("--s3-endpoint-profile: 'store' is not ENDPOINT=PROFILE"));
 }
 
 TEST_F(S3SourceTest, TheMountServesTheBucketsTree) {

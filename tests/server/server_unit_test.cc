@@ -63,6 +63,38 @@ TEST(Config, ErrorsNameOriginKeyAndValue) {
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
 }
 
+TEST(Config, S3TimeoutsAreMillisecondsWithinBounds) {
+  GranarydConfig config = DefaultGranarydConfig();
+  EXPECT_EQ(config.s3_connect_timeout_ms, 5000u);
+  EXPECT_EQ(config.s3_request_timeout_ms, 60000u);
+  ASSERT_TRUE(ApplyConfigYaml("s3_connect_timeout_ms: 250\ns3_request_timeout_ms: 2000\n",
+                              "s3.yaml", &config)
+                  .ok());
+  EXPECT_EQ(config.s3_connect_timeout_ms, 250u);
+  EXPECT_EQ(config.s3_request_timeout_ms, 2000u);
+  absl::Status status = ApplyConfigYaml("s3_request_timeout_ms: 0\n", "s3.yaml", &config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("s3.yaml: key 's3_request_timeout_ms'")) << status;
+  EXPECT_THAT(status.message(), HasSubstr("0")) << status;
+}
+
+TEST(Config, S3EndpointProfilesAreAMappingOfEndpointsToNames) {
+  GranarydConfig config = DefaultGranarydConfig();
+  ASSERT_TRUE(ApplyConfigYaml("s3_endpoint_profiles:\n  \"http://10.0.0.5:9000\": minio\n",
+                              "s3.yaml", &config)
+                  .ok());
+  EXPECT_EQ(config.s3_endpoint_profiles,
+            (std::map<std::string, std::string>{{"http://10.0.0.5:9000", "minio"}}));
+  absl::Status status = ApplyConfigYaml("s3_endpoint_profiles: minio\n", "s3.yaml", &config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(),
+              HasSubstr("s3.yaml: key 's3_endpoint_profiles': expected a mapping"))
+      << status;
+  status = ApplyConfigYaml("s3_endpoint_profiles: {\"http://h:1\": \"\"}\n", "s3.yaml", &config);
+  EXPECT_THAT(status.message(), HasSubstr("endpoint 'http://h:1' has an empty profile name"))
+      << status;
+}
+
 // How many of `misses` consecutive misses would try peers first.
 int PeerFirstCount(FetchSpeeds& speeds, int misses) {
   int peer_first = 0;
