@@ -313,7 +313,8 @@ TEST_F(StaticClusterTest, TheCatalogSurvivesANodeAndReachesAJoiningOne) {
   for (size_t i : {1, 3, 4}) {
     EXPECT_EQ(DatasetOn(i).status().code(), absl::StatusCode::kNotFound) << cluster_->spec(i).id;
   }
-  ASSERT_TRUE(cluster_->node(0).Restart().ok());
+  absl::Status restarted = cluster_->node(0).Restart();
+  ASSERT_TRUE(restarted.ok()) << restarted << "\n" << cluster_->node(0).log();
   absl::StatusCode after_restart = absl::StatusCode::kOk;
   for (int attempt = 0; attempt < 100 && after_restart == absl::StatusCode::kOk; ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
