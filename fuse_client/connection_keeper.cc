@@ -26,6 +26,7 @@
 #include "common/status.h"
 #include "fuse_client/detach_mount.h"
 #include "fuse_client/kernel_channel.h"
+#include "fuse_client/standard_streams.h"
 #include "proto/connection_keeper.pb.h"
 
 namespace granary::fuse {
@@ -333,16 +334,6 @@ void Keeper::HandOver() {
   orphaned_since_.reset();
 }
 
-void RedirectLog(const std::string& log_file) {
-  int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  int log_fd = log_file.empty()
-                   ? -1
-                   : ::open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  ::dup2(null_fd, STDIN_FILENO);
-  ::dup2(null_fd, STDOUT_FILENO);
-  if (log_fd >= 0) ::dup2(log_fd, STDERR_FILENO);
-}
-
 }  // namespace
 
 std::string KeeperSocketName(std::string_view mountpoint) {
@@ -406,7 +397,7 @@ absl::StatusOr<UniqueFd> StartConnectionKeeper(const KeeperOptions& options) {
   ::signal(SIGHUP, SIG_IGN);
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGPIPE, SIG_IGN);
-  RedirectLog(options.log_file);
+  RedirectStandardStreams(options.log_file);
   const unsigned low = static_cast<unsigned>(std::min(listener.get(), keeper_end.get()));
   const unsigned high = static_cast<unsigned>(std::max(listener.get(), keeper_end.get()));
   ::close_range(3, low - 1, 0);

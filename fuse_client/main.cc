@@ -71,6 +71,7 @@
 #include "fuse_client/passthrough_files.h"
 #include "fuse_client/readahead.h"
 #include "fuse_client/service_notify.h"
+#include "fuse_client/standard_streams.h"
 #include "fuse_client/use_reporter.h"
 #include "fuse_client/version_releaser.h"
 
@@ -163,13 +164,7 @@ int Detach() {
 
 // Reports readiness to the waiting parent and leaves the terminal.
 void ReportReady(int report_fd, const std::string& log_file) {
-  int null_fd = open("/dev/null", O_RDWR);
-  int log_fd = log_file.empty() ? -1 : open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  dup2(null_fd, STDIN_FILENO);
-  dup2(null_fd, STDOUT_FILENO);
-  dup2(log_fd >= 0 ? log_fd : null_fd, STDERR_FILENO);
-  if (log_fd >= 0) close(log_fd);
-  close(null_fd);
+  RedirectStandardStreams(log_file.empty() ? "/dev/null" : log_file);
   char ok = 0;
   if (write(report_fd, &ok, 1) != 1) {
     GRANARY_LOG(WARNING) << "cannot report readiness";
@@ -307,8 +302,8 @@ int Run(const Flags& flags, int report_fd) {
 
   InodeTable table(getuid(), getgid(), std::chrono::seconds(flags.version_grace_seconds));
   DatasetRefresher refresher(client->get(), &table, flags.dataset, std::chrono::seconds(1));
+  table.set_journal(keeper.get());
   auto load_datasets = [&]() -> absl::Status {
-    table.set_journal(keeper.get());
     if (absl::Status status = refresher.Refresh(); !status.ok()) {
       return absl::Status(status.code(),
                           absl::StrCat("cannot load datasets from ", (*client)->address(), ": ",
