@@ -91,8 +91,13 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
     return 0;
   }
   if (state.passthrough_opens > 0) {
+    // Another open of a file passed through: the kernel reads it without
+    // granaryd, so it is a use as an open from a kept file is.
     state.passthrough_opens++;
     passed_through_.fetch_add(1, std::memory_order_relaxed);
+    if (uses_ != nullptr && state.file == key) {
+      uses_->Record(key.first, key.second, size, ChunkCount(size, chunk_size));
+    }
     return state.backing_id;
   }
   UnkeepLocked(state);
