@@ -32,13 +32,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/manifest.h"
 #include "proto/granary.pb.h"
 
@@ -125,24 +125,25 @@ class Catalog {
   absl::Status WriteDataset(const v1::CatalogDataset& record,
                             const std::vector<const Manifest*>& new_manifests,
                             const std::vector<uint64_t>& dropped_versions);
-  // The live record or tombstone of `name`, or null. Requires mu_.
-  const v1::CatalogDataset* Held(const std::string& name) const;
-  // Whether `record` changed later than what is held under its name. Requires mu_.
-  bool NewerThanHeld(const v1::CatalogDataset& record) const;
-  // Keeps the in-memory maps in step with a written record. Requires mu_.
-  void Install(const v1::CatalogDataset& record, const std::vector<uint64_t>& dropped_versions);
+  // The live record or tombstone of `name`, or null.
+  const v1::CatalogDataset* Held(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Whether `record` changed later than what is held under its name.
+  bool NewerThanHeld(const v1::CatalogDataset& record) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Keeps the in-memory maps in step with a written record.
+  void Install(const v1::CatalogDataset& record, const std::vector<uint64_t>& dropped_versions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<const Manifest>> LoadManifest(const v1::CatalogDataset& record,
                                                                uint64_t version);
 
   std::unique_ptr<rocksdb::DB> db_;
-  mutable std::mutex mu_;
-  // Guarded by mu_: every live dataset and every tombstone by name, and which
-  // dataset each version is of.
-  absl::flat_hash_map<std::string, v1::CatalogDataset> datasets_;
-  absl::flat_hash_map<std::string, v1::CatalogDataset> tombstones_;
-  absl::flat_hash_map<uint64_t, std::string> version_owner_;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<const Manifest>> manifests_;
-  absl::flat_hash_map<uint64_t, v1::UnloadableDataset> unloadable_;  // Guarded by mu_.
+  mutable absl::Mutex mu_;
+  // Every live dataset and every tombstone by name, and which dataset each
+  // version is of.
+  absl::flat_hash_map<std::string, v1::CatalogDataset> datasets_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, v1::CatalogDataset> tombstones_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::string> version_owner_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const Manifest>> manifests_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, v1::UnloadableDataset> unloadable_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace granary

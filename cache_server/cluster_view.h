@@ -14,12 +14,12 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "common/chunk_key.h"
 #include "common/cluster_map.h"
 #include "common/member_clients.h"
@@ -68,9 +68,9 @@ class ClusterView {
  private:
   const Member self_;
   MemberClients clients_;
-  mutable std::mutex mutex_;
-  std::shared_ptr<const ClusterMap> current_;     // Guarded by mutex_.
-  std::shared_ptr<const ClusterMap> previous_;    // Guarded by mutex_.
+  mutable absl::Mutex mutex_;
+  std::shared_ptr<const ClusterMap> current_ ABSL_GUARDED_BY(mutex_);
+  std::shared_ptr<const ClusterMap> previous_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::function<void()>> listeners_;  // Guarded by mutex_.
 };
 

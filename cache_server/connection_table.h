@@ -20,12 +20,12 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "cache_server/caller.h"
 
 namespace granary {
@@ -67,14 +67,15 @@ class ConnectionTable {
   // The key a connection counts under for its per-user or per-host limit.
   static std::string LimitKey(const Caller& caller);
   static bool StillOpen(int fd, ino_t inode);
-  void SweepLocked();
-  void ForgetLocked(absl::flat_hash_map<int, Record>::iterator record);
-  absl::Status CheckLimitsLocked(const Caller& caller) const;
+  void SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ForgetLocked(absl::flat_hash_map<int, Record>::iterator record)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::Status CheckLimitsLocked(const Caller& caller) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const ConnectionLimits limits_;
-  mutable std::mutex mutex_;
-  absl::flat_hash_map<int, Record> records_;            // Guarded by mutex_.
-  absl::flat_hash_map<std::string, uint32_t> per_key_;  // Guarded by mutex_.
+  mutable absl::Mutex mutex_;
+  absl::flat_hash_map<int, Record> records_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<std::string, uint32_t> per_key_ ABSL_GUARDED_BY(mutex_);
   std::atomic<uint64_t> refused_{0};
 };
 

@@ -23,7 +23,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
+
+#include "absl/synchronization/mutex.h"
 
 namespace granary {
 
@@ -64,12 +65,14 @@ class FetchSpeeds {
     uint32_t in_flight = 0;
   };
 
-  Mean& MeanOf(Path path) { return path == Path::kPeer ? peer_ : source_; }
+  Mean& MeanOf(Path path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return path == Path::kPeer ? peer_ : source_;
+  }
 
-  std::mutex mutex_;
-  Mean peer_;            // Guarded by mutex_.
-  Mean source_;          // Guarded by mutex_.
-  uint64_t misses_ = 0;  // Guarded by mutex_.
+  absl::Mutex mutex_;
+  Mean peer_ ABSL_GUARDED_BY(mutex_);
+  Mean source_ ABSL_GUARDED_BY(mutex_);
+  uint64_t misses_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace granary

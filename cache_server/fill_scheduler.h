@@ -24,9 +24,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "cache_server/catalog.h"
 #include "cache_server/cluster_view.h"
 #include "cache_server/metrics.h"
@@ -69,7 +69,7 @@ class FillScheduler {
   // Whether `version` is still the current version of dataset `name`.
   bool Current(const std::string& name, uint64_t version) const;
   // Forgets the fills of versions no longer current (joining their jobs).
-  void ReapLocked();
+  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   Catalog* const catalog_;
   ReadThrough* const read_through_;
@@ -77,9 +77,9 @@ class FillScheduler {
   ServerMetrics* const metrics_;
   ClusterView* const cluster_;
   const Options options_;
-  std::mutex mutex_;
-  // By version; null for a version whose policy is not to fill. Guarded by mutex_.
-  std::map<uint64_t, std::unique_ptr<PrewarmJob>> fills_;
+  absl::Mutex mutex_;
+  // By version; null for a version whose policy is not to fill.
+  std::map<uint64_t, std::unique_ptr<PrewarmJob>> fills_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary

@@ -29,11 +29,11 @@
 #include <atomic>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "cache_server/read_through.h"
 #include "common/unique_fd.h"
 
@@ -74,13 +74,13 @@ class LocalReadServer {
   v1::LocalReadResponse Answer(const absl::Status& received, const v1::LocalReadRequest& request,
                                bool trusted, UniqueFd* passed);
   // Joins the threads of connections that have closed.
-  void ReapLocked();
+  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const int listen_fd_;
   ReadThrough* const reads_;
   std::atomic<bool> stopping_{false};
-  std::mutex mutex_;
-  std::list<Connection> connections_;  // Guarded by mutex_.
+  absl::Mutex mutex_;
+  std::list<Connection> connections_ ABSL_GUARDED_BY(mutex_);
   std::thread acceptor_;
 };
 

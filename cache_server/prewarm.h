@@ -21,17 +21,16 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "cache_server/metrics.h"
 #include "cache_server/read_through.h"
 #include "cache_server/store/chunk_store.h"
@@ -106,15 +105,14 @@ class PrewarmJob {
   std::atomic<uint64_t> chunks_done_{0};
   std::atomic<uint64_t> chunks_already_cached_{0};
 
-  mutable std::mutex mu_;
-  std::condition_variable done_cv_;
-  size_t next_chunk_ = 0;                  // Guarded by mu_: the walk in order.
-  size_t preferred_ = 0;                   // Guarded by mu_: where Prefer() points.
-  size_t preferred_left_ = 0;              // Guarded by mu_: chunks it still covers.
-  std::vector<bool> taken_;                // By chunk; guarded by mu_.
-  unsigned running_workers_ = 0;           // Guarded by mu_.
-  std::vector<v1::FileFailure> failures_;  // Guarded by mu_.
-  std::vector<bool> failed_;               // By file id; guarded by mu_.
+  mutable absl::Mutex mu_;
+  size_t next_chunk_ ABSL_GUARDED_BY(mu_) = 0;      // The walk in order.
+  size_t preferred_ ABSL_GUARDED_BY(mu_) = 0;       // Where Prefer() points.
+  size_t preferred_left_ ABSL_GUARDED_BY(mu_) = 0;  // Chunks it still covers.
+  std::vector<bool> taken_ ABSL_GUARDED_BY(mu_);    // By chunk.
+  unsigned running_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<v1::FileFailure> failures_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> failed_ ABSL_GUARDED_BY(mu_);  // By file id.
   std::vector<std::thread> workers_;
 };
 

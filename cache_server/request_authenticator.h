@@ -18,11 +18,11 @@
 #define GRANARY_CACHE_SERVER_REQUEST_AUTHENTICATOR_H_
 
 #include <chrono>
-#include <mutex>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "cache_server/caller.h"
 #include "cache_server/connection_table.h"
 #include "grpcpp/server_context.h"
@@ -50,8 +50,9 @@ class RequestAuthenticator {
 
   const std::string bearer_;
   const ConnectionTable* const connections_;
-  std::mutex mutex_;
-  absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> last_logged_;
+  absl::Mutex mutex_;
+  absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> last_logged_
+      ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary

@@ -10,9 +10,9 @@
 
 #include <functional>
 #include <future>
-#include <mutex>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 
 namespace granary {
 
@@ -27,7 +27,7 @@ class SingleFlight {
     std::shared_future<Value> pending;
     bool leader = false;
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       auto [it, inserted] = in_flight_.try_emplace(key);
       if (inserted) it->second = promise.get_future().share();
       pending = it->second;
@@ -37,7 +37,7 @@ class SingleFlight {
     if (!leader) return pending.get();
     Value value = call();
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       in_flight_.erase(key);
     }
     promise.set_value(value);
@@ -45,8 +45,8 @@ class SingleFlight {
   }
 
  private:
-  std::mutex mu_;
-  absl::flat_hash_map<Key, std::shared_future<Value>> in_flight_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<Key, std::shared_future<Value>> in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace granary

@@ -49,10 +49,9 @@ StreamWatchdog::StreamWatchdog(std::chrono::milliseconds stall_limit) : stall_li
 
 StreamWatchdog::~StreamWatchdog() {
   {
-    std::lock_guard lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  stop_.notify_all();
   thread_.join();
 }
 
@@ -62,12 +61,12 @@ StreamWatchdog::InterceptorFactory() {
 }
 
 void StreamWatchdog::SendStarted(grpc::ServerContextBase* context) {
-  std::lock_guard lock(mutex_);
+  absl::MutexLock lock(&mutex_);
   sending_[context] = std::chrono::steady_clock::now();
 }
 
 void StreamWatchdog::SendEnded(grpc::ServerContextBase* context) {
-  std::lock_guard lock(mutex_);
+  absl::MutexLock lock(&mutex_);
   sending_.erase(context);
 }
 
@@ -75,8 +74,8 @@ void StreamWatchdog::Watch() {
   // Checking four times per limit cancels a call at most 1.25 limits after
   // its send began.
   const auto period = std::max(stall_limit_ / 4, std::chrono::milliseconds(10));
-  std::unique_lock lock(mutex_);
-  while (!stop_.wait_for(lock, period, [this] { return stopping_; })) {
+  absl::MutexLock lock(&mutex_);
+  while (!mutex_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(period))) {
     const auto now = std::chrono::steady_clock::now();
     for (auto it = sending_.begin(); it != sending_.end();) {
       auto next = std::next(it);

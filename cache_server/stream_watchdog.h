@@ -20,13 +20,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_interceptor.h"
 
@@ -55,11 +54,11 @@ class StreamWatchdog {
   void Watch();
 
   const std::chrono::milliseconds stall_limit_;
-  std::mutex mutex_;
-  std::condition_variable stop_;
-  bool stopping_ = false;  // Guarded by mutex_.
-  // Calls with a send pending, and since when. Guarded by mutex_.
-  absl::flat_hash_map<grpc::ServerContextBase*, std::chrono::steady_clock::time_point> sending_;
+  absl::Mutex mutex_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  // Calls with a send pending, and since when.
+  absl::flat_hash_map<grpc::ServerContextBase*, std::chrono::steady_clock::time_point> sending_
+      ABSL_GUARDED_BY(mutex_);
   std::atomic<uint64_t> cancelled_{0};
   std::thread thread_;
 };

@@ -10,16 +10,15 @@ VersionActivity::VersionActivity(store::ChunkStore* store, std::chrono::millisec
 
 VersionActivity::~VersionActivity() {
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
   sweeper_.join();
 }
 
 void VersionActivity::Touch(uint64_t version) {
   const Clock::time_point now = Clock::now();
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   Use& use = uses_[version];
   use.last_touch = use.last_use = now;
   if (!use.active) {
@@ -31,25 +30,25 @@ void VersionActivity::Touch(uint64_t version) {
 
 void VersionActivity::Keep(uint64_t version) {
   const Clock::time_point now = Clock::now();
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   uses_[version].last_use = now;
 }
 
 bool VersionActivity::UsedWithin(uint64_t version, std::chrono::milliseconds window) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = uses_.find(version);
   return it != uses_.end() && Clock::now() - it->second.last_use < window;
 }
 
 void VersionActivity::Forget(uint64_t version) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   uses_.erase(version);
 }
 
 void VersionActivity::DemoteIdle() {
   auto period = std::max<std::chrono::milliseconds>(idle_after_ / 4, std::chrono::milliseconds(10));
-  std::unique_lock lock(mu_);
-  while (!stop_cv_.wait_for(lock, period, [this] { return stopping_; })) {
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(period))) {
     Clock::time_point now = Clock::now();
     for (auto& [version, use] : uses_) {
       if (use.active && now - use.last_touch >= idle_after_) {

@@ -16,12 +16,11 @@
 #define GRANARY_CACHE_SERVER_VERSION_ACTIVITY_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "cache_server/store/chunk_store.h"
 
 namespace granary {
@@ -53,10 +52,10 @@ class VersionActivity {
 
   store::ChunkStore* const store_;
   const std::chrono::milliseconds idle_after_;
-  std::mutex mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;
-  absl::flat_hash_map<uint64_t, Use> uses_;  // Versions touched or kept.
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Versions touched or kept.
+  absl::flat_hash_map<uint64_t, Use> uses_ ABSL_GUARDED_BY(mu_);
   std::thread sweeper_;
 };
 

@@ -12,16 +12,16 @@ WriteBehind::WriteBehind(store::ChunkStore* store, ServerMetrics* metrics,
 
 WriteBehind::~WriteBehind() {
   {
-    std::lock_guard lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   for (std::thread& writer : writers_) writer.join();
 }
 
 void WriteBehind::Store(const ChunkKey& key, uint32_t chunk_size, ChunkData data) {
   {
-    std::lock_guard lock(mutex_);
+    absl::MutexLock lock(&mutex_);
     if (pending_.contains(key)) return;
     if (queued_bytes_ + data->size() > max_queued_bytes_) {
       metrics_->write_behind_dropped.fetch_add(1, std::memory_order_relaxed);
@@ -36,41 +36,41 @@ void WriteBehind::Store(const ChunkKey& key, uint32_t chunk_size, ChunkData data
     pending_.emplace(key, data);
     queue_.push_back(Write{key, chunk_size, std::move(data)});
   }
-  wake_.notify_one();
+  wake_.Signal();
 }
 
 WriteBehind::ChunkData WriteBehind::Pending(const ChunkKey& key) {
-  std::lock_guard lock(mutex_);
+  absl::MutexLock lock(&mutex_);
   auto it = pending_.find(key);
   return it == pending_.end() ? nullptr : it->second;
 }
 
 void WriteBehind::Drain() {
-  std::unique_lock lock(mutex_);
-  written_.wait(lock, [this] { return queue_.empty() && writing_ == 0; });
+  absl::MutexLock lock(&mutex_);
+  while (!queue_.empty() || writing_ > 0) written_.Wait(&mutex_);
 }
 
 void WriteBehind::Run() {
-  std::unique_lock lock(mutex_);
+  absl::MutexLock lock(&mutex_);
   for (;;) {
-    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) wake_.Wait(&mutex_);
     if (queue_.empty()) return;  // Stopping, and everything is stored.
     Write write = std::move(queue_.front());
     queue_.pop_front();
     writing_++;
-    lock.unlock();
+    mutex_.Unlock();
     absl::StatusOr<bool> stored = store_->Insert(write.key, write.chunk_size, *write.data);
     if (!stored.ok()) {
       GRANARY_LOG_FIRST_N(WARNING, 10)
           << "cannot store " << write.key.ToString() << ": " << stored.status();
     }
-    lock.lock();
+    mutex_.Lock();
     writing_--;
     queued_bytes_ -= write.data->size();
     metrics_->write_behind_bytes.store(static_cast<int64_t>(queued_bytes_),
                                        std::memory_order_relaxed);
     pending_.erase(write.key);
-    written_.notify_all();
+    written_.SignalAll();
   }
 }
 

@@ -15,16 +15,15 @@
 #ifndef GRANARY_CACHE_SERVER_WRITE_BEHIND_H_
 #define GRANARY_CACHE_SERVER_WRITE_BEHIND_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "cache_server/metrics.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/chunk_key.h"
@@ -62,14 +61,15 @@ class WriteBehind {
   store::ChunkStore* const store_;
   ServerMetrics* const metrics_;
   const uint64_t max_queued_bytes_;
-  std::mutex mutex_;
-  std::condition_variable wake_;                      // Work queued, or stopping.
-  std::condition_variable written_;                   // A write finished.
-  std::deque<Write> queue_;                           // Guarded by mutex_.
-  absl::flat_hash_map<ChunkKey, ChunkData> pending_;  // Queued or being written; guarded.
-  uint64_t queued_bytes_ = 0;                         // Guarded by mutex_.
-  int writing_ = 0;                                   // Guarded by mutex_.
-  bool stopping_ = false;                             // Guarded by mutex_.
+  absl::Mutex mutex_;
+  absl::CondVar wake_;     // Work queued, or stopping.
+  absl::CondVar written_;  // A write finished.
+  std::deque<Write> queue_ ABSL_GUARDED_BY(mutex_);
+  // Queued or being written.
+  absl::flat_hash_map<ChunkKey, ChunkData> pending_ ABSL_GUARDED_BY(mutex_);
+  uint64_t queued_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  int writing_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   std::vector<std::thread> writers_;
 };
 

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The test command: installs every dependency (idempotent), builds, builds
-# everything again in Release, runs the chunk store's concurrency test in a
-# ThreadSanitizer build and the fuzz targets in a libFuzzer build, then the
-# whole suite through ctest (whose summary closes the output).
+# The test command: installs every dependency (idempotent), builds, checks
+# the locking annotations with clang, builds everything again in Release,
+# runs the chunk store's concurrency test in a ThreadSanitizer build and the
+# fuzz targets in a libFuzzer build, then the whole suite through ctest
+# (whose summary closes the output).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/build.sh"
+
+# The locking annotations checked by clang's thread-safety analysis.
+bash "$root/scripts/check-thread-safety.sh"
 
 # Users build Release, and GCC warns at -O3 of what it does not see at -O2:
 # every target in a Release build of its own, built only.

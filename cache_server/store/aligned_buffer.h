@@ -11,9 +11,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 namespace granary::store {
 
@@ -58,9 +59,9 @@ class AlignedBufferPool {
 
  private:
   const uint64_t max_idle_bytes_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<AlignedBuffer>> idle_;  // Guarded by mu_.
-  uint64_t idle_bytes_ = 0;                           // Guarded by mu_.
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<AlignedBuffer>> idle_ ABSL_GUARDED_BY(mu_);
+  uint64_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace granary::store

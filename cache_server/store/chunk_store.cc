@@ -53,19 +53,18 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "cache_server/store/aligned_buffer.h"
 #include "cache_server/store/chunk_index.h"
 #include "cache_server/store/data_file.h"
@@ -217,7 +216,7 @@ class DataFileChunkStore final : public ChunkStore {
           // Under the lock like every index mutation: RocksDB would otherwise
           // merge concurrent writes on one thread, which TSan cannot follow
           // in the uninstrumented library.
-          std::lock_guard lock(mu_);
+          absl::MutexLock lock(&mu_);
           return MarkSyncedLocked(file_id, generation);
         }) {}
 
@@ -272,33 +271,38 @@ class DataFileChunkStore final : public ChunkStore {
     bool unmark_synced = false;
   };
 
-  VersionState StateLocked(uint64_t dataset_version) const;
+  VersionState StateLocked(uint64_t dataset_version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The usage of every file, or of those with no write in progress.
-  std::vector<FileUsage> UsageLocked(bool only_idle) const;
+  std::vector<FileUsage> UsageLocked(bool only_idle) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `bytes` off the version's live bytes, forgetting it at zero.
-  void ForgetVersionBytesLocked(uint64_t dataset_version, uint64_t bytes);
+  void ForgetVersionBytesLocked(uint64_t dataset_version, uint64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Frees room for `bytes` more under the capacity; false when the policy
   // declines.
-  absl::StatusOr<bool> MakeRoomLocked(uint64_t bytes);
+  absl::StatusOr<bool> MakeRoomLocked(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reserves `bytes` at `offset` of the source file's data file (creating it
   // as needed); nullopt when the policy declines.
   absl::StatusOr<std::optional<Placement>> ReserveLocked(const SourceFile& source,
                                                          uint32_t chunk_size, uint64_t offset,
-                                                         uint64_t bytes);
+                                                         uint64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The source file's data file, created for chunks of `chunk_size` if
   // there is none: with O_DIRECT only when asked and every chunk starts on a
   // block.
-  absl::StatusOr<CachedFile*> DataFileOfLocked(const SourceFile& source, uint32_t chunk_size);
-  absl::Status ReclaimLocked(uint64_t file_id);
+  absl::StatusOr<CachedFile*> DataFileOfLocked(const SourceFile& source, uint32_t chunk_size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ReclaimLocked(uint64_t file_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops `key` if the index still maps it to `location`.
-  void DropLocked(std::string_view key, const v1::ChunkLocation& location);
+  void DropLocked(std::string_view key, const v1::ChunkLocation& location)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Remembers that `source` was withdrawn, for WithdrawnSince.
-  void WithdrawLocked(const SourceFile& source);
+  void WithdrawLocked(const SourceFile& source) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reclaims `file` if it has no write in flight and holds no live chunk.
-  void ReclaimIfDeadLocked(const CachedFile& file);
+  void ReclaimIfDeadLocked(const CachedFile& file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands the file to the syncer once it is idle and written since.
-  void MaybeSyncLocked(CachedFile& file);
-  absl::Status MarkSyncedLocked(uint64_t file_id, uint64_t generation);
+  void MaybeSyncLocked(CachedFile& file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status MarkSyncedLocked(uint64_t file_id, uint64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status WriteChunk(DataFile& file, uint64_t offset, std::string_view data);
   // The chunk's bytes; DATA_LOSS when they do not match its checksum.
@@ -331,24 +335,25 @@ class DataFileChunkStore final : public ChunkStore {
   const std::unique_ptr<IoEngine> io_;
   AlignedBufferPool buffers_{kIdleBufferBytes};
 
-  std::mutex mu_;
-  std::condition_variable insert_done_;
-  std::map<uint64_t, CachedFile> files_;                       // By data file id.
-  absl::flat_hash_map<SourceFile, uint64_t> files_by_source_;  // → data file id.
-  std::map<uint64_t, VersionState> version_states_;            // Absent: kInactive.
-  std::map<uint64_t, uint64_t> version_bytes_;                 // Live bytes per version.
-  absl::flat_hash_set<std::string> inserting_;                 // Keys being written.
-  std::vector<uint64_t> directory_bytes_;
+  absl::Mutex mu_;
+  absl::CondVar insert_done_;
+  std::map<uint64_t, CachedFile> files_ ABSL_GUARDED_BY(mu_);  // By data file id.
+  // → data file id.
+  absl::flat_hash_map<SourceFile, uint64_t> files_by_source_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, VersionState> version_states_ ABSL_GUARDED_BY(mu_);  // Absent: kInactive.
+  std::map<uint64_t, uint64_t> version_bytes_ ABSL_GUARDED_BY(mu_);       // Live bytes per version.
+  absl::flat_hash_set<std::string> inserting_ ABSL_GUARDED_BY(mu_);       // Keys being written.
+  std::vector<uint64_t> directory_bytes_ ABSL_GUARDED_BY(mu_);
   const uint64_t eviction_slack_bytes_;
-  uint64_t disk_bytes_ = 0;
-  uint64_t used_bytes_ = 0;
-  uint64_t chunk_count_ = 0;
-  uint64_t next_file_id_ = 1;
+  uint64_t disk_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t chunk_count_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_file_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Withdrawn files, newest last, numbered from withdrawn_first_; numbers
   // start at the store's opening time in ns, so that those of an earlier
   // opening are recognised as not its own.
-  std::deque<SourceFile> withdrawn_;
-  uint64_t withdrawn_first_ = 0;
+  std::deque<SourceFile> withdrawn_ ABSL_GUARDED_BY(mu_);
+  uint64_t withdrawn_first_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::atomic<uint64_t> hits_{0};
   std::atomic<uint64_t> misses_{0};
@@ -648,7 +653,7 @@ absl::StatusOr<std::string> DataFileChunkStore::ReadChunk(const ChunkKey& key,
     GRANARY_LOG_FIRST_N(WARNING, 20)
         << "chunk store: dropping " << key.ToString() << ": " << data.status().message();
     {
-      std::lock_guard lock(mu_);
+      absl::MutexLock lock(&mu_);
       DropLocked(encoded, location);
     }
     misses_++;
@@ -697,7 +702,7 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
   bool verified = false;
   struct timespec verified_ctime = {};
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = files_by_source_.find(source);
     if (it == files_by_source_.end()) return not_whole("no chunk of it is cached");
     CachedFile& file = files_.at(it->second);
@@ -733,12 +738,12 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
         if (checked.code() == absl::StatusCode::kDataLoss) checksum_failures_++;
         GRANARY_LOG_FIRST_N(WARNING, 20)
             << "chunk store: dropping " << key.ToString() << ": " << checked.message();
-        std::lock_guard lock(mu_);
+        absl::MutexLock lock(&mu_);
         DropLocked(encoded, *location);
         return not_whole(std::string(checked.message()));
       }
     }
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = files_.find(data_file->id());
     if (it == files_.end() || it->second.generation != generation) {
       return not_whole("it changed while it was being verified");
@@ -758,7 +763,7 @@ absl::StatusOr<std::optional<DataFileChunkStore::Found>> DataFileChunkStore::Fin
     std::string_view encoded_key) {
   GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> location, index_->Get(encoded_key));
   if (!location) return std::nullopt;
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = files_.find(location->data_file_id());
   if (it == files_.end()) return std::nullopt;
   it->second.last_use_ms = NowUnixMs();
@@ -767,7 +772,7 @@ absl::StatusOr<std::optional<DataFileChunkStore::Found>> DataFileChunkStore::Fin
 
 void DataFileChunkStore::RecordUse(uint64_t dataset_version, uint64_t file_id, uint64_t chunks) {
   hits_ += chunks;
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = files_by_source_.find({dataset_version, file_id});
   if (it != files_by_source_.end()) files_.at(it->second).last_use_ms = NowUnixMs();
 }
@@ -776,7 +781,7 @@ ChunkStore::Withdrawn DataFileChunkStore::WithdrawnSince(uint64_t after) {
   // Bounded, so that an answer fits in one local read message.
   constexpr size_t kMaxListed = 2048;
   Withdrawn answer;
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   const uint64_t last = withdrawn_first_ + withdrawn_.size() - 1;
   if (after + 1 < withdrawn_first_ || after > last) {
     answer.through = last;
@@ -812,8 +817,8 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
   const uint64_t offset = uint64_t{key.chunk_index} * chunk_size;
   Placement placement;
   {
-    std::unique_lock lock(mu_);
-    insert_done_.wait(lock, [&] { return !inserting_.contains(encoded); });
+    absl::MutexLock lock(&mu_);
+    while (inserting_.contains(encoded)) insert_done_.Wait(&mu_);
     GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> existing, index_->Get(encoded));
     if (existing) return true;
     absl::StatusOr<std::optional<Placement>> reserved =
@@ -839,9 +844,9 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
   location.set_dataset_version(key.dataset_version);
   location.set_last_use_unix_ms(NowUnixMs());
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     inserting_.erase(encoded);
-    insert_done_.notify_all();
+    insert_done_.SignalAll();
     CachedFile& file = files_.at(placement.file->id());
     file.pending_writes--;
     if (status.ok()) status = index_->Put(encoded, location, placement.unmark_synced);
@@ -869,7 +874,7 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
 }
 
 void DataFileChunkStore::SetVersionState(uint64_t dataset_version, VersionState state) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (absl::Status saved = index_->SetVersionState(dataset_version, state); !saved.ok()) {
     GRANARY_LOG(ERROR) << "chunk store: " << saved.message();
   }
@@ -881,7 +886,7 @@ void DataFileChunkStore::SetVersionState(uint64_t dataset_version, VersionState 
 }
 
 absl::StatusOr<uint64_t> DataFileChunkStore::RemoveVersion(uint64_t dataset_version) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   const auto it = version_bytes_.find(dataset_version);
   const uint64_t freed = it == version_bytes_.end() ? 0 : it->second;
   std::vector<uint64_t> file_ids;
@@ -898,7 +903,7 @@ absl::StatusOr<uint64_t> DataFileChunkStore::RemoveVersion(uint64_t dataset_vers
 }
 
 uint64_t DataFileChunkStore::CachedBytes(uint64_t dataset_version) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = version_bytes_.find(dataset_version);
   return it == version_bytes_.end() ? 0 : it->second;
 }
@@ -919,7 +924,7 @@ std::vector<ChunkKey> DataFileChunkStore::ChunksOf(uint64_t dataset_version) {
 StoreStats DataFileChunkStore::Stats() {
   StoreStats stats;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     stats.used_bytes = used_bytes_;
     stats.disk_bytes = disk_bytes_;
     stats.chunk_count = chunk_count_;
@@ -939,7 +944,7 @@ StoreStats DataFileChunkStore::Stats() {
 }
 
 absl::Status DataFileChunkStore::Recover() {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   GRANARY_ASSIGN_OR_RETURN(version_states_, index_->VersionStates());
   GRANARY_ASSIGN_OR_RETURN(std::set<uint64_t> synced, index_->SyncedFiles());
 

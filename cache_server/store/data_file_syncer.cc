@@ -13,34 +13,34 @@ DataFileSyncer::DataFileSyncer(MarkSynced mark_synced)
 
 DataFileSyncer::~DataFileSyncer() {
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  wake_.notify_one();
+  wake_.Signal();
   thread_.join();
 }
 
 void DataFileSyncer::Sync(std::shared_ptr<DataFile> file, uint64_t generation) {
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     queue_.emplace_back(std::move(file), generation);
   }
-  wake_.notify_one();
+  wake_.Signal();
 }
 
 void DataFileSyncer::Run() {
-  std::unique_lock lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (true) {
-    wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) wake_.Wait(&mu_);
     if (stopping_) return;
     // Files written meanwhile join the batch: one flush of the filesystem
     // makes them all durable, where a flush per file (thousands a second
     // when small files arrive) held up every other read of the disk.
-    wake_.wait_for(lock, kBatchWindow, [this] { return stopping_; });
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(kBatchWindow));
     if (stopping_) return;
     std::deque<std::pair<std::shared_ptr<DataFile>, uint64_t>> batch;
     batch.swap(queue_);
-    lock.unlock();
+    mu_.Unlock();
     std::map<dev_t, absl::Status> flushed;  // By filesystem.
     for (auto& [file, generation] : batch) {
       absl::StatusOr<struct stat> st = file->Stat();
@@ -58,7 +58,7 @@ void DataFileSyncer::Run() {
       }
       file.reset();
     }
-    lock.lock();
+    mu_.Lock();
   }
 }
 

@@ -14,16 +14,15 @@
 #define GRANARY_CACHE_SERVER_STORE_DATA_FILE_SYNCER_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "cache_server/store/data_file.h"
 
 namespace granary::store {
@@ -48,10 +47,10 @@ class DataFileSyncer {
   void Run();
 
   const MarkSynced mark_synced_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<std::pair<std::shared_ptr<DataFile>, uint64_t>> queue_;  // Guarded by mu_.
-  bool stopping_ = false;                                             // Guarded by mu_.
+  absl::Mutex mu_;
+  absl::CondVar wake_;
+  std::deque<std::pair<std::shared_ptr<DataFile>, uint64_t>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // Last: starts once the rest exists.
 };
 

@@ -48,8 +48,8 @@ class UringIoEngine final : public IoEngine {
                         uint64_t length, const PieceSink* on_piece, bool& ring_reusable);
 
   const unsigned queue_depth_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Ring>> idle_;  // Guarded by mu_.
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Ring>> idle_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::StatusOr<std::unique_ptr<Ring>> UringIoEngine::NewRing() const {
@@ -64,7 +64,7 @@ absl::StatusOr<std::unique_ptr<Ring>> UringIoEngine::NewRing() const {
 
 absl::StatusOr<std::unique_ptr<Ring>> UringIoEngine::Borrow() {
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (!idle_.empty()) {
       std::unique_ptr<Ring> ring = std::move(idle_.back());
       idle_.pop_back();
@@ -75,7 +75,7 @@ absl::StatusOr<std::unique_ptr<Ring>> UringIoEngine::Borrow() {
 }
 
 void UringIoEngine::Return(std::unique_ptr<Ring> ring) {
-  std::lock_guard lock(mu_);
+  absl::MutexLock lock(&mu_);
   idle_.push_back(std::move(ring));
 }
 
