@@ -8,6 +8,7 @@
 #include "cache_server/group_prewarm.h"
 #include "cache_server/prewarm.h"
 #include "common/chunk_key.h"
+#include "common/locality_share.h"
 #include "common/logging.h"
 #include "common/parallel_for.h"
 #include "common/printable.h"
@@ -468,21 +469,16 @@ grpc::Status GranaryService::Locate(grpc::ServerContext* context, const v1::Loca
       for (const v1::NodeLocality& node : answer.nodes()) *response->add_nodes() = node;
     }
   }
-  // Within a group each chunk has `replicas` owners, so a group's bytes are
-  // the sum of its members' bytes, and it is complete at replicas × the
-  // dataset's bytes.
+  // Members of a group own distinct copies of its chunks, so a group's bytes
+  // are the sum of its members' bytes.
   std::map<std::string, uint64_t> group_bytes;
   for (const v1::NodeLocality& node : response->nodes())
     group_bytes[node.group()] += node.cached_bytes();
-  auto fraction = [&](uint64_t bytes, uint64_t whole) {
-    return whole == 0 ? 1.0
-                      : std::min(1.0, static_cast<double>(bytes) / static_cast<double>(whole));
-  };
-  const uint64_t group_whole =
-      response->total_bytes() * std::max<uint32_t>(1, response->replicas());
+  const uint64_t total = response->total_bytes();
+  const uint32_t replicas = response->replicas();
   for (v1::NodeLocality& node : *response->mutable_nodes()) {
-    node.set_node_fraction(fraction(node.cached_bytes(), response->total_bytes()));
-    node.set_group_fraction(fraction(group_bytes[node.group()], group_whole));
+    node.set_node_fraction(LocalityShare(node.cached_bytes(), total, 1));
+    node.set_group_fraction(LocalityShare(group_bytes[node.group()], total, replicas));
   }
   std::sort(response->mutable_nodes()->begin(), response->mutable_nodes()->end(),
             [](const v1::NodeLocality& a, const v1::NodeLocality& b) {
@@ -492,7 +488,7 @@ grpc::Status GranaryService::Locate(grpc::ServerContext* context, const v1::Loca
     v1::GroupLocality* locality = response->add_groups();
     locality->set_group(group);
     locality->set_cached_bytes(bytes);
-    locality->set_fraction(fraction(bytes, group_whole));
+    locality->set_fraction(LocalityShare(bytes, total, replicas));
   }
   return grpc::Status::OK;
 }

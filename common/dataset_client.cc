@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
-#include "common/chunk_reads.h"
 #include "common/server_address.h"
 #include "common/status.h"
 #include "grpcpp/channel.h"
@@ -162,15 +161,6 @@ absl::Status DatasetClient::ReadChunk(const ChunkKey& key, uint32_t offset_in_ch
                                             " at offset ", offset_in_chunk));
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<size_t> DatasetClient::Read(const DatasetSnapshot& snapshot, uint64_t file_id,
-                                           uint64_t offset, std::span<char> out) const {
-  return ReadFileThroughChunks(
-      snapshot.manifest, file_id, offset, out,
-      [this](const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> piece) {
-        return ReadChunk(key, offset_in_chunk, piece);
-      });
 }
 
 }  // namespace granary

@@ -94,13 +94,6 @@ class DatasetClient {
   // The cluster's members as the server sees them.
   absl::StatusOr<v1::GetMembersResponse> GetMembers() const;
 
-  // Reads up to `out.size()` bytes of file `file_id` of `snapshot` at
-  // `offset`, chunk by chunk, and returns how many were read: fewer only at the
-  // end of the file. Fails with INVALID_ARGUMENT if `file_id` is not a file of
-  // the manifest.
-  absl::StatusOr<size_t> Read(const DatasetSnapshot& snapshot, uint64_t file_id, uint64_t offset,
-                              std::span<char> out) const;
-
  private:
   DatasetClient(std::string address, Options options, std::shared_ptr<grpc::Channel> channel);
 

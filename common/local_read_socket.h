@@ -99,8 +99,6 @@ class LocalChunkReader {
   // not match their checksums, OUT_OF_RANGE past the chunk's end.
   absl::Status Read(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out);
 
-  const std::string& socket_path() const { return socket_path_; }
-
  private:
   struct Answer {
     v1::LocalReadResponse response;

@@ -51,8 +51,6 @@ class ChunkCache {
   // True if `key` is cached or being fetched.
   bool Contains(const ChunkKey& key);
 
-  uint64_t capacity_bytes() const { return capacity_bytes_; }
-
  private:
   struct Slot;
 

@@ -4,20 +4,24 @@
 #include <cmath>
 
 #include "common/absl_compat.h"
+#include "common/locality_share.h"
 
 namespace granary::hooks {
 
 void LocalityIndex::Add(const v1::LocateResponse& locate) {
-  if (locate.total_bytes() == 0) return;
-  total_bytes_ += locate.total_bytes();
+  const uint64_t total = locate.total_bytes();
+  if (total == 0) return;
+  total_bytes_ += total;
+  const double weight = static_cast<double>(total);
   nodes_.reserve(nodes_.size() + locate.nodes_size());
   for (const v1::NodeLocality& node : locate.nodes()) {
-    NodeBytes& bytes = nodes_[node.node_id()];
-    bytes.group = node.group();
-    bytes.cached_bytes += node.cached_bytes();
+    NodeBytes& held = nodes_[node.node_id()];
+    held.group = node.group();
+    held.weighted_share += weight * LocalityShare(node.cached_bytes(), total, 1);
   }
   for (const v1::GroupLocality& group : locate.groups()) {
-    groups_[group.group()] += group.cached_bytes();
+    groups_[group.group()] +=
+        weight * LocalityShare(group.cached_bytes(), total, locate.replicas());
   }
 }
 
@@ -28,9 +32,9 @@ NodeLocality LocalityIndex::Of(std::string_view node_id) const {
   if (node == nodes_.end()) return locality;
   locality.group = node->second.group;
   const double total = static_cast<double>(total_bytes_);
-  locality.node_share = std::min(1.0, static_cast<double>(node->second.cached_bytes) / total);
+  locality.node_share = std::min(1.0, node->second.weighted_share / total);
   if (auto group = groups_.find(node->second.group); group != groups_.end()) {
-    locality.group_share = std::min(1.0, static_cast<double>(group->second) / total);
+    locality.group_share = std::min(1.0, group->second / total);
   }
   locality.score = ScoreOf(kGroupWeight * locality.group_share + kNodeWeight * locality.node_share);
   return locality;

@@ -2,9 +2,14 @@
 // datasets, from the cluster's Locate answers (granary.v1.LocateResponse, one
 // per dataset).
 //
-// For a node n in cache group g, over the job's datasets d with total bytes B_d:
-//   group share G(n) = sum_d (bytes of d cached in g) / sum_d B_d
-//   node share  N(n) = sum_d (bytes of d cached on n) / sum_d B_d
+// For a node n in cache group g, over the job's datasets d with total bytes B_d
+// and R_d replicas:
+//   group share G(n) = sum_d B_d * g_d / sum_d B_d, where g_d, the share of d
+//                      its group holds, is (bytes of d cached in g) / (R_d * B_d)
+//   node share  N(n) = sum_d B_d * n_d / sum_d B_d, where n_d is
+//                      (bytes of d cached on n) / B_d
+// g_d and n_d come from common/locality_share.h, as granaryd's own Locate
+// fractions do, so a Slurm hook reading those fractions and this index agree.
 //   locality    L(n) = 0.8 * G(n) + 0.2 * N(n)
 //   score       S(n) = floor(10 * L(n)), an integer 0..10 (kMaxScore, the
 //                      Kubernetes extender's MaxExtenderPriority).
@@ -55,13 +60,14 @@ class LocalityIndex {
   NodeLocality Of(std::string_view node_id) const;
 
  private:
+  // Shares weighted by their datasets' bytes (B_d * n_d, B_d * g_d), summed.
   struct NodeBytes {
     std::string group;
-    uint64_t cached_bytes = 0;
+    double weighted_share = 0;
   };
   uint64_t total_bytes_ = 0;
   absl::flat_hash_map<std::string, NodeBytes> nodes_;
-  absl::flat_hash_map<std::string, uint64_t> groups_;
+  absl::flat_hash_map<std::string, double> groups_;
 };
 
 // S for a locality L in 0..1: floor(10 * L), clamped to 0..kMaxScore.

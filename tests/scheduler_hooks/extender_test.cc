@@ -10,9 +10,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -502,8 +504,61 @@ class ExtenderClusterTest : public ::testing::Test {
     grpc::Status status = reader->Finish();
     ASSERT_TRUE(status.ok()) << status.error_message();
     ASSERT_EQ(progress.failures_size(), 0);
+    ASSERT_NO_FATAL_FAILURE(AddPairs());
     extender_ =
         new ExtenderProcess(cluster_->node(3).tcp_address(), {"--token-file", *token_file_});
+  }
+
+  // "pairs": 4 files of 1 MiB at 2 replicas; f0-f2 prewarmed into rack-a (both
+  // its nodes hold each chunk) and f0 into rack-b.
+  static void AddPairs() {
+    std::string source = temp_->path() + "/pairs";
+    std::filesystem::create_directories(source);
+    for (int file = 0; file < 4; ++file) {
+      std::string block(kMiB, static_cast<char>('p' + file));
+      std::ofstream(source + "/f" + std::to_string(file) + ".bin", std::ios::binary) << block;
+    }
+    auto stub = cluster_->node(0).SocketStub();
+    grpc::ClientContext add_call;
+    v1::AddDatasetRequest add;
+    add.set_name("pairs");
+    add.set_source(source);
+    add.set_chunk_size(kMiB);
+    add.set_replicas(2);
+    v1::DatasetInfo info;
+    grpc::Status added = stub->AddDataset(&add_call, add, &info);
+    ASSERT_TRUE(added.ok()) << added.error_message();
+    for (const auto& [group, paths] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+             {"rack-a", {"f0.bin", "f1.bin", "f2.bin"}}, {"rack-b", {"f0.bin"}}}) {
+      grpc::ClientContext context;
+      v1::PrewarmRequest request;
+      request.set_name("pairs");
+      request.set_group(group);
+      for (const std::string& path : paths) request.add_paths(path);
+      auto reader = stub->Prewarm(&context, request);
+      v1::PrewarmProgress progress;
+      while (reader->Read(&progress)) {
+      }
+      grpc::Status status = reader->Finish();
+      ASSERT_TRUE(status.ok()) << group << ": " << status.error_message();
+      ASSERT_EQ(progress.failures_size(), 0) << group;
+    }
+  }
+
+  // Runs the CLI with the cluster token against a2; its standard output.
+  static std::string RunCli(const std::vector<std::string>& args) {
+    std::string output = temp_->path() + "/cli.out";
+    std::filesystem::remove(output);
+    std::vector<std::string> argv = {"--server", cluster_->node(1).tcp_address(), "--token-file",
+                                     *token_file_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto pid = testing::SpawnChild(GRANARY_CLI_PATH, argv, output);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    if (!pid.ok()) return "";
+    auto status = testing::WaitForExit(*pid, std::chrono::seconds(30));
+    EXPECT_TRUE(status.has_value() && WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+    std::ifstream in(output);
+    return std::string(std::istreambuf_iterator<char>(in), {});
   }
   static void TearDownTestSuite() {
     delete extender_;
@@ -646,6 +701,86 @@ TEST_F(ExtenderClusterTest, RequiredLocalityFiltersTheColdGroup) {
                   {"FailedNodes", json::object()},
                   {"FailedAndUnresolvableNodes", unresolvable},
                   {"Error", ""}}));
+}
+
+// Slurm 22.05's `scontrol show node -o` for the cluster's nodes, none with a
+// feature; any other command fails (the hook runs with --dry-run).
+std::string FakeScontrol(const std::string& dir) {
+  std::string path = dir + "/scontrol";
+  std::ofstream script(path);
+  script << "#!/bin/sh\n[ \"$*\" = \"show node -o\" ] || exit 1\n";
+  for (const std::string& name : kClusterNodeNames) {
+    script << "echo 'NodeName=" << name << " Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 "
+           << "CPUEfctv=2 CPUTot=2 CPULoad=0.00 AvailableFeatures=(null) ActiveFeatures=(null) "
+           << "Gres=(null) NodeAddr=" << name << " NodeHostName=" << name
+           << " Version=22.05.8 OS=Linux RealMemory=1 State=IDLE ThreadsPerCore=1 Weight=1 "
+           << "Partitions=debug'\n";
+  }
+  script.close();
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path;
+}
+
+TEST_F(ExtenderClusterTest, AtTwoReplicasEveryHookScoresTheCacheAlike) {
+  // `granary locate`: rack-a holds 3 of 4 files twice over, 3/4 of a complete
+  // group; rack-b one file, 1/4.
+  json locate = json::parse(RunCli({"locate", "pairs", "--json"}), nullptr, false);
+  ASSERT_FALSE(locate.is_discarded());
+  EXPECT_EQ(locate["replicas"], 2);
+  json groups = json::object();
+  for (const json& group : locate["groups"]) groups[group["group"].get<std::string>()] = group;
+  EXPECT_EQ(
+      groups,
+      (json{{"rack-a", {{"group", "rack-a"}, {"cached_bytes", 6 * kMiB}, {"fraction", 0.75}}},
+            {"rack-b", {{"group", "rack-b"}, {"cached_bytes", 2 * kMiB}, {"fraction", 0.25}}}}))
+      << locate.dump();
+
+  // The extender scores each node by the figures `granary locate` showed.
+  std::map<std::string, int> from_locate = {{"gpu-x", 0}};
+  for (const json& node : locate["nodes"]) {
+    const double group = node["group_fraction"], own = node["node_fraction"];
+    EXPECT_DOUBLE_EQ(group, node["group"] == "rack-a" ? 0.75 : 0.25) << node.dump();
+    EXPECT_DOUBLE_EQ(own, node["group"] == "rack-a" ? 0.75 : 0.25) << node.dump();
+    from_locate[node["node_id"]] =
+        static_cast<int>(std::floor(10 * (0.8 * group + 0.2 * own) + 1e-9));
+  }
+  ASSERT_EQ(from_locate.size(), kClusterNodeNames.size());
+  EXPECT_EQ(from_locate["a1"], 7);
+  EXPECT_EQ(from_locate["b1"], 2);
+  json priorities = json::array();
+  for (const std::string& name : kClusterNodeNames) {
+    priorities.push_back({{"Host", name}, {"Score", from_locate[name]}});
+  }
+  json annotations = {{"granary.io/datasets", "pairs"}};
+  EXPECT_EQ(extender_->PostJson("/prioritize", ClusterNameArgs(annotations)), priorities);
+
+  // Requiring half of the dataset in the group: the extender keeps rack-a, and
+  // the Slurm hook gives rack-a alone the feature at the same share.
+  annotations["granary.io/locality"] = "required";
+  EXPECT_EQ(extender_->PostJson("/filter", ClusterNameArgs(annotations))["NodeNames"],
+            json::array({"a1", "a2"}));
+  std::string log = temp_->path() + "/slurm-features.out";
+  auto pid = testing::SpawnChild(
+      "/usr/bin/env",
+      {"GRANARY=" GRANARY_CLI_PATH, "GRANARY_SERVER=" + cluster_->node(1).tcp_address(),
+       "GRANARY_TOKEN_FILE=" + *token_file_, "SCONTROL=" + FakeScontrol(temp_->path()),
+       "/usr/bin/python3", std::string(GRANARY_SLURM_HOOKS_DIR) + "/granary-slurm-features",
+       "--dry-run", "--min-group-share", "0.5"},
+      log);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  auto exited = testing::WaitForExit(*pid, std::chrono::seconds(60));
+  std::ifstream in(log);
+  std::string updates(std::istreambuf_iterator<char>(in), {});
+  ASSERT_TRUE(exited.has_value() && WIFEXITED(*exited) && WEXITSTATUS(*exited) == 0) << updates;
+  std::vector<std::string> featured;
+  for (const std::string& name : kClusterNodeNames) {
+    if (updates.find("NodeName=" + name + " AvailableFeatures=granary_images,granary_pairs ") !=
+        std::string::npos) {
+      featured.push_back(name);
+    }
+  }
+  EXPECT_EQ(featured, (std::vector<std::string>{"a1", "a2"})) << updates;
+  EXPECT_EQ(updates.find("NodeName=b"), std::string::npos) << updates;
 }
 
 TEST_F(ExtenderClusterTest, WithoutTheTokenTheExtenderAnswersNeutrally) {

@@ -74,6 +74,18 @@ TEST(LocalityTest, DatasetsAreWeightedByTheirBytes) {
   EXPECT_EQ(index.Of("n").score, 7);
 }
 
+TEST(LocalityTest, AGroupIsCompleteOnlyWithEveryReplica) {
+  // Two copies of each chunk in rack-a: its 1000 bytes are half of a
+  // complete group, though they equal the dataset's size.
+  v1::LocateResponse locate = Locate(1000, {{"a1", "rack-a", 500}, {"a2", "rack-a", 500}});
+  locate.set_replicas(2);
+  LocalityIndex index;
+  index.Add(locate);
+  EXPECT_DOUBLE_EQ(index.Of("a1").group_share, 0.5);
+  EXPECT_DOUBLE_EQ(index.Of("a1").node_share, 0.5);
+  EXPECT_EQ(index.Of("a1").score, 5);  // floor(10 * (0.4 + 0.1))
+}
+
 TEST(LocalityTest, NoDatasetOrEmptyDatasetsAreNeutral) {
   LocalityIndex index;
   EXPECT_TRUE(index.neutral());
