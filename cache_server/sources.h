@@ -15,8 +15,8 @@
 // signs with the credentials granaryd finds now.
 //
 // Thread-safety: all methods are safe to call concurrently.
-#ifndef GRANARY_CACHE_SERVER_SOURCE_SOURCES_H_
-#define GRANARY_CACHE_SERVER_SOURCE_SOURCES_H_
+#ifndef GRANARY_CACHE_SERVER_SOURCES_H_
+#define GRANARY_CACHE_SERVER_SOURCES_H_
 
 #include <map>
 #include <memory>
@@ -26,9 +26,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cache_server/source/s3_client.h"
-#include "cache_server/source/source.h"
 #include "cache_server/source_roots.h"
+#include "source/s3_client.h"
+#include "source/source.h"
 
 namespace granary {
 
@@ -81,4 +81,4 @@ class Sources {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SOURCE_SOURCES_H_
+#endif  // GRANARY_CACHE_SERVER_SOURCES_H_

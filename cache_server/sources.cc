@@ -1,17 +1,17 @@
-#include "cache_server/source/sources.h"
+#include "cache_server/sources.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "cache_server/source/posix_source.h"
-#include "cache_server/source/s3_credentials.h"
-#include "cache_server/source/s3_source.h"
 #include "common/absl_compat.h"
 #include "common/printable.h"
 #include "common/s3_location.h"
 #include "common/source_path.h"
 #include "common/status.h"
+#include "source/posix_source.h"
+#include "source/s3_credentials.h"
+#include "source/s3_source.h"
 
 namespace granary {
 
