@@ -29,7 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "cache_server/catalog.h"
-#include "cache_server/source/sources.h"
+#include "cache_server/sources.h"
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/version_activity.h"
 #include "proto/granary.pb.h"

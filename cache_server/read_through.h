@@ -35,7 +35,7 @@
 #include "cache_server/fetch_speeds.h"
 #include "cache_server/metrics.h"
 #include "cache_server/single_flight.h"
-#include "cache_server/source/sources.h"
+#include "cache_server/sources.h"
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/version_activity.h"
 #include "cache_server/write_behind.h"

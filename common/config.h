@@ -96,7 +96,7 @@ struct GranarydConfig {
   // By endpoint (one of s3_endpoints): the credentials profile that signs
   // requests to it for datasets that name none of their own, in place of
   // AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY and AWS_PROFILE
-  // (cache_server/source/s3_credentials.h).
+  // (source/s3_credentials.h).
   std::map<std::string, std::string> s3_endpoint_profiles;
   // Members of this group may register, refresh and remove datasets over
   // the Unix socket, as root may; empty: root alone.

@@ -9,7 +9,7 @@
 //
 // with every value percent-encoded. The string never holds credentials, only
 // the profile's name: each granaryd finds the keys itself
-// (cache_server/source/s3_credentials.h).
+// (source/s3_credentials.h).
 //
 // Thread-safety: plain values and pure functions.
 #ifndef GRANARY_COMMON_S3_LOCATION_H_

@@ -10,7 +10,7 @@
 // ctime matters: truncate and touch can forge a size and an mtime, but every
 // such change sets the ctime to the present.
 //
-// granaryd's source reads (cache_server/source/posix_source.h) and
+// granaryd's source reads (source/posix_source.h) and
 // granary-fuse's direct reads (fuse_client/source_file.h) both read through
 // this class.
 //

@@ -102,7 +102,7 @@ absl::Status ChunkFetcher::Read(const FileRef& file, uint32_t chunk_index, uint3
     }
   }
   uint64_t offset = uint64_t{chunk_index} * file.snapshot.manifest.chunk_size() + offset_in_chunk;
-  absl::Status source_status = file.source.ReadExactly(offset, out);
+  absl::Status source_status = file.source.ReadExactly(*sources_, offset, out);
   if (source_status.ok()) return source_status;
   GRANARY_LOG(ERROR) << "read of " << file.source.Path() << " [" << offset << ", +" << out.size()
                      << ") failed: server: " << server_status << "; source: " << source_status;

@@ -1,8 +1,8 @@
 // ChunkFetcher is granary-fuse's read path below the chunk cache: it reads a
 // range of one chunk from the cache servers, each chunk from its owner in this
 // node's cache group (ClusterReader), and when no server can serve it, from
-// the dataset's source directly, so a training job keeps reading through cache
-// nodes' failures.
+// the dataset's source directly (SourceFile, POSIX and S3 alike), so a training job keeps reading
+// through cache nodes' failures.
 //
 // A chunk the local granaryd holds is read out of its data file directly
 // (the local read path, common/local_read_socket.h), without its bytes
@@ -56,11 +56,17 @@ struct FileRef {
 class ChunkFetcher {
  public:
   // `servers`, `local` (null: no local read path, as when the local server
-  // is reached over TCP) and `uses` (where local reads that granaryd did not
-  // see are reported; null with no local read path) must outlive the fetcher.
+  // is reached over TCP), `uses` (where local reads that granaryd did not
+  // see are reported; null with no local read path) and `sources` (where
+  // datasets' sources are opened for reads the servers cannot serve) must
+  // outlive the fetcher.
   ChunkFetcher(ClusterReader* servers, LocalChunkReader* local, UseReporter* uses,
-               std::chrono::milliseconds retry_after)
-      : servers_(servers), local_(local), uses_(uses), retry_after_(retry_after) {}
+               OpenedSources* sources, std::chrono::milliseconds retry_after)
+      : servers_(servers),
+        local_(local),
+        uses_(uses),
+        sources_(sources),
+        retry_after_(retry_after) {}
 
   // Reads `out.size()` bytes at `offset_in_chunk` of chunk `chunk_index` of
   // `file`; the range must lie inside the chunk.
@@ -93,6 +99,7 @@ class ChunkFetcher {
   ClusterReader* const servers_;
   LocalChunkReader* const local_;
   UseReporter* const uses_;
+  OpenedSources* const sources_;
   const std::chrono::milliseconds retry_after_;
   std::atomic<int64_t> down_until_ns_{0};  // steady_clock; 0: up.
 };

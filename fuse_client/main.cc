@@ -74,6 +74,7 @@
 #include "fuse_client/standard_streams.h"
 #include "fuse_client/use_reporter.h"
 #include "fuse_client/version_releaser.h"
+#include "source/opened_sources.h"
 
 namespace granary::fuse {
 namespace {
@@ -345,7 +346,10 @@ int Run(const Flags& flags, int report_fd) {
     passthrough->set_use_reporter(uses.get());
     passthrough->set_keeper(keeper.get());
   }
-  ChunkFetcher fetcher(&servers, local_reads.get(), uses.get(),
+  // The sources of the datasets granaryd listed, read when no server
+  // answers (fuse_client/source_file.h says which keys sign S3 reads).
+  OpenedSources direct_sources({});
+  ChunkFetcher fetcher(&servers, local_reads.get(), uses.get(), &direct_sources,
                        std::chrono::milliseconds(flags.retry_after_ms));
   PageStore page_store(kPageStoreQueue);
   Readahead readahead(static_cast<int>(flags.readahead_threads), &cache, &fetcher, &page_store);

@@ -4,7 +4,9 @@
 // ListObjectsV2 across pages, keys mapped to a tree (and those that cannot
 // be one listed as skipped), ranged reads, and the clear errors of objects
 // changed or deleted since, of wrong or missing credentials, and of
-// endpoints that are down, stalled or not allowed.
+// endpoints that are down, stalled or not allowed; and a mount that reads
+// the bucket itself once its granaryd is gone.
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -13,11 +15,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -97,6 +103,57 @@ std::string SourceOf(const std::string& endpoint, const std::string& prefix) {
   location.prefix = prefix.empty() ? "" : prefix + "/";
   location.endpoint = endpoint;
   return FormatS3Source(location);
+}
+
+// Sets environment variables of this process (and so of the granary-fuse it
+// starts) while it lives, and puts back what they were.
+class ScopedEnvironment {
+ public:
+  explicit ScopedEnvironment(const std::map<std::string, std::optional<std::string>>& values) {
+    for (const auto& [name, value] : values) {
+      const char* before = std::getenv(name.c_str());
+      before_[name] = before ? std::optional<std::string>(before) : std::nullopt;
+      Set(name, value);
+    }
+  }
+  ~ScopedEnvironment() {
+    for (const auto& [name, value] : before_) Set(name, value);
+  }
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+
+ private:
+  static void Set(const std::string& name, const std::optional<std::string>& value) {
+    if (value) {
+      ::setenv(name.c_str(), value->c_str(), 1);
+    } else {
+      ::unsetenv(name.c_str());
+    }
+  }
+  std::map<std::string, std::optional<std::string>> before_;
+};
+
+// The bytes of `path` read with read(2), or the errno that failed them.
+struct FileRead {
+  std::string bytes;
+  int error = 0;
+};
+FileRead ReadWhole(const std::string& path) {
+  FileRead result;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {.bytes = {}, .error = errno};
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      result.error = errno;
+      break;
+    }
+    if (n == 0) break;
+    result.bytes.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return result;
 }
 
 class S3SourceTest : public ::testing::Test {
@@ -469,6 +526,83 @@ TEST_F(S3SourceTest, TheMountServesTheBucketsTree) {
   ASSERT_EQ(stat(((*mount)->path() + "/m/dir/sub").c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
   EXPECT_EQ(st.st_mode & 07777, 0500u);
+}
+
+TEST_F(S3SourceTest, AMountWhoseGranarydIsGoneReadsTheBucketItself) {
+  const std::string big = PatternBytes(2 * kChunkSize + 77, 5);
+  Put("f/big.bin", big);
+  Put("f/warm.bin", "read while granaryd ran");
+  Put("f/changed.bin", "as registered");
+  StartServer(endpoint());
+  v1::DatasetInfo info;
+  ASSERT_TRUE(AddDataset(stub_.get(), "f", SourceOf(endpoint(), "f"), kChunkSize, &info).ok());
+  ScopedEnvironment keys({{"AWS_ACCESS_KEY_ID", kS3rverKey},
+                          {"AWS_SECRET_ACCESS_KEY", kS3rverSecret},
+                          {"AWS_PROFILE", std::nullopt}});
+  auto mount = FuseMount::Start(server_->socket_address(), {}, "f");
+  ASSERT_TRUE(mount.ok()) << mount.status();
+  ASSERT_TRUE(server_->Kill().ok());
+
+  const int refusals = front_->signature_refusals();
+  FileRead read = ReadWhole((*mount)->path() + "/f/big.bin");
+  EXPECT_EQ(read.error, 0) << std::strerror(read.error) << "\n" << (*mount)->log();
+  EXPECT_TRUE(read.bytes == big) << "wrong bytes from the source";
+  EXPECT_EQ(front_->signature_refusals(), refusals);
+
+  Put("f/changed.bin", "overwritten after registration");
+  read = ReadWhole((*mount)->path() + "/f/changed.bin");
+  EXPECT_EQ(read.error, ESTALE) << std::strerror(read.error);
+  EXPECT_THAT((*mount)->log(), HasSubstr("s3://data/f/changed.bin"));
+  EXPECT_THAT((*mount)->log(), ::testing::Not(HasSubstr(kS3rverSecret)));
+}
+
+TEST_F(S3SourceTest, AMountWithWrongOrNoKeysFailsDirectReadsWithEioAndServesTheRest) {
+  Put("k/cold.bin", "never read through granaryd");
+  Put("k/warm.bin", "read while granaryd ran");
+  StartServer(endpoint());
+  v1::DatasetInfo info;
+  ASSERT_TRUE(AddDataset(stub_.get(), "k", SourceOf(endpoint(), "k"), kChunkSize, &info).ok());
+  TempDir empty_home;
+  struct Case {
+    std::string what;
+    std::map<std::string, std::optional<std::string>> environment;
+    std::string logged;
+  };
+  const std::vector<Case> cases = {
+      {"wrong secret",
+       {{"AWS_ACCESS_KEY_ID", kS3rverKey},
+        {"AWS_SECRET_ACCESS_KEY", "not-the-secret"},
+        {"AWS_PROFILE", std::nullopt}},
+       "HTTP 403 (SignatureDoesNotMatch"},
+      {"no keys",
+       {{"AWS_ACCESS_KEY_ID", std::nullopt},
+        {"AWS_SECRET_ACCESS_KEY", std::nullopt},
+        {"AWS_PROFILE", std::nullopt},
+        {"HOME", empty_home.path()}},
+       "no S3 credentials for profile 'default'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    if (&c != &cases.front()) {
+      ASSERT_TRUE(server_->Restart().ok());
+    }
+    ScopedEnvironment environment(c.environment);
+    auto mount = FuseMount::Start(server_->socket_address(), {}, "k");
+    ASSERT_TRUE(mount.ok()) << mount.status();
+    EXPECT_EQ(ReadWhole((*mount)->path() + "/k/warm.bin").bytes, "read while granaryd ran");
+    ASSERT_TRUE(server_->Kill().ok());
+
+    FileRead cold = ReadWhole((*mount)->path() + "/k/cold.bin");
+    EXPECT_EQ(cold.error, EIO) << std::strerror(cold.error);
+    const std::string log = (*mount)->log();
+    EXPECT_THAT(log, HasSubstr("s3://data/k/cold.bin"));
+    EXPECT_THAT(log, HasSubstr(endpoint()));
+    EXPECT_THAT(log, HasSubstr(c.logged));
+    EXPECT_THAT(log, ::testing::Not(HasSubstr("not-the-secret")));
+    FileRead warm = ReadWhole((*mount)->path() + "/k/warm.bin");
+    EXPECT_EQ(warm.error, 0) << std::strerror(warm.error);
+    EXPECT_EQ(warm.bytes, "read while granaryd ran");
+  }
 }
 
 // The granary CLI's standard output and error, and its exit status.

@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "cache_server/source/s3_client.h"
-#include "cache_server/source/s3_credentials.h"
-#include "cache_server/source/s3_tree.h"
-#include "cache_server/source/s3_xml.h"
 #include "common/s3_location.h"
+#include "source/s3_client.h"
+#include "source/s3_credentials.h"
+#include "source/s3_tree.h"
+#include "source/s3_xml.h"
 
 namespace granary {
 namespace {

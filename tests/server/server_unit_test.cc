@@ -19,12 +19,12 @@
 #include "cache_server/fetch_speeds.h"
 #include "cache_server/prewarm.h"
 #include "cache_server/single_flight.h"
-#include "cache_server/source/posix_scanner.h"
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/write_behind.h"
 #include "common/config.h"
 #include "common/source_path.h"
 #include "proto/granary.pb.h"
+#include "source/posix_scanner.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
 

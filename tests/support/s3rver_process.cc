@@ -7,9 +7,9 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "cache_server/source/s3_client.h"
 #include "common/file_util.h"
 #include "common/s3_location.h"
+#include "source/s3_client.h"
 #include "tests/support/child_process.h"
 
 namespace granary::testing {

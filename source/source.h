@@ -2,7 +2,7 @@
 // tree into manifest entries (registration and refresh) and reads of byte
 // ranges of the files that scan recorded (misses, prewarm, fills). Each kind
 // of source implements it: a POSIX directory (posix_source.h) and an
-// S3-compatible bucket (s3_source.h). Sources (sources.h) picks the one a
+// S3-compatible bucket (s3_source.h). Sources (cache_server/sources.h) picks the one a
 // dataset's source string names.
 //
 // Every implementation holds reads to the entry the scan recorded: a file
@@ -10,8 +10,8 @@
 // through a mount), never with bytes of another version.
 //
 // Thread-safety: implementations are safe to call concurrently.
-#ifndef GRANARY_CACHE_SERVER_SOURCE_SOURCE_H_
-#define GRANARY_CACHE_SERVER_SOURCE_SOURCE_H_
+#ifndef GRANARY_SOURCE_SOURCE_H_
+#define GRANARY_SOURCE_SOURCE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -43,4 +43,4 @@ class Source {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SOURCE_SOURCE_H_
+#endif  // GRANARY_SOURCE_SOURCE_H_

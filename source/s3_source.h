@@ -8,13 +8,13 @@
 // overwritten or deleted since fails with FAILED_PRECONDITION naming it.
 //
 // Thread-safety: safe to call concurrently.
-#ifndef GRANARY_CACHE_SERVER_SOURCE_S3_SOURCE_H_
-#define GRANARY_CACHE_SERVER_SOURCE_S3_SOURCE_H_
+#ifndef GRANARY_SOURCE_S3_SOURCE_H_
+#define GRANARY_SOURCE_S3_SOURCE_H_
 
 #include <memory>
 
-#include "cache_server/source/s3_client.h"
-#include "cache_server/source/source.h"
+#include "source/s3_client.h"
+#include "source/source.h"
 
 namespace granary {
 
@@ -32,4 +32,4 @@ class S3Source : public Source {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SOURCE_S3_SOURCE_H_
+#endif  // GRANARY_SOURCE_S3_SOURCE_H_

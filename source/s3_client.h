@@ -21,8 +21,8 @@
 // UNAVAILABLE or DEADLINE_EXCEEDED once the retries are spent.
 //
 // Thread-safety: all methods may be called concurrently.
-#ifndef GRANARY_CACHE_SERVER_SOURCE_S3_CLIENT_H_
-#define GRANARY_CACHE_SERVER_SOURCE_S3_CLIENT_H_
+#ifndef GRANARY_SOURCE_S3_CLIENT_H_
+#define GRANARY_SOURCE_S3_CLIENT_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cache_server/source/s3_credentials.h"
-#include "cache_server/source/s3_xml.h"
 #include "common/s3_location.h"
+#include "source/s3_credentials.h"
+#include "source/s3_xml.h"
 
 namespace granary {
 
@@ -115,4 +115,4 @@ class S3Client {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SOURCE_S3_CLIENT_H_
+#endif  // GRANARY_SOURCE_S3_CLIENT_H_

@@ -1,5 +1,5 @@
-// Sources turns a dataset's source string into the Source that reads it
-// (source.h), and decides which sources may be registered at all:
+// Sources decides which sources a dataset may be registered from, and opens
+// them (OpenedSources, source/opened_sources.h):
 //  - a POSIX directory only beneath the configured source roots
 //    (SourceRoots, cache_server/source_roots.h);
 //  - an S3 bucket only at an endpoint listed in `s3_endpoints` (config) or
@@ -8,40 +8,30 @@
 //    is accepted.
 // An S3 source that names no credentials profile is signed with its
 // endpoint's profile in `s3_endpoint_profiles`, if it has one, else with the
-// keys FindS3Credentials finds without a profile (s3_credentials.h).
+// keys FindS3Credentials finds without a profile (source/s3_credentials.h).
 // S3 sources are kept once opened, so that reads of a dataset reuse their
-// connections; requests in flight to one endpoint are bounded together
-// (S3RequestSlots). A registration or refresh opens its source afresh, so it
+// connections. A registration or refresh opens its source afresh, so it
 // signs with the credentials granaryd finds now.
 //
 // Thread-safety: all methods are safe to call concurrently.
-#ifndef GRANARY_CACHE_SERVER_SOURCE_SOURCES_H_
-#define GRANARY_CACHE_SERVER_SOURCE_SOURCES_H_
+#ifndef GRANARY_CACHE_SERVER_SOURCES_H_
+#define GRANARY_CACHE_SERVER_SOURCES_H_
 
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cache_server/source/s3_client.h"
-#include "cache_server/source/source.h"
 #include "cache_server/source_roots.h"
+#include "source/opened_sources.h"
+#include "source/source.h"
 
 namespace granary {
 
 class Sources {
  public:
-  struct Options {
-    int scan_threads = 8;
-    // Requests in flight to one S3 endpoint.
-    int s3_requests_per_endpoint = 32;
-    // Endpoint (one of `s3_endpoints`) to profile name.
-    std::map<std::string, std::string> s3_endpoint_profiles;
-    S3Client::Options s3;
-  };
+  using Options = OpenedSources::Options;
 
   // INVALID_ARGUMENT naming an endpoint of `s3_endpoints` that is not
   // scheme://host[:port], or one of `options.s3_endpoint_profiles` that is
@@ -67,18 +57,17 @@ class Sources {
 
  private:
   Sources(const SourceRoots* roots, std::vector<std::string> s3_endpoints, Options options)
-      : roots_(roots), s3_endpoints_(std::move(s3_endpoints)), options_(std::move(options)) {}
-  absl::StatusOr<std::shared_ptr<const Source>> Open(std::string_view source);
+      : roots_(roots),
+        s3_endpoints_(std::move(s3_endpoints)),
+        scan_threads_(options.scan_threads),
+        opened_(std::move(options)) {}
 
   const SourceRoots* const roots_;
   const std::vector<std::string> s3_endpoints_;  // Canonical, as S3Location has them.
-  const Options options_;
-
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const Source>, std::less<>> kept_;
-  std::map<std::string, std::unique_ptr<S3RequestSlots>> slots_;  // By endpoint.
+  const int scan_threads_;
+  OpenedSources opened_;
 };
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SOURCE_SOURCES_H_
+#endif  // GRANARY_CACHE_SERVER_SOURCES_H_

@@ -12,15 +12,15 @@
 // (posix_scanner.h).
 //
 // Thread-safety: immutable; safe to call concurrently.
-#ifndef GRANARY_CACHE_SERVER_SOURCE_POSIX_SOURCE_H_
-#define GRANARY_CACHE_SERVER_SOURCE_POSIX_SOURCE_H_
+#ifndef GRANARY_SOURCE_POSIX_SOURCE_H_
+#define GRANARY_SOURCE_POSIX_SOURCE_H_
 
 #include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "cache_server/source/source.h"
 #include "common/manifest.h"
+#include "source/source.h"
 
 namespace granary {
 
@@ -44,4 +44,4 @@ class PosixSource : public Source {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SOURCE_POSIX_SOURCE_H_
+#endif  // GRANARY_SOURCE_POSIX_SOURCE_H_

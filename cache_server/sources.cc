@@ -1,17 +1,15 @@
-#include "cache_server/source/sources.h"
+#include "cache_server/sources.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "cache_server/source/posix_source.h"
-#include "cache_server/source/s3_credentials.h"
-#include "cache_server/source/s3_source.h"
 #include "common/absl_compat.h"
 #include "common/printable.h"
 #include "common/s3_location.h"
 #include "common/source_path.h"
 #include "common/status.h"
+#include "source/posix_source.h"
 
 namespace granary {
 
@@ -69,54 +67,17 @@ absl::Status Sources::Check(std::string_view source) const {
                    "); an administrator adds endpoints in granaryd's config (s3_endpoints)"));
 }
 
-absl::StatusOr<std::shared_ptr<const Source>> Sources::Open(std::string_view source) {
-  if (!IsS3Source(source)) {
-    GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(source));
-    return std::make_shared<const PosixSource>(std::move(root), options_.scan_threads);
-  }
-  GRANARY_ASSIGN_OR_RETURN(S3Location location, ParseS3Source(source));
-  const auto endpoint_profile = options_.s3_endpoint_profiles.find(location.endpoint);
-  absl::StatusOr<S3Credentials> credentials = FindS3Credentials(
-      !location.profile.empty() || endpoint_profile == options_.s3_endpoint_profiles.end()
-          ? location.profile
-          : endpoint_profile->second);
-  if (!credentials.ok()) {
-    return absl::Status(
-        credentials.status().code(),
-        absl::StrCat("S3 endpoint ", location.endpoint, ": ", credentials.status().message()));
-  }
-  S3RequestSlots* slots;
-  {
-    std::lock_guard lock(mu_);
-    std::unique_ptr<S3RequestSlots>& kept = slots_[location.endpoint];
-    if (!kept) kept = std::make_unique<S3RequestSlots>(options_.s3_requests_per_endpoint);
-    slots = kept.get();
-  }
-  return std::make_shared<const S3Source>(
-      std::make_unique<S3Client>(std::move(location), *std::move(credentials), slots, options_.s3));
-}
-
 absl::StatusOr<std::shared_ptr<const Source>> Sources::OpenToScan(std::string_view source) {
   GRANARY_RETURN_IF_ERROR(Check(source));
   if (!IsS3Source(source)) {
     GRANARY_ASSIGN_OR_RETURN(std::string root, roots_->Confine(source));
-    return std::make_shared<const PosixSource>(std::move(root), options_.scan_threads);
+    return std::make_shared<const PosixSource>(std::move(root), scan_threads_);
   }
-  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Source> opened, Open(source));
-  std::lock_guard lock(mu_);
-  kept_.insert_or_assign(std::string(source), opened);
-  return opened;
+  return opened_.Reopen(source);
 }
 
 absl::StatusOr<std::shared_ptr<const Source>> Sources::OpenToRead(std::string_view source) {
-  {
-    std::lock_guard lock(mu_);
-    auto kept = kept_.find(source);
-    if (kept != kept_.end()) return kept->second;
-  }
-  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Source> opened, Open(source));
-  std::lock_guard lock(mu_);
-  return kept_.emplace(std::string(source), std::move(opened)).first->second;
+  return opened_.Get(source);
 }
 
 }  // namespace granary

@@ -6,8 +6,8 @@
 //
 // Thread-safety: pure functions; safe to call concurrently (libxml2 is
 // initialised once, on first use).
-#ifndef GRANARY_CACHE_SERVER_SOURCE_S3_XML_H_
-#define GRANARY_CACHE_SERVER_SOURCE_S3_XML_H_
+#ifndef GRANARY_SOURCE_S3_XML_H_
+#define GRANARY_SOURCE_S3_XML_H_
 
 #include <cstdint>
 #include <string>
@@ -40,4 +40,4 @@ std::string S3ErrorSummary(std::string_view xml);
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SOURCE_S3_XML_H_
+#endif  // GRANARY_SOURCE_S3_XML_H_

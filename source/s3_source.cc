@@ -1,10 +1,10 @@
-#include "cache_server/source/s3_source.h"
+#include "source/s3_source.h"
 
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "cache_server/source/s3_tree.h"
 #include "common/status.h"
+#include "source/s3_tree.h"
 
 namespace granary {
 

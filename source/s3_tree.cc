@@ -1,4 +1,4 @@
-#include "cache_server/source/s3_tree.h"
+#include "source/s3_tree.h"
 
 #include <sys/stat.h>
 

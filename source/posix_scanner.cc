@@ -1,4 +1,4 @@
-#include "cache_server/source/posix_scanner.h"
+#include "source/posix_scanner.h"
 
 #include <dirent.h>
 #include <fcntl.h>

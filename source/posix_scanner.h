@@ -18,8 +18,8 @@
 // one outside that range is clamped to it.
 //
 // Thread-safety: ScanPosixTree is safe to call concurrently.
-#ifndef GRANARY_CACHE_SERVER_SOURCE_POSIX_SCANNER_H_
-#define GRANARY_CACHE_SERVER_SOURCE_POSIX_SCANNER_H_
+#ifndef GRANARY_SOURCE_POSIX_SCANNER_H_
+#define GRANARY_SOURCE_POSIX_SCANNER_H_
 
 #include <cstddef>
 #include <limits>
@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cache_server/source/source.h"
 #include "common/manifest.h"
+#include "source/source.h"
 
 namespace granary {
 
@@ -52,4 +52,4 @@ std::optional<std::string> InTreeSymlinkTarget(std::string_view link_path, std::
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SOURCE_POSIX_SCANNER_H_
+#endif  // GRANARY_SOURCE_POSIX_SCANNER_H_

@@ -15,14 +15,14 @@
 // links) and carry their ETag.
 //
 // Thread-safety: a pure function.
-#ifndef GRANARY_CACHE_SERVER_SOURCE_S3_TREE_H_
-#define GRANARY_CACHE_SERVER_SOURCE_S3_TREE_H_
+#ifndef GRANARY_SOURCE_S3_TREE_H_
+#define GRANARY_SOURCE_S3_TREE_H_
 
 #include <vector>
 
-#include "cache_server/source/s3_xml.h"
-#include "cache_server/source/source.h"
 #include "common/s3_location.h"
+#include "source/s3_xml.h"
+#include "source/source.h"
 
 namespace granary {
 
@@ -31,4 +31,4 @@ ScannedTree TreeOfObjects(const std::vector<S3Object>& objects, const S3Location
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SOURCE_S3_TREE_H_
+#endif  // GRANARY_SOURCE_S3_TREE_H_

@@ -14,8 +14,8 @@
 // Errors never quote a key; they name the profile and the places looked in.
 //
 // Thread-safety: pure functions (they read the environment and files).
-#ifndef GRANARY_CACHE_SERVER_SOURCE_S3_CREDENTIALS_H_
-#define GRANARY_CACHE_SERVER_SOURCE_S3_CREDENTIALS_H_
+#ifndef GRANARY_SOURCE_S3_CREDENTIALS_H_
+#define GRANARY_SOURCE_S3_CREDENTIALS_H_
 
 #include <string>
 #include <string_view>
@@ -37,4 +37,4 @@ absl::StatusOr<S3Credentials> FindS3Credentials(std::string_view profile);
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SOURCE_S3_CREDENTIALS_H_
+#endif  // GRANARY_SOURCE_S3_CREDENTIALS_H_

@@ -1,4 +1,4 @@
-#include "cache_server/source/s3_client.h"
+#include "source/s3_client.h"
 
 #include <curl/curl.h>
 

@@ -1,8 +1,8 @@
-#include "cache_server/source/posix_source.h"
+#include "source/posix_source.h"
 
-#include "cache_server/source/posix_scanner.h"
 #include "common/status.h"
 #include "common/verified_source_file.h"
+#include "source/posix_scanner.h"
 
 namespace granary {
 

@@ -1,4 +1,4 @@
-#include "cache_server/source/s3_xml.h"
+#include "source/s3_xml.h"
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>

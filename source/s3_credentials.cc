@@ -1,4 +1,4 @@
-#include "cache_server/source/s3_credentials.h"
+#include "source/s3_credentials.h"
 
 #include <cstdlib>
 #include <fstream>
