@@ -92,7 +92,7 @@ absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path) 
   }
   std::unique_ptr<Catalog> catalog(new Catalog(std::unique_ptr<rocksdb::DB>(raw)));
   std::unique_ptr<rocksdb::Iterator> it(raw->NewIterator(rocksdb::ReadOptions()));
-  absl::MutexLock lock(&catalog->mu_);
+  MutexLock lock(&catalog->mu_);
   for (it->Seek(std::string(1, kDatasetPrefix)); it->Valid() && it->key()[0] == kDatasetPrefix;
        it->Next()) {
     v1::CatalogDataset record;
@@ -154,7 +154,7 @@ absl::StatusOr<v1::CatalogDataset> Catalog::Create(std::shared_ptr<const Manifes
                                                    uint32_t replicas, v1::FillPolicy fill,
                                                    int64_t now_unix_ms) {
   const DatasetIdentity& identity = manifest->identity();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (datasets_.contains(identity.name)) {
     return absl::AlreadyExistsError(absl::StrCat("dataset '", identity.name, "' already exists"));
   }
@@ -179,7 +179,7 @@ absl::StatusOr<v1::CatalogDataset> Catalog::Create(std::shared_ptr<const Manifes
 absl::StatusOr<v1::CatalogDataset> Catalog::AddVersion(std::shared_ptr<const Manifest> manifest,
                                                        int64_t now_unix_ms) {
   const std::string& name = manifest->identity().name;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = datasets_.find(name);
   if (it == datasets_.end()) {
     return absl::NotFoundError(absl::StrCat("dataset '", name, "' was removed"));
@@ -212,7 +212,7 @@ absl::StatusOr<v1::CatalogDataset> Catalog::AddVersion(std::shared_ptr<const Man
 }
 
 absl::StatusOr<v1::CatalogDataset> Catalog::Remove(std::string_view name, int64_t now_unix_ms) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = datasets_.find(AsAbsl(name));
   if (it == datasets_.end()) {
     return absl::NotFoundError(absl::StrCat("dataset '", AsAbsl(name), "' does not exist"));
@@ -233,7 +233,7 @@ absl::StatusOr<v1::CatalogDataset> Catalog::Remove(std::string_view name, int64_
 
 absl::StatusOr<std::vector<uint64_t>> Catalog::ReleaseVersions(
     std::string_view name, const std::vector<uint64_t>& versions) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = datasets_.find(AsAbsl(name));
   if (it == datasets_.end()) return std::vector<uint64_t>();
   v1::CatalogDataset record = it->second;
@@ -258,7 +258,7 @@ absl::StatusOr<std::vector<uint64_t>> Catalog::ReleaseVersions(
 std::vector<v1::CatalogDataset> Catalog::Records() const {
   std::vector<v1::CatalogDataset> all;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [name, record] : datasets_) all.push_back(record);
     for (const auto& [name, record] : tombstones_) all.push_back(record);
   }
@@ -281,12 +281,12 @@ bool Catalog::NewerThanHeld(const v1::CatalogDataset& record) const {
 }
 
 bool Catalog::IsNewer(const v1::CatalogDataset& record) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return NewerThanHeld(record);
 }
 
 bool Catalog::HasVersion(uint64_t version) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return version_owner_.contains(version);
 }
 
@@ -297,7 +297,7 @@ absl::StatusOr<Catalog::Adopted> Catalog::Adopt(
     return absl::InvalidArgumentError(
         absl::StrCat("replicated record of dataset '", record.name(), "' has no version"));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Adopted adopted;
   if (!NewerThanHeld(record)) return adopted;
   const v1::CatalogDataset* held = Held(record.name());
@@ -337,7 +337,7 @@ absl::StatusOr<Catalog::Adopted> Catalog::Adopt(
 }
 
 absl::StatusOr<v1::CatalogDataset> Catalog::Get(std::string_view name) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = datasets_.find(AsAbsl(name));
   if (it == datasets_.end()) {
     return absl::NotFoundError(absl::StrCat("dataset '", AsAbsl(name), "' does not exist"));
@@ -348,7 +348,7 @@ absl::StatusOr<v1::CatalogDataset> Catalog::Get(std::string_view name) const {
 std::vector<v1::CatalogDataset> Catalog::List() const {
   std::vector<v1::CatalogDataset> all;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [name, record] : datasets_) all.push_back(record);
   }
   std::sort(all.begin(), all.end(),
@@ -357,14 +357,14 @@ std::vector<v1::CatalogDataset> Catalog::List() const {
 }
 
 size_t Catalog::Size() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return datasets_.size();
 }
 
 absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::GetManifest(uint64_t version) {
   v1::CatalogDataset record;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (auto loaded = manifests_.find(version); loaded != manifests_.end()) {
       return loaded->second;
     }
@@ -377,7 +377,7 @@ absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::GetManifest(uint64_t ve
   // Loading a large manifest takes a while; it happens outside the lock, and
   // two concurrent first loads of one version both succeed with equal results.
   absl::StatusOr<std::shared_ptr<const Manifest>> manifest = LoadManifest(record, version);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!version_owner_.contains(version)) {
     return absl::NotFoundError(
         absl::StrCat("dataset '", record.name(), "' was removed while being read"));
@@ -394,7 +394,7 @@ absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::GetManifest(uint64_t ve
 }
 
 std::vector<v1::UnloadableDataset> Catalog::Unloadable() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::vector<v1::UnloadableDataset> out;
   for (const auto& [version, unloadable] : unloadable_) out.push_back(unloadable);
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {

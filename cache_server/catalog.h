@@ -38,8 +38,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "common/manifest.h"
+#include "common/mutex.h"
 #include "proto/granary.pb.h"
 
 namespace rocksdb {
@@ -136,7 +136,7 @@ class Catalog {
                                                                uint64_t version);
 
   std::unique_ptr<rocksdb::DB> db_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   // Every live dataset and every tombstone by name, and which dataset each
   // version is of.
   absl::flat_hash_map<std::string, v1::CatalogDataset> datasets_ ABSL_GUARDED_BY(mu_);

@@ -61,17 +61,17 @@ CatalogSync::CatalogSync(Catalog* catalog, DatasetRegistry* registry, ClusterVie
 
 CatalogSync::~CatalogSync() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void CatalogSync::Start() {
   std::vector<Member> peers = cluster_->Peers();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (const Member& peer : peers) known_peers_.insert(peer.id);
   }
   ExchangeWithAll(peers);
@@ -188,13 +188,13 @@ absl::Status CatalogSync::AdoptFrom(const Member& from, const DatasetClient& rea
 void CatalogSync::MembersChanged() {
   std::vector<Member> peers = cluster_->Peers();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (const Member& peer : peers) {
       if (known_peers_.insert(peer.id).second) pending_.push_back(peer);
     }
     if (pending_.empty()) return;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
 }
 
 void CatalogSync::Run() {
@@ -203,8 +203,10 @@ void CatalogSync::Run() {
   while (true) {
     std::vector<Member> pending;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait_until(lock, next_round, [this] { return stopping_ || !pending_.empty(); });
+      MutexLock lock(&mutex_);
+      wake_.WaitUntil(&mutex_, next_round, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+        return stopping_ || !pending_.empty();
+      });
       if (stopping_) return;
       pending.swap(pending_);
     }

@@ -29,8 +29,6 @@
 #define GRANARY_CACHE_SERVER_CATALOG_SYNC_H_
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -40,6 +38,7 @@
 #include "cache_server/catalog.h"
 #include "cache_server/cluster_view.h"
 #include "cache_server/dataset_registry.h"
+#include "common/mutex.h"
 #include "proto/granary.pb.h"
 
 namespace granary {
@@ -88,11 +87,11 @@ class CatalogSync {
   ClusterView* const cluster_;
   const std::chrono::milliseconds period_;
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::set<std::string> known_peers_;  // Guarded by mutex_.
-  std::vector<Member> pending_;        // New members to exchange with; guarded by mutex_.
+  Mutex mutex_;
+  CondVar wake_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::set<std::string> known_peers_ ABSL_GUARDED_BY(mutex_);
+  std::vector<Member> pending_ ABSL_GUARDED_BY(mutex_);  // New members to exchange with.
   std::thread thread_;
 };
 

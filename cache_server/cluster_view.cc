@@ -25,7 +25,7 @@ absl::Status ClusterView::Update(std::vector<Member> members) {
                            ClusterMap::Build(std::move(members)));
   std::vector<std::function<void()>> listeners;
   {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     if (map->members() == current_->members()) return absl::OkStatus();
     previous_ = std::move(current_);
     current_ = std::move(map);
@@ -41,17 +41,17 @@ absl::Status ClusterView::Update(std::vector<Member> members) {
 }
 
 void ClusterView::OnChange(std::function<void()> listener) {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   listeners_.push_back(std::move(listener));
 }
 
 std::shared_ptr<const ClusterMap> ClusterView::current() const {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   return current_;
 }
 
 std::shared_ptr<const ClusterMap> ClusterView::previous() const {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   return previous_;
 }
 

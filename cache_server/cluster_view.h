@@ -19,10 +19,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "common/chunk_key.h"
 #include "common/cluster_map.h"
 #include "common/member_clients.h"
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -68,10 +68,10 @@ class ClusterView {
  private:
   const Member self_;
   MemberClients clients_;
-  mutable absl::Mutex mutex_;
+  mutable Mutex mutex_;
   std::shared_ptr<const ClusterMap> current_ ABSL_GUARDED_BY(mutex_);
   std::shared_ptr<const ClusterMap> previous_ ABSL_GUARDED_BY(mutex_);
-  std::vector<std::function<void()>> listeners_;  // Guarded by mutex_.
+  std::vector<std::function<void()>> listeners_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary

@@ -45,7 +45,7 @@ absl::Status ConnectionTable::CheckLimitsLocked(const Caller& caller) const {
 absl::Status ConnectionTable::Admit(int fd, const Caller& caller) {
   struct stat info {};
   if (::fstat(fd, &info) != 0) return absl::InternalError("cannot stat an accepted connection");
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   // A record under this number is of a connection gRPC has closed since.
   if (auto reused = records_.find(fd); reused != records_.end()) ForgetLocked(reused);
   absl::Status within = CheckLimitsLocked(caller);
@@ -64,7 +64,7 @@ absl::Status ConnectionTable::Admit(int fd, const Caller& caller) {
 }
 
 absl::StatusOr<Caller> ConnectionTable::Find(int fd) const {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   auto record = records_.find(fd);
   if (record == records_.end()) {
     return absl::NotFoundError(absl::StrCat("no connection is recorded on descriptor ", fd));
@@ -73,7 +73,7 @@ absl::StatusOr<Caller> ConnectionTable::Find(int fd) const {
 }
 
 void ConnectionTable::Sweep() {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   SweepLocked();
 }
 
@@ -86,7 +86,7 @@ void ConnectionTable::SweepLocked() {
 }
 
 size_t ConnectionTable::open_connections() const {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   return records_.size();
 }
 

@@ -25,8 +25,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "cache_server/caller.h"
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -73,7 +73,7 @@ class ConnectionTable {
   absl::Status CheckLimitsLocked(const Caller& caller) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const ConnectionLimits limits_;
-  mutable absl::Mutex mutex_;
+  mutable Mutex mutex_;
   absl::flat_hash_map<int, Record> records_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_map<std::string, uint32_t> per_key_ ABSL_GUARDED_BY(mutex_);
   std::atomic<uint64_t> refused_{0};

@@ -3,13 +3,13 @@
 namespace granary {
 
 FetchSpeeds::Fetch FetchSpeeds::Begin(Path path) {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   return {path, std::chrono::steady_clock::now(), ++MeanOf(path).in_flight};
 }
 
 void FetchSpeeds::End(const Fetch& fetch, uint64_t bytes) {
   {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     --MeanOf(fetch.path).in_flight;
   }
   Record(fetch.path, bytes, std::chrono::steady_clock::now() - fetch.started, fetch.concurrent);
@@ -20,7 +20,7 @@ void FetchSpeeds::Record(Path path, uint64_t bytes, std::chrono::steady_clock::d
   if (bytes == 0 || concurrent == 0) return;
   double sample = std::chrono::duration<double>(elapsed).count() /
                   (static_cast<double>(bytes) * static_cast<double>(concurrent));
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   Mean& mean = MeanOf(path);
   mean.seconds_per_byte =
       mean.measured ? mean.seconds_per_byte + kWeight * (sample - mean.seconds_per_byte) : sample;
@@ -28,7 +28,7 @@ void FetchSpeeds::Record(Path path, uint64_t bytes, std::chrono::steady_clock::d
 }
 
 bool FetchSpeeds::PreferPeers() {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   bool peers_faster = !peer_.measured || !source_.measured ||
                       peer_.seconds_per_byte <= kPeerSlack * source_.seconds_per_byte;
   if (++misses_ % kProbeInterval == 0) return !peers_faster;

@@ -24,7 +24,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -69,7 +69,7 @@ class FetchSpeeds {
     return path == Path::kPeer ? peer_ : source_;
   }
 
-  absl::Mutex mutex_;
+  Mutex mutex_;
   Mean peer_ ABSL_GUARDED_BY(mutex_);
   Mean source_ ABSL_GUARDED_BY(mutex_);
   uint64_t misses_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -16,7 +16,7 @@ FillScheduler::FillScheduler(Catalog* catalog, ReadThrough* read_through, store:
       options_(options) {}
 
 FillScheduler::~FillScheduler() {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   fills_.clear();
 }
 
@@ -40,7 +40,7 @@ void FillScheduler::ReapLocked() {
 }
 
 void FillScheduler::OnMiss(const std::shared_ptr<const Manifest>& manifest, const ChunkKey& key) {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   auto it = fills_.find(key.dataset_version);
   if (it != fills_.end()) {
     if (it->second != nullptr) it->second->Prefer(key);
@@ -85,7 +85,7 @@ void FillScheduler::OnMiss(const std::shared_ptr<const Manifest>& manifest, cons
 }
 
 std::vector<v1::FillProgress> FillScheduler::Progress() {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   ReapLocked();
   std::vector<v1::FillProgress> fills;
   for (const auto& [version, job] : fills_) {

@@ -26,7 +26,6 @@
 #include <memory>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "cache_server/catalog.h"
 #include "cache_server/cluster_view.h"
 #include "cache_server/metrics.h"
@@ -34,6 +33,7 @@
 #include "cache_server/read_through.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/manifest.h"
+#include "common/mutex.h"
 #include "proto/granary.pb.h"
 
 namespace granary {
@@ -77,7 +77,7 @@ class FillScheduler {
   ServerMetrics* const metrics_;
   ClusterView* const cluster_;
   const Options options_;
-  absl::Mutex mutex_;
+  Mutex mutex_;
   // By version; null for a version whose policy is not to fill.
   std::map<uint64_t, std::unique_ptr<PrewarmJob>> fills_ ABSL_GUARDED_BY(mutex_);
 };

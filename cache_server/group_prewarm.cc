@@ -1,12 +1,12 @@
 #include "cache_server/group_prewarm.h"
 
 #include <algorithm>
-#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/chunk_router.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -56,7 +56,7 @@ bool GroupPrewarm::RunRound(std::vector<MemberShare>* shares,
                             const std::vector<std::string>& unreachable,
                             const std::function<bool(const v1::PrewarmProgress&)>& report,
                             const std::function<bool()>& cancelled) {
-  std::mutex mutex;
+  Mutex mutex;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::thread> threads;
   for (MemberShare& share : *shares) {
@@ -76,7 +76,7 @@ bool GroupPrewarm::RunRound(std::vector<MemberShare>* shares,
         auto reader = stub->Prewarm(context, request);
         v1::PrewarmProgress progress;
         while (reader->Read(&progress)) {
-          std::lock_guard<std::mutex> lock(mutex);
+          MutexLock lock(&mutex);
           share.progress = progress;
           share.heard = std::chrono::steady_clock::now();
         }
@@ -84,7 +84,7 @@ bool GroupPrewarm::RunRound(std::vector<MemberShare>* shares,
       } else {
         status = channel.status();
       }
-      std::lock_guard<std::mutex> lock(mutex);
+      MutexLock lock(&mutex);
       if (share.silent) {
         status = absl::DeadlineExceededError(
             absl::StrCat("sent no progress for ", kMemberSilence.count(), " s"));
@@ -101,7 +101,7 @@ bool GroupPrewarm::RunRound(std::vector<MemberShare>* shares,
     bool all_done = true;
     v1::PrewarmProgress sum;
     {
-      std::lock_guard<std::mutex> lock(mutex);
+      MutexLock lock(&mutex);
       const auto silent_since = std::chrono::steady_clock::now() - kMemberSilence;
       for (size_t i = 0; i < shares->size(); ++i) {
         MemberShare& share = (*shares)[i];

@@ -35,7 +35,7 @@ void LocalReadServer::Shutdown() {
   ::close(listen_fd_);
   std::list<Connection> connections;
   {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     for (Connection& connection : connections_) {
       if (!connection.done) ::shutdown(connection.fd, SHUT_RDWR);
     }
@@ -71,7 +71,7 @@ void LocalReadServer::Accept() {
     backoff.Reset();
     absl::StatusOr<SocketPeer> peer = PeerOf(connection);
     bool trusted = peer.ok() && (peer->uid == 0 || peer->uid == ::geteuid());
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     ReapLocked();
     if (stopping_ || connections_.size() >= kMaxConnections) {
       GRANARY_LOG_FIRST_N(WARNING, 5)
@@ -99,7 +99,7 @@ void LocalReadServer::Serve(Connection* served) {
     absl::Status sent = SendLocalReadMessage(connection, response, passed.get());
     if (!sent.ok()) break;
   }
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   ::close(connection);
   served->done = true;
 }

@@ -33,8 +33,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "cache_server/read_through.h"
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 
 namespace granary {
@@ -79,7 +79,7 @@ class LocalReadServer {
   const int listen_fd_;
   ReadThrough* const reads_;
   std::atomic<bool> stopping_{false};
-  absl::Mutex mutex_;
+  Mutex mutex_;
   std::list<Connection> connections_ ABSL_GUARDED_BY(mutex_);
   std::thread acceptor_;
 };

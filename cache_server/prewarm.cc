@@ -101,11 +101,9 @@ PrewarmJob::~PrewarmJob() {
 void PrewarmJob::Cancel() { cancelled_.store(true); }
 
 bool PrewarmJob::WaitFor(std::chrono::milliseconds timeout) {
-  absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(
-      absl::Condition(
-          +[](unsigned* running) { return *running == 0; }, &running_workers_),
-      absl::FromChrono(timeout));
+  MutexLock lock(&mu_);
+  return finished_.WaitFor(
+      &mu_, timeout, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return running_workers_ == 0; });
 }
 
 void PrewarmJob::Prefer(const ChunkKey& key) {
@@ -114,13 +112,13 @@ void PrewarmJob::Prefer(const ChunkKey& key) {
       chunks_.begin(), chunks_.end(), probe, [](const PlannedChunk& a, const PlannedChunk& b) {
         return std::tie(a.file_id, a.chunk_index) < std::tie(b.file_id, b.chunk_index);
       });
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   preferred_ = static_cast<size_t>(after - chunks_.begin());
   preferred_left_ = kPreferredChunks;
 }
 
 std::optional<size_t> PrewarmJob::Next() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (; preferred_left_ > 0 && preferred_ < chunks_.size(); ++preferred_) {
     if (taken_[preferred_] || failed_[chunks_[preferred_].file_id]) continue;
     taken_[preferred_] = true;
@@ -170,16 +168,17 @@ void PrewarmJob::Work(unsigned worker) {
     chunks_done_.fetch_add(1);
     metrics_->bytes_remaining.fetch_sub(chunk.length);
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (--running_workers_ == 0) {
     // What a cancelled job did not do is no longer remaining.
     metrics_->bytes_remaining.fetch_sub(static_cast<int64_t>(bytes_total_ - bytes_done_.load()));
     metrics_->running.fetch_sub(1);
+    finished_.SignalAll();
   }
 }
 
 void PrewarmJob::RecordFailure(uint64_t file_id, const absl::Status& status) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (failed_[file_id]) return;
   failed_[file_id] = true;
   v1::FileFailure* failure = &failures_.emplace_back();
@@ -189,7 +188,7 @@ void PrewarmJob::RecordFailure(uint64_t file_id, const absl::Status& status) {
 
 v1::PrewarmProgress PrewarmJob::Progress() const {
   v1::PrewarmProgress progress;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   progress.set_finished(running_workers_ == 0);
   progress.set_bytes_done(bytes_done_.load());
   progress.set_bytes_total(bytes_total_);

@@ -30,11 +30,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "cache_server/metrics.h"
 #include "cache_server/read_through.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/manifest.h"
+#include "common/mutex.h"
 #include "proto/granary.pb.h"
 
 namespace granary {
@@ -105,7 +105,8 @@ class PrewarmJob {
   std::atomic<uint64_t> chunks_done_{0};
   std::atomic<uint64_t> chunks_already_cached_{0};
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
+  CondVar finished_;                                // The last worker finished.
   size_t next_chunk_ ABSL_GUARDED_BY(mu_) = 0;      // The walk in order.
   size_t preferred_ ABSL_GUARDED_BY(mu_) = 0;       // Where Prefer() points.
   size_t preferred_left_ ABSL_GUARDED_BY(mu_) = 0;  // Chunks it still covers.

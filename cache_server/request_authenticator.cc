@@ -59,7 +59,7 @@ absl::StatusOr<Caller> RequestAuthenticator::Authenticate(const grpc::ServerCont
 
 bool RequestAuthenticator::ShouldLog(const std::string& peer) {
   auto now = std::chrono::steady_clock::now();
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   if (last_logged_.size() > 4096) last_logged_.clear();
   auto [it, inserted] = last_logged_.try_emplace(peer, now);
   if (!inserted && now - it->second < std::chrono::seconds(1)) return false;

@@ -22,9 +22,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "cache_server/caller.h"
 #include "cache_server/connection_table.h"
+#include "common/mutex.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/status.h"
 
@@ -50,7 +50,7 @@ class RequestAuthenticator {
 
   const std::string bearer_;
   const ConnectionTable* const connections_;
-  absl::Mutex mutex_;
+  Mutex mutex_;
   absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> last_logged_
       ABSL_GUARDED_BY(mutex_);
 };

@@ -12,7 +12,7 @@
 #include <future>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -27,7 +27,7 @@ class SingleFlight {
     std::shared_future<Value> pending;
     bool leader = false;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto [it, inserted] = in_flight_.try_emplace(key);
       if (inserted) it->second = promise.get_future().share();
       pending = it->second;
@@ -37,7 +37,7 @@ class SingleFlight {
     if (!leader) return pending.get();
     Value value = call();
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       in_flight_.erase(key);
     }
     promise.set_value(value);
@@ -45,7 +45,7 @@ class SingleFlight {
   }
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::flat_hash_map<Key, std::shared_future<Value>> in_flight_ ABSL_GUARDED_BY(mu_);
 };
 

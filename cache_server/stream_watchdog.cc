@@ -49,9 +49,10 @@ StreamWatchdog::StreamWatchdog(std::chrono::milliseconds stall_limit) : stall_li
 
 StreamWatchdog::~StreamWatchdog() {
   {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
+  stop_.SignalAll();
   thread_.join();
 }
 
@@ -61,12 +62,12 @@ StreamWatchdog::InterceptorFactory() {
 }
 
 void StreamWatchdog::SendStarted(grpc::ServerContextBase* context) {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   sending_[context] = std::chrono::steady_clock::now();
 }
 
 void StreamWatchdog::SendEnded(grpc::ServerContextBase* context) {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   sending_.erase(context);
 }
 
@@ -74,8 +75,9 @@ void StreamWatchdog::Watch() {
   // Checking four times per limit cancels a call at most 1.25 limits after
   // its send began.
   const auto period = std::max(stall_limit_ / 4, std::chrono::milliseconds(10));
-  absl::MutexLock lock(&mutex_);
-  while (!mutex_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(period))) {
+  MutexLock lock(&mutex_);
+  while (!stop_.WaitFor(&mutex_, period,
+                        [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; })) {
     const auto now = std::chrono::steady_clock::now();
     for (auto it = sending_.begin(); it != sending_.end();) {
       auto next = std::next(it);

@@ -25,7 +25,7 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_interceptor.h"
 
@@ -54,7 +54,8 @@ class StreamWatchdog {
   void Watch();
 
   const std::chrono::milliseconds stall_limit_;
-  absl::Mutex mutex_;
+  Mutex mutex_;
+  CondVar stop_;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   // Calls with a send pending, and since when.
   absl::flat_hash_map<grpc::ServerContextBase*, std::chrono::steady_clock::time_point> sending_

@@ -10,15 +10,16 @@ VersionActivity::VersionActivity(store::ChunkStore* store, std::chrono::millisec
 
 VersionActivity::~VersionActivity() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
+  stop_.SignalAll();
   sweeper_.join();
 }
 
 void VersionActivity::Touch(uint64_t version) {
   const Clock::time_point now = Clock::now();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Use& use = uses_[version];
   use.last_touch = use.last_use = now;
   if (!use.active) {
@@ -30,25 +31,26 @@ void VersionActivity::Touch(uint64_t version) {
 
 void VersionActivity::Keep(uint64_t version) {
   const Clock::time_point now = Clock::now();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   uses_[version].last_use = now;
 }
 
 bool VersionActivity::UsedWithin(uint64_t version, std::chrono::milliseconds window) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = uses_.find(version);
   return it != uses_.end() && Clock::now() - it->second.last_use < window;
 }
 
 void VersionActivity::Forget(uint64_t version) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   uses_.erase(version);
 }
 
 void VersionActivity::DemoteIdle() {
   auto period = std::max<std::chrono::milliseconds>(idle_after_ / 4, std::chrono::milliseconds(10));
-  absl::MutexLock lock(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(period))) {
+  MutexLock lock(&mu_);
+  while (!stop_.WaitFor(&mu_, period,
+                        [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; })) {
     Clock::time_point now = Clock::now();
     for (auto& [version, use] : uses_) {
       if (use.active && now - use.last_touch >= idle_after_) {

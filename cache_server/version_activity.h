@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "cache_server/store/chunk_store.h"
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -52,7 +52,8 @@ class VersionActivity {
 
   store::ChunkStore* const store_;
   const std::chrono::milliseconds idle_after_;
-  absl::Mutex mu_;
+  Mutex mu_;
+  CondVar stop_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Versions touched or kept.
   absl::flat_hash_map<uint64_t, Use> uses_ ABSL_GUARDED_BY(mu_);

@@ -12,7 +12,7 @@ WriteBehind::WriteBehind(store::ChunkStore* store, ServerMetrics* metrics,
 
 WriteBehind::~WriteBehind() {
   {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
   wake_.SignalAll();
@@ -21,7 +21,7 @@ WriteBehind::~WriteBehind() {
 
 void WriteBehind::Store(const ChunkKey& key, uint32_t chunk_size, ChunkData data) {
   {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     if (pending_.contains(key)) return;
     if (queued_bytes_ + data->size() > max_queued_bytes_) {
       metrics_->write_behind_dropped.fetch_add(1, std::memory_order_relaxed);
@@ -40,18 +40,18 @@ void WriteBehind::Store(const ChunkKey& key, uint32_t chunk_size, ChunkData data
 }
 
 WriteBehind::ChunkData WriteBehind::Pending(const ChunkKey& key) {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   auto it = pending_.find(key);
   return it == pending_.end() ? nullptr : it->second;
 }
 
 void WriteBehind::Drain() {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   while (!queue_.empty() || writing_ > 0) written_.Wait(&mutex_);
 }
 
 void WriteBehind::Run() {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   for (;;) {
     while (!stopping_ && queue_.empty()) wake_.Wait(&mutex_);
     if (queue_.empty()) return;  // Stopping, and everything is stored.

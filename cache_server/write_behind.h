@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "cache_server/metrics.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/chunk_key.h"
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -61,9 +61,9 @@ class WriteBehind {
   store::ChunkStore* const store_;
   ServerMetrics* const metrics_;
   const uint64_t max_queued_bytes_;
-  absl::Mutex mutex_;
-  absl::CondVar wake_;     // Work queued, or stopping.
-  absl::CondVar written_;  // A write finished.
+  Mutex mutex_;
+  CondVar wake_;     // Work queued, or stopping.
+  CondVar written_;  // A write finished.
   std::deque<Write> queue_ ABSL_GUARDED_BY(mutex_);
   // Queued or being written.
   absl::flat_hash_map<ChunkKey, ChunkData> pending_ ABSL_GUARDED_BY(mutex_);

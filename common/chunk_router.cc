@@ -26,12 +26,12 @@ ChunkRouter::ChunkRouter(Options options, std::shared_ptr<const ClusterMap> memb
       members_(std::move(members)) {}
 
 void ChunkRouter::UpdateMembers(std::shared_ptr<const ClusterMap> members) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   members_ = std::move(members);
 }
 
 std::shared_ptr<const ClusterMap> ChunkRouter::members() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return members_;
 }
 

@@ -19,7 +19,6 @@
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 
@@ -27,6 +26,7 @@
 #include "common/cluster_map.h"
 #include "common/dataset_client.h"
 #include "common/member_clients.h"
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -59,8 +59,8 @@ class ChunkRouter {
 
   const Options options_;
   MemberClients clients_;
-  mutable std::mutex mutex_;
-  std::shared_ptr<const ClusterMap> members_;  // Guarded by mutex_.
+  mutable Mutex mutex_;
+  std::shared_ptr<const ClusterMap> members_ ABSL_GUARDED_BY(mutex_);
 };
 
 // Whether an error from one owner is worth asking another owner about.

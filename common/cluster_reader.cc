@@ -13,7 +13,7 @@ ClusterReader::ClusterReader(const DatasetClient* local, Options options)
       watcher_(local, options_.watch, [this](const MemberView& view) { Adopt(view); }) {}
 
 void ClusterReader::Adopt(const MemberView& view) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   bool same_binding =
       router_ != nullptr && view.self_id == view_.self_id && view.group == view_.group;
   view_ = view;
@@ -30,17 +30,17 @@ void ClusterReader::Adopt(const MemberView& view) {
 }
 
 std::shared_ptr<ChunkRouter> ClusterReader::router() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return router_;
 }
 
 MemberView ClusterReader::view() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return view_;
 }
 
 bool ClusterReader::OwnedLocally(const ChunkKey& key, uint32_t copies) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (view_.members == nullptr) return true;
   for (const Member* owner :
        view_.members->Owners(key, view_.group, std::max<uint32_t>(copies, 1))) {

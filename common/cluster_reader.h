@@ -22,7 +22,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 
@@ -32,6 +31,7 @@
 #include "common/chunk_router.h"
 #include "common/dataset_client.h"
 #include "common/member_watcher.h"
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -71,10 +71,10 @@ class ClusterReader {
 
   const DatasetClient* const local_;
   const Options options_;
-  mutable std::mutex mutex_;
-  MemberView view_;                      // Guarded by mutex_.
-  std::shared_ptr<ChunkRouter> router_;  // Guarded by mutex_; bound to view_'s self and group.
-  MemberWatcher watcher_;                // Last: its first view arrives during construction.
+  mutable Mutex mutex_;
+  MemberView view_ ABSL_GUARDED_BY(mutex_);
+  std::shared_ptr<ChunkRouter> router_ ABSL_GUARDED_BY(mutex_);  // Bound to view_'s self and group.
+  MemberWatcher watcher_;  // Last: its first view arrives during construction.
 };
 
 }  // namespace granary

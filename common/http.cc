@@ -9,11 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -24,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 
 namespace granary {
 namespace {
@@ -168,11 +167,11 @@ struct HttpServer::Impl {
   std::optional<Clock::time_point> accept_paused_until;
   std::string read_buffer = std::string(kReadBufferBytes, '\0');
 
-  std::mutex mutex;
-  std::condition_variable work;
-  std::deque<Job> jobs;
-  std::vector<std::pair<uint64_t, HttpResponse>> answers;
-  bool stopping = false;
+  Mutex mutex;
+  CondVar work;
+  std::deque<Job> jobs ABSL_GUARDED_BY(mutex);
+  std::vector<std::pair<uint64_t, HttpResponse>> answers ABSL_GUARDED_BY(mutex);
+  bool stopping ABSL_GUARDED_BY(mutex) = false;
 };
 
 void HttpServer::Impl::Watch(Connection& connection, uint32_t events) {
@@ -322,10 +321,10 @@ void HttpServer::Impl::Consume(Connection& connection, std::string_view input) {
   connection.state = State::kHandling;
   Unwatch(connection);
   {
-    std::lock_guard lock(mutex);
+    MutexLock lock(&mutex);
     jobs.push_back(Job{connection.id, &handler->second, std::move(request)});
   }
-  work.notify_one();
+  work.Signal();
 }
 
 void HttpServer::Impl::Answer(Connection& connection, const HttpResponse& response,
@@ -369,7 +368,7 @@ void HttpServer::Impl::CollectAnswers() {
   (void)!::read(wake_fd, &ignored, sizeof(ignored));
   std::vector<std::pair<uint64_t, HttpResponse>> ready;
   {
-    std::lock_guard lock(mutex);
+    MutexLock lock(&mutex);
     ready.swap(answers);
   }
   for (auto& [id, response] : ready) {
@@ -411,7 +410,7 @@ void HttpServer::Impl::Loop() {
   std::vector<epoll_event> events(256);
   while (true) {
     {
-      std::lock_guard lock(mutex);
+      MutexLock lock(&mutex);
       if (stopping) break;
     }
     int ready =
@@ -455,8 +454,8 @@ void HttpServer::Impl::HandleRequests() {
   while (true) {
     Job job;
     {
-      std::unique_lock lock(mutex);
-      work.wait(lock, [this] { return stopping || !jobs.empty(); });
+      MutexLock lock(&mutex);
+      while (!stopping && jobs.empty()) work.Wait(&mutex);
       if (stopping) return;
       job = std::move(jobs.front());
       jobs.pop_front();
@@ -469,7 +468,7 @@ void HttpServer::Impl::HandleRequests() {
       response = Refusal(500, "the handler failed");
     }
     {
-      std::lock_guard lock(mutex);
+      MutexLock lock(&mutex);
       answers.emplace_back(job.id, std::move(response));
     }
     const uint64_t one = 1;
@@ -576,10 +575,10 @@ absl::Status HttpServer::Start(std::string_view host_port) {
 void HttpServer::Stop() {
   if (impl_->listen_fd < 0) return;
   {
-    std::lock_guard lock(impl_->mutex);
+    MutexLock lock(&impl_->mutex);
     impl_->stopping = true;
   }
-  impl_->work.notify_all();
+  impl_->work.SignalAll();
   const uint64_t one = 1;
   (void)!::write(impl_->wake_fd, &one, sizeof(one));
   if (impl_->loop_thread.joinable()) impl_->loop_thread.join();

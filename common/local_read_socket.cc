@@ -80,14 +80,14 @@ absl::Status ReadVerifiedRange(int data_fd, const v1::ChunkLocation& location, c
 LocalChunkReader::~LocalChunkReader() { DropIdleConnections(); }
 
 void LocalChunkReader::DropIdleConnections() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   for (int socket : idle_) ::close(socket);
   idle_.clear();
 }
 
 absl::StatusOr<int> LocalChunkReader::TakeConnection(bool* kept) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     *kept = !idle_.empty();
     if (*kept) {
       int socket = idle_.back();
@@ -122,7 +122,7 @@ absl::StatusOr<int> LocalChunkReader::TakeConnection(bool* kept) {
 }
 
 void LocalChunkReader::KeepConnection(int socket) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   idle_.push_back(socket);
 }
 

@@ -24,7 +24,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -33,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/chunk_key.h"
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "google/protobuf/message_lite.h"
 #include "proto/granary.pb.h"
@@ -114,8 +114,8 @@ class LocalChunkReader {
   absl::StatusOr<Answer> Exchange(const v1::LocalReadRequest& request);
 
   const std::string socket_path_;
-  std::mutex mutex_;
-  std::vector<int> idle_;  // Guarded by mutex_.
+  Mutex mutex_;
+  std::vector<int> idle_ ABSL_GUARDED_BY(mutex_);
 };
 
 // Reads bytes [offset, offset + out.size()) of the chunk at `location` in

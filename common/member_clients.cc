@@ -15,7 +15,7 @@ absl::StatusOr<MemberClients::Connections*> MemberClients::ConnectionsTo(const M
       member.id == options_.local_node_id && !options_.local_address.empty()
           ? options_.local_address
           : member.address;
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = connections_.find(address);
   if (it != connections_.end()) return it->second.get();
   auto connections = std::make_unique<Connections>();
@@ -43,13 +43,13 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MemberClients::Channel(const Memb
 }
 
 bool MemberClients::IsSuspect(const std::string& member_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = suspect_until_.find(member_id);
   return it != suspect_until_.end() && std::chrono::steady_clock::now() < it->second;
 }
 
 void MemberClients::MarkSuspect(const std::string& member_id) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   suspect_until_[member_id] = std::chrono::steady_clock::now() + options_.suspect_period;
 }
 

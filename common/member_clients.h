@@ -20,7 +20,6 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "common/cluster_map.h"
 #include "common/dataset_client.h"
+#include "common/mutex.h"
 
 namespace grpc {
 class Channel;
@@ -69,10 +69,12 @@ class MemberClients {
   absl::StatusOr<Connections*> ConnectionsTo(const Member& member);
 
   const Options options_;
-  std::mutex mutex_;
+  Mutex mutex_;
   // By address; never erased, so pointers into it stay valid.
-  absl::flat_hash_map<std::string, std::unique_ptr<Connections>> connections_;
-  absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> suspect_until_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Connections>> connections_
+      ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> suspect_until_
+      ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary

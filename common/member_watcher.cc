@@ -46,36 +46,36 @@ MemberWatcher::MemberWatcher(const DatasetClient* server, Options options, Liste
 
 MemberWatcher::~MemberWatcher() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   thread_.join();
 }
 
 void MemberWatcher::RefreshSoon() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (refresh_soon_) return;
     refresh_soon_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
 }
 
 void MemberWatcher::Run() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   while (!stopping_) {
     auto due = last_refresh_ + (refresh_soon_ ? options_.min_refresh_interval : options_.interval);
     if (std::chrono::steady_clock::now() < due) {
       // Woken early to stop or to refresh sooner: the loop recomputes `due`.
-      wake_.wait_until(lock, due);
+      wake_.WaitUntil(&mutex_, due);
       continue;
     }
     refresh_soon_ = false;
-    lock.unlock();
+    mutex_.Unlock();
     // Unlocked: a slow server must not block RefreshSoon() on a read path.
     Refresh();
-    lock.lock();
+    mutex_.Lock();
     last_refresh_ = std::chrono::steady_clock::now();
   }
 }

@@ -23,16 +23,15 @@
 #define GRANARY_COMMON_MEMBER_WATCHER_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
 #include "common/cluster_map.h"
 #include "common/dataset_client.h"
+#include "common/mutex.h"
 #include "proto/granary.pb.h"
 
 namespace granary {
@@ -86,11 +85,11 @@ class MemberWatcher {
   bool answered_ = false;  // The server has sent a usable list at least once.
   bool failing_ = false;   // The latest refresh failed (logged once per streak).
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;                               // Guarded by mutex_.
-  bool refresh_soon_ = false;                           // Guarded by mutex_.
-  std::chrono::steady_clock::time_point last_refresh_;  // Guarded by mutex_.
+  Mutex mutex_;
+  CondVar wake_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  bool refresh_soon_ ABSL_GUARDED_BY(mutex_) = false;
+  std::chrono::steady_clock::time_point last_refresh_ ABSL_GUARDED_BY(mutex_);
   std::thread thread_;
 };
 

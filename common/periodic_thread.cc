@@ -8,20 +8,21 @@ PeriodicThread::PeriodicThread(std::chrono::milliseconds first_after,
 
 PeriodicThread::~PeriodicThread() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   thread_.join();
 }
 
 void PeriodicThread::Run(std::chrono::milliseconds first_after) {
-  std::unique_lock lock(mutex_);
-  for (std::chrono::milliseconds wait = first_after;
-       !wake_.wait_for(lock, wait, [this] { return stopping_; }); wait = period_) {
-    lock.unlock();
+  MutexLock lock(&mutex_);
+  for (std::chrono::milliseconds wait = first_after; !wake_.WaitFor(
+           &mutex_, wait, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; });
+       wait = period_) {
+    mutex_.Unlock();
     tick_();
-    lock.lock();
+    mutex_.Lock();
   }
 }
 

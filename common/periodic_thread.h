@@ -10,10 +10,10 @@
 #define GRANARY_COMMON_PERIODIC_THREAD_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
+
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -30,10 +30,10 @@ class PeriodicThread {
 
   const std::chrono::milliseconds period_;
   const std::function<void()> tick_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // Guarded by mutex_.
-  std::thread thread_;     // Last: starts once the rest exists.
+  Mutex mutex_;
+  CondVar wake_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::thread thread_;  // Last: starts once the rest exists.
 };
 
 }  // namespace granary

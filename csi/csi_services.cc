@@ -56,7 +56,7 @@ grpc::Status IdentityService::Probe(grpc::ServerContext*, const csi::v1::ProbeRe
 
 NodeService::VolumeOperation::VolumeOperation(NodeService* service, std::string volume_id)
     : service_(service), volume_id_(std::move(volume_id)) {
-  absl::MutexLock lock(&service_->mutex_);
+  MutexLock lock(&service_->mutex_);
   if (!service_->busy_volumes_.insert(volume_id_).second) {
     status_ = absl::AbortedError(
         absl::StrCat("an operation on volume ", Printable(volume_id_), " is already in progress"));
@@ -65,7 +65,7 @@ NodeService::VolumeOperation::VolumeOperation(NodeService* service, std::string 
 
 NodeService::VolumeOperation::~VolumeOperation() {
   if (!status_.ok()) return;
-  absl::MutexLock lock(&service_->mutex_);
+  MutexLock lock(&service_->mutex_);
   service_->busy_volumes_.erase(volume_id_);
 }
 

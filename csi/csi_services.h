@@ -20,8 +20,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
 #include "common/dataset_client.h"
+#include "common/mutex.h"
 #include "csi/dataset_mounts.h"
 #include "csi/placement_prewarmer.h"
 #include "csi/proto/csi.grpc.pb.h"
@@ -105,7 +105,7 @@ class NodeService final : public csi::v1::Node::Service {
   const DatasetMounts* mounts_;
   const DatasetClient* datasets_;
   PlacementPrewarmer* prewarmer_;
-  absl::Mutex mutex_;
+  Mutex mutex_;
   absl::flat_hash_set<std::string> busy_volumes_ ABSL_GUARDED_BY(mutex_);
 };
 

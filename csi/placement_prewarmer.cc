@@ -12,15 +12,16 @@ PlacementPrewarmer::PlacementPrewarmer(std::shared_ptr<grpc::Channel> granaryd)
 
 PlacementPrewarmer::~PlacementPrewarmer() {
   {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
     if (running_ != nullptr) running_->TryCancel();
   }
+  wake_.Signal();
   thread_.join();
 }
 
 void PlacementPrewarmer::Warm(const std::string& dataset) {
-  absl::MutexLock lock(&mutex_);
+  MutexLock lock(&mutex_);
   if (pending_.contains(dataset)) return;
   if (queue_.size() >= kMaxQueued) {
     GRANARY_LOG(WARNING) << "not prewarming dataset '" << Printable(dataset) << "': " << kMaxQueued
@@ -29,24 +30,21 @@ void PlacementPrewarmer::Warm(const std::string& dataset) {
   }
   pending_.insert(dataset);
   queue_.push_back(dataset);
+  wake_.Signal();
 }
 
 void PlacementPrewarmer::Run() {
   while (true) {
     std::string dataset;
     {
-      absl::MutexLock lock(&mutex_);
-      mutex_.Await(absl::Condition(
-          +[](PlacementPrewarmer* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mutex_) {
-            return self->stopping_ || !self->queue_.empty();
-          },
-          this));
+      MutexLock lock(&mutex_);
+      while (!stopping_ && queue_.empty()) wake_.Wait(&mutex_);
       if (stopping_) return;
       dataset = std::move(queue_.front());
       queue_.pop_front();
     }
     Prewarm(dataset);
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     pending_.erase(dataset);
   }
 }
@@ -54,7 +52,7 @@ void PlacementPrewarmer::Run() {
 void PlacementPrewarmer::Prewarm(const std::string& dataset) {
   grpc::ClientContext context;
   {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     if (stopping_) return;
     running_ = &context;
   }
@@ -67,7 +65,7 @@ void PlacementPrewarmer::Prewarm(const std::string& dataset) {
   while (stream->Read(&progress)) last = progress;
   grpc::Status status = stream->Finish();
   {
-    absl::MutexLock lock(&mutex_);
+    MutexLock lock(&mutex_);
     running_ = nullptr;
   }
   if (!status.ok()) {

@@ -19,7 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "proto/granary.grpc.pb.h"
@@ -42,7 +42,8 @@ class PlacementPrewarmer {
   void Prewarm(const std::string& dataset);
 
   std::unique_ptr<granary::v1::Granary::Stub> stub_;
-  absl::Mutex mutex_;
+  Mutex mutex_;
+  CondVar wake_;  // Queued, or stopping.
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mutex_);
   // Queued or warming.
   absl::flat_hash_set<std::string> pending_ ABSL_GUARDED_BY(mutex_);

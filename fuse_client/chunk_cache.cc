@@ -1,6 +1,5 @@
 #include "fuse_client/chunk_cache.h"
 
-#include <condition_variable>
 #include <utility>
 
 namespace granary::fuse {
@@ -8,7 +7,7 @@ namespace granary::fuse {
 struct ChunkCache::Slot {
   bool done = false;
   absl::StatusOr<std::shared_ptr<const Chunk>> result;
-  std::condition_variable fetched;
+  CondVar fetched;
   std::list<ChunkKey>::iterator lru_position;  // Valid once done and cached.
 };
 
@@ -16,7 +15,7 @@ absl::StatusOr<std::shared_ptr<const Chunk>> ChunkCache::GetOrFetch(const ChunkK
                                                                     const Fetch& fetch) {
   std::shared_ptr<Slot> slot;
   {
-    std::unique_lock lock(mutex_);
+    MutexLock lock(&mutex_);
     auto [it, inserted] = slots_.try_emplace(key);
     if (!inserted) {
       slot = it->second;
@@ -24,14 +23,14 @@ absl::StatusOr<std::shared_ptr<const Chunk>> ChunkCache::GetOrFetch(const ChunkK
         lru_.splice(lru_.begin(), lru_, slot->lru_position);
         return slot->result;
       }
-      slot->fetched.wait(lock, [&] { return slot->done; });
+      while (!slot->done) slot->fetched.Wait(&mutex_);
       return slot->result;
     }
     it->second = slot = std::make_shared<Slot>();
   }
 
   absl::StatusOr<Chunk> fetched = fetch();
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   slot->done = true;
   if (fetched.ok()) {
     cached_bytes_ += fetched->size;
@@ -43,12 +42,12 @@ absl::StatusOr<std::shared_ptr<const Chunk>> ChunkCache::GetOrFetch(const ChunkK
     slot->result = fetched.status();
     slots_.erase(key);
   }
-  slot->fetched.notify_all();
+  slot->fetched.SignalAll();
   return slot->result;
 }
 
 std::shared_ptr<const Chunk> ChunkCache::GetIfCached(const ChunkKey& key) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = slots_.find(key);
   if (it == slots_.end() || !it->second->done) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second->lru_position);
@@ -56,7 +55,7 @@ std::shared_ptr<const Chunk> ChunkCache::GetIfCached(const ChunkKey& key) {
 }
 
 bool ChunkCache::Contains(const ChunkKey& key) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return slots_.contains(key);
 }
 

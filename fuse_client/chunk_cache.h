@@ -16,12 +16,12 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <span>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/chunk_key.h"
+#include "common/mutex.h"
 
 namespace granary::fuse {
 
@@ -54,13 +54,14 @@ class ChunkCache {
  private:
   struct Slot;
 
-  void EvictLocked();
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const uint64_t capacity_bytes_;
-  std::mutex mutex_;
-  absl::flat_hash_map<ChunkKey, std::shared_ptr<Slot>> slots_;
-  std::list<ChunkKey> lru_;  // Cached (not in flight) keys, most recent first.
-  uint64_t cached_bytes_ = 0;
+  Mutex mutex_;
+  absl::flat_hash_map<ChunkKey, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mutex_);
+  // Cached (not in flight) keys, most recent first.
+  std::list<ChunkKey> lru_ ABSL_GUARDED_BY(mutex_);
+  uint64_t cached_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace granary::fuse

@@ -10,15 +10,16 @@
 namespace granary::fuse {
 
 absl::Status DatasetRefresher::Refresh() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return RefreshLocked();
 }
 
 void DatasetRefresher::MaybeRefresh() {
-  std::unique_lock lock(mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return;
-  if (std::chrono::steady_clock::now() - last_attempt_ < min_interval_) return;
-  absl::Status status = RefreshLocked();
+  if (!mutex_.TryLock()) return;
+  absl::Status status = std::chrono::steady_clock::now() - last_attempt_ < min_interval_
+                            ? absl::OkStatus()
+                            : RefreshLocked();
+  mutex_.Unlock();
   if (!status.ok()) {
     GRANARY_LOG_FIRST_N(WARNING, 20) << "cannot refresh the dataset list: " << status;
   }

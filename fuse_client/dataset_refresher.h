@@ -11,12 +11,12 @@
 #define GRANARY_FUSE_CLIENT_DATASET_REFRESHER_H_
 
 #include <chrono>
-#include <mutex>
 #include <set>
 #include <string>
 
 #include "absl/status/status.h"
 #include "common/dataset_client.h"
+#include "common/mutex.h"
 #include "fuse_client/inode_table.h"
 
 namespace granary::fuse {
@@ -41,16 +41,16 @@ class DatasetRefresher {
   void MaybeRefresh();
 
  private:
-  absl::Status RefreshLocked();
+  absl::Status RefreshLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const DatasetClient* const client_;
   InodeTable* const table_;
   const std::string only_;
   const std::chrono::milliseconds min_interval_;
-  std::mutex mutex_;
-  std::chrono::steady_clock::time_point last_attempt_{};
+  Mutex mutex_;
+  std::chrono::steady_clock::time_point last_attempt_ ABSL_GUARDED_BY(mutex_);
   // Versions whose manifest could not be loaded, logged already.
-  std::set<std::pair<std::string, uint64_t>> unloadable_;
+  std::set<std::pair<std::string, uint64_t>> unloadable_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::fuse

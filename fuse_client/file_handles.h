@@ -18,9 +18,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/mutex.h"
 
 namespace granary::fuse {
 
@@ -38,7 +38,7 @@ class FileHandles {
   // server; nullptr if `adopt` returns none (its version is gone).
   T* Find(uint64_t handle, const std::function<std::unique_ptr<T>()>& adopt) {
     if (IssuedHere(handle)) return reinterpret_cast<T*>(handle & kAddressMask);
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     auto it = adopted_.find(handle);
     if (it != adopted_.end()) return it->second.get();
     std::unique_ptr<T> object = adopt();
@@ -54,7 +54,7 @@ class FileHandles {
   // never adopted.
   std::unique_ptr<T> Release(uint64_t handle) {
     if (IssuedHere(handle)) return std::unique_ptr<T>(reinterpret_cast<T*>(handle & kAddressMask));
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     auto it = adopted_.find(handle);
     if (it == adopted_.end()) return nullptr;
     std::unique_ptr<T> object = std::move(it->second);
@@ -67,8 +67,8 @@ class FileHandles {
   static constexpr uint64_t kAddressMask = (uint64_t{1} << kAddressBits) - 1;
 
   const uint16_t generation_;
-  std::mutex mutex_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<T>> adopted_;  // Guarded by mutex_.
+  Mutex mutex_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<T>> adopted_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::fuse

@@ -17,7 +17,7 @@ constexpr uint64_t kOutOfOrderBytes = 16 << 20;
 bool FileReader::Record(uint64_t offset, uint64_t end) {
   const uint64_t chunk_size = file_->chunk_size();
   const uint64_t chunk = offset / chunk_size;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   const uint64_t expected_chunk = next_offset_ / chunk_size;
   const bool near = chunk + 1 >= expected_chunk && chunk <= expected_chunk + 1;
   // The kernel's readahead requests arrive out of order, some a little behind

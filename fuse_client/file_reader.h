@@ -31,10 +31,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "fuse_client/chunk_cache.h"
 #include "fuse_client/chunk_fetcher.h"
 #include "fuse_client/open_file.h"
@@ -75,10 +75,10 @@ class FileReader {
 
   const std::shared_ptr<OpenFile> file_;
   const Context context_;
-  std::mutex mutex_;
-  uint64_t next_offset_ = 0;
-  int near_run_ = 0;        // Reads in a row within a chunk of next_offset_.
-  bool streaming_ = false;  // The last read was sequential.
+  Mutex mutex_;
+  uint64_t next_offset_ ABSL_GUARDED_BY(mutex_) = 0;
+  int near_run_ ABSL_GUARDED_BY(mutex_) = 0;  // Reads in a row within a chunk of next_offset_.
+  bool streaming_ ABSL_GUARDED_BY(mutex_) = false;  // The last read was sequential.
 };
 
 }  // namespace granary::fuse

@@ -1,7 +1,5 @@
 #include "fuse_client/inode_table.h"
 
-#include <mutex>
-
 namespace granary::fuse {
 namespace {
 
@@ -171,7 +169,7 @@ void MountedDataset::Stat(uint64_t node, struct stat* out) const {
 InodeTable::Node InodeTable::Resolve(uint64_t inode) const {
   uint64_t slot_plus_one = inode >> 40;
   if (slot_plus_one == 0) return {};
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(&mutex_);
   auto slot = slots_.find(static_cast<uint32_t>(slot_plus_one - 1));
   if (slot == slots_.end()) return {};
   uint64_t node = inode & ((uint64_t{1} << 40) - 1);
@@ -180,13 +178,13 @@ InodeTable::Node InodeTable::Resolve(uint64_t inode) const {
 }
 
 std::shared_ptr<const MountedDataset> InodeTable::FindDataset(std::string_view name) const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(&mutex_);
   auto it = root_.find(name);
   return it == root_.end() ? nullptr : it->second;
 }
 
 std::vector<std::shared_ptr<const MountedDataset>> InodeTable::ListDatasets() const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(&mutex_);
   std::vector<std::shared_ptr<const MountedDataset>> out;
   out.reserve(root_.size());
   for (const auto& [name, dataset] : root_) out.push_back(dataset);
@@ -195,7 +193,7 @@ std::vector<std::shared_ptr<const MountedDataset>> InodeTable::ListDatasets() co
 
 std::shared_ptr<const MountedDataset> InodeTable::FindVersion(std::string_view name,
                                                               uint64_t version) const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(&mutex_);
   for (const auto& [number, slot] : slots_) {
     if (slot.dataset->name() == name && slot.dataset->snapshot().manifest.version() == version) {
       return slot.dataset;
@@ -208,7 +206,7 @@ void InodeTable::Publish(std::vector<std::shared_ptr<const MountedDataset>> data
   std::map<std::string, std::shared_ptr<const MountedDataset>, std::less<>> root;
   for (auto& dataset : datasets) root.emplace(dataset->name(), std::move(dataset));
   const Clock::time_point now = Clock::now();
-  std::unique_lock lock(mutex_);
+  WriterMutexLock lock(&mutex_);
   root_ = std::move(root);
   for (auto& [number, slot] : slots_) {
     auto listed = root_.find(slot.dataset->name());
@@ -223,10 +221,10 @@ void InodeTable::Publish(std::vector<std::shared_ptr<const MountedDataset>> data
 std::shared_ptr<const MountedDataset> InodeTable::Add(DatasetSnapshot snapshot) {
   // Building the directory structure of a large manifest takes a while; only
   // Add() adds slots, so readers are blocked only for the insertion.
-  std::lock_guard add_lock(add_mutex_);
+  MutexLock add_lock(&add_mutex_);
   auto dataset = std::make_shared<const MountedDataset>(next_slot_, std::move(snapshot));
   {
-    std::unique_lock lock(mutex_);
+    WriterMutexLock lock(&mutex_);
     slots_.emplace(next_slot_++, Slot{dataset, std::nullopt});
   }
   if (journal_ != nullptr) {
@@ -236,41 +234,42 @@ std::shared_ptr<const MountedDataset> InodeTable::Add(DatasetSnapshot snapshot) 
 }
 
 std::shared_ptr<const MountedDataset> InodeTable::Adopt(uint32_t slot, DatasetSnapshot snapshot) {
-  std::lock_guard add_lock(add_mutex_);
+  MutexLock add_lock(&add_mutex_);
   auto dataset = std::make_shared<const MountedDataset>(slot, std::move(snapshot));
-  std::unique_lock lock(mutex_);
+  WriterMutexLock lock(&mutex_);
   slots_.insert_or_assign(slot, Slot{dataset, Clock::now()});
   next_slot_ = std::max(next_slot_, slot + 1);
   return dataset;
 }
 
 void InodeTable::SkipSlotsBelow(uint32_t next_slot) {
-  std::lock_guard add_lock(add_mutex_);
+  MutexLock add_lock(&add_mutex_);
   next_slot_ = std::max(next_slot_, next_slot);
 }
 
 bool InodeTable::HasSlot(uint32_t slot) const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(&mutex_);
   return slots_.contains(slot);
 }
 
 std::vector<std::shared_ptr<const MountedDataset>> InodeTable::ReleaseUnused() {
   std::vector<std::shared_ptr<const MountedDataset>> released;
   const Clock::time_point now = Clock::now();
-  std::unique_lock lock(mutex_);
-  // Every reference to a version outside the table was copied from one the
-  // table handed out under `mutex_`, so with the lock held exclusively, a
-  // count of one means that nothing holds it and nothing can take it anew.
-  absl::erase_if(slots_, [&](const auto& entry) {
-    const Slot& slot = entry.second;
-    if (!slot.retired_at || now - *slot.retired_at < release_after_ ||
-        slot.dataset.use_count() != 1) {
-      return false;
-    }
-    released.push_back(slot.dataset);
-    return true;
-  });
-  lock.unlock();
+  {
+    WriterMutexLock lock(&mutex_);
+    // Every reference to a version outside the table was copied from one the
+    // table handed out under `mutex_`, so with the lock held exclusively, a
+    // count of one means that nothing holds it and nothing can take it anew.
+    absl::erase_if(slots_, [&](const auto& entry) {
+      const Slot& slot = entry.second;
+      if (!slot.retired_at || now - *slot.retired_at < release_after_ ||
+          slot.dataset.use_count() != 1) {
+        return false;
+      }
+      released.push_back(slot.dataset);
+      return true;
+    });
+  }
   if (journal_ != nullptr) {
     for (const auto& dataset : released) journal_->SlotReleased(dataset->slot());
   }
@@ -278,7 +277,7 @@ std::vector<std::shared_ptr<const MountedDataset>> InodeTable::ReleaseUnused() {
 }
 
 std::vector<uint64_t> InodeTable::KeptVersions() const {
-  std::shared_lock lock(mutex_);
+  ReaderMutexLock lock(&mutex_);
   std::vector<uint64_t> versions;
   versions.reserve(slots_.size());
   for (const auto& [number, slot] : slots_) {

@@ -31,9 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -42,6 +40,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/dataset_client.h"
 #include "common/huge_page_allocator.h"
+#include "common/mutex.h"
 
 namespace granary::fuse {
 
@@ -169,11 +168,13 @@ class InodeTable {
   const gid_t gid_;
   const std::chrono::milliseconds release_after_;
   SlotJournal* journal_ = nullptr;
-  std::mutex add_mutex_;    // Serialises Add().
-  uint32_t next_slot_ = 0;  // Guarded by add_mutex_.
-  mutable std::shared_mutex mutex_;
-  absl::flat_hash_map<uint32_t, Slot> slots_;  // Versions not released, by slot.
-  std::map<std::string, std::shared_ptr<const MountedDataset>, std::less<>> root_;
+  Mutex add_mutex_;  // Serialises Add().
+  uint32_t next_slot_ ABSL_GUARDED_BY(add_mutex_) = 0;
+  mutable SharedMutex mutex_;
+  // Versions not released, by slot.
+  absl::flat_hash_map<uint32_t, Slot> slots_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, std::shared_ptr<const MountedDataset>, std::less<>> root_
+      ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace granary::fuse

@@ -28,7 +28,7 @@ KeeperLink::~KeeperLink() {
 absl::Status KeeperLink::Attach(int fuse_fd) {
   v1::KeeperMessage message;
   message.mutable_attach();
-  std::lock_guard lock(send_mutex_);
+  MutexLock lock(&send_mutex_);
   return SendDatagram(socket_.get(), message, fuse_fd, kSocketName);
 }
 
@@ -38,7 +38,7 @@ absl::StatusOr<v1::KeeperMessage> KeeperLink::Ask(bool replace_running, bool pre
   request.mutable_take_over()->set_replace_running(replace_running);
   request.mutable_take_over()->set_preview(preview);
   {
-    std::lock_guard lock(send_mutex_);
+    MutexLock lock(&send_mutex_);
     GRANARY_RETURN_IF_ERROR(SendDatagram(socket_.get(), request, -1, kSocketName));
   }
   v1::KeeperMessage answer;
@@ -102,7 +102,7 @@ absl::StatusOr<KeeperLink::Handover> KeeperLink::TakeOver(bool replace_running) 
 void KeeperLink::Journal(const v1::KeeperMessage& message) {
   absl::Status sent;
   {
-    std::lock_guard lock(send_mutex_);
+    MutexLock lock(&send_mutex_);
     sent = SendDatagram(socket_.get(), message, -1, kSocketName);
   }
   if (!sent.ok() && !journal_failed_.exchange(true)) {

@@ -18,12 +18,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "fuse_client/inode_table.h"
 #include "proto/connection_keeper.pb.h"
@@ -84,7 +84,7 @@ class KeeperLink : public SlotJournal {
 
   UniqueFd socket_;
   const std::string mountpoint_;
-  std::mutex send_mutex_;
+  Mutex send_mutex_;
   std::atomic<bool> journal_failed_{false};
   std::thread watcher_;
 };

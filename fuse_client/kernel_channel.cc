@@ -140,7 +140,7 @@ void KernelChannel::Inspect(const void* request, size_t size) {
       (flags & kInitExt) != 0 ? Load<uint32_t>(bytes + kInHeaderBytes + kInitInFlags2) : 0;
   kernel_offers_passthrough_ = (flags2 & kPassthroughFlags2) != 0;
   {
-    std::lock_guard lock(init_mutex_);
+    MutexLock lock(&init_mutex_);
     init_request_.assign(bytes, size);
   }
   init_unique_ = Load<uint64_t>(bytes + kInUnique);
@@ -180,7 +180,7 @@ ssize_t KernelChannel::Writev(int fd, struct iovec* iov, int count) {
       return total;
     }
     const ssize_t written = ::writev(fd, iov, count);
-    std::lock_guard lock(init_mutex_);
+    MutexLock lock(&init_mutex_);
     if (written > 0 && error == 0 && keeper_ != nullptr) keeper_->InitAnswered(init_request_);
     init_request_.clear();
     return written;

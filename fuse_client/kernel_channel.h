@@ -27,11 +27,11 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 
 namespace granary::fuse {
 
@@ -94,8 +94,8 @@ class KernelChannel {
   KeeperLink* const keeper_;
   int fd_ = -1;
   // The INIT request, from its read until its answer is journaled.
-  std::mutex init_mutex_;
-  std::string init_request_;  // Guarded by init_mutex_.
+  Mutex init_mutex_;
+  std::string init_request_ ABSL_GUARDED_BY(init_mutex_);
   // ReplayInit(): the request to return, and whether libfuse answered it.
   std::string replayed_init_;
   std::atomic<bool> replay_pending_{false};

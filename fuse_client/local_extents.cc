@@ -8,7 +8,7 @@ absl::StatusOr<std::shared_ptr<const LocalChunkReader::Extent>> LocalExtents::Fi
     LocalChunkReader& local, const ChunkKey& key, uint64_t read_bytes, bool* asked) {
   const auto now = std::chrono::steady_clock::now();
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     auto it = known_.find(key.chunk_index);
     if (it != known_.end() &&
         (it->second.extent != nullptr || now - it->second.asked_at < miss_ttl_)) {
@@ -21,13 +21,13 @@ absl::StatusOr<std::shared_ptr<const LocalChunkReader::Extent>> LocalExtents::Fi
   if (!located.ok() && !absl::IsNotFound(located.status())) return located.status();
   std::shared_ptr<const LocalChunkReader::Extent> extent;
   if (located.ok()) extent = std::make_shared<const LocalChunkReader::Extent>(*std::move(located));
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   known_[key.chunk_index] = Known{extent, now};
   return extent;
 }
 
 void LocalExtents::Forget(uint32_t chunk_index) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   known_.erase(chunk_index);
 }
 

@@ -17,12 +17,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "common/local_read_socket.h"
+#include "common/mutex.h"
 
 namespace granary::fuse {
 
@@ -56,8 +56,8 @@ class LocalExtents {
   void Forget(uint32_t chunk_index);
 
   const std::chrono::milliseconds miss_ttl_;
-  std::mutex mutex_;
-  absl::flat_hash_map<uint32_t, Known> known_;  // By chunk index; guarded by mutex_.
+  Mutex mutex_;
+  absl::flat_hash_map<uint32_t, Known> known_ ABSL_GUARDED_BY(mutex_);  // By chunk index.
 };
 
 }  // namespace granary::fuse

@@ -13,7 +13,7 @@ PageStore::~PageStore() { Detach(); }
 
 void PageStore::Attach(fuse_session* session) {
   Detach();
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   attached_ = true;
   worker_ = std::thread([this, session] { Work(session); });
 }
@@ -21,18 +21,18 @@ void PageStore::Attach(fuse_session* session) {
 void PageStore::Detach() {
   std::thread worker;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     attached_ = false;
     queue_.clear();
     worker = std::move(worker_);
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (worker.joinable()) worker.join();
 }
 
 void PageStore::Store(uint64_t inode, uint64_t offset, std::shared_ptr<const Chunk> chunk) {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!attached_ || queue_.size() >= max_queued_) {
       ++dropped_;
       return;
@@ -42,16 +42,16 @@ void PageStore::Store(uint64_t inode, uint64_t offset, std::shared_ptr<const Chu
     }
     queue_.push_back(Task{inode, offset, std::move(chunk)});
   }
-  wake_.notify_one();
+  wake_.Signal();
 }
 
 uint64_t PageStore::stored() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return stored_;
 }
 
 uint64_t PageStore::dropped() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return dropped_;
 }
 
@@ -59,8 +59,8 @@ void PageStore::Work(fuse_session* session) {
   for (;;) {
     Task task;
     {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [this] { return !attached_ || !queue_.empty(); });
+      MutexLock lock(&mutex_);
+      while (attached_ && queue_.empty()) wake_.Wait(&mutex_);
       if (!attached_) return;
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -76,7 +76,7 @@ void PageStore::Work(fuse_session* session) {
           << "cannot store " << task.chunk->size << " bytes of inode " << task.inode
           << " in the kernel's page cache: " << std::strerror(-result);
     }
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     ++(result == 0 ? stored_ : dropped_);
   }
 }

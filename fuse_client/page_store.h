@@ -18,13 +18,12 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "fuse_client/chunk_cache.h"
 
 namespace granary::fuse {
@@ -61,12 +60,12 @@ class PageStore {
   void Work(fuse_session* session);
 
   const size_t max_queued_;
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Task> queue_;
-  bool attached_ = false;
-  uint64_t stored_ = 0;
-  uint64_t dropped_ = 0;
+  mutable Mutex mutex_;
+  CondVar wake_;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mutex_);
+  bool attached_ ABSL_GUARDED_BY(mutex_) = false;
+  uint64_t stored_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t dropped_ ABSL_GUARDED_BY(mutex_) = 0;
   std::thread worker_;
 };
 

@@ -20,7 +20,7 @@ PassthroughFiles::PassthroughFiles(KernelChannel* channel, LocalChunkReader* loc
     : channel_(channel), local_(local), max_kept_(max_kept) {}
 
 void PassthroughFiles::Close() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   closed_ = true;
   for (auto& [inode, state] : states_) DropKeptLocked(state);
 }
@@ -82,9 +82,9 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
   const FileKey key{file.dataset->snapshot().manifest.version(), file.file_id};
   const uint32_t chunk_size = file.chunk_size();
   const uint64_t size = file.entry.size;
-  std::unique_lock lock(mutex_);
+  MutexLock lock(&mutex_);
   State& state = states_[file.inode];
-  idle_.wait(lock, [&] { return !state.busy; });
+  while (state.busy) idle_.Wait(&mutex_);
   if (state.cached_opens > 0 ||
       (state.passthrough_opens == 0 && (closed_ || !channel_->passthrough()))) {
     state.cached_opens++;
@@ -107,7 +107,7 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
   const bool kept = state.fd.valid();
   const int kept_fd = state.fd.get();
   const int64_t kept_ctime = state.verified_ctime_ns;
-  lock.unlock();
+  mutex_.Unlock();
 
   bool usable = kept && StillVerified(kept_fd, kept_ctime);
   LocalChunkReader::WholeFile whole;
@@ -128,9 +128,9 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
     }
   }
 
-  lock.lock();
+  mutex_.Lock();
   state.busy = false;
-  idle_.notify_all();
+  idle_.SignalAll();
   if (kept && !usable) DropKeptLocked(state);
   if (whole.fd.valid()) {
     if (state.withdrawn || closed_) {
@@ -162,7 +162,7 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
 
 void PassthroughFiles::Release(uint64_t inode, int32_t backing_id) {
   if (keeper_ != nullptr) keeper_->Released(inode, backing_id);
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = states_.find(inode);
   if (it != states_.end()) ReleaseLocked(inode, it->second, backing_id);
 }
@@ -177,7 +177,7 @@ void PassthroughFiles::ReleaseLocked(uint64_t inode, State& state, int32_t backi
 }
 
 void PassthroughFiles::Inherit(const v1::Handover& handover) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   for (const v1::OpenInode& open : handover.open_inodes()) {
     State& state = states_[open.inode()];
     state.passthrough_opens = static_cast<int>(open.passthrough_opens());
@@ -187,7 +187,7 @@ void PassthroughFiles::Inherit(const v1::Handover& handover) {
 }
 
 void PassthroughFiles::ReleaseInherited(uint64_t inode) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = states_.find(inode);
   if (it == states_.end()) return;
   State& state = it->second;
@@ -200,7 +200,7 @@ void PassthroughFiles::ReleaseInherited(uint64_t inode) {
 }
 
 void PassthroughFiles::Withdraw(const v1::WithdrawnFiles& withdrawn) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   if (!withdrawn.complete()) {
     std::vector<uint64_t> kept;
     kept.reserve(inodes_.size());

@@ -30,15 +30,14 @@
 #define GRANARY_FUSE_CLIENT_PASSTHROUGH_FILES_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "common/local_read_socket.h"
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "fuse_client/keeper_link.h"
 #include "fuse_client/kernel_channel.h"
@@ -92,7 +91,8 @@ class PassthroughFiles {
  private:
   using FileKey = std::pair<uint64_t, uint64_t>;  // (dataset version, file id).
 
-  // What is known of one inode that is open or kept. Guarded by mutex_.
+  // What is known of one inode that is open or kept. Guarded by mutex_, or
+  // while `busy`, by the open that set it.
   struct State {
     int passthrough_opens = 0;
     int cached_opens = 0;
@@ -107,19 +107,20 @@ class PassthroughFiles {
   };
 
   int32_t ChooseMode(const OpenFile& file, bool may_be_whole);
-  void ReleaseLocked(uint64_t inode, State& state, int32_t backing_id);
+  void ReleaseLocked(uint64_t inode, State& state, int32_t backing_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // Whether a kept descriptor still reads what was verified at
   // `verified_ctime_ns`: not written since, not reclaimed.
   static bool StillVerified(int fd, int64_t verified_ctime_ns);
   // Closes the kept file of `state` and unregisters its backing id.
-  void DropKeptLocked(State& state);
+  void DropKeptLocked(State& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // After the last release of `inode`: kept (most recently used first, the
   // least recently used past max_kept closed) or forgotten.
-  void IdleLocked(uint64_t inode, State& state);
-  void UnkeepLocked(State& state);
+  void IdleLocked(uint64_t inode, State& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void UnkeepLocked(State& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Forgets `inode` now if nothing holds it, else once its opens are released.
-  void WithdrawLocked(uint64_t inode, State& state);
+  void WithdrawLocked(uint64_t inode, State& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   KernelChannel* const channel_;
   LocalChunkReader* const local_;
@@ -127,15 +128,16 @@ class PassthroughFiles {
   KeeperLink* keeper_ = nullptr;
   const size_t max_kept_;
 
-  std::mutex mutex_;
-  std::condition_variable idle_;  // A busy state is no longer busy.
+  Mutex mutex_;
+  CondVar idle_;  // A busy state is no longer busy.
   // By inode; node-based, so that a State stays put while an open works on
   // it unlocked.
-  std::unordered_map<uint64_t, State> states_;
-  absl::flat_hash_map<FileKey, uint64_t> inodes_;  // Kept files' inodes.
-  std::list<uint64_t> lru_;  // Inodes of kept files with no open, most recent first.
+  std::unordered_map<uint64_t, State> states_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<FileKey, uint64_t> inodes_ ABSL_GUARDED_BY(mutex_);  // Kept files' inodes.
+  // Inodes of kept files with no open, most recent first.
+  std::list<uint64_t> lru_ ABSL_GUARDED_BY(mutex_);
 
-  bool closed_ = false;  // Guarded by mutex_.
+  bool closed_ ABSL_GUARDED_BY(mutex_) = false;
   std::atomic<uint64_t> passed_through_{0};
   std::atomic<uint64_t> from_kept_{0};
 };

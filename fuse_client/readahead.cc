@@ -12,11 +12,11 @@ Readahead::Readahead(int threads, ChunkCache* cache, ChunkFetcher* fetcher, Page
 
 Readahead::~Readahead() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
     queue_.clear();
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   for (std::thread& thread : threads_) thread.join();
 }
 
@@ -25,7 +25,7 @@ void Readahead::Schedule(std::shared_ptr<OpenFile> file, uint32_t chunk_index,
   const ChunkKey key = file->KeyOf(chunk_index);
   if (cache_->Contains(key)) return;
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     if (queue_.size() >= max_queued_ || (!into_page_cache && prefetched_.contains(key))) return;
     for (const Task& queued : queue_) {
       if (queued.file->KeyOf(queued.chunk_index) == key &&
@@ -35,7 +35,7 @@ void Readahead::Schedule(std::shared_ptr<OpenFile> file, uint32_t chunk_index,
     }
     queue_.push_back(Task{std::move(file), chunk_index, into_page_cache});
   }
-  wake_.notify_one();
+  wake_.Signal();
 }
 
 void Readahead::RememberPrefetchLocked(const ChunkKey& key) {
@@ -52,8 +52,8 @@ void Readahead::Work() {
   for (;;) {
     Task task;
     {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(&mutex_);
+      while (!stopping_ && queue_.empty()) wake_.Wait(&mutex_);
       if (stopping_) return;
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -61,7 +61,7 @@ void Readahead::Work() {
     // A sequential reader reads the chunks the local granaryd holds straight
     // from its store (FileReader): of those, only the disk read is started.
     if (!task.into_page_cache && fetcher_->PrefetchLocal(task.file->ref(), task.chunk_index).ok()) {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(&mutex_);
       RememberPrefetchLocked(task.file->KeyOf(task.chunk_index));
       continue;
     }

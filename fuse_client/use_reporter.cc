@@ -23,23 +23,23 @@ UseReporter::UseReporter(LocalChunkReader* local, std::chrono::milliseconds inte
 
 UseReporter::~UseReporter() {
   {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   thread_.join();
 }
 
 void UseReporter::Record(uint64_t dataset_version, uint64_t file_id, uint64_t bytes,
                          uint64_t chunks) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   Use& use = pending_[{dataset_version, file_id}];
   use.bytes += bytes;
   use.chunks += chunks;
 }
 
 uint64_t UseReporter::reports() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return reports_;
 }
 
@@ -68,7 +68,7 @@ bool UseReporter::Send(const absl::flat_hash_map<FileKey, Use>& uses,
     }
     withdrawn_through_ = withdrawn->withdrawn_through();
     on_withdrawn_(*withdrawn);
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     reports_++;
   } while (it != uses.end());
   return true;
@@ -78,8 +78,9 @@ void UseReporter::Run() {
   for (bool stopping = false; !stopping;) {
     absl::flat_hash_map<FileKey, Use> uses;
     {
-      std::unique_lock lock(mutex_);
-      wake_.wait_for(lock, interval_, [this] { return stopping_; });
+      MutexLock lock(&mutex_);
+      wake_.WaitFor(&mutex_, interval_,
+                    [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; });
       stopping = stopping_;
       uses.swap(pending_);
     }

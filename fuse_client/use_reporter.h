@@ -20,16 +20,15 @@
 #define GRANARY_FUSE_CLIENT_USE_REPORTER_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "common/local_read_socket.h"
+#include "common/mutex.h"
 #include "proto/granary.pb.h"
 
 namespace granary::fuse {
@@ -70,13 +69,13 @@ class UseReporter {
   const std::chrono::milliseconds interval_;
   const OnWithdrawn on_withdrawn_;
   const KeptVersions kept_versions_;
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  absl::flat_hash_map<FileKey, Use> pending_;  // Guarded by mutex_.
-  bool stopping_ = false;                      // Guarded by mutex_.
-  uint64_t reports_ = 0;                       // Guarded by mutex_.
-  uint64_t withdrawn_through_ = 0;             // The reporter thread's alone.
-  std::thread thread_;                         // Last: starts once the rest exists.
+  mutable Mutex mutex_;
+  CondVar wake_;
+  absl::flat_hash_map<FileKey, Use> pending_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  uint64_t reports_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t withdrawn_through_ = 0;  // The reporter thread's alone.
+  std::thread thread_;              // Last: starts once the rest exists.
 };
 
 }  // namespace granary::fuse

@@ -1,12 +1,12 @@
 #include "scheduler_hooks/locate_cache.h"
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "common/mutex.h"
 
 namespace granary::hooks {
 namespace {
@@ -20,7 +20,7 @@ class LocateCache {
 
   absl::StatusOr<v1::LocateResponse> Locate(const std::string& dataset) {
     {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(&mutex_);
       auto entry = entries_.find(dataset);
       if (entry != entries_.end() && Clock::now() < entry->second.expires) {
         return entry->second.answer;
@@ -28,7 +28,7 @@ class LocateCache {
     }
     absl::StatusOr<v1::LocateResponse> answer = inner_(dataset);
     if (answer.ok() || absl::IsNotFound(answer.status())) {
-      std::lock_guard lock(mutex_);
+      MutexLock lock(&mutex_);
       const Clock::time_point now = Clock::now();
       if (entries_.size() >= max_entries_ && !entries_.contains(dataset)) {
         absl::erase_if(entries_, [now](const auto& entry) { return entry.second.expires <= now; });
@@ -48,8 +48,8 @@ class LocateCache {
   const Locator inner_;
   const std::chrono::milliseconds ttl_;
   const size_t max_entries_;
-  std::mutex mutex_;
-  absl::flat_hash_map<std::string, Entry> entries_;
+  Mutex mutex_;
+  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace

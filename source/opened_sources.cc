@@ -28,7 +28,7 @@ absl::StatusOr<std::shared_ptr<const Source>> OpenedSources::Open(std::string_vi
   }
   S3RequestSlots* slots;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     std::unique_ptr<S3RequestSlots>& kept = slots_[location.endpoint];
     if (!kept) kept = std::make_unique<S3RequestSlots>(options_.s3_requests_per_endpoint);
     slots = kept.get();
@@ -39,19 +39,19 @@ absl::StatusOr<std::shared_ptr<const Source>> OpenedSources::Open(std::string_vi
 
 absl::StatusOr<std::shared_ptr<const Source>> OpenedSources::Reopen(std::string_view source) {
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Source> opened, Open(source));
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   kept_.insert_or_assign(std::string(source), opened);
   return opened;
 }
 
 absl::StatusOr<std::shared_ptr<const Source>> OpenedSources::Get(std::string_view source) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto kept = kept_.find(source);
     if (kept != kept_.end()) return kept->second;
   }
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Source> opened, Open(source));
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return kept_.emplace(std::string(source), std::move(opened)).first->second;
 }
 

@@ -18,11 +18,11 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "source/s3_client.h"
 #include "source/source.h"
 
@@ -57,9 +57,10 @@ class OpenedSources {
 
   const Options options_;
 
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const Source>, std::less<>> kept_;
-  std::map<std::string, std::unique_ptr<S3RequestSlots>> slots_;  // By endpoint.
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<const Source>, std::less<>> kept_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<S3RequestSlots>> slots_
+      ABSL_GUARDED_BY(mu_);  // By endpoint.
 };
 
 }  // namespace granary

@@ -9,12 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <limits>
-#include <mutex>
 #include <span>
 #include <thread>
 
@@ -23,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "common/absl_compat.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/printable.h"
 #include "common/source_path.h"
 #include "common/status.h"
@@ -151,13 +150,17 @@ class Scan {
         max_entries_(max_entries) {}
 
   void Run(int threads) {
-    queue_.push_back("");
+    {
+      MutexLock lock(&mu_);
+      queue_.push_back("");
+    }
     std::vector<std::thread> workers;
     for (int i = 0; i < threads; ++i) workers.emplace_back([this] { Work(); });
     for (std::thread& worker : workers) worker.join();
   }
 
   absl::StatusOr<ScannedTree> Result() && {
+    MutexLock lock(&mu_);
     if (!error_.ok()) return error_;
     return std::move(tree_);
   }
@@ -170,8 +173,8 @@ class Scan {
     while (true) {
       std::string dir;
       {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [this] { return !queue_.empty() || busy_ == 0 || !error_.ok(); });
+        MutexLock lock(&mu_);
+        while (queue_.empty() && busy_ != 0 && error_.ok()) cv_.Wait(&mu_);
         if (queue_.empty() || !error_.ok()) break;
         dir = std::move(queue_.front());
         queue_.pop_front();
@@ -181,7 +184,7 @@ class Scan {
       subdirs.clear();
       skipped.clear();
       absl::Status listed = ListDirectory(dir, &found, &subdirs, &skipped);
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       --busy_;
       if (!listed.ok() && error_.ok()) error_ = listed;
       for (std::string& subdir : subdirs) queue_.push_back(std::move(subdir));
@@ -198,9 +201,9 @@ class Scan {
             " files, directories and links, the most one dataset may have (max_dataset_entries); "
             "register a subdirectory or raise the limit"));
       }
-      cv_.notify_all();
+      cv_.SignalAll();
     }
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 
   // Appends the entries of `dir` (relative to the root) to `found`, its
@@ -301,12 +304,12 @@ class Scan {
   const int root_fd_;
   const std::vector<std::string> absolute_roots_;
   const size_t max_entries_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::string> queue_;
-  int busy_ = 0;
-  absl::Status error_;
-  ScannedTree tree_;
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  int busy_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  ScannedTree tree_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

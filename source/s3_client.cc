@@ -91,17 +91,17 @@ static size_t OnHeader(char* data, size_t size, size_t count, void* opaque) {
 }
 
 void S3RequestSlots::Take() {
-  std::unique_lock lock(mu_);
-  freed_.wait(lock, [this] { return free_ > 0; });
+  MutexLock lock(&mu_);
+  while (free_ == 0) freed_.Wait(&mu_);
   --free_;
 }
 
 void S3RequestSlots::Give() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     ++free_;
   }
-  freed_.notify_one();
+  freed_.Signal();
 }
 
 S3Client::S3Client(S3Location location, S3Credentials credentials, S3RequestSlots* slots,
@@ -139,19 +139,20 @@ std::string S3RequestUrl(const S3Location& location, std::string_view key,
 
 void* S3Client::TakeHandle() const {
   slots_->Take();
-  std::unique_lock lock(mu_);
-  if (!idle_handles_.empty()) {
-    void* curl = idle_handles_.back();
-    idle_handles_.pop_back();
-    return curl;
+  {
+    MutexLock lock(&mu_);
+    if (!idle_handles_.empty()) {
+      void* curl = idle_handles_.back();
+      idle_handles_.pop_back();
+      return curl;
+    }
   }
-  lock.unlock();
   return curl_easy_init();
 }
 
 void S3Client::ReturnHandle(void* curl) const {
   if (curl != nullptr) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     idle_handles_.push_back(curl);
   }
   slots_->Give();

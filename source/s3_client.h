@@ -25,16 +25,15 @@
 #define GRANARY_SOURCE_S3_CLIENT_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 #include "common/s3_location.h"
 #include "source/s3_credentials.h"
 #include "source/s3_xml.h"
@@ -56,9 +55,9 @@ class S3RequestSlots {
   void Give();
 
  private:
-  std::mutex mu_;
-  std::condition_variable freed_;
-  int free_;
+  Mutex mu_;
+  CondVar freed_;
+  int free_ ABSL_GUARDED_BY(mu_);
 };
 
 class S3Client {
@@ -109,8 +108,8 @@ class S3Client {
   const Options options_;
   const std::string sigv4_;  // "aws:amz:REGION:s3"
 
-  mutable std::mutex mu_;
-  mutable std::vector<void*> idle_handles_;
+  mutable Mutex mu_;
+  mutable std::vector<void*> idle_handles_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace granary

@@ -108,11 +108,11 @@ EtcdMembership::EtcdMembership(Options options, MembershipListener listener,
 
 EtcdMembership::~EtcdMembership() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
     for (grpc::ClientContext* context : live_calls_) context->TryCancel();
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (keep_alive_thread_.joinable()) keep_alive_thread_.join();
   if (watch_thread_.joinable()) watch_thread_.join();
   // Leave at once rather than after the TTL.
@@ -154,7 +154,7 @@ absl::Status EtcdMembership::Register() {
   etcdserverpb::PutResponse put_response;
   status = etcdserverpb::KV::NewStub(channel_)->Put(&put_context, put, &put_response);
   if (!status.ok()) return EtcdError(status, "registering this node", options_.endpoint);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   lease_id_ = granted.id();
   return absl::OkStatus();
 }
@@ -171,7 +171,7 @@ void EtcdMembership::KeepAliveLoop() {
     while (true) {
       etcdserverpb::LeaseKeepAliveRequest request;
       {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(&mutex_);
         request.set_id(lease_id_);
       }
       etcdserverpb::LeaseKeepAliveResponse response;
@@ -212,7 +212,7 @@ absl::StatusOr<int64_t> EtcdMembership::ReadAll() {
   std::map<std::string, Member> members;
   for (const etcdserverpb::KeyValue& kv : response.kvs()) Put(kv, &members);
   {
-    std::lock_guard<std::mutex> lock(members_mutex_);
+    MutexLock lock(&members_mutex_);
     members_ = std::move(members);
   }
   Report();
@@ -247,7 +247,7 @@ void EtcdMembership::WatchLoop(int64_t start_revision) {
       if (response.canceled()) break;
       if (response.events().empty()) continue;
       {
-        std::lock_guard<std::mutex> lock(members_mutex_);
+        MutexLock lock(&members_mutex_);
         for (const etcdserverpb::Event& event : response.events()) {
           if (event.type() == etcdserverpb::Event::DELETE) {
             members_.erase(event.kv().key().substr(options_.prefix.size()));
@@ -277,7 +277,7 @@ void EtcdMembership::WatchLoop(int64_t start_revision) {
 }
 
 void EtcdMembership::Report() {
-  std::lock_guard<std::mutex> lock(members_mutex_);
+  MutexLock lock(&members_mutex_);
   std::vector<Member> members;
   members.reserve(members_.size());
   for (const auto& [id, member] : members_) members.push_back(member);
@@ -285,19 +285,20 @@ void EtcdMembership::Report() {
 }
 
 bool EtcdMembership::SleepUnlessStopping(std::chrono::milliseconds duration) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  return wake_.wait_for(lock, duration, [this] { return stopping_; });
+  MutexLock lock(&mutex_);
+  return wake_.WaitFor(&mutex_, duration,
+                       [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; });
 }
 
 bool EtcdMembership::Track(grpc::ClientContext* context) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (stopping_) return false;
   live_calls_.push_back(context);
   return true;
 }
 
 void EtcdMembership::Untrack(grpc::ClientContext* context) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   live_calls_.erase(std::find(live_calls_.begin(), live_calls_.end(), context));
 }
 

@@ -17,15 +17,14 @@
 #define GRANARY_CACHE_SERVER_MEMBERSHIP_ETCD_MEMBERSHIP_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
 #include "cache_server/membership/membership_source.h"
+#include "common/mutex.h"
 
 namespace etcdserverpb {
 class KeyValue;
@@ -80,14 +79,14 @@ class EtcdMembership : public MembershipSource {
   const MembershipListener listener_;
   const std::shared_ptr<grpc::Channel> channel_;
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  std::vector<grpc::ClientContext*> live_calls_;
-  int64_t lease_id_ = 0;
+  Mutex mutex_;
+  CondVar wake_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::vector<grpc::ClientContext*> live_calls_ ABSL_GUARDED_BY(mutex_);
+  int64_t lease_id_ ABSL_GUARDED_BY(mutex_) = 0;
 
-  std::mutex members_mutex_;               // Guards members_ and serialises Report().
-  std::map<std::string, Member> members_;  // By node id.
+  Mutex members_mutex_;  // Also serialises Report().
+  std::map<std::string, Member> members_ ABSL_GUARDED_BY(members_mutex_);  // By node id.
 
   std::thread keep_alive_thread_;
   std::thread watch_thread_;

@@ -25,10 +25,10 @@ StaticMembership::StaticMembership(std::string path, MembershipListener listener
 
 StaticMembership::~StaticMembership() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -43,8 +43,11 @@ StaticMembership::FileIdentity StaticMembership::Identify() const {
 void StaticMembership::PollLoop() {
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      if (wake_.wait_for(lock, poll_interval_, [this] { return stopping_; })) return;
+      MutexLock lock(&mutex_);
+      if (wake_.WaitFor(&mutex_, poll_interval_,
+                        [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; })) {
+        return;
+      }
     }
     FileIdentity current = Identify();
     if (current == loaded_) continue;

@@ -11,14 +11,13 @@
 #define GRANARY_CACHE_SERVER_MEMBERSHIP_STATIC_MEMBERSHIP_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
 #include "cache_server/membership/membership_source.h"
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -49,9 +48,9 @@ class StaticMembership : public MembershipSource {
   const std::chrono::milliseconds poll_interval_;
   FileIdentity loaded_;
 
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
+  Mutex mutex_;
+  CondVar wake_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   std::thread thread_;
 };
 

@@ -6,7 +6,7 @@ namespace granary::store {
 
 std::unique_ptr<AlignedBuffer> AlignedBufferPool::Take(uint64_t bytes) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto best = idle_.end();
     for (auto it = idle_.begin(); it != idle_.end(); ++it) {
       if ((*it)->size() >= bytes && (best == idle_.end() || (*it)->size() < (*best)->size())) {
@@ -24,7 +24,7 @@ std::unique_ptr<AlignedBuffer> AlignedBufferPool::Take(uint64_t bytes) {
 }
 
 void AlignedBufferPool::Give(std::unique_ptr<AlignedBuffer> buffer) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   idle_bytes_ += buffer->size();
   idle_.push_back(std::move(buffer));
   // Over the limit, the smallest buffers go first: large ones are the costly

@@ -14,7 +14,7 @@
 #include <new>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "common/mutex.h"
 
 namespace granary::store {
 
@@ -59,7 +59,7 @@ class AlignedBufferPool {
 
  private:
   const uint64_t max_idle_bytes_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<std::unique_ptr<AlignedBuffer>> idle_ ABSL_GUARDED_BY(mu_);
   uint64_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };

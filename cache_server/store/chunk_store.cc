@@ -64,7 +64,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "cache_server/store/aligned_buffer.h"
 #include "cache_server/store/chunk_index.h"
 #include "cache_server/store/data_file.h"
@@ -77,6 +76,7 @@
 #include "common/file_util.h"
 #include "common/hash.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/size.h"
 #include "common/status.h"
 #include "common/wall_clock.h"
@@ -216,7 +216,7 @@ class DataFileChunkStore final : public ChunkStore {
           // Under the lock like every index mutation: RocksDB would otherwise
           // merge concurrent writes on one thread, which TSan cannot follow
           // in the uninstrumented library.
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           return MarkSyncedLocked(file_id, generation);
         }) {}
 
@@ -335,8 +335,8 @@ class DataFileChunkStore final : public ChunkStore {
   const std::unique_ptr<IoEngine> io_;
   AlignedBufferPool buffers_{kIdleBufferBytes};
 
-  absl::Mutex mu_;
-  absl::CondVar insert_done_;
+  Mutex mu_;
+  CondVar insert_done_;
   std::map<uint64_t, CachedFile> files_ ABSL_GUARDED_BY(mu_);  // By data file id.
   // → data file id.
   absl::flat_hash_map<SourceFile, uint64_t> files_by_source_ ABSL_GUARDED_BY(mu_);
@@ -653,7 +653,7 @@ absl::StatusOr<std::string> DataFileChunkStore::ReadChunk(const ChunkKey& key,
     GRANARY_LOG_FIRST_N(WARNING, 20)
         << "chunk store: dropping " << key.ToString() << ": " << data.status().message();
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       DropLocked(encoded, location);
     }
     misses_++;
@@ -702,7 +702,7 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
   bool verified = false;
   struct timespec verified_ctime = {};
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = files_by_source_.find(source);
     if (it == files_by_source_.end()) return not_whole("no chunk of it is cached");
     CachedFile& file = files_.at(it->second);
@@ -738,12 +738,12 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
         if (checked.code() == absl::StatusCode::kDataLoss) checksum_failures_++;
         GRANARY_LOG_FIRST_N(WARNING, 20)
             << "chunk store: dropping " << key.ToString() << ": " << checked.message();
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         DropLocked(encoded, *location);
         return not_whole(std::string(checked.message()));
       }
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = files_.find(data_file->id());
     if (it == files_.end() || it->second.generation != generation) {
       return not_whole("it changed while it was being verified");
@@ -763,7 +763,7 @@ absl::StatusOr<std::optional<DataFileChunkStore::Found>> DataFileChunkStore::Fin
     std::string_view encoded_key) {
   GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> location, index_->Get(encoded_key));
   if (!location) return std::nullopt;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = files_.find(location->data_file_id());
   if (it == files_.end()) return std::nullopt;
   it->second.last_use_ms = NowUnixMs();
@@ -772,7 +772,7 @@ absl::StatusOr<std::optional<DataFileChunkStore::Found>> DataFileChunkStore::Fin
 
 void DataFileChunkStore::RecordUse(uint64_t dataset_version, uint64_t file_id, uint64_t chunks) {
   hits_ += chunks;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = files_by_source_.find({dataset_version, file_id});
   if (it != files_by_source_.end()) files_.at(it->second).last_use_ms = NowUnixMs();
 }
@@ -781,7 +781,7 @@ ChunkStore::Withdrawn DataFileChunkStore::WithdrawnSince(uint64_t after) {
   // Bounded, so that an answer fits in one local read message.
   constexpr size_t kMaxListed = 2048;
   Withdrawn answer;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const uint64_t last = withdrawn_first_ + withdrawn_.size() - 1;
   if (after + 1 < withdrawn_first_ || after > last) {
     answer.through = last;
@@ -817,7 +817,7 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
   const uint64_t offset = uint64_t{key.chunk_index} * chunk_size;
   Placement placement;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     while (inserting_.contains(encoded)) insert_done_.Wait(&mu_);
     GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> existing, index_->Get(encoded));
     if (existing) return true;
@@ -844,7 +844,7 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
   location.set_dataset_version(key.dataset_version);
   location.set_last_use_unix_ms(NowUnixMs());
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     inserting_.erase(encoded);
     insert_done_.SignalAll();
     CachedFile& file = files_.at(placement.file->id());
@@ -874,7 +874,7 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
 }
 
 void DataFileChunkStore::SetVersionState(uint64_t dataset_version, VersionState state) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (absl::Status saved = index_->SetVersionState(dataset_version, state); !saved.ok()) {
     GRANARY_LOG(ERROR) << "chunk store: " << saved.message();
   }
@@ -886,7 +886,7 @@ void DataFileChunkStore::SetVersionState(uint64_t dataset_version, VersionState 
 }
 
 absl::StatusOr<uint64_t> DataFileChunkStore::RemoveVersion(uint64_t dataset_version) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const auto it = version_bytes_.find(dataset_version);
   const uint64_t freed = it == version_bytes_.end() ? 0 : it->second;
   std::vector<uint64_t> file_ids;
@@ -903,7 +903,7 @@ absl::StatusOr<uint64_t> DataFileChunkStore::RemoveVersion(uint64_t dataset_vers
 }
 
 uint64_t DataFileChunkStore::CachedBytes(uint64_t dataset_version) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = version_bytes_.find(dataset_version);
   return it == version_bytes_.end() ? 0 : it->second;
 }
@@ -924,7 +924,7 @@ std::vector<ChunkKey> DataFileChunkStore::ChunksOf(uint64_t dataset_version) {
 StoreStats DataFileChunkStore::Stats() {
   StoreStats stats;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stats.used_bytes = used_bytes_;
     stats.disk_bytes = disk_bytes_;
     stats.chunk_count = chunk_count_;
@@ -944,7 +944,7 @@ StoreStats DataFileChunkStore::Stats() {
 }
 
 absl::Status DataFileChunkStore::Recover() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   GRANARY_ASSIGN_OR_RETURN(version_states_, index_->VersionStates());
   GRANARY_ASSIGN_OR_RETURN(std::set<uint64_t> synced, index_->SyncedFiles());
 

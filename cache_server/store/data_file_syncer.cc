@@ -13,7 +13,7 @@ DataFileSyncer::DataFileSyncer(MarkSynced mark_synced)
 
 DataFileSyncer::~DataFileSyncer() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   wake_.Signal();
@@ -22,21 +22,22 @@ DataFileSyncer::~DataFileSyncer() {
 
 void DataFileSyncer::Sync(std::shared_ptr<DataFile> file, uint64_t generation) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     queue_.emplace_back(std::move(file), generation);
   }
   wake_.Signal();
 }
 
 void DataFileSyncer::Run() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   while (true) {
     while (!stopping_ && queue_.empty()) wake_.Wait(&mu_);
     if (stopping_) return;
     // Files written meanwhile join the batch: one flush of the filesystem
     // makes them all durable, where a flush per file (thousands a second
     // when small files arrive) held up every other read of the disk.
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(kBatchWindow));
+    wake_.WaitFor(&mu_, kBatchWindow,
+                  [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; });
     if (stopping_) return;
     std::deque<std::pair<std::shared_ptr<DataFile>, uint64_t>> batch;
     batch.swap(queue_);

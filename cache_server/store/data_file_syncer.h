@@ -22,8 +22,8 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "cache_server/store/data_file.h"
+#include "common/mutex.h"
 
 namespace granary::store {
 
@@ -47,8 +47,8 @@ class DataFileSyncer {
   void Run();
 
   const MarkSynced mark_synced_;
-  absl::Mutex mu_;
-  absl::CondVar wake_;
+  Mutex mu_;
+  CondVar wake_;
   std::deque<std::pair<std::shared_ptr<DataFile>, uint64_t>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // Last: starts once the rest exists.

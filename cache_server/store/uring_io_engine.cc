@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace granary::store {
@@ -48,7 +48,7 @@ class UringIoEngine final : public IoEngine {
                         uint64_t length, const PieceSink* on_piece, bool& ring_reusable);
 
   const unsigned queue_depth_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<std::unique_ptr<Ring>> idle_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -64,7 +64,7 @@ absl::StatusOr<std::unique_ptr<Ring>> UringIoEngine::NewRing() const {
 
 absl::StatusOr<std::unique_ptr<Ring>> UringIoEngine::Borrow() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!idle_.empty()) {
       std::unique_ptr<Ring> ring = std::move(idle_.back());
       idle_.pop_back();
@@ -75,7 +75,7 @@ absl::StatusOr<std::unique_ptr<Ring>> UringIoEngine::Borrow() {
 }
 
 void UringIoEngine::Return(std::unique_ptr<Ring> ring) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   idle_.push_back(std::move(ring));
 }
 
