@@ -19,6 +19,15 @@ bool HasBlockChecksums(const v1::ChunkLocation& location) {
                                  (location.length() + block_bytes - 1) / block_bytes;
 }
 
+CoveringBlocks BlocksCovering(const v1::ChunkLocation& location, uint64_t offset, uint64_t length) {
+  const uint64_t block_bytes = location.checksum_block_bytes();
+  const uint64_t first_block = offset / block_bytes;
+  return {.first_block = first_block,
+          .begin = first_block * block_bytes,
+          .end = std::min<uint64_t>(
+              location.length(), (offset + length + block_bytes - 1) / block_bytes * block_bytes)};
+}
+
 std::optional<uint64_t> MismatchedBlock(const v1::ChunkLocation& location, uint64_t first_block,
                                         const char* data, uint64_t length) {
   const uint64_t block_bytes = location.checksum_block_bytes();

@@ -23,6 +23,19 @@ void SetBlockChecksums(std::string_view data, uint64_t block_bytes, v1::ChunkLoc
 // before blocks were checksummed hold none).
 bool HasBlockChecksums(const v1::ChunkLocation& location);
 
+// The bytes of a chunk that verifying a range of it reads: the whole blocks
+// that cover the range, [begin, end) of the chunk, the first being
+// `first_block`.
+struct CoveringBlocks {
+  uint64_t first_block;
+  uint64_t begin;
+  uint64_t end;
+};
+
+// The blocks covering the `length` bytes at `offset`, which lie within the
+// chunk; HasBlockChecksums(location) must hold.
+CoveringBlocks BlocksCovering(const v1::ChunkLocation& location, uint64_t offset, uint64_t length);
+
 // The first block of `data` that does not match its checksum, or nullopt.
 // `data` is `length` bytes of the chunk starting at the beginning of block
 // `first_block` and ending at the end of a block or of the chunk;

@@ -43,15 +43,13 @@ absl::Status ReadVerifiedRange(int data_fd, const v1::ChunkLocation& location, c
                                               ") is past the end of chunk ", key.ToString(), " (",
                                               length, " bytes)"));
   }
-  const uint64_t block_bytes = location.checksum_block_bytes();
   const bool by_blocks = HasBlockChecksums(location);
-  // The covering bytes, [begin, end) of the chunk: whole blocks, or the whole
-  // chunk when only its checksum is known.
-  const uint64_t begin = by_blocks ? offset / block_bytes * block_bytes : 0;
-  const uint64_t end =
-      by_blocks
-          ? std::min(length, (offset + out.size() + block_bytes - 1) / block_bytes * block_bytes)
-          : length;
+  // Whole blocks, or the whole chunk when only its checksum is known.
+  const CoveringBlocks covering_blocks =
+      by_blocks ? BlocksCovering(location, offset, out.size())
+                : CoveringBlocks{.first_block = 0, .begin = 0, .end = length};
+  const uint64_t begin = covering_blocks.begin;
+  const uint64_t end = covering_blocks.end;
   std::unique_ptr<char[]> staging;
   char* covering = out.data();
   if (begin != offset || end != offset + out.size()) {
@@ -66,7 +64,7 @@ absl::Status ReadVerifiedRange(int data_fd, const v1::ChunkLocation& location, c
         absl::StrCat("the data file of chunk ", key.ToString(), " ends before the chunk does"));
   }
   const std::optional<uint64_t> mismatch =
-      by_blocks ? MismatchedBlock(location, begin / block_bytes, covering, end - begin)
+      by_blocks ? MismatchedBlock(location, covering_blocks.first_block, covering, end - begin)
       : Xxh3(covering, length) != location.xxh3() ? std::optional<uint64_t>(0)
                                                   : std::nullopt;
   if (mismatch) {

@@ -599,12 +599,7 @@ absl::StatusOr<std::string> DataFileChunkStore::ReadRangeVerified(DataFile& file
   }
   if (length == 0) return std::string();
   GRANARY_RETURN_IF_ERROR(CheckBlockLayout(location, file));
-  // The covering blocks, [begin, end) of the chunk.
-  const uint64_t block_bytes = location.checksum_block_bytes();
-  const uint64_t first_block = offset / block_bytes;
-  const uint64_t begin = first_block * block_bytes;
-  const uint64_t end = std::min<uint64_t>(
-      location.length(), (offset + length + block_bytes - 1) / block_bytes * block_bytes);
+  const auto [first_block, begin, end] = BlocksCovering(location, offset, length);
   // O_DIRECT reads whole 4 KiB blocks: blocks are multiples of them, and the
   // chunk's last one is zero-padded in its data file.
   const uint64_t read_bytes = file.direct_io() ? RoundUpToBlock(end - begin) : end - begin;
