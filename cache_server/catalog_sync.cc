@@ -3,12 +3,12 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "cache_server/peer_stub.h"
 #include "common/chunk_math.h"
 #include "common/logging.h"
 #include "common/parallel_for.h"
 #include "common/status.h"
 #include "common/wall_clock.h"
-#include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "proto/granary.grpc.pb.h"
 
@@ -16,10 +16,6 @@ namespace granary {
 namespace {
 
 constexpr size_t kMaxParallelExchanges = 16;
-// How long an exchange waits for a connection to a peer: long enough to ride
-// out a reconnect backoff, short enough that a dead peer holds up a dataset
-// registration only briefly.
-constexpr std::chrono::seconds kConnectTimeout{3};
 // How far ahead of this node's clock a peer's change may be dated: clocks of
 // a cluster differ by less, and a record dated further (INT64_MAX, say) would
 // win every later change for good.
@@ -92,17 +88,12 @@ void CatalogSync::ExchangeWithAll(const std::vector<Member>& peers) {
 }
 
 absl::Status CatalogSync::ExchangeWith(const Member& peer) {
-  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                           cluster_->clients().Channel(peer));
-  std::unique_ptr<v1::Granary::Stub> stub = v1::Granary::NewStub(channel);
+  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<v1::Granary::Stub> stub,
+                           ConnectToPeer(cluster_->clients(), peer));
   v1::ExchangeCatalogRequest request;
   request.set_sender_id(cluster_->self().id);
   for (v1::CatalogDataset& record : catalog_->Records()) {
     *request.add_records() = std::move(record);
-  }
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + kConnectTimeout)) {
-    return absl::UnavailableError(
-        absl::StrCat("no connection to ", peer.address, " within ", kConnectTimeout.count(), " s"));
   }
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +

@@ -4,11 +4,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "cache_server/peer_stub.h"
 #include "common/chunk_router.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "common/status.h"
-#include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "proto/granary.grpc.pb.h"
 
@@ -65,15 +65,13 @@ bool GroupPrewarm::RunRound(std::vector<MemberShare>* shares,
     grpc::ClientContext* context = contexts.back().get();
     threads.emplace_back([this, &share, &mutex, &unreachable, context] {
       absl::Status status;
-      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-          cluster_->clients().Channel(share.member);
-      if (channel.ok()) {
-        (*channel)->WaitForConnected(std::chrono::system_clock::now() + kMemberConnectWait);
+      absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> stub =
+          ConnectToPeer(cluster_->clients(), share.member);
+      if (stub.ok()) {
         v1::PrewarmRequest request = request_;
         request.set_owned_share_only(true);
         for (const std::string& id : unreachable) request.add_unreachable_members(id);
-        auto stub = v1::Granary::NewStub(*channel);
-        auto reader = stub->Prewarm(context, request);
+        auto reader = (*stub)->Prewarm(context, request);
         v1::PrewarmProgress progress;
         while (reader->Read(&progress)) {
           MutexLock lock(&mutex);
@@ -82,7 +80,7 @@ bool GroupPrewarm::RunRound(std::vector<MemberShare>* shares,
         }
         status = FromGrpcStatus(reader->Finish());
       } else {
-        status = channel.status();
+        status = stub.status();
       }
       MutexLock lock(&mutex);
       if (share.silent) {

@@ -33,12 +33,6 @@ namespace granary {
 class GroupPrewarm {
  public:
   static constexpr std::chrono::seconds kMemberSilence{10};
-  // How long a member's channel may take to connect before its share is
-  // asked for anyway (and fails, if the member is down). A member that joined
-  // moments ago may not have been listening yet when this node first dialled
-  // it, leaving the channel waiting out gRPC's reconnect backoff (1 s, then
-  // longer): without the wait its share would move away at once.
-  static constexpr std::chrono::seconds kMemberConnectWait{3};
 
   // `request` names the dataset, paths, parallelism and group.
   GroupPrewarm(ClusterView* cluster, v1::PrewarmRequest request,

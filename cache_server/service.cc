@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/group_prewarm.h"
+#include "cache_server/peer_stub.h"
 #include "cache_server/prewarm.h"
 #include "common/chunk_key.h"
 #include "common/locality_share.h"
@@ -13,14 +14,14 @@
 #include "common/parallel_for.h"
 #include "common/printable.h"
 #include "common/status.h"
-#include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 
 namespace granary {
 namespace {
 
 // Status and Locate ask every member; a member that does not answer in this
-// time is reported unreachable rather than holding up the answer.
+// time once connected is reported unreachable rather than holding up the
+// answer.
 constexpr std::chrono::seconds kPeerCallTimeout{3};
 constexpr size_t kMaxParallelPeerCalls = 32;
 
@@ -375,16 +376,15 @@ void GranaryService::AskPeers(
     const std::vector<Member>& peers,
     const std::function<grpc::Status(v1::Granary::Stub&, grpc::ClientContext*, size_t)>& ask) {
   ParallelFor(peers.size(), kMaxParallelPeerCalls, [&](size_t i) {
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-        parts_.cluster->clients().Channel(peers[i]);
-    if (!channel.ok()) return;
-    auto stub = v1::Granary::NewStub(*channel);
+    absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> stub =
+        ConnectToPeer(parts_.cluster->clients(), peers[i]);
+    if (!stub.ok()) {
+      GRANARY_LOG(DEBUG) << "peer " << peers[i].id << " not asked: " << stub.status().message();
+      return;
+    }
     grpc::ClientContext context;
-    // Rides out a reconnect backoff after an earlier failed call; a dead peer
-    // costs the deadline, in parallel with the others.
-    context.set_wait_for_ready(true);
     context.set_deadline(std::chrono::system_clock::now() + kPeerCallTimeout);
-    grpc::Status status = ask(*stub, &context, i);
+    grpc::Status status = ask(**stub, &context, i);
     if (!status.ok()) {
       GRANARY_LOG(DEBUG) << "peer " << peers[i].id << " did not answer: " << status.error_message();
     }

@@ -1,0 +1,32 @@
+// ConnectToPeer: how granaryd reaches another node of its cluster before
+// calling it (status and locate fan-outs, catalog exchanges, group prewarm).
+// It waits up to kPeerConnectWait for the peer's channel to connect, which
+// rides out gRPC's reconnect backoff (1 s, then longer) after an earlier
+// failed call or a peer that joined moments ago, and then fails UNAVAILABLE
+// naming the peer: a dead peer costs one bounded wait, in parallel with the
+// other peers, never a call left hanging. Calls bound themselves past that:
+// unary ones by their deadline, streams by their own check of progress.
+//
+// Thread-safety: thread-safe.
+#ifndef GRANARY_CACHE_SERVER_PEER_STUB_H_
+#define GRANARY_CACHE_SERVER_PEER_STUB_H_
+
+#include <chrono>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "common/cluster_map.h"
+#include "common/member_clients.h"
+#include "proto/granary.grpc.pb.h"
+
+namespace granary {
+
+inline constexpr std::chrono::seconds kPeerConnectWait{3};
+
+// A stub on a connected channel to `peer`.
+absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> ConnectToPeer(MemberClients& clients,
+                                                                 const Member& peer);
+
+}  // namespace granary
+
+#endif  // GRANARY_CACHE_SERVER_PEER_STUB_H_
