@@ -43,6 +43,7 @@
 #include "cache_server/write_behind.h"
 #include "common/absl_compat.h"
 #include "common/cluster_token.h"
+#include "common/defaults.h"
 #include "common/file_util.h"
 #include "common/http.h"
 #include "common/local_read_socket.h"
@@ -272,7 +273,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
     ::gethostname(host, sizeof(host) - 1);
     c.node_id = host;
   }
-  if (c.group.empty()) c.group = "default";
+  if (c.group.empty()) c.group = kDefaultGroup;
   c.listen = TcpListenAddress(c);
   GRANARY_RETURN_IF_ERROR(CheckTcpPolicy(c));
 

@@ -20,11 +20,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/chunk_key.h"
+#include "common/defaults.h"
 #include "common/placement_ring.h"
 
 namespace granary {
-
-inline constexpr char kDefaultGroup[] = "default";
 
 struct Member {
   std::string id;

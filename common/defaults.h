@@ -6,6 +6,7 @@
 //   Unix socket:    /run/granary/granaryd.sock as root, else
 //                   $XDG_RUNTIME_DIR/granary/granaryd.sock (/tmp/granary-<uid>/...)
 //   TCP (peers):    127.0.0.1:7070;  metrics (Prometheus): 127.0.0.1:7071
+//   cache group:    "default", for a node that names none
 //
 // Thread-safety: pure functions of the environment.
 #ifndef GRANARY_COMMON_DEFAULTS_H_
@@ -17,6 +18,7 @@ namespace granary {
 
 inline constexpr char kDefaultListenAddress[] = "127.0.0.1:7070";
 inline constexpr char kDefaultMetricsAddress[] = "127.0.0.1:7071";
+inline constexpr char kDefaultGroup[] = "default";
 
 std::string DefaultDataDir();
 std::string DefaultSocketPath();

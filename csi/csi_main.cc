@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/dataset_client.h"
+#include "common/defaults.h"
 #include "common/logging.h"
 #include "common/server_address.h"
 #include "common/status.h"
@@ -39,7 +40,7 @@ struct Flags {
   std::string endpoint = "unix:///csi/csi.sock";
   std::string mount = "/mnt/granary";
   std::string node_id;
-  std::string group = "default";
+  std::string group = granary::kDefaultGroup;
   std::string server;
   bool prewarm = true;
 };
