@@ -4,7 +4,7 @@ propagation, the scheduler's extender stanza, ports and paths consistent across
 objects and with the binaries' flags), the systemd units name real flags, and
 the Slurm hooks are well formed.
 
-Usage: deploy_manifests_test.py DEPLOY_DIR GRANARYD GRANARY_FUSE GRANARY_EXTENDER GRANARY_CSI
+Usage: deploy_manifests_test.py DEPLOY_DIR SLURM_HOOKS_DIR GRANARYD GRANARY_FUSE GRANARY_EXTENDER GRANARY_CSI
 """
 import configparser
 import glob
@@ -18,7 +18,7 @@ import urllib.parse
 
 import yaml
 
-DEPLOY, GRANARYD, GRANARY_FUSE, EXTENDER, GRANARY_CSI = sys.argv[1:6]
+DEPLOY, SLURM_HOOKS, GRANARYD, GRANARY_FUSE, EXTENDER, GRANARY_CSI = sys.argv[1:7]
 NAMESPACE = "granary-system"
 
 
@@ -325,11 +325,11 @@ class SlurmTest(unittest.TestCase):
         with open(os.path.join(DEPLOY, "slurm", "slurm.conf.granary")) as f:
             lines = dict(l.strip().split("=", 1) for l in f if l.strip() and not l.startswith("#"))
         self.assertEqual(lines["JobSubmitPlugins"], "lua")
-        self.assertTrue(os.access(os.path.join(DEPLOY, "slurm", os.path.basename(lines["PrologSlurmctld"])),
+        self.assertTrue(os.access(os.path.join(SLURM_HOOKS, os.path.basename(lines["PrologSlurmctld"])),
                                   os.X_OK))
 
     def test_burst_buffer_defines_the_22_05_functions(self):
-        with open(os.path.join(DEPLOY, "slurm", "burst_buffer.lua")) as f:
+        with open(os.path.join(SLURM_HOOKS, "burst_buffer.lua")) as f:
             text = f.read()
         for signature in ("slurm_bb_job_process(job_script)", "slurm_bb_pools()",
                           "slurm_bb_job_teardown(job_id, job_script, hurry)",

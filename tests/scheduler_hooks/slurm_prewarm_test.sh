@@ -1,5 +1,6 @@
 #!/bin/bash
-# The Slurm hooks of deploy/slurm against real daemons on localhost: munged (as
+# The Slurm hooks of scheduler_hooks/slurm, configured by deploy/slurm's
+# slurm.conf.granary, against real daemons on localhost: munged (as
 # the munge user), slurmctld and slurmd (Slurm 22.05) and a cluster of three
 # granaryd in two cache groups with the cluster token, all on a temporary
 # directory; the Slurm node "localhost" is Granary node "localhost" of rack-a,
@@ -13,13 +14,14 @@
 # before that job starts, and it is then fully cached. Every daemon is stopped
 # on exit, whatever happens.
 #
-# Usage: slurm_prewarm_test.sh GRANARYD GRANARY DEPLOY_SLURM_DIR
+# Usage: slurm_prewarm_test.sh GRANARYD GRANARY HOOKS_DIR SLURM_CONF_GRANARY
 # Needs root (munged runs as the munge user, the daemons as root).
 set -euo pipefail
 
 granaryd="$1"
 granary="$2"
 hooks="$3"
+conf_lines="$4"
 
 fail() {
   echo "FAIL: $*" >&2
@@ -158,7 +160,7 @@ SchedulerType=sched/backfill
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
-$(grep -v '^#' "${hooks}/slurm.conf.granary" | grep . | sed "s|/etc/slurm/|${tmp}/etc/|")
+$(grep -v '^#' "${conf_lines}" | grep . | sed "s|/etc/slurm/|${tmp}/etc/|")
 NodeName=localhost CPUs=2 State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 BurstBufferType=burst_buffer/lua
