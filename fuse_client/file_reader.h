@@ -4,8 +4,7 @@
 //    other chunks it waits for whole, through the chunk cache, with the next
 //    `readahead_bytes` worth of them fetched in the background (of local
 //    ones, only their disk read is started). Sending the local chunks through
-//    the chunk cache measured 0.5x as fast on the same reads
-//    (bench/RESULTS.md, issue 4);
+//    the chunk cache measured slower (bench/RESULTS.md, issue 4);
 //  - a random reader's read of an uncached chunk fetches only its own bytes,
 //    and the whole chunk is fetched in the background and copied into the
 //    kernel's page cache (PageStore), so the nearby reads that usually follow
