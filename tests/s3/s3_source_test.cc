@@ -33,8 +33,7 @@
 #include "tests/fuse/fuse_mount.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
-#include "tests/support/s3rver_process.h"
-#include "tests/support/sigv4_front_end.h"
+#include "tests/support/s3_test_endpoint.h"
 
 namespace granary::testing {
 namespace {
@@ -98,11 +97,7 @@ int PortOf(const std::string& endpoint) {
 }
 
 std::string SourceOf(const std::string& endpoint, const std::string& prefix) {
-  S3Location location;
-  location.bucket = kBucket;
-  location.prefix = prefix.empty() ? "" : prefix + "/";
-  location.endpoint = endpoint;
-  return FormatS3Source(location);
+  return S3SourceOf(kBucket, endpoint, prefix);
 }
 
 // Sets environment variables of this process (and so of the granary-fuse it
@@ -159,12 +154,10 @@ FileRead ReadWhole(const std::string& path) {
 class S3SourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto s3rver = S3rverProcess::Start({kBucket});
-    ASSERT_TRUE(s3rver.ok()) << s3rver.status();
-    s3rver_ = *std::move(s3rver);
-    auto front = SigV4FrontEnd::Start(s3rver_->port(), {kS3rverKey, kS3rverSecret});
-    ASSERT_TRUE(front.ok()) << front.status();
-    front_ = *std::move(front);
+    auto s3 = StartVerifiedS3rver({kBucket});
+    ASSERT_TRUE(s3.ok()) << s3.status();
+    s3rver_ = std::move(s3->s3rver);
+    front_ = std::move(s3->front);
   }
 
   // Where granaryd reaches the bucket: through the verifying front end.
@@ -172,18 +165,12 @@ class S3SourceTest : public ::testing::Test {
 
   // granaryd allowed to register from `endpoint`, with `environment` (NAME=value).
   void StartServer(const std::string& endpoint,
-                   std::vector<std::string> environment = {
-                       absl::StrCat("AWS_ACCESS_KEY_ID=", kS3rverKey),
-                       absl::StrCat("AWS_SECRET_ACCESS_KEY=", kS3rverSecret)}) {
+                   const std::vector<std::string>& environment = S3rverKeysEnvironment()) {
     GranarydOptions options;
     options.extra_args = {"--s3-endpoint", endpoint};
     options.extra_args.insert(options.extra_args.end(), extra_server_args_.begin(),
                               extra_server_args_.end());
-    options.command_prefix = {
-        "/usr/bin/env",          "-u", "AWS_ACCESS_KEY_ID", "-u",
-        "AWS_SECRET_ACCESS_KEY", "-u", "AWS_PROFILE",       absl::StrCat("HOME=", home_.path())};
-    options.command_prefix.insert(options.command_prefix.end(), environment.begin(),
-                                  environment.end());
+    options.command_prefix = GranarydS3CommandPrefix(home_.path(), environment);
     auto server = GranarydProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);

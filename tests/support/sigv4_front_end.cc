@@ -42,6 +42,9 @@ absl::StatusOr<std::unique_ptr<SigV4FrontEnd>> SigV4FrontEnd::Start(int backend_
                            "application/xml");
       return;
     }
+    if (request.method == "GET" && request.target.find("list-type=") == std::string::npos) {
+      self->object_gets_.fetch_add(1);
+    }
     // s3rver answers the Range itself; left in the request, httplib would
     // cut it out of that answer a second time.
     const_cast<httplib::Request&>(request).ranges.clear();

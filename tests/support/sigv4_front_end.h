@@ -5,7 +5,8 @@
 // document, and a request with If-Match whose object's ETag is another is
 // answered 412 PreconditionFailed (one that is gone, 404). Everything else is forwarded to s3rver
 // as it came (the raw target, the headers, the body) and s3rver's answer
-// returned.
+// returned. It counts the GETs of objects it forwards, so that a test sees
+// how often the bucket was read.
 //
 // It serves HTTP/1.1 on a free loopback port from threads of its own.
 //
@@ -45,6 +46,8 @@ class SigV4FrontEnd {
   // Requests refused for their signature, and answered 412.
   int signature_refusals() const { return signature_refusals_.load(); }
   int precondition_failures() const { return precondition_failures_.load(); }
+  // Signed GETs of an object (ranged or whole; not listings) forwarded.
+  int object_gets() const { return object_gets_.load(); }
 
  private:
   SigV4FrontEnd(int backend_port, Keys keys);
@@ -56,6 +59,7 @@ class SigV4FrontEnd {
   std::thread thread_;
   std::atomic<int> signature_refusals_{0};
   std::atomic<int> precondition_failures_{0};
+  std::atomic<int> object_gets_{0};
 };
 
 }  // namespace granary::testing
