@@ -295,12 +295,16 @@ struct Ops {
       fuse_reply_err(req, ESTALE);
       return;
     }
+    PageStore* page_store = fs.read_path_.page_store;
+    PageStore::Answering answering =
+        page_store->BeginAnswer(ino, static_cast<uint64_t>(offset), size);
     absl::StatusOr<FileReader::Reply> reply = reader->Read(static_cast<uint64_t>(offset), size);
-    if (!reply.ok()) {
+    if (reply.ok()) {
+      fuse_reply_buf(req, reply->bytes.data(), reply->bytes.size());
+    } else {
       fuse_reply_err(req, ErrnoOf(reply.status()));
-      return;
     }
-    fuse_reply_buf(req, reply->bytes.data(), reply->bytes.size());
+    page_store->EndAnswer(answering);
   }
 
   static void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

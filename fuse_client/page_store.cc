@@ -45,6 +45,25 @@ void PageStore::Store(uint64_t inode, uint64_t offset, std::shared_ptr<const Chu
   wake_.Signal();
 }
 
+PageStore::Answering PageStore::BeginAnswer(uint64_t inode, uint64_t offset, uint64_t size) {
+  MutexLock lock(&mutex_);
+  return answering_.emplace(inode, std::make_pair(offset, offset + size));
+}
+
+void PageStore::EndAnswer(Answering answering) {
+  MutexLock lock(&mutex_);
+  answering_.erase(answering);
+}
+
+bool PageStore::AnsweringLocked(const Task& task) const {
+  const uint64_t end = task.offset + task.chunk->size;
+  auto [first, last] = answering_.equal_range(task.inode);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.first < end && task.offset < it->second.second) return true;
+  }
+  return false;
+}
+
 uint64_t PageStore::stored() const {
   MutexLock lock(&mutex_);
   return stored_;
@@ -64,6 +83,10 @@ void PageStore::Work(fuse_session* session) {
       if (!attached_) return;
       task = std::move(queue_.front());
       queue_.pop_front();
+      if (AnsweringLocked(task)) {
+        ++dropped_;
+        continue;
+      }
     }
     fuse_bufvec bytes = FUSE_BUFVEC_INIT(task.chunk->size);
     bytes.buf[0].mem = const_cast<char*>(task.chunk->bytes.get());

@@ -8,6 +8,12 @@
 // Stores run on one background thread: storing a page waits for the page's
 // lock, which the kernel holds while a read of that page is in flight, and
 // that read may wait on a FUSE worker; a worker must never wait on a store.
+// That wait is uninterruptible: were granary-fuse killed while a store waited
+// on a read one of its workers had taken, the store would never end and the
+// process never exit, so no successor would start to answer the read. So a
+// chunk whose store is due while a read of it is being answered
+// (BeginAnswer()) is dropped; what is left is a read taken in the moment
+// between that check and the store.
 // Stores are hints: when the queue is full or the file is no longer known to
 // the kernel, a chunk is simply not stored and the reads come through FUSE.
 //
@@ -20,8 +26,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include "common/mutex.h"
 #include "fuse_client/chunk_cache.h"
@@ -46,7 +54,15 @@ class PageStore {
   // same store is already waiting.
   void Store(uint64_t inode, uint64_t offset, std::shared_ptr<const Chunk> chunk);
 
-  // Chunks stored, and chunks dropped (queue full or the kernel refused).
+  // A FUSE read of `size` bytes at `offset` of inode `inode` is being
+  // answered until the returned token is given to EndAnswer(); stores that
+  // overlap it are dropped meanwhile.
+  using Answering = std::multimap<uint64_t, std::pair<uint64_t, uint64_t>>::iterator;
+  Answering BeginAnswer(uint64_t inode, uint64_t offset, uint64_t size);
+  void EndAnswer(Answering answering);
+
+  // Chunks stored, and chunks dropped (queue full, a read of them in flight,
+  // or the kernel refused).
   uint64_t stored() const;
   uint64_t dropped() const;
 
@@ -58,12 +74,15 @@ class PageStore {
   };
 
   void Work(fuse_session* session);
+  bool AnsweringLocked(const Task& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const size_t max_queued_;
   mutable Mutex mutex_;
   CondVar wake_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mutex_);
   bool attached_ ABSL_GUARDED_BY(mutex_) = false;
+  // Reads being answered: inode -> [begin, end) of the file.
+  std::multimap<uint64_t, std::pair<uint64_t, uint64_t>> answering_ ABSL_GUARDED_BY(mutex_);
   uint64_t stored_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t dropped_ ABSL_GUARDED_BY(mutex_) = 0;
   std::thread worker_;
