@@ -27,9 +27,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "cache_server/config/config.h"
 #include "cache_server/server.h"
 #include "common/cluster_token.h"
-#include "common/config.h"
 #include "common/logging.h"
 #include "common/stop_signals.h"
 

@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "common/config.h"
+#include "cache_server/config/config.h"
 
 namespace granary {
 

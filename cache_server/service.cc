@@ -5,9 +5,9 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "cache_server/group_prewarm.h"
-#include "cache_server/peer_stub.h"
-#include "cache_server/prewarm.h"
+#include "cache_server/cluster/peer_stub.h"
+#include "cache_server/prewarm/group_prewarm.h"
+#include "cache_server/prewarm/prewarm.h"
 #include "common/chunk_key.h"
 #include "common/locality_share.h"
 #include "common/logging.h"

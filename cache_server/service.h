@@ -29,18 +29,18 @@
 #include <string>
 #include <vector>
 
-#include "cache_server/access_policy.h"
-#include "cache_server/caller.h"
-#include "cache_server/catalog.h"
-#include "cache_server/catalog_sync.h"
-#include "cache_server/cluster_view.h"
-#include "cache_server/dataset_registry.h"
-#include "cache_server/fill_scheduler.h"
+#include "cache_server/access/access_policy.h"
+#include "cache_server/access/caller.h"
+#include "cache_server/access/request_authenticator.h"
+#include "cache_server/catalog/catalog.h"
+#include "cache_server/catalog/catalog_sync.h"
+#include "cache_server/catalog/dataset_registry.h"
+#include "cache_server/catalog/version_activity.h"
+#include "cache_server/cluster/cluster_view.h"
 #include "cache_server/metrics.h"
-#include "cache_server/read_through.h"
-#include "cache_server/request_authenticator.h"
+#include "cache_server/prewarm/fill_scheduler.h"
+#include "cache_server/read_path/read_through.h"
 #include "cache_server/store/chunk_store.h"
-#include "cache_server/version_activity.h"
 #include "proto/granary.grpc.pb.h"
 
 namespace granary {

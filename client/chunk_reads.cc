@@ -1,4 +1,4 @@
-#include "common/chunk_reads.h"
+#include "client/chunk_reads.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/chunk_math.h"

@@ -5,8 +5,8 @@
 //
 // Thread-safety: a pure function of its arguments; `read_chunk` is called
 // from the calling thread only.
-#ifndef GRANARY_COMMON_CHUNK_READS_H_
-#define GRANARY_COMMON_CHUNK_READS_H_
+#ifndef GRANARY_CLIENT_CHUNK_READS_H_
+#define GRANARY_CLIENT_CHUNK_READS_H_
 
 #include <cstdint>
 #include <span>
@@ -33,4 +33,4 @@ absl::StatusOr<size_t> ReadFileThroughChunks(const Manifest& manifest, uint64_t 
 
 }  // namespace granary
 
-#endif  // GRANARY_COMMON_CHUNK_READS_H_
+#endif  // GRANARY_CLIENT_CHUNK_READS_H_

@@ -1,4 +1,4 @@
-#include "common/chunk_router.h"
+#include "client/chunk_router.h"
 
 #include <algorithm>
 

@@ -14,8 +14,8 @@
 //
 // Thread-safety: all methods may be called concurrently; UpdateMembers()
 // swaps the view without blocking reads in flight.
-#ifndef GRANARY_COMMON_CHUNK_ROUTER_H_
-#define GRANARY_COMMON_CHUNK_ROUTER_H_
+#ifndef GRANARY_CLIENT_CHUNK_ROUTER_H_
+#define GRANARY_CLIENT_CHUNK_ROUTER_H_
 
 #include <chrono>
 #include <memory>
@@ -23,9 +23,9 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "client/dataset_client.h"
+#include "client/member_clients.h"
 #include "common/cluster_map.h"
-#include "common/dataset_client.h"
-#include "common/member_clients.h"
 #include "common/mutex.h"
 
 namespace granary {
@@ -68,4 +68,4 @@ bool ShouldTryAnotherOwner(const absl::Status& status);
 
 }  // namespace granary
 
-#endif  // GRANARY_COMMON_CHUNK_ROUTER_H_
+#endif  // GRANARY_CLIENT_CHUNK_ROUTER_H_

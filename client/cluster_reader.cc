@@ -1,9 +1,9 @@
-#include "common/cluster_reader.h"
+#include "client/cluster_reader.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "common/chunk_reads.h"
+#include "client/chunk_reads.h"
 
 namespace granary {
 

@@ -17,8 +17,8 @@
 // alone go to ChunkRouter::UpdateMembers. No read ever waits for a refresh.
 //
 // Thread-safety: every method may be called concurrently.
-#ifndef GRANARY_COMMON_CLUSTER_READER_H_
-#define GRANARY_COMMON_CLUSTER_READER_H_
+#ifndef GRANARY_CLIENT_CLUSTER_READER_H_
+#define GRANARY_CLIENT_CLUSTER_READER_H_
 
 #include <cstdint>
 #include <memory>
@@ -27,10 +27,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/chunk_router.h"
+#include "client/dataset_client.h"
+#include "client/member_watcher.h"
 #include "common/chunk_key.h"
-#include "common/chunk_router.h"
-#include "common/dataset_client.h"
-#include "common/member_watcher.h"
 #include "common/mutex.h"
 
 namespace granary {
@@ -79,4 +79,4 @@ class ClusterReader {
 
 }  // namespace granary
 
-#endif  // GRANARY_COMMON_CLUSTER_READER_H_
+#endif  // GRANARY_CLIENT_CLUSTER_READER_H_

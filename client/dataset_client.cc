@@ -1,4 +1,4 @@
-#include "common/dataset_client.h"
+#include "client/dataset_client.h"
 
 #include <cstring>
 #include <utility>

@@ -11,8 +11,8 @@
 // is DATA_LOSS.
 //
 // Thread-safety: every method may be called concurrently from any thread.
-#ifndef GRANARY_COMMON_DATASET_CLIENT_H_
-#define GRANARY_COMMON_DATASET_CLIENT_H_
+#ifndef GRANARY_CLIENT_DATASET_CLIENT_H_
+#define GRANARY_CLIENT_DATASET_CLIENT_H_
 
 #include <chrono>
 #include <cstdint>
@@ -105,4 +105,4 @@ class DatasetClient {
 
 }  // namespace granary
 
-#endif  // GRANARY_COMMON_DATASET_CLIENT_H_
+#endif  // GRANARY_CLIENT_DATASET_CLIENT_H_

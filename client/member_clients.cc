@@ -1,4 +1,4 @@
-#include "common/member_clients.h"
+#include "client/member_clients.h"
 
 #include "common/server_address.h"
 #include "common/status.h"

@@ -14,8 +14,8 @@
 //
 // Thread-safety: all methods may be called concurrently. Pointers and
 // channels handed out stay valid while the pool lives.
-#ifndef GRANARY_COMMON_MEMBER_CLIENTS_H_
-#define GRANARY_COMMON_MEMBER_CLIENTS_H_
+#ifndef GRANARY_CLIENT_MEMBER_CLIENTS_H_
+#define GRANARY_CLIENT_MEMBER_CLIENTS_H_
 
 #include <atomic>
 #include <chrono>
@@ -25,8 +25,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "client/dataset_client.h"
 #include "common/cluster_map.h"
-#include "common/dataset_client.h"
 #include "common/mutex.h"
 
 namespace grpc {
@@ -79,4 +79,4 @@ class MemberClients {
 
 }  // namespace granary
 
-#endif  // GRANARY_COMMON_MEMBER_CLIENTS_H_
+#endif  // GRANARY_CLIENT_MEMBER_CLIENTS_H_

@@ -1,4 +1,4 @@
-#include "common/member_watcher.h"
+#include "client/member_watcher.h"
 
 #include <utility>
 #include <vector>

@@ -19,8 +19,8 @@
 // concurrently with each other. RefreshSoon() may be called from any thread.
 // The destructor stops the thread (waiting for a GetMembers in flight) and no
 // listener call follows it.
-#ifndef GRANARY_COMMON_MEMBER_WATCHER_H_
-#define GRANARY_COMMON_MEMBER_WATCHER_H_
+#ifndef GRANARY_CLIENT_MEMBER_WATCHER_H_
+#define GRANARY_CLIENT_MEMBER_WATCHER_H_
 
 #include <chrono>
 #include <functional>
@@ -29,8 +29,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "client/dataset_client.h"
 #include "common/cluster_map.h"
-#include "common/dataset_client.h"
 #include "common/mutex.h"
 #include "proto/granary.pb.h"
 
@@ -95,4 +95,4 @@ class MemberWatcher {
 
 }  // namespace granary
 
-#endif  // GRANARY_COMMON_MEMBER_WATCHER_H_
+#endif  // GRANARY_CLIENT_MEMBER_WATCHER_H_

@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/dataset_client.h"
+#include "client/dataset_client.h"
 #include "common/defaults.h"
 #include "common/logging.h"
 #include "common/server_address.h"

@@ -20,7 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
-#include "common/dataset_client.h"
+#include "client/dataset_client.h"
 #include "common/mutex.h"
 #include "csi/dataset_mounts.h"
 #include "csi/placement_prewarmer.h"

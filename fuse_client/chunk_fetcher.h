@@ -32,8 +32,8 @@
 #include <span>
 
 #include "absl/status/status.h"
-#include "common/cluster_reader.h"
-#include "common/dataset_client.h"
+#include "client/cluster_reader.h"
+#include "client/dataset_client.h"
 #include "common/local_read_socket.h"
 #include "fuse_client/local_extents.h"
 #include "fuse_client/source_file.h"

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/dataset_client.h"
+#include "client/dataset_client.h"
 #include "common/mutex.h"
 #include "fuse_client/inode_table.h"
 

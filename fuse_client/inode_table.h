@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "common/dataset_client.h"
+#include "client/dataset_client.h"
 #include "common/huge_page_allocator.h"
 #include "common/mutex.h"
 

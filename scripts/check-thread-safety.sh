@@ -25,7 +25,7 @@ python3 - "$root" "$commands" "$clang" >"$build_dir/thread-safety-commands" <<'E
 import json, shlex, sys
 root, commands, clang = sys.argv[1:4]
 products = (
-    "common/", "source/", "cache_server/", "fuse_client/", "cli/", "scheduler_hooks/", "csi/")
+    "common/", "client/", "source/", "cache_server/", "fuse_client/", "cli/", "scheduler_hooks/", "csi/")
 for entry in json.load(open(commands)):
     source = entry["file"]
     if not source.startswith(root + "/"):

@@ -2,7 +2,7 @@
 // tree into manifest entries (registration and refresh) and reads of byte
 // ranges of the files that scan recorded (misses, prewarm, fills). Each kind
 // of source implements it: a POSIX directory (posix_source.h) and an
-// S3-compatible bucket (s3_source.h). Sources (cache_server/sources.h) picks the one a
+// S3-compatible bucket (s3_source.h). Sources (cache_server/access/sources.h) picks the one a
 // dataset's source string names.
 //
 // Every implementation holds reads to the entry the scan recorded: a file

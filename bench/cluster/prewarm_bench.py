@@ -28,7 +28,7 @@ shared: prewarm / fio; per-node: prewarm / (N x fio).
 
 --second-group adds, per repetition, two groups of 2 servers behind the shared
 limit: group "a" is prewarmed (from the source), then group "b" (which copies
-from "a" while that is faster than the source, cache_server/fetch_speeds.h),
+from "a" while that is faster than the source, cache_server/read_path/fetch_speeds.h),
 each timed; reported are both rates, their ratio, and how group "b" filled
 its chunks: source reads and peer copies.
 

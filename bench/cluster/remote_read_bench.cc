@@ -39,9 +39,9 @@
 #include <thread>
 #include <vector>
 
+#include "client/dataset_client.h"
+#include "client/member_clients.h"
 #include "common/cluster_map.h"
-#include "common/dataset_client.h"
-#include "common/member_clients.h"
 #include "common/server_address.h"
 #include "tests/support/granary_cluster.h"
 
@@ -292,8 +292,7 @@ int Main(int argc, char** argv) {
           auto channel = MakeChannel(modes[m].address, client_options.cluster_token,
                                      /*own_connection=*/true);
           if (!channel.ok()) Die(std::string(channel.status().message()));
-          clients.push_back(
-              DatasetClient::OverChannel(modes[m].address, client_options, *channel));
+          clients.push_back(DatasetClient::OverChannel(modes[m].address, client_options, *channel));
         }
         g = GranaryRate([&](int s) { return clients[s].get(); }, keys, flags.streams,
                         flags.seconds);

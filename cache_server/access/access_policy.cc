@@ -1,4 +1,4 @@
-#include "cache_server/access_policy.h"
+#include "cache_server/access/access_policy.h"
 
 #include <sys/stat.h>
 

@@ -1,5 +1,5 @@
 // AccessPolicy is invariant 7 of DESIGN.md for the calls granaryd answers:
-// what each Caller (cache_server/caller.h) may do. Nobody reads through
+// what each Caller (cache_server/access/caller.h) may do. Nobody reads through
 // Granary what they could not read without it, and registering a source is an
 // administrator's act.
 //
@@ -24,8 +24,8 @@
 // administrator who registers a source publishes it with its own modes.
 //
 // Thread-safety: immutable; every method may be called concurrently.
-#ifndef GRANARY_CACHE_SERVER_ACCESS_POLICY_H_
-#define GRANARY_CACHE_SERVER_ACCESS_POLICY_H_
+#ifndef GRANARY_CACHE_SERVER_ACCESS_ACCESS_POLICY_H_
+#define GRANARY_CACHE_SERVER_ACCESS_ACCESS_POLICY_H_
 
 #include <sys/types.h>
 
@@ -35,7 +35,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "cache_server/caller.h"
+#include "cache_server/access/caller.h"
 #include "common/manifest.h"
 
 namespace granary {
@@ -81,4 +81,4 @@ std::string DescribeCaller(const Caller& caller);
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_ACCESS_POLICY_H_
+#endif  // GRANARY_CACHE_SERVER_ACCESS_ACCESS_POLICY_H_

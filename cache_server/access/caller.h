@@ -5,8 +5,8 @@
 // token, or a client certificate the cluster's CA signed).
 //
 // Thread-safety: a plain value.
-#ifndef GRANARY_CACHE_SERVER_CALLER_H_
-#define GRANARY_CACHE_SERVER_CALLER_H_
+#ifndef GRANARY_CACHE_SERVER_ACCESS_CALLER_H_
+#define GRANARY_CACHE_SERVER_ACCESS_CALLER_H_
 
 #include <sys/types.h>
 
@@ -36,4 +36,4 @@ struct Caller {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_CALLER_H_
+#endif  // GRANARY_CACHE_SERVER_ACCESS_CALLER_H_

@@ -1,4 +1,4 @@
-#include "cache_server/connection_acceptor.h"
+#include "cache_server/access/connection_acceptor.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -11,8 +11,8 @@
 // Every second the table forgets the connections gRPC has closed.
 //
 // Thread-safety: Shutdown() (or the destructor) from one thread.
-#ifndef GRANARY_CACHE_SERVER_CONNECTION_ACCEPTOR_H_
-#define GRANARY_CACHE_SERVER_CONNECTION_ACCEPTOR_H_
+#ifndef GRANARY_CACHE_SERVER_ACCESS_CONNECTION_ACCEPTOR_H_
+#define GRANARY_CACHE_SERVER_ACCESS_CONNECTION_ACCEPTOR_H_
 
 #include <atomic>
 #include <memory>
@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cache_server/caller.h"
-#include "cache_server/connection_table.h"
+#include "cache_server/access/caller.h"
+#include "cache_server/access/connection_table.h"
 #include "grpcpp/server.h"
 
 namespace granary {
@@ -63,4 +63,4 @@ class ConnectionAcceptor {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_CONNECTION_ACCEPTOR_H_
+#endif  // GRANARY_CACHE_SERVER_ACCESS_CONNECTION_ACCEPTOR_H_

@@ -1,4 +1,4 @@
-#include "cache_server/connection_table.h"
+#include "cache_server/access/connection_table.h"
 
 #include <sys/stat.h>
 

@@ -13,8 +13,8 @@
 // descriptor N always maps to the connection gRPC now serves on N.
 //
 // Thread-safety: all methods may be called concurrently.
-#ifndef GRANARY_CACHE_SERVER_CONNECTION_TABLE_H_
-#define GRANARY_CACHE_SERVER_CONNECTION_TABLE_H_
+#ifndef GRANARY_CACHE_SERVER_ACCESS_CONNECTION_TABLE_H_
+#define GRANARY_CACHE_SERVER_ACCESS_CONNECTION_TABLE_H_
 
 #include <sys/types.h>
 
@@ -25,7 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cache_server/caller.h"
+#include "cache_server/access/caller.h"
 #include "common/mutex.h"
 
 namespace granary {
@@ -81,4 +81,4 @@ class ConnectionTable {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_CONNECTION_TABLE_H_
+#endif  // GRANARY_CACHE_SERVER_ACCESS_CONNECTION_TABLE_H_

@@ -1,4 +1,4 @@
-#include "cache_server/request_authenticator.h"
+#include "cache_server/access/request_authenticator.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"

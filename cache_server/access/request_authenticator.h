@@ -14,16 +14,16 @@
 //   trusted.
 //
 // Thread-safety: Identify() and Authenticate() may be called concurrently.
-#ifndef GRANARY_CACHE_SERVER_REQUEST_AUTHENTICATOR_H_
-#define GRANARY_CACHE_SERVER_REQUEST_AUTHENTICATOR_H_
+#ifndef GRANARY_CACHE_SERVER_ACCESS_REQUEST_AUTHENTICATOR_H_
+#define GRANARY_CACHE_SERVER_ACCESS_REQUEST_AUTHENTICATOR_H_
 
 #include <chrono>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "cache_server/caller.h"
-#include "cache_server/connection_table.h"
+#include "cache_server/access/caller.h"
+#include "cache_server/access/connection_table.h"
 #include "common/mutex.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/status.h"
@@ -57,4 +57,4 @@ class RequestAuthenticator {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_REQUEST_AUTHENTICATOR_H_
+#endif  // GRANARY_CACHE_SERVER_ACCESS_REQUEST_AUTHENTICATOR_H_

@@ -1,4 +1,4 @@
-#include "cache_server/source_roots.h"
+#include "cache_server/access/source_roots.h"
 
 #include <limits.h>
 #include <stdlib.h>

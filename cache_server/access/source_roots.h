@@ -10,8 +10,8 @@
 //
 // Thread-safety: immutable after Resolve(); Confine() may be called
 // concurrently.
-#ifndef GRANARY_CACHE_SERVER_SOURCE_ROOTS_H_
-#define GRANARY_CACHE_SERVER_SOURCE_ROOTS_H_
+#ifndef GRANARY_CACHE_SERVER_ACCESS_SOURCE_ROOTS_H_
+#define GRANARY_CACHE_SERVER_ACCESS_SOURCE_ROOTS_H_
 
 #include <string>
 #include <string_view>
@@ -43,4 +43,4 @@ class SourceRoots {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SOURCE_ROOTS_H_
+#endif  // GRANARY_CACHE_SERVER_ACCESS_SOURCE_ROOTS_H_

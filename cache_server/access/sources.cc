@@ -1,4 +1,4 @@
-#include "cache_server/sources.h"
+#include "cache_server/access/sources.h"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 // Sources decides which sources a dataset may be registered from, and opens
 // them (OpenedSources, source/opened_sources.h):
 //  - a POSIX directory only beneath the configured source roots
-//    (SourceRoots, cache_server/source_roots.h);
+//    (SourceRoots, cache_server/access/source_roots.h);
 //  - an S3 bucket only at an endpoint listed in `s3_endpoints` (config) or
 //    --s3-endpoint, so that registering cannot point granaryd (and its
 //    credentials) at any host on its network. With none listed, no S3 source
@@ -14,8 +14,8 @@
 // signs with the credentials granaryd finds now.
 //
 // Thread-safety: all methods are safe to call concurrently.
-#ifndef GRANARY_CACHE_SERVER_SOURCES_H_
-#define GRANARY_CACHE_SERVER_SOURCES_H_
+#ifndef GRANARY_CACHE_SERVER_ACCESS_SOURCES_H_
+#define GRANARY_CACHE_SERVER_ACCESS_SOURCES_H_
 
 #include <memory>
 #include <string>
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cache_server/source_roots.h"
+#include "cache_server/access/source_roots.h"
 #include "source/opened_sources.h"
 #include "source/source.h"
 
@@ -70,4 +70,4 @@ class Sources {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SOURCES_H_
+#endif  // GRANARY_CACHE_SERVER_ACCESS_SOURCES_H_

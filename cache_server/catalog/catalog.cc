@@ -1,4 +1,4 @@
-#include "cache_server/catalog.h"
+#include "cache_server/catalog/catalog.h"
 
 #include <algorithm>
 #include <tuple>

@@ -27,8 +27,8 @@
 // record, so a damaged catalog is reported (DATA_LOSS) rather than served.
 //
 // Thread-safety: all methods are safe to call concurrently.
-#ifndef GRANARY_CACHE_SERVER_CATALOG_H_
-#define GRANARY_CACHE_SERVER_CATALOG_H_
+#ifndef GRANARY_CACHE_SERVER_CATALOG_CATALOG_H_
+#define GRANARY_CACHE_SERVER_CATALOG_CATALOG_H_
 
 #include <cstdint>
 #include <memory>
@@ -148,4 +148,4 @@ class Catalog {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_CATALOG_H_
+#endif  // GRANARY_CACHE_SERVER_CATALOG_CATALOG_H_

@@ -1,9 +1,9 @@
-#include "cache_server/catalog_sync.h"
+#include "cache_server/catalog/catalog_sync.h"
 
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "cache_server/peer_stub.h"
+#include "cache_server/cluster/peer_stub.h"
 #include "common/chunk_math.h"
 #include "common/logging.h"
 #include "common/parallel_for.h"

@@ -25,8 +25,8 @@
 //
 // Thread-safety: all methods may be called concurrently; the destructor stops
 // the background thread.
-#ifndef GRANARY_CACHE_SERVER_CATALOG_SYNC_H_
-#define GRANARY_CACHE_SERVER_CATALOG_SYNC_H_
+#ifndef GRANARY_CACHE_SERVER_CATALOG_CATALOG_SYNC_H_
+#define GRANARY_CACHE_SERVER_CATALOG_CATALOG_SYNC_H_
 
 #include <chrono>
 #include <set>
@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cache_server/catalog.h"
-#include "cache_server/cluster_view.h"
-#include "cache_server/dataset_registry.h"
+#include "cache_server/catalog/catalog.h"
+#include "cache_server/catalog/dataset_registry.h"
+#include "cache_server/cluster/cluster_view.h"
 #include "common/mutex.h"
 #include "proto/granary.pb.h"
 
@@ -97,4 +97,4 @@ class CatalogSync {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_CATALOG_SYNC_H_
+#endif  // GRANARY_CACHE_SERVER_CATALOG_CATALOG_SYNC_H_

@@ -1,4 +1,4 @@
-#include "cache_server/dataset_registry.h"
+#include "cache_server/catalog/dataset_registry.h"
 
 #include <algorithm>
 #include <chrono>

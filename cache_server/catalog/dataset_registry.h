@@ -17,8 +17,8 @@
 //
 // Thread-safety: all methods are safe to call concurrently; concurrent
 // registrations of one name leave exactly one.
-#ifndef GRANARY_CACHE_SERVER_DATASET_REGISTRY_H_
-#define GRANARY_CACHE_SERVER_DATASET_REGISTRY_H_
+#ifndef GRANARY_CACHE_SERVER_CATALOG_DATASET_REGISTRY_H_
+#define GRANARY_CACHE_SERVER_CATALOG_DATASET_REGISTRY_H_
 
 #include <chrono>
 #include <cstdint>
@@ -28,10 +28,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "cache_server/catalog.h"
-#include "cache_server/sources.h"
+#include "cache_server/access/sources.h"
+#include "cache_server/catalog/catalog.h"
+#include "cache_server/catalog/version_activity.h"
 #include "cache_server/store/chunk_store.h"
-#include "cache_server/version_activity.h"
 #include "proto/granary.pb.h"
 
 namespace granary {
@@ -100,4 +100,4 @@ class DatasetRegistry {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_DATASET_REGISTRY_H_
+#endif  // GRANARY_CACHE_SERVER_CATALOG_DATASET_REGISTRY_H_

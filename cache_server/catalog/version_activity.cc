@@ -1,4 +1,4 @@
-#include "cache_server/version_activity.h"
+#include "cache_server/catalog/version_activity.h"
 
 #include <algorithm>
 #include <vector>

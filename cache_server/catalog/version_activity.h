@@ -12,8 +12,8 @@
 //
 // Thread-safety: all methods are safe to call concurrently; a background
 // thread, stopped by the destructor, does the demotions.
-#ifndef GRANARY_CACHE_SERVER_VERSION_ACTIVITY_H_
-#define GRANARY_CACHE_SERVER_VERSION_ACTIVITY_H_
+#ifndef GRANARY_CACHE_SERVER_CATALOG_VERSION_ACTIVITY_H_
+#define GRANARY_CACHE_SERVER_CATALOG_VERSION_ACTIVITY_H_
 
 #include <chrono>
 #include <cstdint>
@@ -62,4 +62,4 @@ class VersionActivity {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_VERSION_ACTIVITY_H_
+#endif  // GRANARY_CACHE_SERVER_CATALOG_VERSION_ACTIVITY_H_

@@ -1,4 +1,4 @@
-#include "cache_server/version_releaser.h"
+#include "cache_server/catalog/version_releaser.h"
 
 #include <malloc.h>
 

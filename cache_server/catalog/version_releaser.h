@@ -20,13 +20,13 @@
 //
 // Thread-safety: the thread is the only user of the parts; the destructor
 // stops it.
-#ifndef GRANARY_CACHE_SERVER_VERSION_RELEASER_H_
-#define GRANARY_CACHE_SERVER_VERSION_RELEASER_H_
+#ifndef GRANARY_CACHE_SERVER_CATALOG_VERSION_RELEASER_H_
+#define GRANARY_CACHE_SERVER_CATALOG_VERSION_RELEASER_H_
 
 #include <chrono>
 
-#include "cache_server/dataset_registry.h"
-#include "cache_server/version_activity.h"
+#include "cache_server/catalog/dataset_registry.h"
+#include "cache_server/catalog/version_activity.h"
 #include "common/periodic_thread.h"
 
 namespace granary {
@@ -50,4 +50,4 @@ class VersionReleaser {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_VERSION_RELEASER_H_
+#endif  // GRANARY_CACHE_SERVER_CATALOG_VERSION_RELEASER_H_

@@ -1,4 +1,4 @@
-#include "cache_server/cluster_view.h"
+#include "cache_server/cluster/cluster_view.h"
 
 #include <algorithm>
 

@@ -9,8 +9,8 @@
 // swap, from the updating thread.
 //
 // Thread-safety: all methods may be called concurrently.
-#ifndef GRANARY_CACHE_SERVER_CLUSTER_VIEW_H_
-#define GRANARY_CACHE_SERVER_CLUSTER_VIEW_H_
+#ifndef GRANARY_CACHE_SERVER_CLUSTER_CLUSTER_VIEW_H_
+#define GRANARY_CACHE_SERVER_CLUSTER_CLUSTER_VIEW_H_
 
 #include <functional>
 #include <memory>
@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "client/member_clients.h"
 #include "common/chunk_key.h"
 #include "common/cluster_map.h"
-#include "common/member_clients.h"
 #include "common/mutex.h"
 
 namespace granary {
@@ -76,4 +76,4 @@ class ClusterView {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_CLUSTER_VIEW_H_
+#endif  // GRANARY_CACHE_SERVER_CLUSTER_CLUSTER_VIEW_H_

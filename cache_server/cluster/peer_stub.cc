@@ -1,4 +1,4 @@
-#include "cache_server/peer_stub.h"
+#include "cache_server/cluster/peer_stub.h"
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/channel.h"

@@ -8,15 +8,15 @@
 // unary ones by their deadline, streams by their own check of progress.
 //
 // Thread-safety: thread-safe.
-#ifndef GRANARY_CACHE_SERVER_PEER_STUB_H_
-#define GRANARY_CACHE_SERVER_PEER_STUB_H_
+#ifndef GRANARY_CACHE_SERVER_CLUSTER_PEER_STUB_H_
+#define GRANARY_CACHE_SERVER_CLUSTER_PEER_STUB_H_
 
 #include <chrono>
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "client/member_clients.h"
 #include "common/cluster_map.h"
-#include "common/member_clients.h"
 #include "proto/granary.grpc.pb.h"
 
 namespace granary {
@@ -29,4 +29,4 @@ absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> ConnectToPeer(MemberClients& 
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_PEER_STUB_H_
+#endif  // GRANARY_CACHE_SERVER_CLUSTER_PEER_STUB_H_

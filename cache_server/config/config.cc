@@ -1,4 +1,4 @@
-#include "common/config.h"
+#include "cache_server/config/config.h"
 
 #include <yaml-cpp/yaml.h>
 

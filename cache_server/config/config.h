@@ -28,8 +28,8 @@
 // INVALID_ARGUMENT error naming the file, the key and the value.
 //
 // Thread-safety: plain values and pure functions.
-#ifndef GRANARY_COMMON_CONFIG_H_
-#define GRANARY_COMMON_CONFIG_H_
+#ifndef GRANARY_CACHE_SERVER_CONFIG_CONFIG_H_
+#define GRANARY_CACHE_SERVER_CONFIG_CONFIG_H_
 
 #include <cstdint>
 #include <map>
@@ -121,7 +121,7 @@ struct GranarydConfig {
   uint32_t stream_stall_seconds = 60;
   // An older dataset version is released (dropped from the catalog, its
   // chunks freed) once it has been retired this long and nothing on this
-  // node used it for this long (cache_server/version_releaser.h).
+  // node used it for this long (cache_server/catalog/version_releaser.h).
   uint32_t version_grace_seconds = 300;
 };
 
@@ -155,4 +155,4 @@ absl::Status ValidateHostPort(std::string_view what, std::string_view value);
 
 }  // namespace granary
 
-#endif  // GRANARY_COMMON_CONFIG_H_
+#endif  // GRANARY_CACHE_SERVER_CONFIG_CONFIG_H_

@@ -1,12 +1,12 @@
-#include "common/members_file.h"
+#include "cache_server/config/members_file.h"
 
 #include <yaml-cpp/yaml.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cache_server/config/config.h"
 #include "common/absl_compat.h"
-#include "common/config.h"
 #include "common/file_util.h"
 #include "common/yaml_status.h"
 

@@ -12,8 +12,8 @@
 // never shrinks the cluster.
 //
 // Thread-safety: pure functions.
-#ifndef GRANARY_COMMON_MEMBERS_FILE_H_
-#define GRANARY_COMMON_MEMBERS_FILE_H_
+#ifndef GRANARY_CACHE_SERVER_CONFIG_MEMBERS_FILE_H_
+#define GRANARY_CACHE_SERVER_CONFIG_MEMBERS_FILE_H_
 
 #include <string>
 #include <string_view>
@@ -33,4 +33,4 @@ absl::StatusOr<std::vector<Member>> ReadMembersFile(const std::string& path);
 
 }  // namespace granary
 
-#endif  // GRANARY_COMMON_MEMBERS_FILE_H_
+#endif  // GRANARY_CACHE_SERVER_CONFIG_MEMBERS_FILE_H_

@@ -5,8 +5,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "cache_server/config/config.h"
 #include "common/absl_compat.h"
-#include "common/config.h"
 #include "common/logging.h"
 #include "common/server_address.h"
 #include "common/status.h"

@@ -2,8 +2,8 @@
 
 #include <sys/stat.h>
 
+#include "cache_server/config/members_file.h"
 #include "common/logging.h"
-#include "common/members_file.h"
 
 namespace granary {
 

@@ -1,5 +1,5 @@
 // StaticMembership reads the cluster's members from a members file
-// (common/members_file.h) and reloads it when it changes, without a restart.
+// (cache_server/config/members_file.h) and reloads it when it changes, without a restart.
 // A reloaded file that does not parse is logged and ignored: the previous
 // member list stays in force, so a half-written or mistyped file never shrinks
 // the cluster.

@@ -1,4 +1,4 @@
-#include "cache_server/fill_scheduler.h"
+#include "cache_server/prewarm/fill_scheduler.h"
 
 #include <numeric>
 

@@ -17,8 +17,8 @@
 // process; a finished one is listed until its version goes.
 //
 // Thread-safety: every method may be called concurrently.
-#ifndef GRANARY_CACHE_SERVER_FILL_SCHEDULER_H_
-#define GRANARY_CACHE_SERVER_FILL_SCHEDULER_H_
+#ifndef GRANARY_CACHE_SERVER_PREWARM_FILL_SCHEDULER_H_
+#define GRANARY_CACHE_SERVER_PREWARM_FILL_SCHEDULER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -26,11 +26,11 @@
 #include <memory>
 #include <vector>
 
-#include "cache_server/catalog.h"
-#include "cache_server/cluster_view.h"
+#include "cache_server/catalog/catalog.h"
+#include "cache_server/cluster/cluster_view.h"
 #include "cache_server/metrics.h"
-#include "cache_server/prewarm.h"
-#include "cache_server/read_through.h"
+#include "cache_server/prewarm/prewarm.h"
+#include "cache_server/read_path/read_through.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/manifest.h"
 #include "common/mutex.h"
@@ -84,4 +84,4 @@ class FillScheduler {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_FILL_SCHEDULER_H_
+#endif  // GRANARY_CACHE_SERVER_PREWARM_FILL_SCHEDULER_H_

@@ -1,11 +1,11 @@
-#include "cache_server/group_prewarm.h"
+#include "cache_server/prewarm/group_prewarm.h"
 
 #include <algorithm>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "cache_server/peer_stub.h"
-#include "common/chunk_router.h"
+#include "cache_server/cluster/peer_stub.h"
+#include "client/chunk_router.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "common/status.h"

@@ -16,8 +16,8 @@
 //
 // Thread-safety: one Run() per object; `report` and `cancelled` are called
 // from the thread that called Run().
-#ifndef GRANARY_CACHE_SERVER_GROUP_PREWARM_H_
-#define GRANARY_CACHE_SERVER_GROUP_PREWARM_H_
+#ifndef GRANARY_CACHE_SERVER_PREWARM_GROUP_PREWARM_H_
+#define GRANARY_CACHE_SERVER_PREWARM_GROUP_PREWARM_H_
 
 #include <chrono>
 #include <functional>
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "cache_server/cluster_view.h"
+#include "cache_server/cluster/cluster_view.h"
 #include "proto/granary.pb.h"
 
 namespace granary {
@@ -68,4 +68,4 @@ class GroupPrewarm {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_GROUP_PREWARM_H_
+#endif  // GRANARY_CACHE_SERVER_PREWARM_GROUP_PREWARM_H_

@@ -16,8 +16,8 @@
 //
 // Thread-safety: Progress(), Prefer(), Cancel() and WaitFor() may be called
 // from any thread while the job runs.
-#ifndef GRANARY_CACHE_SERVER_PREWARM_H_
-#define GRANARY_CACHE_SERVER_PREWARM_H_
+#ifndef GRANARY_CACHE_SERVER_PREWARM_PREWARM_H_
+#define GRANARY_CACHE_SERVER_PREWARM_PREWARM_H_
 
 #include <atomic>
 #include <chrono>
@@ -31,7 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "cache_server/metrics.h"
-#include "cache_server/read_through.h"
+#include "cache_server/read_path/read_through.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/manifest.h"
 #include "common/mutex.h"
@@ -119,4 +119,4 @@ class PrewarmJob {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_PREWARM_H_
+#endif  // GRANARY_CACHE_SERVER_PREWARM_PREWARM_H_

@@ -1,4 +1,4 @@
-#include "cache_server/fetch_speeds.h"
+#include "cache_server/read_path/fetch_speeds.h"
 
 namespace granary {
 

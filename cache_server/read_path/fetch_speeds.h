@@ -18,8 +18,8 @@
 // kProbeInterval misses.
 //
 // Thread-safety: all methods may be called concurrently.
-#ifndef GRANARY_CACHE_SERVER_FETCH_SPEEDS_H_
-#define GRANARY_CACHE_SERVER_FETCH_SPEEDS_H_
+#ifndef GRANARY_CACHE_SERVER_READ_PATH_FETCH_SPEEDS_H_
+#define GRANARY_CACHE_SERVER_READ_PATH_FETCH_SPEEDS_H_
 
 #include <chrono>
 #include <cstdint>
@@ -77,4 +77,4 @@ class FetchSpeeds {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_FETCH_SPEEDS_H_
+#endif  // GRANARY_CACHE_SERVER_READ_PATH_FETCH_SPEEDS_H_

@@ -1,4 +1,4 @@
-#include "cache_server/local_read_server.h"
+#include "cache_server/read_path/local_read_server.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

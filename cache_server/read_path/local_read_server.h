@@ -21,8 +21,8 @@
 // request's read_bytes counts as served up to the chunk's length, no more.
 //
 // Thread-safety: Shutdown() (or the destructor) from one thread.
-#ifndef GRANARY_CACHE_SERVER_LOCAL_READ_SERVER_H_
-#define GRANARY_CACHE_SERVER_LOCAL_READ_SERVER_H_
+#ifndef GRANARY_CACHE_SERVER_READ_PATH_LOCAL_READ_SERVER_H_
+#define GRANARY_CACHE_SERVER_READ_PATH_LOCAL_READ_SERVER_H_
 
 #include <sys/types.h>
 
@@ -33,7 +33,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "cache_server/read_through.h"
+#include "cache_server/read_path/read_through.h"
 #include "common/mutex.h"
 #include "common/unique_fd.h"
 
@@ -86,4 +86,4 @@ class LocalReadServer {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_LOCAL_READ_SERVER_H_
+#endif  // GRANARY_CACHE_SERVER_READ_PATH_LOCAL_READ_SERVER_H_

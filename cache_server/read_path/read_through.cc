@@ -1,11 +1,11 @@
-#include "cache_server/read_through.h"
+#include "cache_server/read_path/read_through.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "client/chunk_router.h"
 #include "common/chunk_math.h"
-#include "common/chunk_router.h"
 #include "common/logging.h"
 #include "common/status.h"
 

@@ -20,8 +20,8 @@
 // Store failures never fail a read: the chunk is fetched from the source.
 //
 // Thread-safety: all methods are safe to call concurrently.
-#ifndef GRANARY_CACHE_SERVER_READ_THROUGH_H_
-#define GRANARY_CACHE_SERVER_READ_THROUGH_H_
+#ifndef GRANARY_CACHE_SERVER_READ_PATH_READ_THROUGH_H_
+#define GRANARY_CACHE_SERVER_READ_PATH_READ_THROUGH_H_
 
 #include <atomic>
 #include <cstdint>
@@ -30,17 +30,17 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "cache_server/catalog.h"
-#include "cache_server/cluster_view.h"
-#include "cache_server/fetch_speeds.h"
+#include "cache_server/access/sources.h"
+#include "cache_server/catalog/catalog.h"
+#include "cache_server/catalog/version_activity.h"
+#include "cache_server/cluster/cluster_view.h"
 #include "cache_server/metrics.h"
-#include "cache_server/single_flight.h"
-#include "cache_server/sources.h"
+#include "cache_server/read_path/fetch_speeds.h"
+#include "cache_server/read_path/single_flight.h"
+#include "cache_server/read_path/write_behind.h"
 #include "cache_server/store/chunk_store.h"
-#include "cache_server/version_activity.h"
-#include "cache_server/write_behind.h"
+#include "client/dataset_client.h"
 #include "common/chunk_key.h"
-#include "common/dataset_client.h"
 #include "common/manifest.h"
 
 namespace granary {
@@ -160,4 +160,4 @@ absl::StatusOr<const ManifestEntry*> ChunkEntry(const Manifest& manifest, const 
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_READ_THROUGH_H_
+#endif  // GRANARY_CACHE_SERVER_READ_PATH_READ_THROUGH_H_

@@ -5,8 +5,8 @@
 //
 // Thread-safety: Do() is safe to call concurrently. Value must be copyable;
 // every waiter gets a copy of the leader's result.
-#ifndef GRANARY_CACHE_SERVER_SINGLE_FLIGHT_H_
-#define GRANARY_CACHE_SERVER_SINGLE_FLIGHT_H_
+#ifndef GRANARY_CACHE_SERVER_READ_PATH_SINGLE_FLIGHT_H_
+#define GRANARY_CACHE_SERVER_READ_PATH_SINGLE_FLIGHT_H_
 
 #include <functional>
 #include <future>
@@ -51,4 +51,4 @@ class SingleFlight {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_SINGLE_FLIGHT_H_
+#endif  // GRANARY_CACHE_SERVER_READ_PATH_SINGLE_FLIGHT_H_

@@ -1,4 +1,4 @@
-#include "cache_server/stream_watchdog.h"
+#include "cache_server/read_path/stream_watchdog.h"
 
 #include <algorithm>
 

@@ -15,8 +15,8 @@
 //
 // Thread-safety: all methods may be called concurrently; gRPC owns the
 // interceptors the factory makes.
-#ifndef GRANARY_CACHE_SERVER_STREAM_WATCHDOG_H_
-#define GRANARY_CACHE_SERVER_STREAM_WATCHDOG_H_
+#ifndef GRANARY_CACHE_SERVER_READ_PATH_STREAM_WATCHDOG_H_
+#define GRANARY_CACHE_SERVER_READ_PATH_STREAM_WATCHDOG_H_
 
 #include <atomic>
 #include <chrono>
@@ -66,4 +66,4 @@ class StreamWatchdog {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_STREAM_WATCHDOG_H_
+#endif  // GRANARY_CACHE_SERVER_READ_PATH_STREAM_WATCHDOG_H_

@@ -1,4 +1,4 @@
-#include "cache_server/write_behind.h"
+#include "cache_server/read_path/write_behind.h"
 
 #include "common/logging.h"
 

@@ -12,8 +12,8 @@
 //
 // Thread-safety: every method may be called concurrently. The destructor
 // stores what is still queued, then joins the writers.
-#ifndef GRANARY_CACHE_SERVER_WRITE_BEHIND_H_
-#define GRANARY_CACHE_SERVER_WRITE_BEHIND_H_
+#ifndef GRANARY_CACHE_SERVER_READ_PATH_WRITE_BEHIND_H_
+#define GRANARY_CACHE_SERVER_READ_PATH_WRITE_BEHIND_H_
 
 #include <cstdint>
 #include <deque>
@@ -75,4 +75,4 @@ class WriteBehind {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_WRITE_BEHIND_H_
+#endif  // GRANARY_CACHE_SERVER_READ_PATH_WRITE_BEHIND_H_

@@ -1,12 +1,12 @@
-#include "common/chunk_router.h"
+#include "client/chunk_router.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <map>
 
-#include "common/chunk_reads.h"
-#include "common/dataset_client.h"
+#include "client/chunk_reads.h"
+#include "client/dataset_client.h"
 #include "grpcpp/client_context.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granary_cluster.h"

@@ -12,9 +12,9 @@
 #include <optional>
 #include <thread>
 
-#include "common/chunk_reads.h"
-#include "common/chunk_router.h"
-#include "common/dataset_client.h"
+#include "client/chunk_reads.h"
+#include "client/chunk_router.h"
+#include "client/dataset_client.h"
 #include "common/status.h"
 #include "grpcpp/client_context.h"
 #include "tests/server/server_test_util.h"

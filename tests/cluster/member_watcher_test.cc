@@ -2,7 +2,7 @@
 // cannot list its members leaves the reader on it alone, the cluster is
 // picked up once the server answers, chunks then come from their ring
 // owners, and a joining member reaches the reader without a restart.
-#include "common/member_watcher.h"
+#include "client/member_watcher.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <map>
 #include <thread>
 
-#include "common/cluster_reader.h"
-#include "common/dataset_client.h"
+#include "client/cluster_reader.h"
+#include "client/dataset_client.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"

@@ -12,7 +12,7 @@
 #include <map>
 #include <thread>
 
-#include "common/dataset_client.h"
+#include "client/dataset_client.h"
 #include "grpcpp/client_context.h"
 #include "tests/fuse/fuse_mount.h"
 #include "tests/server/server_test_util.h"

@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "common/members_file.h"
+#include "cache_server/config/members_file.h"
 
 namespace granary {
 namespace {

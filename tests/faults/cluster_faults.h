@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/dataset_client.h"
 #include "common/cluster_map.h"
-#include "common/dataset_client.h"
 #include "tests/faults/fault_support.h"
 
 namespace granary::testing {

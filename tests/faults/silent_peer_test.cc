@@ -40,7 +40,7 @@ using std::chrono::seconds;
 constexpr int kMountDeadlineMs = 2000;
 // granaryd's deadline for copying a chunk from a peer (cache_server/server.cc).
 constexpr double kPeerCopyDeadlineSeconds = 5;
-// How long a failed member stays suspect in a router (common/chunk_router.h):
+// How long a failed member stays suspect in a router (client/chunk_router.h):
 // waited out between rounds, so each round's first read asks a2 first.
 constexpr milliseconds kSuspectPeriod{3000};
 

@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "absl/strings/match.h"
+#include "cache_server/config/config.h"
 #include "common/absl_compat.h"
-#include "common/config.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -32,9 +32,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cache_server/config/config.h"
 #include "cache_server/server.h"
 #include "common/chunk_math.h"
-#include "common/config.h"
 #include "common/server_address.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/granary.grpc.pb.h"

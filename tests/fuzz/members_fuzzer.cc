@@ -14,10 +14,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "cache_server/config/config.h"
+#include "cache_server/config/members_file.h"
 #include "common/absl_compat.h"
 #include "common/cluster_map.h"
-#include "common/config.h"
-#include "common/members_file.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

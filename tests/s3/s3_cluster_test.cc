@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/dataset_client.h"
 #include "common/chunk_key.h"
-#include "common/dataset_client.h"
 #include "common/status.h"
 #include "grpcpp/client_context.h"
 #include "tests/server/server_test_util.h"

@@ -15,13 +15,13 @@
 #include <map>
 #include <thread>
 
-#include "cache_server/catalog.h"
-#include "cache_server/fetch_speeds.h"
-#include "cache_server/prewarm.h"
-#include "cache_server/single_flight.h"
+#include "cache_server/catalog/catalog.h"
+#include "cache_server/config/config.h"
+#include "cache_server/prewarm/prewarm.h"
+#include "cache_server/read_path/fetch_speeds.h"
+#include "cache_server/read_path/single_flight.h"
+#include "cache_server/read_path/write_behind.h"
 #include "cache_server/store/chunk_store.h"
-#include "cache_server/write_behind.h"
-#include "common/config.h"
 #include "common/source_path.h"
 #include "proto/granary.pb.h"
 #include "source/posix_scanner.h"
