@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
+#include "common/logging.h"
 #include "common/printable.h"
 
 namespace granary {
@@ -42,6 +43,13 @@ struct S3Client::Reply {
 };
 
 namespace {
+
+// " answered HTTP 503 (SlowDown: Please reduce your request rate.)".
+std::string Answered(const S3Client::Reply& reply) {
+  std::string summary = S3ErrorSummary(reply.body);
+  return absl::StrCat(" answered HTTP ", reply.status,
+                      summary.empty() ? "" : absl::StrCat(" (", summary, ")"));
+}
 
 struct Transfer {
   CURL* curl;
@@ -208,6 +216,8 @@ absl::StatusOr<S3Client::Reply> S3Client::Get(const std::string& url,
                                               const std::vector<std::string>& headers,
                                               std::span<char> sink, std::string_view what) const {
   thread_local std::minstd_rand jitter(std::random_device{}());
+  const std::string where =
+      absl::StrCat("S3 endpoint ", location_.endpoint, " (", AsAbsl(what), ")");
   absl::StatusOr<Reply> reply;
   for (int attempt = 0; attempt < options_.attempts; ++attempt) {
     if (attempt > 0) {
@@ -226,9 +236,13 @@ absl::StatusOr<S3Client::Reply> S3Client::Get(const std::string& url,
                                   : absl::IsUnavailable(reply.status()) ||
                                         absl::IsDeadlineExceeded(reply.status());
     if (!retry) break;
+    if (attempt + 1 < options_.attempts) {
+      GRANARY_LOG(INFO) << where
+                        << (reply.ok() ? Answered(*reply)
+                                       : ": " + std::string(reply.status().message()))
+                        << "; retrying, attempt " << attempt + 2 << " of " << options_.attempts;
+    }
   }
-  const std::string where =
-      absl::StrCat("S3 endpoint ", location_.endpoint, " (", AsAbsl(what), ")");
   if (!reply.ok()) {
     return absl::Status(
         reply.status().code(),
@@ -238,9 +252,7 @@ absl::StatusOr<S3Client::Reply> S3Client::Get(const std::string& url,
                          : absl::StrCat(", after ", options_.attempts, " attempts")));
   }
   if (reply->status == 200 || reply->status == 206) return reply;
-  std::string summary = S3ErrorSummary(reply->body);
-  std::string message = absl::StrCat(where, " answered HTTP ", reply->status,
-                                     summary.empty() ? "" : absl::StrCat(" (", summary, ")"));
+  std::string message = where + Answered(*reply);
   switch (reply->status) {
     case 401:
     case 403:

@@ -11,7 +11,8 @@
 // endpoint are bounded by its S3RequestSlots; others wait for a slot. A request that fails with
 // a 5xx (503 SlowDown included), 429, a timeout or a refused or reset
 // connection is retried, up to `attempts` times in all, after an
-// exponential backoff with full jitter.
+// exponential backoff with full jitter; each retry is logged with what
+// failed, so that an endpoint slowing granaryd down shows in its log.
 //
 // Errors name the endpoint, the bucket and key, and the HTTP status with the
 // server's error code: PERMISSION_DENIED for 401/403 (bad credentials or

@@ -4,7 +4,8 @@
 // ListObjectsV2 across pages, keys mapped to a tree (and those that cannot
 // be one listed as skipped), ranged reads, and the clear errors of objects
 // changed or deleted since, of wrong or missing credentials, and of
-// endpoints that are down, stalled or not allowed; and a mount that reads
+// endpoints that are down, stalled, slowing requests down (503 SlowDown,
+// retried) or not allowed; and a mount that reads
 // the bucket itself once its granaryd is gone.
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -401,6 +402,72 @@ TEST_F(S3SourceTest, AStalledEndpointFailsReadsAndRegistrationsAtItsDeadlineAndO
   EXPECT_THAT(added.error_message(),
               HasSubstr(absl::StrCat("no complete reply within ", kRequestTimeout.count(), " ms")));
   EXPECT_LE(silent.connections() - before, kAttempts);
+}
+
+TEST_F(S3SourceTest, ReadsAnsweredSlowDownAreRetriedUntilTheyAreServed) {
+  Put("slow/a.bin", "bytes of a");
+  StartServer(endpoint());
+  v1::DatasetInfo info;
+  ASSERT_TRUE(
+      AddDataset(stub_.get(), "slow", SourceOf(endpoint(), "slow"), kChunkSize, &info).ok());
+  front_->FailNext(SigV4FrontEnd::Requests::kObjectGets, 2, 503, "SlowDown");
+  ReadResult read = ReadChunk(stub_.get(), info.version(), FileId("slow", "a.bin", &info), 0);
+  ASSERT_TRUE(read.status.ok()) << read.status.error_message() << "\n" << server_->log();
+  EXPECT_EQ(read.data, "bytes of a");
+  EXPECT_EQ(front_->failed_gets(), 2);
+  EXPECT_EQ(front_->object_gets(), 1);
+  const std::string log = server_->log();
+  EXPECT_THAT(log,
+              HasSubstr(absl::StrCat("S3 endpoint ", endpoint(),
+                                     " (GET s3://data/slow/a.bin) answered HTTP 503 (SlowDown: ")));
+  EXPECT_THAT(log, HasSubstr("retrying, attempt 2 of 4"));
+  EXPECT_THAT(log, HasSubstr("retrying, attempt 3 of 4"));
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("retrying, attempt 4 of 4")));
+}
+
+TEST_F(S3SourceTest, AReadStillAnsweredSlowDownAfterItsAttemptsFailsNamingThemAndOthersAreServed) {
+  constexpr int kAttempts = 4;  // S3Client's.
+  Put("slow/a.bin", "bytes of a");
+  Put("slow/b.bin", "bytes of b");
+  StartServer(endpoint());
+  v1::DatasetInfo info;
+  ASSERT_TRUE(
+      AddDataset(stub_.get(), "slow", SourceOf(endpoint(), "slow"), kChunkSize, &info).ok());
+  const uint64_t a = FileId("slow", "a.bin", &info);
+  front_->FailNext(SigV4FrontEnd::Requests::kObjectGets, 2 * kAttempts, 503, "SlowDown");
+  ReadResult read = ReadChunk(stub_.get(), info.version(), a, 0);
+  EXPECT_EQ(read.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(read.status.error_message(), HasSubstr(endpoint()));
+  EXPECT_THAT(read.status.error_message(), HasSubstr("slow/a.bin"));
+  EXPECT_THAT(read.status.error_message(), HasSubstr("HTTP 503 (SlowDown"));
+  EXPECT_THAT(read.status.error_message(),
+              HasSubstr(absl::StrCat("after ", kAttempts, " attempts")));
+  EXPECT_EQ(front_->failed_gets(), kAttempts);
+  EXPECT_EQ(front_->object_gets(), 0);
+
+  front_->FailNext(SigV4FrontEnd::Requests::kObjectGets, 0, 503, "SlowDown");
+  read = ReadChunk(stub_.get(), info.version(), FileId("slow", "b.bin", &info), 0);
+  ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+  EXPECT_EQ(read.data, "bytes of b");
+  read = ReadChunk(stub_.get(), info.version(), a, 0);
+  ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+  EXPECT_EQ(read.data, "bytes of a");
+}
+
+TEST_F(S3SourceTest, AListingAnsweredInternalErrorOnceIsRetriedAndRegistrationSucceeds) {
+  Put("listed/a.bin", "bytes of a");
+  StartServer(endpoint());
+  front_->FailNext(SigV4FrontEnd::Requests::kListings, 1, 500, "InternalError");
+  v1::DatasetInfo info;
+  grpc::Status added =
+      AddDataset(stub_.get(), "listed", SourceOf(endpoint(), "listed"), kChunkSize, &info);
+  ASSERT_TRUE(added.ok()) << added.error_message();
+  EXPECT_EQ(info.file_count(), 1);
+  EXPECT_EQ(front_->failed_gets(), 1);
+  EXPECT_THAT(server_->log(), HasSubstr("answered HTTP 500 (InternalError: "));
+  ReadResult read = ReadChunk(stub_.get(), info.version(), FileId("listed", "a.bin", &info), 0);
+  ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+  EXPECT_EQ(read.data, "bytes of a");
 }
 
 TEST_F(S3SourceTest, WrongCredentialsFailNamingTheEndpointAndTheStatus) {

@@ -42,8 +42,18 @@ absl::StatusOr<std::unique_ptr<SigV4FrontEnd>> SigV4FrontEnd::Start(int backend_
                            "application/xml");
       return;
     }
-    if (request.method == "GET" && request.target.find("list-type=") == std::string::npos) {
-      self->object_gets_.fetch_add(1);
+    if (request.method == "GET") {
+      const Requests kind = request.target.find("list-type=") == std::string::npos
+                                ? Requests::kObjectGets
+                                : Requests::kListings;
+      if (std::optional<Failure> failure = self->TakeFailure(kind)) {
+        response.status = failure->status;
+        response.set_content(
+            ErrorDocument(failure->code, "failed on purpose by the SigV4 front end"),
+            "application/xml");
+        return;
+      }
+      if (kind == Requests::kObjectGets) self->object_gets_.fetch_add(1);
     }
     // s3rver answers the Range itself; left in the request, httplib would
     // cut it out of that answer a second time.
@@ -91,6 +101,19 @@ absl::StatusOr<std::unique_ptr<SigV4FrontEnd>> SigV4FrontEnd::Start(int backend_
 SigV4FrontEnd::~SigV4FrontEnd() {
   server_->stop();
   if (thread_.joinable()) thread_.join();
+}
+
+void SigV4FrontEnd::FailNext(Requests kind, int count, int status, std::string code) {
+  MutexLock lock(&mu_);
+  failure_ = {.kind = kind, .remaining = count, .status = status, .code = std::move(code)};
+}
+
+std::optional<SigV4FrontEnd::Failure> SigV4FrontEnd::TakeFailure(Requests kind) {
+  MutexLock lock(&mu_);
+  if (failure_.kind != kind || failure_.remaining == 0) return std::nullopt;
+  --failure_.remaining;
+  failed_gets_.fetch_add(1);
+  return failure_;
 }
 
 std::string SigV4FrontEnd::endpoint() const { return absl::StrCat("http://127.0.0.1:", port_); }

@@ -6,7 +6,9 @@
 // answered 412 PreconditionFailed (one that is gone, 404). Everything else is forwarded to s3rver
 // as it came (the raw target, the headers, the body) and s3rver's answer
 // returned. It counts the GETs of objects it forwards, so that a test sees
-// how often the bucket was read.
+// how often the bucket was read. A test may have it answer the next signed
+// GETs of one kind with an error of S3's (503 SlowDown, 500 InternalError)
+// instead, as a loaded S3 does, to see them retried.
 //
 // It serves HTTP/1.1 on a free loopback port from threads of its own.
 //
@@ -16,10 +18,12 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "common/mutex.h"
 
 namespace httplib {
 class Server;
@@ -35,6 +39,9 @@ class SigV4FrontEnd {
     std::string region = "us-east-1";
   };
 
+  // The GETs a test may have answered with an error.
+  enum class Requests { kObjectGets, kListings };
+
   // Forwards to 127.0.0.1:`backend_port`. UNAVAILABLE when it cannot listen.
   static absl::StatusOr<std::unique_ptr<SigV4FrontEnd>> Start(int backend_port, Keys keys);
   ~SigV4FrontEnd();
@@ -49,8 +56,25 @@ class SigV4FrontEnd {
   // Signed GETs of an object (ranged or whole; not listings) forwarded.
   int object_gets() const { return object_gets_.load(); }
 
+  // Answers the next `count` signed GETs of `kind` HTTP `status` with S3's
+  // error document of `code`, in place of what was asked for earlier (a
+  // `count` of 0 forwards them all again).
+  void FailNext(Requests kind, int count, int status, std::string code);
+  // GETs answered so, since the front end started.
+  int failed_gets() const { return failed_gets_.load(); }
+
  private:
   SigV4FrontEnd(int backend_port, Keys keys);
+
+  struct Failure {
+    Requests kind = Requests::kObjectGets;
+    int remaining = 0;
+    int status = 0;
+    std::string code;
+  };
+  // The failure a GET of `kind` is to be answered with, if any, counted
+  // as answered.
+  std::optional<Failure> TakeFailure(Requests kind);
 
   const int backend_port_;
   const Keys keys_;
@@ -60,6 +84,9 @@ class SigV4FrontEnd {
   std::atomic<int> signature_refusals_{0};
   std::atomic<int> precondition_failures_{0};
   std::atomic<int> object_gets_{0};
+  std::atomic<int> failed_gets_{0};
+  Mutex mu_;
+  Failure failure_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace granary::testing
