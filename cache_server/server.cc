@@ -36,11 +36,13 @@
 #include "cache_server/membership/static_membership.h"
 #include "cache_server/metrics.h"
 #include "cache_server/prewarm/fill_scheduler.h"
+#include "cache_server/prewarm/prewarm_coordinator.h"
 #include "cache_server/read_path/local_read_server.h"
 #include "cache_server/read_path/read_through.h"
 #include "cache_server/read_path/stream_watchdog.h"
 #include "cache_server/read_path/write_behind.h"
 #include "cache_server/service.h"
+#include "cache_server/status/cluster_status.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/absl_compat.h"
 #include "common/cluster_token.h"
@@ -248,6 +250,8 @@ struct GranaryServer::Parts {
   std::unique_ptr<VersionReleaser> releaser;
   std::unique_ptr<ConnectionTable> connections;
   std::unique_ptr<RequestAuthenticator> authenticator;
+  std::unique_ptr<PrewarmCoordinator> prewarms;
+  std::unique_ptr<ClusterStatus> status;
   std::unique_ptr<GranaryService> service;
   std::unique_ptr<StreamWatchdog> watchdog;
   std::unique_ptr<grpc::Server> grpc_server;
@@ -345,12 +349,18 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->connections = std::make_unique<ConnectionTable>(
       ConnectionLimits{c.max_connections, c.max_connections_per_user, c.max_connections_per_host});
   parts->authenticator = std::make_unique<RequestAuthenticator>(token, parts->connections.get());
-  parts->service = std::make_unique<GranaryService>(
-      ServiceParts{parts->catalog.get(), parts->registry.get(), parts->read_through.get(),
-                   parts->store.get(), &parts->metrics, parts->activity.get(), parts->cluster.get(),
-                   parts->catalog_sync.get(), parts->authenticator.get(), parts->policy.get(),
-                   parts->fills.get()},
+  parts->prewarms = std::make_unique<PrewarmCoordinator>(
+      PrewarmCoordinator::Parts{parts->catalog.get(), parts->read_through.get(), parts->store.get(),
+                                &parts->metrics.prewarm, parts->activity.get(),
+                                parts->cluster.get()},
       c.prewarm_parallelism, c.max_prewarm_paths);
+  parts->status = std::make_unique<ClusterStatus>(
+      ClusterStatus::Parts{parts->catalog.get(), parts->registry.get(), parts->store.get(),
+                           &parts->metrics, parts->cluster.get(), parts->fills.get()});
+  parts->service = std::make_unique<GranaryService>(ServiceParts{
+      parts->catalog.get(), parts->registry.get(), parts->read_through.get(), &parts->metrics,
+      parts->cluster.get(), parts->catalog_sync.get(), parts->authenticator.get(),
+      parts->policy.get(), parts->prewarms.get(), parts->status.get()});
 
   GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));
   gid_t socket_gid = ::getegid();

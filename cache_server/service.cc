@@ -1,29 +1,15 @@
 #include "cache_server/service.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "cache_server/cluster/peer_stub.h"
-#include "cache_server/prewarm/group_prewarm.h"
-#include "cache_server/prewarm/prewarm.h"
 #include "common/chunk_key.h"
-#include "common/locality_share.h"
 #include "common/logging.h"
-#include "common/parallel_for.h"
 #include "common/printable.h"
 #include "common/status.h"
-#include "grpcpp/client_context.h"
 
 namespace granary {
 namespace {
-
-// Status and Locate ask every member; a member that does not answer in this
-// time once connected is reported unreachable rather than holding up the
-// answer.
-constexpr std::chrono::seconds kPeerCallTimeout{3};
-constexpr size_t kMaxParallelPeerCalls = 32;
 
 // Errors go back to the client as they are (their messages name the problem);
 // the log keeps them at debug level, since bad requests are the caller's.
@@ -48,12 +34,7 @@ ChunkSourcing SourcingOf(const v1::ReadChunkRequest& request) {
 
 }  // namespace
 
-GranaryService::GranaryService(ServiceParts parts, unsigned default_prewarm_parallelism,
-                               size_t max_prewarm_paths)
-    : parts_(parts),
-      default_prewarm_parallelism_(default_prewarm_parallelism),
-      max_prewarm_paths_(max_prewarm_paths),
-      started_(std::chrono::steady_clock::now()) {}
+GranaryService::GranaryService(ServiceParts parts) : parts_(parts) {}
 
 absl::StatusOr<Caller> GranaryService::Authorize(const grpc::ServerContextBase& context,
                                                  std::string_view method,
@@ -252,245 +233,29 @@ grpc::Status GranaryService::Prewarm(grpc::ServerContext* context,
   absl::StatusOr<Caller> caller =
       Authorize(*context, "Prewarm", AccessPolicy::Action::kPrewarm, change);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  absl::Status ran = RunPrewarm(context, *request, writer);
+  absl::Status ran = parts_.prewarms->Run(
+      *request, [writer](const v1::PrewarmProgress& progress) { return writer->Write(progress); },
+      [context] { return context->IsCancelled(); });
   Audit(*caller, change, ran);
   return Answer(ran, "Prewarm");
-}
-
-absl::Status GranaryService::RunPrewarm(grpc::ServerContext* context,
-                                        const v1::PrewarmRequest& request,
-                                        grpc::ServerWriter<v1::PrewarmProgress>* writer) {
-  if (request.parallelism() > kMaxPrewarmParallelism) {
-    return absl::InvalidArgumentError(absl::StrCat("prewarm parallelism ", request.parallelism(),
-                                                   " is over the maximum, ",
-                                                   kMaxPrewarmParallelism));
-  }
-  if (static_cast<size_t>(request.paths_size()) > max_prewarm_paths_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a prewarm names ", request.paths_size(), " paths, over the maximum of ",
-                     max_prewarm_paths_, "; name their directories instead"));
-  }
-  const Member& self = parts_.cluster->self();
-  if (request.owned_share_only()) {
-    if (request.group() != self.group) {
-      return absl::InvalidArgumentError(absl::StrCat("node '", self.id, "' is in cache group '",
-                                                     self.group, "', not '", request.group(), "'"));
-    }
-    return RunLocalPrewarm(context, request, writer);
-  }
-  v1::PrewarmRequest group_request = request;
-  if (group_request.group().empty()) group_request.set_group(self.group);
-  std::vector<Member> members = parts_.cluster->GroupMembers(group_request.group());
-  if (members.size() == 1 && members.front().id == self.id) {
-    return RunLocalPrewarm(context, group_request, writer);
-  }
-  // Fail fast on what every member would refuse, before fanning out.
-  GRANARY_RETURN_IF_ERROR(PlanPrewarm(request).status());
-  GroupPrewarm prewarm(parts_.cluster, std::move(group_request), kPrewarmProgressInterval);
-  bool client_gone = false;
-  absl::Status ran = prewarm.Run(
-      [&](const v1::PrewarmProgress& progress) {
-        client_gone = client_gone || !writer->Write(progress);
-        return !client_gone;
-      },
-      [&] { return context->IsCancelled(); });
-  if (client_gone) return absl::CancelledError("the client went away");
-  return ran;
-}
-
-absl::StatusOr<GranaryService::PrewarmPlan> GranaryService::PlanPrewarm(
-    const v1::PrewarmRequest& request) {
-  GRANARY_RETURN_IF_ERROR(ValidateDatasetName(request.name()));
-  GRANARY_ASSIGN_OR_RETURN(v1::CatalogDataset record, parts_.catalog->Get(request.name()));
-  PrewarmPlan plan;
-  GRANARY_ASSIGN_OR_RETURN(plan.manifest,
-                           parts_.catalog->GetManifest(record.versions().rbegin()->version()));
-  std::vector<std::string> paths(request.paths().begin(), request.paths().end());
-  GRANARY_ASSIGN_OR_RETURN(plan.file_ids, SelectFiles(*plan.manifest, paths));
-  plan.replicas = ReplicasOf(record);
-  return plan;
-}
-
-absl::Status GranaryService::RunLocalPrewarm(grpc::ServerContext* context,
-                                             const v1::PrewarmRequest& request,
-                                             grpc::ServerWriter<v1::PrewarmProgress>* writer) {
-  GRANARY_ASSIGN_OR_RETURN(PrewarmPlan plan, PlanPrewarm(request));
-  const uint64_t version = plan.manifest->version();
-  unsigned parallelism =
-      request.parallelism() == 0 ? default_prewarm_parallelism_ : request.parallelism();
-  std::vector<std::string> unreachable(request.unreachable_members().begin(),
-                                       request.unreachable_members().end());
-  const std::string group =
-      request.group().empty() ? parts_.cluster->self().group : request.group();
-  PrewarmJob::ChunkFilter owned = [&](const ChunkKey& key) {
-    return parts_.cluster->Owns(key, group, unreachable, plan.replicas);
-  };
-  GRANARY_LOG(INFO) << "prewarming " << plan.file_ids.size() << " files of dataset '"
-                    << request.name() << "' (this node's share) with " << parallelism << " workers";
-  parts_.activity->Touch(version);
-  PrewarmJob job(plan.manifest, std::move(plan.file_ids), parallelism, parts_.read_through,
-                 parts_.store, &parts_.metrics->prewarm,
-                 {.filter = owned, .yield = {}, .wanted = {}});
-  while (true) {
-    bool finished = job.WaitFor(kPrewarmProgressInterval);
-    parts_.activity->Touch(version);
-    if (context->IsCancelled()) {
-      GRANARY_LOG(INFO) << "prewarm of dataset '" << request.name() << "' cancelled";
-      return absl::CancelledError("prewarm cancelled");
-    }
-    v1::PrewarmProgress progress = job.Progress();
-    progress.set_nodes(1);
-    if (!writer->Write(progress)) return absl::CancelledError("the client went away");
-    if (finished) return absl::OkStatus();
-  }
-}
-
-v1::NodeStatus GranaryService::LocalStatus() const {
-  store::StoreStats stats = parts_.store->Stats();
-  const Member& self = parts_.cluster->self();
-  v1::NodeStatus node;
-  node.set_node_id(self.id);
-  node.set_group(self.group);
-  node.set_address(self.address);
-  node.set_state("up");
-  node.set_capacity_bytes(stats.capacity_bytes);
-  node.set_used_bytes(stats.used_bytes);
-  node.set_chunk_count(stats.chunk_count);
-  node.set_hits(parts_.metrics->hits.load());
-  node.set_misses(parts_.metrics->misses.load());
-  node.set_bytes_from_cache(parts_.metrics->bytes_from_cache.load());
-  node.set_bytes_from_source(parts_.metrics->bytes_from_source.load());
-  node.set_checksum_failures(stats.checksum_failures);
-  node.set_io_engine(stats.io_engine);
-  node.set_uptime_seconds(
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started_)
-          .count());
-  for (v1::FillProgress& fill : parts_.fills->Progress()) *node.add_fills() = std::move(fill);
-  for (v1::UnloadableDataset& unloadable : parts_.catalog->Unloadable()) {
-    *node.add_unloadable_datasets() = std::move(unloadable);
-  }
-  return node;
-}
-
-void GranaryService::AskPeers(
-    const std::vector<Member>& peers,
-    const std::function<grpc::Status(v1::Granary::Stub&, grpc::ClientContext*, size_t)>& ask) {
-  ParallelFor(peers.size(), kMaxParallelPeerCalls, [&](size_t i) {
-    absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> stub =
-        ConnectToPeer(parts_.cluster->clients(), peers[i]);
-    if (!stub.ok()) {
-      GRANARY_LOG(DEBUG) << "peer " << peers[i].id << " not asked: " << stub.status().message();
-      return;
-    }
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + kPeerCallTimeout);
-    grpc::Status status = ask(**stub, &context, i);
-    if (!status.ok()) {
-      GRANARY_LOG(DEBUG) << "peer " << peers[i].id << " did not answer: " << status.error_message();
-    }
-  });
 }
 
 grpc::Status GranaryService::Status(grpc::ServerContext* context, const v1::StatusRequest* request,
                                     v1::StatusResponse* response) {
   absl::StatusOr<Caller> caller = Authorize(*context, "Status", AccessPolicy::Action::kDescribe);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  response->set_dataset_count(parts_.catalog->Size());
-  *response->add_nodes() = LocalStatus();
-  if (request->local_only()) return grpc::Status::OK;
-  auto listed = [](const Member& member, const char* state) {
-    v1::NodeStatus node;
-    node.set_node_id(member.id);
-    node.set_group(member.group);
-    node.set_address(member.address);
-    node.set_state(state);
-    return node;
-  };
-  std::vector<Member> peers = parts_.cluster->Peers();
-  std::vector<v1::NodeStatus> statuses;
-  for (const Member& peer : peers) statuses.push_back(listed(peer, "unreachable"));
-  AskPeers(peers, [&](v1::Granary::Stub& stub, grpc::ClientContext* call, size_t i) {
-    v1::StatusRequest local;
-    local.set_local_only(true);
-    v1::StatusResponse answer;
-    grpc::Status status = stub.Status(call, local, &answer);
-    if (status.ok() && answer.nodes_size() == 1) statuses[i] = answer.nodes(0);
-    return status;
-  });
-  std::shared_ptr<const ClusterMap> members = parts_.cluster->current();
-  for (const Member& member : members->members()) {
-    if (!member.up) statuses.push_back(listed(member, "down"));
-  }
-  for (v1::NodeStatus& node : statuses) *response->add_nodes() = std::move(node);
-  std::sort(response->mutable_nodes()->begin(), response->mutable_nodes()->end(),
-            [](const v1::NodeStatus& a, const v1::NodeStatus& b) {
-              return std::tie(a.group(), a.node_id()) < std::tie(b.group(), b.node_id());
-            });
+  *response = parts_.status->Status(request->local_only());
   return grpc::Status::OK;
-}
-
-absl::StatusOr<v1::LocateResponse> GranaryService::LocateLocally(const std::string& name) {
-  GRANARY_ASSIGN_OR_RETURN(v1::DatasetInfo info, parts_.registry->Get(name));
-  v1::LocateResponse response;
-  response.set_name(info.name());
-  response.set_version(info.version());
-  response.set_total_bytes(info.total_bytes());
-  response.set_replicas(info.replicas());
-  v1::NodeLocality* node = response.add_nodes();
-  node->set_node_id(parts_.cluster->self().id);
-  node->set_group(parts_.cluster->self().group);
-  node->set_cached_bytes(info.cached_bytes());
-  for (v1::FillProgress& fill : parts_.fills->Progress()) {
-    if (fill.version() == info.version()) *node->mutable_fill() = std::move(fill);
-  }
-  return response;
 }
 
 grpc::Status GranaryService::Locate(grpc::ServerContext* context, const v1::LocateRequest* request,
                                     v1::LocateResponse* response) {
   absl::StatusOr<Caller> caller = Authorize(*context, "Locate", AccessPolicy::Action::kDescribe);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  absl::StatusOr<v1::LocateResponse> local = LocateLocally(request->name());
-  if (!local.ok()) return Answer(local.status(), "Locate");
-  *response = *std::move(local);
-  if (!request->local_only()) {
-    std::vector<Member> peers = parts_.cluster->Peers();
-    std::vector<v1::LocateResponse> answers(peers.size());
-    AskPeers(peers, [&](v1::Granary::Stub& stub, grpc::ClientContext* call, size_t i) {
-      v1::LocateRequest local_request;
-      local_request.set_name(request->name());
-      local_request.set_local_only(true);
-      return stub.Locate(call, local_request, &answers[i]);
-    });
-    for (const v1::LocateResponse& answer : answers) {
-      // A peer on another version of the dataset (a refresh not yet
-      // replicated) holds none of this version's bytes.
-      if (answer.version() != response->version()) continue;
-      for (const v1::NodeLocality& node : answer.nodes()) *response->add_nodes() = node;
-    }
-  }
-  // Members of a group own distinct copies of its chunks, so a group's bytes
-  // are the sum of its members' bytes.
-  std::map<std::string, uint64_t> group_bytes;
-  for (const v1::NodeLocality& node : response->nodes())
-    group_bytes[node.group()] += node.cached_bytes();
-  const uint64_t total = response->total_bytes();
-  const uint32_t replicas = response->replicas();
-  for (v1::NodeLocality& node : *response->mutable_nodes()) {
-    node.set_node_fraction(LocalityShare(node.cached_bytes(), total, 1));
-    node.set_group_fraction(LocalityShare(group_bytes[node.group()], total, replicas));
-  }
-  std::sort(response->mutable_nodes()->begin(), response->mutable_nodes()->end(),
-            [](const v1::NodeLocality& a, const v1::NodeLocality& b) {
-              return std::tie(a.group(), a.node_id()) < std::tie(b.group(), b.node_id());
-            });
-  for (const auto& [group, bytes] : group_bytes) {
-    v1::GroupLocality* locality = response->add_groups();
-    locality->set_group(group);
-    locality->set_cached_bytes(bytes);
-    locality->set_fraction(LocalityShare(bytes, total, replicas));
-  }
-  return grpc::Status::OK;
+  absl::StatusOr<v1::LocateResponse> located =
+      parts_.status->Locate(request->name(), request->local_only());
+  if (located.ok()) *response = *std::move(located);
+  return Answer(located.status(), "Locate");
 }
 
 grpc::Status GranaryService::GetMembers(grpc::ServerContext* context, const v1::GetMembersRequest*,

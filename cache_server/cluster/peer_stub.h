@@ -1,6 +1,7 @@
 // ConnectToPeer: how granaryd reaches another node of its cluster before
 // calling it (status and locate fan-outs, catalog exchanges, group prewarm).
-// It waits up to kPeerConnectWait for the peer's channel to connect, which
+// It waits until `deadline` (by default kPeerConnectWait from now) for the
+// peer's channel to connect, which
 // rides out gRPC's reconnect backoff (1 s, then longer) after an earlier
 // failed call or a peer that joined moments ago, and then fails UNAVAILABLE
 // naming the peer: a dead peer costs one bounded wait, in parallel with the
@@ -24,8 +25,10 @@ namespace granary {
 inline constexpr std::chrono::seconds kPeerConnectWait{3};
 
 // A stub on a connected channel to `peer`.
-absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> ConnectToPeer(MemberClients& clients,
-                                                                 const Member& peer);
+absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> ConnectToPeer(
+    MemberClients& clients, const Member& peer,
+    std::chrono::system_clock::time_point deadline = std::chrono::system_clock::now() +
+                                                     kPeerConnectWait);
 
 }  // namespace granary
 
