@@ -251,6 +251,11 @@ class DataFileChunkStore final : public ChunkStore {
     uint32_t directory = 0;
     SourceFile source;
     uint64_t disk_bytes = 0;  // Blocks reserved: the file's blocks once pending writes land.
+    // Where chunks were dropped, or failed to be written, while the file
+    // stayed: their blocks are still counted in disk_bytes (and allocated
+    // until the next open punches them out), so a chunk written there again
+    // takes no more.
+    absl::flat_hash_set<uint64_t> unindexed_offsets;
     uint64_t live_bytes = 0;
     uint64_t live_chunks = 0;
     int64_t last_use_ms = 0;
@@ -410,19 +415,26 @@ absl::StatusOr<bool> DataFileChunkStore::MakeRoomLocked(uint64_t bytes) {
 
 absl::StatusOr<std::optional<DataFileChunkStore::Placement>> DataFileChunkStore::ReserveLocked(
     const SourceFile& source, uint32_t chunk_size, uint64_t offset, uint64_t bytes) {
-  GRANARY_ASSIGN_OR_RETURN(bool room, MakeRoomLocked(bytes));
-  if (!room) return std::nullopt;
+  auto existing = files_by_source_.find(source);
+  const bool counted = existing != files_by_source_.end() &&
+                       files_.at(existing->second).unindexed_offsets.erase(offset) > 0;
+  if (!counted) {
+    GRANARY_ASSIGN_OR_RETURN(bool room, MakeRoomLocked(bytes));
+    if (!room) return std::nullopt;
+  }
   GRANARY_ASSIGN_OR_RETURN(CachedFile * file, DataFileOfLocked(source, chunk_size));
   Placement placement{.file = file->file,
                       .directory = file->directory,
                       .offset = offset,
                       .unmark_synced = file->synced};
   file->synced = false;
-  file->disk_bytes += bytes;
   file->pending_writes++;
   file->generation++;
-  disk_bytes_ += bytes;
-  directory_bytes_[file->directory] += bytes;
+  if (!counted) {
+    file->disk_bytes += bytes;
+    disk_bytes_ += bytes;
+    directory_bytes_[file->directory] += bytes;
+  }
   return placement;
 }
 
@@ -494,6 +506,7 @@ void DataFileChunkStore::DropLocked(std::string_view key, const v1::ChunkLocatio
   ForgetVersionBytesLocked(file.source.first, location.length());
   if (file.live_chunks > 0 || file.pending_writes > 0) {
     WithdrawLocked(file.source);  // No longer whole; reclaiming withdraws it too.
+    file.unindexed_offsets.insert(location.offset());
   }
   ReclaimIfDeadLocked(file);
 }
@@ -858,7 +871,10 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
     // A file whose writes all failed (a full disk) holds nothing: it and the
     // capacity it reserved go now, or they would pile up, one per failed
     // insert, until no chunk could be admitted.
-    if (!status.ok()) ReclaimIfDeadLocked(file);
+    if (!status.ok()) {
+      file.unindexed_offsets.insert(placement.offset);
+      ReclaimIfDeadLocked(file);
+    }
   }
   if (!status.ok()) {
     insert_errors_++;

@@ -94,6 +94,9 @@ TEST_P(Corruption, FlippedBytesAreMissesNeverWrongData) {
     ASSERT_TRUE((*store)->Insert(Key(i), kChunkBytes, ChunkBytes(Key(i), kChunkBytes)).ok());
   }
   EXPECT_EQ(ReadAllExpectingNoWrongBytes(**store), 0u);
+  // Stored again where they were, they take the disk they took before.
+  EXPECT_EQ((*store)->Stats().disk_bytes, testing::DataFileBytes(options));
+  EXPECT_EQ((*store)->Stats().disk_bytes, kChunks * kChunkBytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Corruption,
