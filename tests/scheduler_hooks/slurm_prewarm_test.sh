@@ -209,8 +209,13 @@ JOB
 chmod 755 "${tmp}/job.sh"
 job="$(sbatch --parsable --comment=granary:ds0,ds1 --output="${tmp}/log/job.out" "${tmp}/job.sh")" ||
   fail "sbatch refused the job"
-prefer="$(scontrol show job "${job}" | grep -o 'Prefer=[^ ]*' || true)"
-[[ "${prefer}" == "Prefer=granary_ds0" ]] || fail "job_submit.lua did not set --prefer: $(scontrol show job "${job}")"
+# The job asks for no feature itself, so granary_ds0 is job_submit.lua's
+# preference: Prefer= while the job waits, and Features= once slurmctld has
+# placed it by that preference (a loaded machine can place it before
+# scontrol looks).
+shown="$(scontrol show job "${job}")"
+grep -qE '(^|[[:space:]])(Prefer|Features)=granary_ds0([[:space:]]|$)' <<<"${shown}" ||
+  fail "job_submit.lua did not set --prefer: ${shown}"
 job_done() { scontrol show job "${job}" | grep -qE 'JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)'; }
 wait_for 90 job_done || fail "job ${job} did not finish: $(scontrol show job "${job}")"
 scontrol show job "${job}" | grep -q 'JobState=COMPLETED' ||
