@@ -231,7 +231,10 @@ class TransportServerTest : public ::testing::Test {
     std::ofstream(config_.path() + "/transport.yaml")
         << "socket_group: " << kSocketGroup << "\nsocket_mode: 0660\n"
         << "max_connections_per_user: 64\nmax_connections_per_host: 64\n"
-        << "stream_stall_seconds: 2\n";
+        // Short, for the stalled-stream test, yet long enough that the
+        // setup's own 64 MiB read is not taken for a stall on a loaded
+        // machine (2 s was, once, beside the soak test).
+        << "stream_stall_seconds: 5\n";
     testing::WriteSourceFile(source_.path(), "big.bin", testing::PatternBytes(kFileBytes, 1));
     auto server =
         GranarydProcess::Start({.extra_args = {"--config", config_.path() + "/transport.yaml"}});
