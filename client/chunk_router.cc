@@ -4,20 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status.h"
 
 namespace granary {
-
-bool ShouldTryAnotherOwner(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kPermissionDenied:
-      return false;
-    default:
-      return !status.ok();
-  }
-}
 
 ChunkRouter::ChunkRouter(Options options, std::shared_ptr<const ClusterMap> members)
     : options_(std::move(options)),

@@ -63,9 +63,6 @@ class ChunkRouter {
   std::shared_ptr<const ClusterMap> members_ ABSL_GUARDED_BY(mutex_);
 };
 
-// Whether an error from one owner is worth asking another owner about.
-bool ShouldTryAnotherOwner(const absl::Status& status);
-
 }  // namespace granary
 
 #endif  // GRANARY_CLIENT_CHUNK_ROUTER_H_

@@ -65,4 +65,16 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
+bool ShouldTryAnotherOwner(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kPermissionDenied:
+      return false;
+    default:
+      return !status.ok();
+  }
+}
+
 }  // namespace granary

@@ -1,6 +1,7 @@
-// Error helpers shared by every Granary binary: errno to absl::Status, and
+// Error helpers shared by every Granary binary: errno to absl::Status,
 // absl::Status to and from grpc::Status with codes that keep their meaning
-// across the wire.
+// across the wire, and which errors of a chunk read another owner may not
+// share (readers and granaryd fail over to the next owner on those alone).
 //
 // Thread-safety: pure functions.
 #ifndef GRANARY_COMMON_STATUS_H_
@@ -22,6 +23,11 @@ absl::Status ErrnoStatus(int error_number, std::string_view context);
 inline constexpr size_t kMaxErrorMessageBytes = 1024;
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// Whether an error from one owner of a chunk is worth asking another owner
+// about: not for errors of the request itself (out of range, invalid, a
+// changed source, refused), which every owner would give.
+bool ShouldTryAnotherOwner(const absl::Status& status);
 
 }  // namespace granary
 

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/cluster/peer_stub.h"
-#include "client/chunk_router.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "common/status.h"

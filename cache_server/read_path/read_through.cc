@@ -4,7 +4,6 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "client/chunk_router.h"
 #include "common/chunk_math.h"
 #include "common/logging.h"
 #include "common/status.h"
