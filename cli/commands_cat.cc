@@ -92,7 +92,7 @@ absl::Status RunCat(const GlobalOptions& global, const CatOptions& options) {
   std::vector<char> buffer(snapshot->manifest.chunk_size());
   uint64_t size = snapshot->manifest.entries()[file_id].size;
   for (uint64_t offset = 0; offset < size;) {
-    absl::StatusOr<size_t> read = servers.Read(*snapshot, file_id, offset, buffer);
+    absl::StatusOr<size_t> read = servers.ReadFile(*snapshot, file_id, offset, buffer);
     if (!read.ok()) return NameServerInError(read.status(), address);
     if (*read == 0) {
       return absl::DataLossError(absl::StrCat("granaryd at ", address, " returned no bytes of '",

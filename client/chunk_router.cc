@@ -39,8 +39,8 @@ std::vector<std::string> ChunkRouter::Route(const ChunkKey& key) {
   return ids;
 }
 
-absl::Status ChunkRouter::ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk,
-                                    std::span<char> out) {
+absl::Status ChunkRouter::ReadFromOwners(const ChunkKey& key, uint32_t offset_in_chunk,
+                                         std::span<char> out) {
   std::shared_ptr<const ClusterMap> members = this->members();
   std::vector<const Member*> owners = OrderedOwners(*members, key);
   if (owners.empty()) {

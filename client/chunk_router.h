@@ -48,7 +48,7 @@ class ChunkRouter {
 
   // Reads `out.size()` bytes at `offset_in_chunk` of chunk `key` from its
   // owners, as described above.
-  absl::Status ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out);
+  absl::Status ReadFromOwners(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out);
 
   // The member ids that own `key` in the reader's group, in the order they
   // would be asked now.

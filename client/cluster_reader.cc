@@ -51,13 +51,13 @@ bool ClusterReader::OwnedLocally(const ChunkKey& key, uint32_t copies) const {
 
 absl::Status ClusterReader::ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk,
                                       std::span<char> out) {
-  absl::Status read = router()->ReadChunk(key, offset_in_chunk, out);
+  absl::Status read = router()->ReadFromOwners(key, offset_in_chunk, out);
   if (read.code() == absl::StatusCode::kUnavailable) watcher_.RefreshSoon();
   return read;
 }
 
-absl::StatusOr<size_t> ClusterReader::Read(const DatasetSnapshot& snapshot, uint64_t file_id,
-                                           uint64_t offset, std::span<char> out) {
+absl::StatusOr<size_t> ClusterReader::ReadFile(const DatasetSnapshot& snapshot, uint64_t file_id,
+                                               uint64_t offset, std::span<char> out) {
   return ReadFileThroughChunks(
       snapshot.manifest, file_id, offset, out,
       [this](const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> piece) {

@@ -47,14 +47,14 @@ class ClusterReader {
   ClusterReader(const DatasetClient* local, Options options);
 
   // Reads `out.size()` bytes at `offset_in_chunk` of chunk `key` from its
-  // owners; errors as ChunkRouter::ReadChunk.
+  // owners; errors as ChunkRouter::ReadFromOwners.
   absl::Status ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out);
 
   // Reads up to `out.size()` bytes of file `file_id` of `snapshot` at
   // `offset`, chunk by chunk, and returns how many were read: fewer only at the
   // end of the file.
-  absl::StatusOr<size_t> Read(const DatasetSnapshot& snapshot, uint64_t file_id, uint64_t offset,
-                              std::span<char> out);
+  absl::StatusOr<size_t> ReadFile(const DatasetSnapshot& snapshot, uint64_t file_id,
+                                  uint64_t offset, std::span<char> out);
 
   // The view reads are routed by now.
   MemberView view() const;

@@ -31,8 +31,8 @@ void ChunkFetcher::MarkDown(const absl::Status& cause) {
 
 LocalChunkReader* ChunkFetcher::LocalReads() const { return servers_down() ? nullptr : local_; }
 
-absl::Status ChunkFetcher::ReadLocal(const FileRef& file, uint32_t chunk_index,
-                                     uint32_t offset_in_chunk, std::span<char> out) {
+absl::Status ChunkFetcher::FetchLocal(const FileRef& file, uint32_t chunk_index,
+                                      uint32_t offset_in_chunk, std::span<char> out) {
   LocalChunkReader* local = LocalReads();
   if (local == nullptr) return absl::UnavailableError("no local read path");
   if (!MayBeLocal(file, chunk_index)) {
@@ -41,7 +41,7 @@ absl::Status ChunkFetcher::ReadLocal(const FileRef& file, uint32_t chunk_index,
   }
   bool asked = false;
   absl::Status status =
-      file.extents.Read(*local, file.KeyOf(chunk_index), offset_in_chunk, out, &asked);
+      file.extents.ReadVerified(*local, file.KeyOf(chunk_index), offset_in_chunk, out, &asked);
   if (absl::IsDataLoss(status)) {
     GRANARY_LOG_FIRST_N(WARNING, 20) << status << "; reading it through granaryd";
   }
@@ -73,12 +73,12 @@ absl::Status ChunkFetcher::PrefetchLocal(const FileRef& file, uint32_t chunk_ind
   return file.extents.Prefetch(*local, file.KeyOf(chunk_index));
 }
 
-absl::Status ChunkFetcher::Read(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
-                                std::span<char> out) {
+absl::Status ChunkFetcher::Fetch(const FileRef& file, uint32_t chunk_index,
+                                 uint32_t offset_in_chunk, std::span<char> out) {
   absl::Status server_status = absl::UnavailableError("cache servers marked down");
   if (!servers_down()) {
     const ChunkKey key = file.KeyOf(chunk_index);
-    if (ReadLocal(file, chunk_index, offset_in_chunk, out).ok()) return absl::OkStatus();
+    if (FetchLocal(file, chunk_index, offset_in_chunk, out).ok()) return absl::OkStatus();
     server_status = servers_->ReadChunk(key, offset_in_chunk, out);
     if (server_status.ok()) {
       if (down_until_ns_.exchange(0) != 0) {

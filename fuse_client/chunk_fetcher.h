@@ -70,14 +70,14 @@ class ChunkFetcher {
 
   // Reads `out.size()` bytes at `offset_in_chunk` of chunk `chunk_index` of
   // `file`; the range must lie inside the chunk.
-  absl::Status Read(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
-                    std::span<char> out);
+  absl::Status Fetch(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
+                     std::span<char> out);
   // The same from the local granaryd's store only: NOT_FOUND when it does
   // not hold the chunk (or is not one of its owners), UNAVAILABLE when there
-  // is no local read path or the servers are marked down; then Read() is
+  // is no local read path or the servers are marked down; then Fetch() is
   // the way.
-  absl::Status ReadLocal(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
-                         std::span<char> out);
+  absl::Status FetchLocal(const FileRef& file, uint32_t chunk_index, uint32_t offset_in_chunk,
+                          std::span<char> out);
   // Whether the local granaryd may hold chunk `chunk_index` of `file`: it
   // is one of the chunk's owners in its group (ClusterReader::OwnedLocally).
   bool MayBeLocal(const FileRef& file, uint32_t chunk_index) const;
@@ -85,7 +85,7 @@ class ChunkFetcher {
   bool MayBeLocalWhole(const FileRef& file, uint64_t size) const;
 
   // Starts reading chunk `chunk_index` of `file` from the local granaryd's
-  // disk into the page cache; errors as ReadLocal().
+  // disk into the page cache; errors as FetchLocal().
   absl::Status PrefetchLocal(const FileRef& file, uint32_t chunk_index);
 
   // True while reads skip the servers.

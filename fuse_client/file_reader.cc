@@ -60,7 +60,7 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
       // Straight from the local store when it holds the chunk: each byte is
       // read and copied once, and no whole chunk waits in memory.
       if (context_.fetcher
-              ->ReadLocal(file_->ref(), slice.chunk_index, slice.offset_in_chunk, output_of(slice))
+              ->FetchLocal(file_->ref(), slice.chunk_index, slice.offset_in_chunk, output_of(slice))
               .ok()) {
         continue;
       }
@@ -83,8 +83,8 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
     // A random read: its whole chunk is fetched in the background (for the
     // reads near it that usually follow), while it reads only its bytes.
     context_.readahead->Schedule(file_, slice.chunk_index, /*into_page_cache=*/true);
-    absl::Status status = context_.fetcher->Read(file_->ref(), slice.chunk_index,
-                                                 slice.offset_in_chunk, output_of(slice));
+    absl::Status status = context_.fetcher->Fetch(file_->ref(), slice.chunk_index,
+                                                  slice.offset_in_chunk, output_of(slice));
     if (!status.ok()) return status;
   }
   return Reply{assembled, assembled->span()};

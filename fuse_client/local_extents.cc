@@ -31,8 +31,9 @@ void LocalExtents::Forget(uint32_t chunk_index) {
   known_.erase(chunk_index);
 }
 
-absl::Status LocalExtents::Read(LocalChunkReader& local, const ChunkKey& key,
-                                uint32_t offset_in_chunk, std::span<char> out, bool* asked) {
+absl::Status LocalExtents::ReadVerified(LocalChunkReader& local, const ChunkKey& key,
+                                        uint32_t offset_in_chunk, std::span<char> out,
+                                        bool* asked) {
   absl::StatusOr<std::shared_ptr<const LocalChunkReader::Extent>> extent =
       Find(local, key, out.size(), asked);
   if (!extent.ok()) return extent.status();

@@ -36,9 +36,9 @@ class LocalExtents {
   // do not match (the chunk is then asked about afresh next time); other
   // errors as LocalChunkReader's. `*asked` says whether granaryd was asked
   // (and so counted the read).
-  absl::Status Read(LocalChunkReader& local, const ChunkKey& key, uint32_t offset_in_chunk,
-                    std::span<char> out, bool* asked);
-  // Asks the kernel to start reading chunk `key` from disk; errors as Read().
+  absl::Status ReadVerified(LocalChunkReader& local, const ChunkKey& key, uint32_t offset_in_chunk,
+                            std::span<char> out, bool* asked);
+  // Asks the kernel to start reading chunk `key` from disk; errors as ReadVerified().
   absl::Status Prefetch(LocalChunkReader& local, const ChunkKey& key);
 
  private:

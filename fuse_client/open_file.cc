@@ -12,7 +12,7 @@ absl::StatusOr<std::shared_ptr<const Chunk>> OpenFile::LoadChunk(uint32_t chunk_
   absl::StatusOr<std::shared_ptr<const Chunk>> chunk =
       cache.GetOrFetch(KeyOf(chunk_index), [&]() -> absl::StatusOr<Chunk> {
         Chunk fetched(ChunkLength(entry.size, chunk_size(), chunk_index));
-        absl::Status status = fetcher.Read(ref(), chunk_index, 0, fetched.span());
+        absl::Status status = fetcher.Fetch(ref(), chunk_index, 0, fetched.span());
         if (!status.ok()) return status;
         fetched_here = true;
         return fetched;

@@ -74,7 +74,7 @@ class ChunkRouterTest : public ::testing::Test {
       auto read = ReadFileThroughChunks(
           snapshot_->manifest, *id, 0, std::span<char>(buffer.data(), buffer.size()),
           [this](const ChunkKey& key, uint32_t offset, std::span<char> out) {
-            return router_->ReadChunk(key, offset, out);
+            return router_->ReadFromOwners(key, offset, out);
           });
       ASSERT_TRUE(read.ok()) << read.status();
       ASSERT_EQ(*read, kFileSize);
@@ -134,12 +134,12 @@ TEST_F(ChunkRouterTest, NoLiveOwnerIsUnavailableAndAStaleFileIsNotRetried) {
   auto id = snapshot_->manifest.Find("file0");
   std::string buffer(100, '\0');
   std::ofstream(source_.path() + "/file0") << "changed";
-  absl::Status stale = router_->ReadChunk(ChunkKey{snapshot_->manifest.version(), *id, 0}, 0,
-                                          std::span<char>(buffer.data(), buffer.size()));
+  absl::Status stale = router_->ReadFromOwners(ChunkKey{snapshot_->manifest.version(), *id, 0}, 0,
+                                               std::span<char>(buffer.data(), buffer.size()));
   EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition) << stale;
   for (auto& server : servers_) ASSERT_TRUE(server->Kill().ok());
-  absl::Status dead = router_->ReadChunk(ChunkKey{snapshot_->manifest.version(), *id, 1}, 0,
-                                         std::span<char>(buffer.data(), buffer.size()));
+  absl::Status dead = router_->ReadFromOwners(ChunkKey{snapshot_->manifest.version(), *id, 1}, 0,
+                                              std::span<char>(buffer.data(), buffer.size()));
   EXPECT_EQ(dead.code(), absl::StatusCode::kUnavailable) << dead;
 }
 

@@ -131,7 +131,7 @@ class ClusterTest : public ::testing::Test {
       auto read = ReadFileThroughChunks(
           snapshot.manifest, *id, 0, std::span<char>(buffer.data(), buffer.size()),
           [&](const ChunkKey& key, uint32_t offset, std::span<char> out) {
-            return router.ReadChunk(key, offset, out);
+            return router.ReadFromOwners(key, offset, out);
           });
       ASSERT_TRUE(read.ok()) << read.status();
       ASSERT_TRUE(buffer == FileBytes(file)) << "file" << file;

@@ -181,7 +181,8 @@ class ClusterReaderTest : public ::testing::Test {
       auto id = snapshot_->manifest.Find("file" + std::to_string(file));
       ASSERT_TRUE(id.has_value());
       std::string buffer(kFileSize, '\0');
-      auto read = reader.Read(*snapshot_, *id, 0, std::span<char>(buffer.data(), buffer.size()));
+      auto read =
+          reader.ReadFile(*snapshot_, *id, 0, std::span<char>(buffer.data(), buffer.size()));
       ASSERT_TRUE(read.ok()) << read.status();
       ASSERT_EQ(*read, kFileSize);
       ASSERT_TRUE(buffer == FileBytes(file)) << "file" << file;
