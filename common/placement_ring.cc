@@ -21,14 +21,14 @@ uint64_t PointHash(const std::string& node_id, uint32_t point) {
 }  // namespace
 
 absl::StatusOr<PlacementRing> PlacementRing::Build(std::vector<PlacementNode> nodes,
-                                                   uint32_t points_per_weight) {
+                                                   uint32_t points_per_member) {
   if (nodes.empty()) return absl::InvalidArgumentError("placement ring needs at least one node");
   if (nodes.size() > kMaxNodes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "placement ring has ", nodes.size(), " nodes; a cache group holds at most ", kMaxNodes));
   }
-  if (points_per_weight == 0) {
-    return absl::InvalidArgumentError("placement ring needs at least one point per weight");
+  if (points_per_member == 0) {
+    return absl::InvalidArgumentError("placement ring needs at least one point per member");
   }
   absl::flat_hash_set<std::string> seen;
   uint64_t total_weight = 0;
@@ -44,13 +44,25 @@ absl::StatusOr<PlacementRing> PlacementRing::Build(std::vector<PlacementNode> no
     }
     total_weight += node.weight;
   }
-  // Halve the points per unit of weight until the ring fits in kMaxPoints.
-  int shift = 0;
-  while ((total_weight * points_per_weight >> shift) > kMaxPoints) ++shift;
-
+  // Points per unit of weight are 2^scale (scale negative when weights are
+  // heavy): the power of two nearest to giving the average member
+  // points_per_member points, within kMaxPoints in all.
+  const uint64_t budget = std::min<uint64_t>(
+      uint64_t{points_per_member} * nodes.size() * 1448 / 1024, kMaxPoints);  // 1448/1024 ~ sqrt 2
+  int scale = 0;
+  while ((total_weight << (scale + 1)) <= budget) ++scale;
+  while (scale > -63 && (scale >= 0 ? total_weight << scale : total_weight >> -scale) > budget) {
+    --scale;
+  }
+  auto points_of = [scale](uint64_t weight) {
+    return std::max<uint64_t>(1, scale >= 0 ? weight << scale : weight >> -scale);
+  };
+  uint64_t total_points = 0;
+  for (const PlacementNode& node : nodes) total_points += points_of(node.weight);
   std::vector<std::pair<uint64_t, uint32_t>> points;
+  points.reserve(total_points);
   for (uint32_t n = 0; n < nodes.size(); ++n) {
-    uint64_t count = std::max<uint64_t>(1, uint64_t{nodes[n].weight} * points_per_weight >> shift);
+    uint64_t count = points_of(nodes[n].weight);
     for (uint32_t p = 0; p < count; ++p) points.emplace_back(PointHash(nodes[n].id, p), n);
   }
   // Ties between equal hashes are broken by node id so every builder agrees.
@@ -127,6 +139,19 @@ std::vector<uint32_t> PlacementRing::Owners(uint64_t key_hash, size_t count) con
     point = point + 1 == points_.size() ? 0 : point + 1;
   }
   return owners;
+}
+
+std::vector<PlacementRing::Arc> PlacementRing::Arcs() const {
+  std::vector<Arc> arcs;
+  arcs.reserve(points_.size());
+  for (size_t l = 0; l + 1 < lines_.size(); ++l) {
+    for (size_t p = lines_[l].first_point; p < lines_[l + 1].first_point; ++p) {
+      uint64_t end =
+          (uint64_t{l} << (64 - line_bits_)) | (uint64_t{points_[p].position} << (32 - line_bits_));
+      arcs.push_back({end, points_[p].node});
+    }
+  }
+  return arcs;
 }
 
 uint64_t PlacementHash(const ChunkKey& key) {

@@ -11,9 +11,10 @@
 //  - A virtual-node ring depends only on the current member set (every node
 //    computes the same ring from the same members), moves exactly the keys
 //    whose arc changed owner, and balances to within 10% at 1,000 nodes once
-//    each unit of weight has about a thousand points (1.094 at 1,024; 1.18 at
-//    256). Balancing fewer points after the fact would make a node's points
-//    depend on the others' and move more than the minimum.
+//    the average member has about 2,500 points (1.094 at 2,560; 1.18 at 640,
+//    1,000 nodes of weight 1-4). Balancing fewer points after the fact would
+//    make a node's points depend on the others' and move more than the
+//    minimum.
 //  - Its cost is memory: 2.6 M points at 1,000 nodes of weight 1-4. A lookup
 //    is a DRAM miss, and on this hardware a miss costs 120 ns in 4 MB, 160 ns
 //    in 16 MB and 240 ns in 64 MB (TLB reach), so the layout is what decides
@@ -23,11 +24,18 @@
 //    kInlinePoints points, or an offset equal to the key's, sends it on to the
 //    full points array. The previous layout (a bucket index, then the points)
 //    took 88 MB and up to two misses, and was twice as slow.
-//  - Points per unit of weight shrink by powers of two once the ring would
-//    exceed kMaxPoints, so memory stays bounded with weights up to 1,000. The
-//    step is a power of two so that points only disappear when the total
-//    weight doubles (every node then keeps half its points and about half the
-//    keys move once); in between, a membership change moves the minimum.
+//  - Points follow relative weight, not its scale: a member gets its weight
+//    times a power of two (at least one point), the power that gives the
+//    average member nearest to points_per_member points, the ring at most
+//    kMaxPoints. Weights 1-4 and 250-1000 make rings of the same size, and
+//    memory stays bounded with weights up to 1,000. The step is a power of
+//    two so that the factor only changes when the mean weight or the member
+//    count crosses a doubling (every node then keeps half or twice its points
+//    and about half the keys move once); in between, a membership change
+//    moves the minimum.
+//  - Members of weight far below the mean get few points, and their load
+//    strays further from their share: the ring balances weights within a
+//    small factor of each other (see bench/RESULTS.md for 1-1000).
 //
 // Thread-safety: immutable after Build(); safe to share across threads. A
 // membership change builds a new ring and swaps the pointer.
@@ -51,7 +59,8 @@ struct PlacementNode {
 
 class PlacementRing {
  public:
-  static constexpr uint32_t kDefaultPointsPerWeight = 1024;
+  // Points of the average member; 1,024 per unit of weight at weights 1-4.
+  static constexpr uint32_t kDefaultPointsPerMember = 2560;
   // Bound on the points of one ring (32 MB of points and about as much of
   // lines); every member keeps at least one point.
   static constexpr uint64_t kMaxPoints = uint64_t{1} << 22;
@@ -61,7 +70,7 @@ class PlacementRing {
   // Fails with INVALID_ARGUMENT for an empty member list, more than kMaxNodes
   // members, a duplicate or empty node id, or a weight outside 1-1000.
   static absl::StatusOr<PlacementRing> Build(std::vector<PlacementNode> nodes,
-                                             uint32_t points_per_weight = kDefaultPointsPerWeight);
+                                             uint32_t points_per_member = kDefaultPointsPerMember);
 
   // Index into nodes() of the node that owns `key_hash`.
   uint32_t Owner(uint64_t key_hash) const;
@@ -69,6 +78,16 @@ class PlacementRing {
   // Up to `count` distinct owners in preference order (the first is Owner()):
   // replicas and failover targets.
   std::vector<uint32_t> Owners(uint64_t key_hash, size_t count) const;
+
+  // The ring as arcs, sorted by end: each point owns the hashes after the
+  // previous point's up to and including its own (the first point also owns
+  // those past the last). For analysis of balance and movement (bench/);
+  // ends keep the top 32 + log2(lines) bits of the points' hashes.
+  struct Arc {
+    uint64_t end;
+    uint32_t node;
+  };
+  std::vector<Arc> Arcs() const;
 
   const std::vector<PlacementNode>& nodes() const { return nodes_; }
   size_t point_count() const { return points_.size(); }

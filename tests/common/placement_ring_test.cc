@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -110,25 +111,64 @@ TEST(PlacementRing, OwnerAgreesWithTheFullPoints) {
   }
 }
 
-// Heavy weights would make millions of points; the ring halves the points per
-// unit of weight instead, and load still follows weight.
-TEST(PlacementRing, PointsStayBoundedWithHeavyWeights) {
-  std::vector<PlacementNode> nodes;
-  for (int i = 0; i < 100; ++i) {
-    nodes.push_back({"heavy-" + std::to_string(i), static_cast<uint32_t>(i % 2 ? 1000 : 500)});
-  }
-  auto ring = PlacementRing::Build(nodes);
+// Arcs() describes the same ring lookups use: every key belongs to the arc
+// whose end is the first at or after it, wrapping to the first arc.
+TEST(PlacementRing, ArcsNameTheOwnerOfEveryKey) {
+  auto ring = PlacementRing::Build(Nodes(40));
   ASSERT_TRUE(ring.ok());
-  EXPECT_LE(ring->point_count(), PlacementRing::kMaxPoints);
-  EXPECT_GT(ring->point_count(), PlacementRing::kMaxPoints / 2);
-  EXPECT_LE(ring->memory_bytes(), size_t{80} << 20);
+  auto arcs = ring->Arcs();
+  ASSERT_EQ(arcs.size(), ring->point_count());
+  ASSERT_TRUE(std::is_sorted(arcs.begin(), arcs.end(),
+                             [](const auto& a, const auto& b) { return a.end < b.end; }));
+  std::mt19937_64 random(11);
+  for (int i = 0; i < 1'000'000; ++i) {
+    uint64_t hash = random();
+    auto arc = std::lower_bound(arcs.begin(), arcs.end(), hash,
+                                [](const auto& arc, uint64_t key) { return arc.end < key; });
+    ASSERT_EQ(ring->Owner(hash), arc == arcs.end() ? arcs.front().node : arc->node) << hash;
+  }
+}
+
+std::vector<PlacementNode> AlternatingWeights(int count, uint32_t light, uint32_t heavy) {
+  std::vector<PlacementNode> nodes;
+  for (int i = 0; i < count; ++i) {
+    nodes.push_back({"node-" + std::to_string(i), i % 2 ? heavy : light});
+  }
+  return nodes;
+}
+
+// Points follow relative weight, not its scale: weights 500 and 1,000 make a
+// ring of the size weights 1 and 2 make, and load still follows weight.
+TEST(PlacementRing, RingSizeDoesNotDependOnTheScaleOfWeights) {
+  auto small = PlacementRing::Build(AlternatingWeights(100, 1, 2));
+  auto heavy_nodes = AlternatingWeights(100, 500, 1000);
+  auto heavy = PlacementRing::Build(heavy_nodes);
+  ASSERT_TRUE(small.ok() && heavy.ok());
+  EXPECT_GE(heavy->point_count() * 2, small->point_count());
+  EXPECT_LE(heavy->point_count(), small->point_count() * 2);
+  EXPECT_LE(heavy->point_count(), 100 * PlacementRing::kDefaultPointsPerMember * 3 / 2);
   std::map<std::string, int> load;
   constexpr int kKeys = 400000;
-  for (const std::string& owner : OwnerIds(*ring, kKeys)) ++load[owner];
-  for (const auto& node : nodes) {
+  for (const std::string& owner : OwnerIds(*heavy, kKeys)) ++load[owner];
+  for (const auto& node : heavy_nodes) {
     double fair = static_cast<double>(kKeys) * node.weight / 75000;
     EXPECT_NEAR(load[node.id] / fair, 1.0, 0.12) << node.id;
   }
+}
+
+// A group too large for the default points per member stays within
+// kMaxPoints, and so within the memory bound of one ring.
+TEST(PlacementRing, PointsStayBoundedInTheLargestGroups) {
+  std::vector<PlacementNode> nodes;
+  std::mt19937 random(3);
+  for (int i = 0; i < 10000; ++i) {
+    nodes.push_back({"node-" + std::to_string(i), static_cast<uint32_t>(1 + random() % 1000)});
+  }
+  auto ring = PlacementRing::Build(nodes);
+  ASSERT_TRUE(ring.ok());
+  EXPECT_LE(ring->point_count(), PlacementRing::kMaxPoints + nodes.size());
+  EXPECT_GT(ring->point_count(), PlacementRing::kMaxPoints / 4);
+  EXPECT_LE(ring->memory_bytes(), size_t{64} << 20);
 }
 
 TEST(PlacementRing, RejectsMoreNodesThanOwnersCanName) {
