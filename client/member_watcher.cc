@@ -13,11 +13,13 @@ namespace granary {
 absl::StatusOr<MemberView> ViewFromMembers(const v1::GetMembersResponse& response) {
   std::vector<Member> members;
   members.reserve(response.members_size());
+  std::string reader_group;
   for (const v1::MemberInfo& info : response.members()) {
     members.push_back({info.id(), info.address(), info.group(), info.weight(), info.up()});
+    if (info.id() == response.self_id()) reader_group = info.group();
   }
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const ClusterMap> map,
-                           ClusterMap::Build(std::move(members)));
+                           ClusterMap::Build(std::move(members), reader_group));
   const Member* self = map->Find(response.self_id());
   if (self == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -33,7 +35,8 @@ std::string MemberView::ToString() const {
 
 MemberView LocalOnlyView(const std::string& address) {
   // One valid member cannot fail to build.
-  std::shared_ptr<const ClusterMap> map = *ClusterMap::Build({Member{address, address}});
+  std::shared_ptr<const ClusterMap> map =
+      *ClusterMap::Build({Member{address, address}}, kDefaultGroup);
   return MemberView{address, kDefaultGroup, std::move(map)};
 }
 

@@ -8,7 +8,8 @@
 
 namespace granary {
 
-absl::StatusOr<std::shared_ptr<const ClusterMap>> ClusterMap::Build(std::vector<Member> members) {
+absl::StatusOr<std::shared_ptr<const ClusterMap>> ClusterMap::Build(std::vector<Member> members,
+                                                                    std::string_view ready_group) {
   std::shared_ptr<ClusterMap> map(new ClusterMap());
   std::sort(members.begin(), members.end(),
             [](const Member& a, const Member& b) { return a.id < b.id; });
@@ -34,18 +35,32 @@ absl::StatusOr<std::shared_ptr<const ClusterMap>> ClusterMap::Build(std::vector<
     Group& group = map->groups_[member.group];
     if (member.up) group.member_indexes.push_back(i);
   }
-  for (auto& [name, group] : map->groups_) {
-    if (group.member_indexes.empty()) continue;
-    std::vector<PlacementNode> nodes;
-    for (uint32_t index : group.member_indexes) {
-      nodes.push_back({members[index].id, members[index].weight});
+  for (const auto& [name, group] : map->groups_) {
+    if (group.member_indexes.size() > PlacementRing::kMaxNodes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cache group '", name, "' has ", group.member_indexes.size(),
+                       " live members; a group holds at most ", PlacementRing::kMaxNodes));
     }
-    auto ring = PlacementRing::Build(std::move(nodes));
-    if (!ring.ok()) return ring.status();
-    group.ring = std::make_unique<PlacementRing>(*std::move(ring));
   }
   map->members_ = std::move(members);
+  if (auto ready = map->groups_.find(AsAbsl(ready_group)); ready != map->groups_.end()) {
+    map->RingOf(ready->second);
+  }
   return std::shared_ptr<const ClusterMap>(std::move(map));
+}
+
+const PlacementRing* ClusterMap::RingOf(const Group& group) const {
+  absl::call_once(group.ring_built, [&] {
+    if (group.member_indexes.empty()) return;
+    std::vector<PlacementNode> nodes;
+    nodes.reserve(group.member_indexes.size());
+    for (uint32_t index : group.member_indexes) {
+      nodes.push_back({members_[index].id, members_[index].weight});
+    }
+    // Build() checked everything the ring checks: ids, weights, group size.
+    group.ring = std::make_unique<PlacementRing>(*PlacementRing::Build(std::move(nodes)));
+  });
+  return group.ring.get();
 }
 
 std::vector<std::string> ClusterMap::groups() const {
@@ -64,9 +79,11 @@ std::vector<const Member*> ClusterMap::Owners(const ChunkKey& key, std::string_v
                                               size_t count) const {
   std::vector<const Member*> owners;
   auto it = groups_.find(AsAbsl(group));
-  if (it == groups_.end() || it->second.ring == nullptr) return owners;
+  if (it == groups_.end()) return owners;
   const Group& found = it->second;
-  for (uint32_t node : found.ring->Owners(PlacementHash(key), count)) {
+  const PlacementRing* ring = RingOf(found);
+  if (ring == nullptr) return owners;
+  for (uint32_t node : ring->Owners(PlacementHash(key), count)) {
     owners.push_back(&members_[found.member_indexes[node]]);
   }
   return owners;

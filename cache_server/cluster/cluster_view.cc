@@ -9,7 +9,7 @@ namespace granary {
 
 ClusterView::ClusterView(Member self, MemberClients::Options client_options)
     : self_(std::move(self)), clients_(std::move(client_options)) {
-  current_ = *ClusterMap::Build({self_});
+  current_ = *ClusterMap::Build({self_}, self_.group);
   previous_ = current_;
 }
 
@@ -22,7 +22,7 @@ absl::Status ClusterView::Update(std::vector<Member> members) {
     listed->up = true;
   }
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const ClusterMap> map,
-                           ClusterMap::Build(std::move(members)));
+                           ClusterMap::Build(std::move(members), self_.group));
   std::vector<std::function<void()>> listeners;
   {
     MutexLock lock(&mutex_);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <thread>
 
 #include "cache_server/config/members_file.h"
 
@@ -57,6 +58,51 @@ TEST(ClusterMap, DownMembersOwnNothingAndOthersKeepTheirChunks) {
   auto none = ClusterMap::Build(members);
   EXPECT_TRUE((*none)->Owners(ChunkKey{}, "rack-a", 1).empty());
   EXPECT_EQ((*none)->groups().size(), 2u);
+}
+
+// A cluster of many racks: Build() makes only the ready group's ring; the
+// others are made at their first lookup, from many readers at once, and own
+// what an eagerly used map says they own.
+TEST(ClusterMap, RingsOfOtherGroupsAreBuiltWhenFirstAsked) {
+  std::vector<Member> members;
+  for (int i = 0; i < 400; ++i) {
+    members.push_back({"n" + std::to_string(i), "127.0.0.1:" + std::to_string(7000 + i),
+                       "rack-" + std::to_string(i / 40), static_cast<uint32_t>(1 + i % 7), true});
+  }
+  auto reference = ClusterMap::Build(members, "rack-0");
+  auto lazy = ClusterMap::Build(members, "rack-0");
+  ASSERT_TRUE(reference.ok() && lazy.ok());
+  std::vector<std::string> expected;
+  for (uint32_t chunk = 0; chunk < 200; ++chunk) {
+    for (const std::string& group : (*reference)->groups()) {
+      expected.push_back((*reference)->Owners(ChunkKey{5, 6, chunk}, group, 1)[0]->id);
+    }
+  }
+  std::vector<std::vector<std::string>> seen(4);
+  std::vector<std::thread> readers;
+  for (auto& owners : seen) {
+    readers.emplace_back([&owners, &lazy] {
+      for (uint32_t chunk = 0; chunk < 200; ++chunk) {
+        for (const std::string& group : (*lazy)->groups()) {
+          owners.push_back((*lazy)->Owners(ChunkKey{5, 6, chunk}, group, 1)[0]->id);
+        }
+      }
+    });
+  }
+  for (std::thread& reader : readers) reader.join();
+  for (const auto& owners : seen) EXPECT_EQ(owners, expected);
+}
+
+TEST(ClusterMap, RejectsAGroupLargerThanARingCanName) {
+  std::vector<Member> members;
+  for (size_t i = 0; i <= PlacementRing::kMaxNodes; ++i) {
+    members.push_back({"n" + std::to_string(i), "h:1", "huge", 1, true});
+  }
+  auto map = ClusterMap::Build(members);
+  ASSERT_FALSE(map.ok());
+  EXPECT_NE(map.status().message().find("cache group 'huge' has 65537 live members"),
+            std::string::npos)
+      << map.status();
 }
 
 TEST(ClusterMap, RejectsBadMembers) {
