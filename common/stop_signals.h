@@ -3,11 +3,19 @@
 // after it, and Wait() returns the first one delivered. Construct it before any
 // thread starts, or a signal may land on a thread that does not expect it.
 //
-// Thread-safety: construct and Wait() from the main thread.
+// Until Wait() is called the daemon is still starting (recovering its store,
+// reaching its peers) and has nothing to drain: a stop signal then ends the
+// process at once, with a log line and exit status 128 + the signal, rather
+// than going unheard until startup ends.
+//
+// Thread-safety: construct and Wait() from the main thread; a thread of its
+// own receives the signals.
 #ifndef GRANARY_COMMON_STOP_SIGNALS_H_
 #define GRANARY_COMMON_STOP_SIGNALS_H_
 
 #include <signal.h>
+
+#include "common/mutex.h"
 
 namespace granary {
 
@@ -21,7 +29,13 @@ class StopSignals {
   int Wait();
 
  private:
+  void Receive();
+
   sigset_t signals_;
+  Mutex mutex_;
+  CondVar received_;
+  bool waiting_ ABSL_GUARDED_BY(mutex_) = false;
+  int signal_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace granary

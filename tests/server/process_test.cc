@@ -1,7 +1,9 @@
 // granaryd as a process: flags and config file errors, the data-directory
-// lock, clean shutdown on SIGTERM, and the Unix socket's permissions.
+// lock, clean shutdown on SIGTERM (and a prompt exit on it while starting),
+// and the Unix socket's permissions.
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -10,9 +12,13 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <optional>
+#include <thread>
 
+#include "common/file_util.h"
 #include "grpcpp/client_context.h"
 #include "tests/server/server_test_util.h"
+#include "tests/support/child_process.h"
 #include "tests/support/granaryd_process.h"
 
 namespace granary::testing {
@@ -137,6 +143,48 @@ TEST(GranarydProcessTest, SigtermShutsDownCleanly) {
   // The lock went with it: the data directory is usable again at once.
   absl::Status restarted = (*server)->Restart();
   ASSERT_TRUE(restarted.ok()) << restarted;
+}
+
+// A stop signal while granaryd is still starting ends it at once rather than
+// when startup ends. Startup is held in the catalog's first exchange by a
+// peer that accepts connections and never answers.
+TEST(GranarydProcessTest, SigtermWhileStartingEndsTheProcess) {
+  int silent = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(silent, 16), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&address), &length), 0);
+
+  TempDir dir;
+  const std::string self = "127.0.0.1:" + std::to_string(FreeTcpPort());
+  WriteSourceFile(dir.path(), "members.yaml",
+                  "members:\n  - id: n1\n    address: " + self + "\n  - id: silent\n    address: " +
+                      "127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "\n");
+  const std::string log_path = dir.path() + "/stderr";
+  auto pid = SpawnChild(GranarydPath(),
+                        {"--data-dir", dir.path() + "/data", "--socket", dir.path() + "/g.sock",
+                         "--listen", self, "--metrics-listen", "127.0.0.1:0", "--node-id", "n1",
+                         "--members", dir.path() + "/members.yaml", "--insecure-tcp"},
+                        log_path);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  std::string log;
+  for (int attempt = 0; attempt < 200 && log.find("chunk store:") == std::string::npos; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    log = granary::ReadFileToString(log_path, "log").value_or("");
+  }
+  ASSERT_EQ(kill(*pid, SIGTERM), 0);
+  std::optional<int> status = WaitForExit(*pid, std::chrono::seconds(10));
+  if (!status.has_value()) KillChild(*pid);
+  close(silent);
+  log = granary::ReadFileToString(log_path, "log").value_or("");
+  ASSERT_TRUE(status.has_value()) << "granaryd ignored SIGTERM while starting:\n" << log;
+  ASSERT_TRUE(WIFEXITED(*status)) << log;
+  EXPECT_EQ(WEXITSTATUS(*status), 128 + SIGTERM) << log;
+  EXPECT_NE(log.find("received SIGTERM while starting; exiting"), std::string::npos) << log;
 }
 
 TEST(GranarydProcessTest, ConfigFileSetsTheServer) {
