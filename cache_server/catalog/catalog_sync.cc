@@ -1,12 +1,12 @@
 #include "cache_server/catalog/catalog_sync.h"
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/cluster/peer_stub.h"
 #include "common/chunk_math.h"
 #include "common/logging.h"
-#include "common/parallel_for.h"
 #include "common/status.h"
 #include "common/wall_clock.h"
 #include "grpcpp/client_context.h"
@@ -59,35 +59,133 @@ CatalogSync::~CatalogSync() {
   {
     MutexLock lock(&mutex_);
     stopping_ = true;
+    for (grpc::ClientContext* call : calls_) call->TryCancel();
   }
   wake_.SignalAll();
+  work_.SignalAll();
+  for (std::thread& pusher : pushers_) pusher.join();
   if (thread_.joinable()) thread_.join();
 }
 
 void CatalogSync::Start() {
   std::vector<Member> peers = cluster_->Peers();
+  // Peers in random order, so that nodes starting together do not all ask
+  // the same one first.
+  std::shuffle(peers.begin(), peers.end(), std::mt19937_64(std::random_device{}()));
+  std::vector<std::string> ids;
+  for (const Member& peer : peers) ids.push_back(peer.id);
+  for (size_t i = 0; i < kMaxParallelExchanges; ++i) {
+    pushers_.emplace_back([this] { RunPusher(); });
+  }
   {
     MutexLock lock(&mutex_);
-    for (const Member& peer : peers) known_peers_.insert(peer.id);
+    ++generation_;
+    OweLocked(peers);
+    const uint64_t generation = generation_;
+    delivered_.WaitUntil(&mutex_, std::chrono::steady_clock::now() + kStartWait,
+                         [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+                           return exchanges_succeeded_ > 0 || SettledLocked(ids, generation);
+                         });
   }
-  ExchangeWithAll(peers);
   cluster_->OnChange([this] { MembersChanged(); });
   thread_ = std::thread([this] { Run(); });
 }
 
-void CatalogSync::PushToAll() { ExchangeWithAll(cluster_->Peers()); }
-
-void CatalogSync::ExchangeWithAll(const std::vector<Member>& peers) {
-  ParallelFor(peers.size(), kMaxParallelExchanges, [&](size_t i) {
-    absl::Status exchanged = ExchangeWith(peers[i]);
-    if (!exchanged.ok()) {
-      GRANARY_LOG(WARNING) << "catalog exchange with " << peers[i].id << " (" << peers[i].address
-                           << ") failed: " << exchanged << "; a later exchange catches it up";
-    }
-  });
+void CatalogSync::PushToAll() {
+  std::vector<Member> peers = cluster_->Peers();
+  std::vector<std::string> ids;
+  for (const Member& peer : peers) ids.push_back(peer.id);
+  MutexLock lock(&mutex_);
+  const uint64_t generation = ++generation_;
+  OweLocked(peers);
+  delivered_.WaitUntil(
+      &mutex_, std::chrono::steady_clock::now() + kPushWait,
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return SettledLocked(ids, generation); });
 }
 
-absl::Status CatalogSync::ExchangeWith(const Member& peer) {
+void CatalogSync::OweLocked(const std::vector<Member>& peers) {
+  for (const Member& member : peers) {
+    PeerPush& peer = peers_[member.id];
+    peer.member = member;
+    peer.owed = generation_;
+    if (peer.queued || peer.in_flight) continue;
+    peer.queued = true;
+    ready_.push_back(member.id);
+  }
+  work_.SignalAll();
+}
+
+bool CatalogSync::SettledLocked(const std::vector<std::string>& ids, uint64_t generation) const {
+  for (const std::string& id : ids) {
+    auto peer = peers_.find(id);
+    if (peer == peers_.end()) continue;
+    const PeerPush& push = peer->second;
+    if (push.delivered < generation && push.backoff.count() == 0) return false;
+  }
+  return true;
+}
+
+void CatalogSync::RunPusher() {
+  MutexLock lock(&mutex_);
+  while (!stopping_) {
+    const auto now = std::chrono::steady_clock::now();
+    while (!retries_.empty() && retries_.begin()->first <= now) {
+      ready_.push_back(retries_.begin()->second);
+      retries_.erase(retries_.begin());
+    }
+    if (ready_.empty()) {
+      const auto next_retry =
+          retries_.empty() ? now + period_ : std::min(now + period_, retries_.begin()->first);
+      work_.WaitUntil(&mutex_, next_retry);
+      continue;
+    }
+    std::string id = std::move(ready_.front());
+    ready_.pop_front();
+    auto found = peers_.find(id);
+    if (found == peers_.end()) continue;  // Left the cluster while queued.
+    PeerPush& peer = found->second;
+    peer.queued = false;
+    // In flight already through an entry queued before it left and came
+    // back: that exchange requeues it if it still owes one.
+    if (peer.in_flight || peer.delivered >= peer.owed) continue;
+    peer.in_flight = true;
+    const uint64_t carried = generation_;
+    const Member member = peer.member;
+    grpc::ClientContext context;
+    calls_.insert(&context);
+    mutex_.Unlock();
+    absl::Status exchanged = ExchangeWith(member, &context);
+    mutex_.Lock();
+    calls_.erase(&context);
+    if (exchanged.ok()) ++exchanges_succeeded_;
+    found = peers_.find(id);
+    if (found != peers_.end()) {
+      PeerPush& after = found->second;
+      after.in_flight = false;
+      if (exchanged.ok()) {
+        after.delivered = std::max(after.delivered, carried);
+        after.backoff = std::chrono::milliseconds(0);
+        if (after.owed > after.delivered) {
+          after.queued = true;
+          ready_.push_back(id);
+        }
+      } else {
+        if (after.backoff.count() == 0) {
+          GRANARY_LOG(WARNING) << "catalog exchange with " << member.id << " (" << member.address
+                               << ") failed: " << exchanged << "; retrying until it answers";
+        }
+        after.backoff = std::min<std::chrono::milliseconds>(
+            std::max<std::chrono::milliseconds>(after.backoff * 2, std::chrono::seconds(1)),
+            kMaxRetryBackoff);
+        after.queued = true;
+        retries_.emplace(std::chrono::steady_clock::now() + after.backoff, id);
+      }
+    }
+    delivered_.SignalAll();
+  }
+}
+
+absl::Status CatalogSync::ExchangeWith(const Member& peer, grpc::ClientContext* context) {
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<v1::Granary::Stub> stub,
                            ConnectToPeer(cluster_->clients(), peer));
   v1::ExchangeCatalogRequest request;
@@ -95,11 +193,10 @@ absl::Status CatalogSync::ExchangeWith(const Member& peer) {
   for (v1::CatalogDataset& record : catalog_->Records()) {
     *request.add_records() = std::move(record);
   }
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       cluster_->clients().options().client.manifest_timeout);
+  context->set_deadline(std::chrono::system_clock::now() +
+                        cluster_->clients().options().client.manifest_timeout);
   v1::ExchangeCatalogResponse response;
-  GRANARY_RETURN_IF_ERROR(FromGrpcStatus(stub->ExchangeCatalog(&context, request, &response)));
+  GRANARY_RETURN_IF_ERROR(FromGrpcStatus(stub->ExchangeCatalog(context, request, &response)));
   return Merge(peer, {response.records().begin(), response.records().end()});
 }
 
@@ -178,38 +275,43 @@ absl::Status CatalogSync::AdoptFrom(const Member& from, const DatasetClient& rea
 
 void CatalogSync::MembersChanged() {
   std::vector<Member> peers = cluster_->Peers();
-  {
-    MutexLock lock(&mutex_);
-    for (const Member& peer : peers) {
-      if (known_peers_.insert(peer.id).second) pending_.push_back(peer);
-    }
-    if (pending_.empty()) return;
+  absl::flat_hash_set<std::string> current;
+  std::vector<Member> joined;
+  MutexLock lock(&mutex_);
+  for (const Member& peer : peers) {
+    current.insert(peer.id);
+    if (!peers_.contains(peer.id)) joined.push_back(peer);
   }
-  wake_.SignalAll();
+  // A member that left is owed nothing; a queued entry of it is skipped.
+  absl::erase_if(peers_, [&](const auto& peer) {
+    return !current.contains(peer.first) && !peer.second.in_flight;
+  });
+  if (!joined.empty()) OweLocked(joined);
 }
 
 void CatalogSync::Run() {
   std::mt19937_64 random(std::random_device{}());
-  auto next_round = std::chrono::steady_clock::now() + period_;
   while (true) {
-    std::vector<Member> pending;
     {
       MutexLock lock(&mutex_);
-      wake_.WaitUntil(&mutex_, next_round, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-        return stopping_ || !pending_.empty();
-      });
+      wake_.WaitUntil(&mutex_, std::chrono::steady_clock::now() + period_,
+                      [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; });
       if (stopping_) return;
-      pending.swap(pending_);
     }
-    if (!pending.empty()) {
-      ExchangeWithAll(pending);
-      continue;
-    }
-    next_round = std::chrono::steady_clock::now() + period_;
     std::vector<Member> peers = cluster_->Peers();
     if (peers.empty()) continue;
     const Member& peer = peers[random() % peers.size()];
-    absl::Status exchanged = ExchangeWith(peer);
+    grpc::ClientContext context;
+    {
+      MutexLock lock(&mutex_);
+      if (stopping_) return;
+      calls_.insert(&context);
+    }
+    absl::Status exchanged = ExchangeWith(peer, &context);
+    {
+      MutexLock lock(&mutex_);
+      calls_.erase(&context);
+    }
     if (!exchanged.ok()) {
       GRANARY_LOG(DEBUG) << "periodic catalog exchange with " << peer.id << ": " << exchanged;
     }

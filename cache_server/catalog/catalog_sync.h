@@ -12,33 +12,43 @@
 // When exchanges happen:
 //   - at Start(), with every live peer (a joining node gets the catalog);
 //   - after a local change (PushToAll(), called by the dataset RPCs before they
-//     answer), with every live peer, so a dataset registered on one server can
-//     be read on all as soon as the registration returns;
+//     answer), with every live peer;
 //   - when a member appears, with that member;
-//   - every `period`, with one random peer, to repair what a failed push
-//     missed.
-// A peer that cannot be reached is logged and caught up by a later exchange.
+//   - every `period`, with one random peer, to repair what was missed.
+// Exchanges run on a pool of pusher threads and never hold a caller past a
+// bounded wait: PushToAll() returns once every peer has the change (or failed
+// its last exchange) or after kPushWait, whichever is first, so a registration in a healthy cluster
+// is readable on every node when it returns, and a silent peer (stopped, or behind a dead link with
+// an open connection) delays it by kPushWait at most. A peer owes at most one exchange at a time:
+// changes made while one is in flight are carried by one more exchange after it, and a peer that
+// fails is retried with a doubling backoff (1 s to kMaxRetryBackoff) until it answers or leaves the
+// cluster, so a peer that was stopped gets the change as soon as it wakes (the call in flight
+// completes) or at its next retry.
 //
 // A peer's records are checked before they are adopted (ValidatePeerRecord,
 // then the source roots and limits of DatasetRegistry::Adopt): a peer is
 // trusted to be a member of the cluster, not to be right.
 //
-// Thread-safety: all methods may be called concurrently; the destructor stops
-// the background thread.
+// Thread-safety: all methods may be called concurrently; the destructor
+// cancels the exchanges in flight and stops the background threads.
 #ifndef GRANARY_CACHE_SERVER_CATALOG_CATALOG_SYNC_H_
 #define GRANARY_CACHE_SERVER_CATALOG_CATALOG_SYNC_H_
 
 #include <chrono>
-#include <set>
+#include <deque>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "cache_server/catalog/catalog.h"
 #include "cache_server/catalog/dataset_registry.h"
 #include "cache_server/cluster/cluster_view.h"
 #include "common/mutex.h"
+#include "grpcpp/client_context.h"
 #include "proto/granary.pb.h"
 
 namespace granary {
@@ -57,11 +67,17 @@ class CatalogSync {
   CatalogSync(const CatalogSync&) = delete;
   CatalogSync& operator=(const CatalogSync&) = delete;
 
-  // Exchanges with every live peer, then starts the background thread.
+  static constexpr std::chrono::milliseconds kPushWait{500};
+  static constexpr std::chrono::milliseconds kStartWait{1000};
+  static constexpr std::chrono::seconds kMaxRetryBackoff{60};
+
+  // Starts the pushers and the periodic exchange, and an exchange with every
+  // live peer; returns once one of them succeeded (this node then holds the
+  // cluster's catalog), all failed, or kStartWait passed.
   void Start();
 
-  // Exchanges with every live peer now, in parallel; returns when all have
-  // answered or failed.
+  // Owes every live peer an exchange carrying the catalog as it is now;
+  // returns once all have completed it or after kPushWait.
   void PushToAll();
 
   // The callee's side of ExchangeCatalog: adopts the sender's newer records
@@ -69,8 +85,29 @@ class CatalogSync {
   absl::StatusOr<v1::ExchangeCatalogResponse> Answer(const v1::ExchangeCatalogRequest& request);
 
  private:
-  absl::Status ExchangeWith(const Member& peer);
-  void ExchangeWithAll(const std::vector<Member>& peers);
+  // One peer's place in the push queue. `owed` and `delivered` are change
+  // generations: the peer needs an exchange while owed > delivered.
+  struct PeerPush {
+    Member member;
+    uint64_t owed = 0;
+    uint64_t delivered = 0;
+    bool queued = false;  // In ready_ or retries_.
+    bool in_flight = false;
+    std::chrono::milliseconds backoff{0};
+  };
+
+  // `context`, when given, is the call's, so that the destructor can cancel
+  // an exchange a silent peer holds.
+  absl::Status ExchangeWith(const Member& peer, grpc::ClientContext* context);
+  // Marks `peers` as owed generation_ and queues those not queued or in
+  // flight.
+  void OweLocked(const std::vector<Member>& peers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether every peer in `ids` has had `generation` delivered, left the
+  // cluster, or failed its last exchange (it is being retried; nobody waits
+  // on a peer known to be unreachable).
+  bool SettledLocked(const std::vector<std::string>& ids, uint64_t generation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void RunPusher();
   // Adopts the records of `from` that are valid and newer than this node's;
   // each refused record is logged as an audit line. Fails only when `from`
   // cannot be read from at all.
@@ -89,10 +126,18 @@ class CatalogSync {
 
   Mutex mutex_;
   CondVar wake_;
+  CondVar work_;       // A peer became ready, or stopping_.
+  CondVar delivered_;  // An exchange finished.
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
-  std::set<std::string> known_peers_ ABSL_GUARDED_BY(mutex_);
-  std::vector<Member> pending_ ABSL_GUARDED_BY(mutex_);  // New members to exchange with.
-  std::thread thread_;
+  uint64_t generation_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t exchanges_succeeded_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::flat_hash_map<std::string, PeerPush> peers_ ABSL_GUARDED_BY(mutex_);
+  std::deque<std::string> ready_ ABSL_GUARDED_BY(mutex_);
+  std::multimap<std::chrono::steady_clock::time_point, std::string> retries_
+      ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::thread> pushers_;
+  std::thread thread_;  // The periodic exchange.
 };
 
 }  // namespace granary

@@ -3,9 +3,10 @@
 // chunks where the ring puts them, group prewarm reading the source once per
 // chunk, a second group warming from the first, a miss on a node that is not
 // the owner read through the owner, two replicas per group, reads surviving a
-// dead node, a lease expiry removing a node, and a joining node receiving the
-// catalog.
+// dead node, a lease expiry removing a node, a joining node receiving the
+// catalog, and a stopped peer holding no registration.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <fstream>
 #include <map>
@@ -67,10 +68,11 @@ class ClusterTest : public ::testing::Test {
   // The dataset as node `i` lists it once it has it (a joining node serves
   // while its first catalog exchange runs); NOT_FOUND if it still does not
   // after a few seconds.
-  absl::StatusOr<v1::DatasetInfo> EventuallyDatasetOn(size_t i) {
+  absl::StatusOr<v1::DatasetInfo> EventuallyDatasetOn(size_t i,
+                                                      const std::string& name = "images") {
     absl::StatusOr<v1::DatasetInfo> dataset;
     for (int attempt = 0; attempt < 100; ++attempt) {
-      dataset = DatasetOn(i);
+      dataset = DatasetOn(i, name);
       if (dataset.ok()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -78,13 +80,13 @@ class ClusterTest : public ::testing::Test {
   }
 
   // The dataset as node `i` lists it; NOT_FOUND if it does not.
-  absl::StatusOr<v1::DatasetInfo> DatasetOn(size_t i) {
+  absl::StatusOr<v1::DatasetInfo> DatasetOn(size_t i, const std::string& name = "images") {
     auto client = DatasetClient::Connect(cluster_->node(i).socket_address());
     GRANARY_ASSIGN_OR_RETURN(std::vector<v1::DatasetInfo> datasets, (*client)->ListDatasets());
     for (const v1::DatasetInfo& dataset : datasets) {
-      if (dataset.name() == "images") return dataset;
+      if (dataset.name() == name) return dataset;
     }
-    return absl::NotFoundError("no dataset 'images'");
+    return absl::NotFoundError("no dataset '" + name + "'");
   }
 
   // Prewarms cache group `group` through node `via`; returns the last progress.
@@ -321,6 +323,28 @@ TEST_F(StaticClusterTest, TheCatalogSurvivesANodeAndReachesAJoiningOne) {
     after_restart = DatasetOn(0).status().code();
   }
   EXPECT_EQ(after_restart, absl::StatusCode::kNotFound);
+}
+
+// A peer that is stopped keeps its connections open and answers nothing: a
+// registration must not wait on it (it used to, for the exchange's whole
+// 120 s deadline), and the peer gets the change once it runs again.
+TEST_F(StaticClusterTest, ARegistrationDoesNotWaitOnAStoppedPeerWhichGetsItOnWaking) {
+  ASSERT_EQ(kill(cluster_->node(1).pid(), SIGSTOP), 0);
+  const auto started = std::chrono::steady_clock::now();
+  v1::DatasetInfo second;
+  grpc::Status added = AddDataset(cluster_->node(0).SocketStub().get(), "second", source_.path(),
+                                  kChunkSize, &second);
+  const auto waited = std::chrono::steady_clock::now() - started;
+  ASSERT_EQ(kill(cluster_->node(1).pid(), SIGCONT), 0);
+  ASSERT_TRUE(added.ok()) << added.error_message();
+  // A bound far from the 120 s the registration used to wait, not a timing.
+  EXPECT_LT(waited, std::chrono::seconds(30));
+  for (size_t i : {1, 2, 3}) {
+    auto dataset = EventuallyDatasetOn(i, "second");
+    ASSERT_TRUE(dataset.ok()) << cluster_->spec(i).id << ": " << dataset.status() << "\n"
+                              << cluster_->node(i).log();
+    EXPECT_EQ(dataset->version(), second.version());
+  }
 }
 
 class EtcdClusterTest : public ClusterTest {
