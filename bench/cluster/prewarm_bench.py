@@ -74,6 +74,10 @@ def generate(source, total_bytes):
 
 
 def enter_cgroup(path):
+    """A preexec_fn moving the child into cgroup `path`; None: stay put."""
+    if path is None:
+        return None
+
     def enter():
         with open(os.path.join(path, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()) + "\n")
