@@ -6,7 +6,8 @@
 // In a cluster, Status and Locate gather every member's figures (unless the
 // request asks for this node only; ClusterStatus), Prewarm coordinates the
 // whole cache group (PrewarmCoordinator), dataset changes are pushed to every
-// peer before the call answers (CatalogSync), and GetMembers tells readers
+// peer, the call answering once they have them or after a bounded wait
+// (CatalogSync), and GetMembers tells readers
 // whom to route to.
 //
 // Every call first learns who its caller is (RequestAuthenticator) and
