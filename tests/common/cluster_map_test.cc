@@ -5,6 +5,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "cache_server/config/members_file.h"
 
 namespace granary {
@@ -66,8 +67,8 @@ TEST(ClusterMap, DownMembersOwnNothingAndOthersKeepTheirChunks) {
 TEST(ClusterMap, RingsOfOtherGroupsAreBuiltWhenFirstAsked) {
   std::vector<Member> members;
   for (int i = 0; i < 400; ++i) {
-    members.push_back({"n" + std::to_string(i), "127.0.0.1:" + std::to_string(7000 + i),
-                       "rack-" + std::to_string(i / 40), static_cast<uint32_t>(1 + i % 7), true});
+    members.push_back({absl::StrCat("n", i), absl::StrCat("127.0.0.1:", 7000 + i),
+                       absl::StrCat("rack-", i / 40), static_cast<uint32_t>(1 + i % 7), true});
   }
   auto reference = ClusterMap::Build(members, "rack-0");
   auto lazy = ClusterMap::Build(members, "rack-0");
@@ -96,7 +97,7 @@ TEST(ClusterMap, RingsOfOtherGroupsAreBuiltWhenFirstAsked) {
 TEST(ClusterMap, RejectsAGroupLargerThanARingCanName) {
   std::vector<Member> members;
   for (size_t i = 0; i <= PlacementRing::kMaxNodes; ++i) {
-    members.push_back({"n" + std::to_string(i), "h:1", "huge", 1, true});
+    members.push_back({absl::StrCat("n", i), "h:1", "huge", 1, true});
   }
   auto map = ClusterMap::Build(members);
   ASSERT_FALSE(map.ok());
