@@ -3,8 +3,6 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <thread>
-
 #include "common/logging.h"
 
 namespace granary {
@@ -14,14 +12,27 @@ StopSignals::StopSignals() {
   sigaddset(&signals_, SIGTERM);
   sigaddset(&signals_, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
-  // Blocked in sigwait for the life of the process; exit ends it.
-  std::thread([this] { Receive(); }).detach();
+  receiver_ = std::thread([this] { Receive(); });
+}
+
+StopSignals::~StopSignals() {
+  bool still_waiting;
+  {
+    MutexLock lock(&mutex_);
+    still_waiting = signal_ == 0;
+    closing_ = true;
+  }
+  // The receiver sits in sigwait until a signal comes; one sent to that thread
+  // alone wakes it, and closing_ tells it the signal is ours.
+  if (still_waiting) pthread_kill(receiver_.native_handle(), SIGTERM);
+  receiver_.join();
 }
 
 void StopSignals::Receive() {
   int received = 0;
   sigwait(&signals_, &received);
   MutexLock lock(&mutex_);
+  if (closing_) return;
   if (!waiting_) {
     GRANARY_LOG(INFO) << "received " << (received == SIGTERM ? "SIGTERM" : "SIGINT")
                       << " while starting; exiting";

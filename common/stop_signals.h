@@ -8,12 +8,14 @@
 // process at once, with a log line and exit status 128 + the signal, rather
 // than going unheard until startup ends.
 //
-// Thread-safety: construct and Wait() from the main thread; a thread of its
-// own receives the signals.
+// Thread-safety: construct, Wait() and destroy from the main thread; a thread
+// of its own receives the signals, and the destructor ends and joins it.
 #ifndef GRANARY_COMMON_STOP_SIGNALS_H_
 #define GRANARY_COMMON_STOP_SIGNALS_H_
 
 #include <signal.h>
+
+#include <thread>
 
 #include "common/mutex.h"
 
@@ -22,6 +24,7 @@ namespace granary {
 class StopSignals {
  public:
   StopSignals();
+  ~StopSignals();
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
@@ -35,7 +38,9 @@ class StopSignals {
   Mutex mutex_;
   CondVar received_;
   bool waiting_ ABSL_GUARDED_BY(mutex_) = false;
+  bool closing_ ABSL_GUARDED_BY(mutex_) = false;
   int signal_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::thread receiver_;
 };
 
 }  // namespace granary

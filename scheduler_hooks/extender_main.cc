@@ -73,6 +73,9 @@ granary::HttpServer::Handler Serve(
 }
 
 absl::Status Run(const Flags& flags) {
+  // Before any thread starts (gRPC's, which the locator's channel starts, and
+  // the server's), so that only Wait() below sees them.
+  granary::StopSignals stop_signals;
   absl::StatusOr<std::string> token = granary::ResolveClusterToken(flags.token_file);
   if (!token.ok()) return token.status();
   std::string server = granary::ResolveServerAddress(flags.server);
@@ -85,9 +88,6 @@ absl::Status Run(const Flags& flags) {
                                      kLocateCacheEntries),
       {.required_group_share = flags.required_group_share,
        .max_datasets_per_pod = flags.max_datasets_per_pod});
-
-  // Before the server's threads start, so that only Wait() below sees them.
-  granary::StopSignals stop_signals;
 
   granary::HttpServer http({.max_body_bytes = flags.max_body_bytes,
                             .max_buffered_body_bytes = 2 * flags.max_body_bytes,
