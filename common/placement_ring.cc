@@ -31,7 +31,7 @@ absl::StatusOr<PlacementRing> PlacementRing::Build(std::vector<PlacementNode> no
     return absl::InvalidArgumentError("placement ring needs at least one point per member");
   }
   absl::flat_hash_set<std::string> seen;
-  uint64_t total_weight = 0;
+  uint32_t heaviest = 0;
   for (const PlacementNode& node : nodes) {
     if (node.id.empty()) return absl::InvalidArgumentError("placement node has an empty id");
     if (!seen.insert(node.id).second) {
@@ -42,18 +42,17 @@ absl::StatusOr<PlacementRing> PlacementRing::Build(std::vector<PlacementNode> no
       return absl::InvalidArgumentError(absl::StrCat("placement node '", node.id, "' has weight ",
                                                      node.weight, "; weights are 1-1000"));
     }
-    total_weight += node.weight;
+    heaviest = std::max(heaviest, node.weight);
   }
-  // Points per unit of weight are 2^scale (scale negative when weights are
-  // heavy): the power of two nearest to giving the average member
-  // points_per_member points, within kMaxPoints in all.
-  const uint64_t budget = std::min<uint64_t>(
-      uint64_t{points_per_member} * nodes.size() * 1448 / 1024, kMaxPoints);  // 1448/1024 ~ sqrt 2
-  int scale = 0;
-  while ((total_weight << (scale + 1)) <= budget) ++scale;
-  while (scale > -63 && (scale >= 0 ? total_weight << scale : total_weight >> -scale) > budget) {
-    --scale;
-  }
+  // A member of the top weight class (the heaviest weight rounded up to a
+  // power of two) gets top_points points, fewer in groups so large that
+  // kMaxPoints would not hold were every member in that class; the others
+  // get their weight's share of it. Both are powers of two, so a point count
+  // is a shift of the weight.
+  const int top_class = std::countr_zero(std::bit_ceil(heaviest));
+  uint64_t top_points = std::bit_ceil(uint64_t{points_per_member});
+  while (top_points > 1 && nodes.size() * top_points > kMaxPoints) top_points /= 2;
+  const int scale = std::countr_zero(top_points) - top_class;
   auto points_of = [scale](uint64_t weight) {
     return std::max<uint64_t>(1, scale >= 0 ? weight << scale : weight >> -scale);
   };

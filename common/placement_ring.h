@@ -24,14 +24,20 @@
 //    kInlinePoints points, or an offset equal to the key's, sends it on to the
 //    full points array. The previous layout (a bucket index, then the points)
 //    took 88 MB and up to two misses, and was twice as slow.
-//  - Points follow relative weight, not its scale: a member gets its weight
-//    times a power of two (at least one point), the power that gives the
-//    average member nearest to points_per_member points, the ring at most
-//    kMaxPoints. Weights 1-4 and 250-1000 make rings of the same size, and
-//    memory stays bounded with weights up to 1,000. The step is a power of
-//    two so that the factor only changes when the mean weight or the member
-//    count crosses a doubling (every node then keeps half or twice its points
-//    and about half the keys move once); in between, a membership change
+//  - Points follow relative weight, not its scale: a member of the group's
+//    top weight class (its heaviest weight rounded up to a power of two) gets
+//    points_per_member rounded up to a power of two, every other member its
+//    weight's share of that (at least one point), and a group so large that
+//    kMaxPoints would not hold were every member in the top class gets half
+//    as many, or a quarter, as needed. Weights 1-4 and 250-1000 make rings of
+//    the same size, and memory stays bounded with weights up to 1,000. The
+//    factor depends on neither the mean weight nor, below kMaxPoints /
+//    points_per_member members, the count: a factor that did would change
+//    with ordinary joins and leaves under churn, and each change gives every
+//    member new points and moves about half the keys (bench/cluster's
+//    simulation measured it). This one changes only when the last member of
+//    the top class leaves, one of a heavier class joins, or a very large
+//    group's count crosses a doubling; between those, a membership change
 //    moves the minimum.
 //  - Members of weight far below the mean get few points, and their load
 //    strays further from their share: the ring balances weights within a

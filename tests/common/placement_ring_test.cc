@@ -137,6 +137,36 @@ std::vector<PlacementNode> AlternatingWeights(int count, uint32_t light, uint32_
   return nodes;
 }
 
+// Racks of 40 with weights 1-1000: whichever member leaves, and however that
+// moves the mean weight, only its keys change owner.
+TEST(PlacementRing, AnyLeaveInARackOfMixedWeightsMovesOnlyTheLeaversKeys) {
+  std::mt19937 random(11);
+  for (int rack = 0; rack < 10; ++rack) {
+    std::vector<PlacementNode> nodes;
+    for (int i = 0; i < 40; ++i) {
+      nodes.push_back({"node-" + std::to_string(i), static_cast<uint32_t>(1 + random() % 1000)});
+    }
+    auto before = PlacementRing::Build(nodes);
+    ASSERT_TRUE(before.ok());
+    auto owners_before = OwnerIds(*before, 5000);
+    for (size_t leaver = 0; leaver < nodes.size(); ++leaver) {
+      auto without = nodes;
+      without.erase(without.begin() + static_cast<std::ptrdiff_t>(leaver));
+      auto after = PlacementRing::Build(without);
+      ASSERT_TRUE(after.ok());
+      auto owners_after = OwnerIds(*after, 5000);
+      int moved_others = 0;
+      for (size_t i = 0; i < owners_before.size(); ++i) {
+        if (owners_before[i] != nodes[leaver].id && owners_before[i] != owners_after[i]) {
+          ++moved_others;
+        }
+      }
+      EXPECT_EQ(moved_others, 0) << "rack " << rack << ": " << nodes[leaver].id << " of weight "
+                                 << nodes[leaver].weight << " left";
+    }
+  }
+}
+
 // Points follow relative weight, not its scale: weights 500 and 1,000 make a
 // ring of the size weights 1 and 2 make, and load still follows weight.
 TEST(PlacementRing, RingSizeDoesNotDependOnTheScaleOfWeights) {
