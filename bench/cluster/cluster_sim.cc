@@ -1,0 +1,662 @@
+// A simulation of a Granary cluster at sizes that cannot run here (1,000 and
+// 10,000 nodes), for the design of today: what each node holds in memory, how
+// long a catalog change takes to reach every node, how many bytes a join or a
+// leave moves, and how long a cluster-wide Locate takes, under node churn.
+//
+// What is real and what is modelled:
+//   - Placement is real: each group's ring is a PlacementRing built from the
+//     simulated members, and bytes moved are computed exactly from the rings'
+//     arcs (bench/placement/ring_measures.h).
+//   - Sizes are real: the member list's memory is that of a ClusterMap built
+//     with the simulated members; a manifest entry's memory and its encoded
+//     size come from a real Manifest of generated entries; a catalog record's
+//     encoded size from a real CatalogDataset.
+//   - Catalog propagation is a discrete-event model of CatalogSync: the
+//     changing node's pusher pool (kPushers threads, one exchange per peer),
+//     each exchange carrying every record both ways and the callee fetching a
+//     new manifest from the caller; dead peers still listed hold a pusher for
+//     kPeerConnectWait and are retried; every node also exchanges with one
+//     random peer every kExchangePeriod. The network is a round-trip time and
+//     one uplink per node of a given bandwidth, shared in turn by the
+//     manifests it serves. Not modelled: CPU (decoding, RocksDB writes), the
+//     downlink, switches, packet loss, gRPC's reconnect backoff.
+//   - Locate is a model of ClusterStatus::Locate: kParallelCalls calls in
+//     flight, one shared deadline of kPeerAnswerWait, a live peer answering in
+//     a round trip plus a service time, a dead one holding its call until the
+//     deadline.
+//   - Churn: each minute `churn` of the nodes leave and as many join (a
+//     random group, a random weight); a departed node stays listed for
+//     `membership_lag` (an etcd lease's TTL).
+//
+// Prints a table per cluster size, or JSON (--json) for a plot.
+#include <malloc.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <queue>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/placement/ring_measures.h"
+#include "common/cluster_map.h"
+#include "common/manifest.h"
+#include "common/placement_ring.h"
+#include "nlohmann/json.hpp"
+#include "proto/granary.pb.h"
+
+namespace granary {
+namespace {
+
+using nlohmann::json;
+
+// The constants of the code modelled (cache_server/catalog/catalog_sync.*,
+// cache_server/cluster/peer_stub.h, cache_server/status/cluster_status.h,
+// cache_server/server.cc).
+constexpr int kPushers = 16;
+constexpr double kPeerConnectWait = 3.0;
+constexpr double kFirstRetryBackoff = 1.0;
+constexpr double kMaxRetryBackoff = 60.0;
+constexpr double kExchangePeriod = 30.0;
+constexpr double kPushWait = 0.5;
+constexpr int kParallelCalls = 32;
+constexpr double kPeerAnswerWait = 3.0;
+
+struct Options {
+  std::vector<int> cluster_sizes = {1000, 10000};
+  int group_size = 40;
+  uint32_t max_weight = 1000;
+  int datasets = 1000;
+  uint64_t files_per_dataset = 100'000;
+  uint64_t new_dataset_files = 10'000'000;
+  double churn_per_minute = 0.01;
+  int minutes = 10;
+  double rtt_ms = 0.2;
+  double call_service_ms = 0.1;
+  double uplink_gbps = 10;
+  double node_cache_tib = 4;
+  double membership_lag_s = 10;
+  uint64_t seed = 7;
+  bool json = false;
+};
+
+uint64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * 4096;
+}
+
+// ---------------------------------------------------------------- sizes
+
+struct EntrySizes {
+  double memory_bytes;   // In a loaded Manifest, per entry.
+  double encoded_bytes;  // As GetManifest sends it, per entry.
+};
+
+ManifestEntry Directory(std::string path) {
+  ManifestEntry entry;
+  entry.path = std::move(path);
+  entry.type = EntryType::kDirectory;
+  entry.mode = 040755;
+  return entry;
+}
+
+// Generated names as a dataset of images has them: a directory per class.
+ManifestEntries GeneratedEntries(uint64_t files) {
+  constexpr uint64_t kFilesPerClass = 1000;
+  constexpr int64_t kScanTimeNs = 1'700'000'000'000'000'000;
+  ManifestEntries entries;
+  entries.push_back(Directory(""));
+  entries.push_back(Directory("train"));
+  for (uint64_t i = 0; i < files; ++i) {
+    if (i % kFilesPerClass == 0) {
+      entries.push_back(Directory(absl::StrFormat("train/class-%05d", i / kFilesPerClass)));
+    }
+    ManifestEntry file;
+    file.path = absl::StrFormat("train/class-%05d/img-%09d.jpg", i / kFilesPerClass, i);
+    file.size = 100'000 + i % 20'000;
+    file.mode = 0100644;
+    file.mtime_ns = kScanTimeNs + static_cast<int64_t>(i);
+    file.uid = 1000;
+    file.gid = 1000;
+    file.device = 2049;
+    file.inode = 1'000'000 + i;
+    file.ctime_ns = kScanTimeNs + static_cast<int64_t>(i);
+    entries.push_back(std::move(file));
+  }
+  return entries;
+}
+
+EntrySizes MeasureEntrySizes() {
+  constexpr uint64_t kFiles = 200'000;
+  malloc_trim(0);
+  const uint64_t before = ResidentBytes();
+  auto manifest = Manifest::Build({"sizes", "/data/sizes", 4 << 20}, GeneratedEntries(kFiles));
+  const uint64_t after = ResidentBytes();
+  if (!manifest.ok()) {
+    std::cerr << "cluster_sim: " << manifest.status() << "\n";
+    std::exit(1);
+  }
+  uint64_t encoded = 0;
+  for (const ManifestEntry& entry : manifest->entries()) {
+    v1::ManifestEntry proto;
+    entry.ToProto(&proto);
+    encoded += proto.ByteSizeLong();
+  }
+  const double count = static_cast<double>(manifest->entries().size());
+  return {static_cast<double>(after - before) / count, static_cast<double>(encoded) / count};
+}
+
+double CatalogRecordEncodedBytes() {
+  v1::CatalogDataset record;
+  record.set_name("dataset-00123");
+  record.set_source("/mnt/datasets/dataset-00123");
+  record.set_chunk_size(4 << 20);
+  record.set_updated_unix_ms(1'780'000'000'000);
+  record.set_replicas(1);
+  record.set_fill(v1::FILL_ON_READ);
+  v1::CatalogVersion* version = record.add_versions();
+  version->set_version(0x0123456789abcdefULL);
+  version->set_created_unix_ms(1'780'000'000'000);
+  version->set_file_count(100'000);
+  version->set_directory_count(101);
+  version->set_total_bytes(11'000'000'000);
+  version->set_chunk_count(110'000);
+  version->set_entry_count(100'101);
+  return static_cast<double>(record.ByteSizeLong());
+}
+
+// ---------------------------------------------------------------- members
+
+struct SimMember {
+  std::string id;
+  int group;
+  uint32_t weight;
+};
+
+std::string GroupName(int group) { return absl::StrCat("rack-", group); }
+
+std::vector<PlacementNode> GroupNodes(const std::vector<SimMember>& members, int group) {
+  std::vector<PlacementNode> nodes;
+  for (const SimMember& member : members) {
+    if (member.group == group) nodes.push_back({member.id, member.weight});
+  }
+  return nodes;
+}
+
+struct MembershipMemory {
+  double member_list_bytes;  // A ClusterMap with the own group's ring built.
+  double own_ring_bytes;
+};
+
+MembershipMemory MeasureMembership(const std::vector<SimMember>& members) {
+  std::vector<Member> listed;
+  for (const SimMember& member : members) {
+    listed.push_back({.id = member.id,
+                      .address = absl::StrCat("10.", member.group / 250, ".", member.group % 250,
+                                              ".", listed.size() % 250, ":7070"),
+                      .group = GroupName(member.group),
+                      .weight = member.weight});
+  }
+  malloc_trim(0);
+  const uint64_t before = ResidentBytes();
+  auto map = ClusterMap::Build(listed, GroupName(members.front().group));
+  const uint64_t after = ResidentBytes();
+  if (!map.ok()) {
+    std::cerr << "cluster_sim: " << map.status() << "\n";
+    std::exit(1);
+  }
+  auto ring = PlacementRing::Build(GroupNodes(members, members.front().group));
+  return {static_cast<double>(after - before), static_cast<double>(ring->memory_bytes())};
+}
+
+// ---------------------------------------------------------------- churn
+
+struct ChurnResult {
+  double leaves = 0, joins = 0;
+  double moved_bytes_per_leave = 0, moved_bytes_per_join = 0;
+  double moved_over_minimum_mean = 0, moved_over_minimum_worst = 0;
+  double moved_bytes_per_minute = 0;
+};
+
+double TotalWeight(const std::vector<PlacementNode>& nodes) {
+  double total = 0;
+  for (const PlacementNode& node : nodes) total += node.weight;
+  return total;
+}
+
+// Each churn event changes one group's ring; the bytes it moves are the
+// hash space that changed owner times the bytes the group holds (its members
+// full, `node_cache` each on average).
+ChurnResult SimulateChurn(std::vector<SimMember> members, int groups, const Options& options,
+                          std::mt19937_64& random) {
+  const double node_cache = options.node_cache_tib * 1024.0 * 1024 * 1024 * 1024;
+  const int events = static_cast<int>(members.size() * options.churn_per_minute * options.minutes);
+  ChurnResult result;
+  double ratio_sum = 0;
+  int next_id = static_cast<int>(members.size());
+  for (int event = 0; event < events; ++event) {
+    const bool leave = event % 2 == 0;
+    int group;
+    std::vector<SimMember> changed = members;
+    double changed_weight;
+    if (leave) {
+      size_t index = random() % members.size();
+      group = members[index].group;
+      changed_weight = members[index].weight;
+      changed.erase(changed.begin() + static_cast<std::ptrdiff_t>(index));
+    } else {
+      group = static_cast<int>(random() % groups);
+      changed_weight = static_cast<double>(1 + random() % options.max_weight);
+      changed.push_back(
+          {absl::StrCat("node-", next_id++), group, static_cast<uint32_t>(changed_weight)});
+    }
+    std::vector<PlacementNode> before_nodes = GroupNodes(members, group);
+    std::vector<PlacementNode> after_nodes = GroupNodes(changed, group);
+    if (before_nodes.empty() || after_nodes.empty()) {
+      members = std::move(changed);
+      continue;
+    }
+    auto before = PlacementRing::Build(before_nodes);
+    auto after = PlacementRing::Build(after_nodes);
+    const double moved_fraction = static_cast<double>(MovedFraction(*before, *after));
+    const double group_bytes = node_cache * static_cast<double>(before_nodes.size());
+    const double minimum_fraction =
+        changed_weight / TotalWeight(leave ? before_nodes : after_nodes);
+    const double ratio = moved_fraction / minimum_fraction;
+    ratio_sum += ratio;
+    result.moved_over_minimum_worst = std::max(result.moved_over_minimum_worst, ratio);
+    (leave ? result.moved_bytes_per_leave : result.moved_bytes_per_join) +=
+        moved_fraction * group_bytes;
+    (leave ? result.leaves : result.joins) += 1;
+    members = std::move(changed);
+  }
+  const double counted = result.leaves + result.joins;
+  result.moved_bytes_per_minute =
+      (result.moved_bytes_per_leave + result.moved_bytes_per_join) / options.minutes;
+  if (result.leaves > 0) result.moved_bytes_per_leave /= result.leaves;
+  if (result.joins > 0) result.moved_bytes_per_join /= result.joins;
+  if (counted > 0) result.moved_over_minimum_mean = ratio_sum / counted;
+  return result;
+}
+
+// ---------------------------------------------------------------- catalog
+
+struct Propagation {
+  double registration_returns_s = 0;         // PushToAll's wait.
+  double half_s = 0, most_s = 0, all_s = 0;  // 50%, 99%, 100% of live nodes.
+  double origin_sent_bytes = 0;
+};
+
+// One change made on node 0 (a registration of `manifest_bytes` of manifest,
+// or, with 0, a record change alone such as a removal).
+Propagation SimulatePropagation(int cluster_size, const std::vector<bool>& dead,
+                                double records_bytes, double manifest_bytes, const Options& options,
+                                std::mt19937_64& random) {
+  const double rtt = options.rtt_ms / 1000;
+  const double service = options.call_service_ms / 1000;
+  const double bytes_per_second = options.uplink_gbps * 1e9 / 8;
+  const double exchange_wire = rtt + service + 2 * records_bytes / bytes_per_second;
+
+  enum Kind { kPushDone, kPushFailed, kRetryDue, kPeriodic };
+  struct Event {
+    double time;
+    Kind kind;
+    int node;
+    bool operator>(const Event& other) const { return time > other.time; }
+  };
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+
+  constexpr double kNever = -1;
+  std::vector<double> has_since(cluster_size, kNever);
+  std::vector<double> uplink_free(cluster_size, 0);
+  has_since[0] = 0;
+  int live = 0;
+  for (int n = 0; n < cluster_size; ++n) live += dead[n] ? 0 : 1;
+  int reached = 1;
+  double origin_sent = 0;
+
+  // The callee fetches the manifest from `from`, whose uplink serves one
+  // fetch at a time; returns when `to` holds the change.
+  auto deliver = [&](int from, double start) {
+    double done = start + exchange_wire;
+    if (manifest_bytes > 0) {
+      const double begin = std::max(done, uplink_free[from]);
+      uplink_free[from] = begin + manifest_bytes / bytes_per_second;
+      done = uplink_free[from] + rtt;
+    }
+    if (from == 0) origin_sent += records_bytes + manifest_bytes;
+    return done;
+  };
+  auto mark = [&](int node, double time) {
+    if (has_since[node] == kNever) ++reached;
+    if (has_since[node] == kNever || time < has_since[node]) has_since[node] = time;
+  };
+
+  // The origin's pushes: every peer owed one exchange, kPushers at once, a
+  // failed peer owed again after its backoff.
+  std::deque<int> owed;
+  for (int n = 1; n < cluster_size; ++n) owed.push_back(n);
+  int idle_pushers = kPushers;
+  std::vector<double> backoff(cluster_size, kFirstRetryBackoff);
+  std::vector<bool> settled(cluster_size, false);
+  int pushes_settled = 0;
+  double all_pushes_settled = kNever;
+  auto run_pushers = [&](double now) {
+    while (idle_pushers > 0 && !owed.empty()) {
+      const int peer = owed.front();
+      owed.pop_front();
+      --idle_pushers;
+      if (dead[peer]) {
+        events.push({now + kPeerConnectWait, kPushFailed, peer});
+      } else {
+        events.push({deliver(0, now), kPushDone, peer});
+      }
+    }
+  };
+  auto settle = [&](int peer, double now) {
+    if (settled[peer]) return;
+    settled[peer] = true;
+    if (++pushes_settled == cluster_size - 1) all_pushes_settled = now;
+  };
+  run_pushers(0);
+  std::uniform_real_distribution<double> phase(0, kExchangePeriod);
+  for (int n = 0; n < cluster_size; ++n) events.push({phase(random), kPeriodic, n});
+
+  // Runs until every live node holds the change and no later event could
+  // bring it to one of them sooner.
+  constexpr double kHorizon = 7 * 24 * 3600.0;
+  double latest = kHorizon;
+  while (!events.empty()) {
+    const Event event = events.top();
+    events.pop();
+    if (event.time > latest) break;
+    switch (event.kind) {
+      case kPushDone:
+        mark(event.node, event.time);
+        settle(event.node, event.time);
+        ++idle_pushers;
+        break;
+      case kPushFailed:
+        // A failed try settles PushToAll's wait for that peer.
+        settle(event.node, event.time);
+        ++idle_pushers;
+        events.push({event.time + backoff[event.node], kRetryDue, event.node});
+        backoff[event.node] = std::min(kMaxRetryBackoff, 2 * backoff[event.node]);
+        break;
+      case kRetryDue:
+        owed.push_back(event.node);
+        break;
+      case kPeriodic: {
+        const int node = event.node;
+        events.push({event.time + kExchangePeriod, kPeriodic, node});
+        int peer = static_cast<int>(random() % (cluster_size - 1));
+        if (peer >= node) ++peer;
+        if (dead[node] || dead[peer]) break;
+        auto holds = [&](int n) { return has_since[n] != kNever && has_since[n] <= event.time; };
+        if (holds(node) && !holds(peer)) mark(peer, deliver(node, event.time));
+        if (holds(peer) && !holds(node)) mark(node, deliver(peer, event.time));
+        break;
+      }
+    }
+    run_pushers(event.time);
+    if (reached == live && latest == kHorizon) {
+      latest = 0;
+      for (int n = 0; n < cluster_size; ++n) {
+        if (!dead[n]) latest = std::max(latest, has_since[n]);
+      }
+    }
+  }
+  std::vector<double> reach_times;
+  for (int n = 0; n < cluster_size; ++n) {
+    if (!dead[n] && has_since[n] != kNever) reach_times.push_back(has_since[n]);
+  }
+  std::sort(reach_times.begin(), reach_times.end());
+  // When the `share` of live nodes held the change (kNever if they did not).
+  auto at_share = [&](double share) {
+    const size_t index = static_cast<size_t>(share * (live - 1));
+    return index < reach_times.size() ? reach_times[index] : kNever;
+  };
+  Propagation result;
+  result.half_s = at_share(0.5);
+  result.most_s = at_share(0.99);
+  result.all_s = reached == live ? reach_times.back() : kNever;
+  result.registration_returns_s =
+      all_pushes_settled == kNever ? kPushWait : std::min(kPushWait, all_pushes_settled);
+  result.origin_sent_bytes = origin_sent;
+  return result;
+}
+
+// ---------------------------------------------------------------- locate
+
+struct LocateResult {
+  double latency_s = 0;
+  double answered_share = 0;  // Of the live peers.
+};
+
+LocateResult SimulateLocate(int cluster_size, const std::vector<bool>& dead,
+                            const Options& options) {
+  const double call = (options.rtt_ms + options.call_service_ms) / 1000;
+  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
+  for (int slot = 0; slot < kParallelCalls; ++slot) free_at.push(0);
+  int live = 0, answered = 0;
+  double last = 0;
+  for (int peer = 1; peer < cluster_size; ++peer) {
+    const double start = free_at.top();
+    free_at.pop();
+    if (!dead[peer]) ++live;
+    if (start >= kPeerAnswerWait) {
+      free_at.push(start);
+      continue;
+    }
+    const double end = dead[peer] ? kPeerAnswerWait : start + call;
+    if (!dead[peer] && end <= kPeerAnswerWait) ++answered;
+    last = std::max(last, std::min(end, kPeerAnswerWait));
+    free_at.push(std::min(end, kPeerAnswerWait));
+  }
+  return {last, live > 0 ? static_cast<double>(answered) / live : 1};
+}
+
+// ---------------------------------------------------------------- report
+
+std::string Bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 5) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.1f %s", bytes, units[unit]);
+}
+
+std::string Seconds(double seconds) {
+  if (seconds < 0) return "not within a week";
+  if (seconds < 1) return absl::StrFormat("%.0f ms", seconds * 1000);
+  return absl::StrFormat("%.1f s", seconds);
+}
+
+json SimulateCluster(int cluster_size, const EntrySizes& entry_sizes, double record_bytes,
+                     const Options& options) {
+  std::mt19937_64 random(options.seed + static_cast<uint64_t>(cluster_size));
+  const int groups = options.group_size > 0 ? std::max(1, cluster_size / options.group_size) : 1;
+  std::vector<SimMember> members;
+  for (int n = 0; n < cluster_size; ++n) {
+    members.push_back({absl::StrCat("node-", n), n % groups,
+                       static_cast<uint32_t>(1 + random() % options.max_weight)});
+  }
+  const MembershipMemory membership = MeasureMembership(members);
+  const double records_bytes = record_bytes * options.datasets;
+  const double manifests_bytes =
+      entry_sizes.memory_bytes * static_cast<double>(options.files_per_dataset) * options.datasets;
+
+  // Departed nodes still listed: those of the last `membership_lag` of churn.
+  const int dead_listed = static_cast<int>(
+      cluster_size * options.churn_per_minute * options.membership_lag_s / 60.0 + 0.5);
+  std::vector<bool> dead(cluster_size, false);
+  for (int placed = 0; placed < dead_listed;) {
+    const int node = 1 + static_cast<int>(random() % (cluster_size - 1));
+    if (!dead[node]) {
+      dead[node] = true;
+      ++placed;
+    }
+  }
+  const double new_manifest_bytes =
+      entry_sizes.encoded_bytes * static_cast<double>(options.new_dataset_files);
+  const Propagation removal =
+      SimulatePropagation(cluster_size, dead, records_bytes, 0, options, random);
+  const Propagation registration =
+      SimulatePropagation(cluster_size, dead, records_bytes, new_manifest_bytes, options, random);
+  const LocateResult locate = SimulateLocate(cluster_size, dead, options);
+  const ChurnResult churn = SimulateChurn(members, groups, options, random);
+
+  json out = {
+      {"nodes", cluster_size},
+      {"groups", groups},
+      {"dead_listed", dead_listed},
+      {"memory_per_node",
+       {{"member_list_bytes", membership.member_list_bytes},
+        {"own_ring_bytes", membership.own_ring_bytes},
+        {"catalog_records_encoded_bytes", records_bytes},
+        {"manifests_bytes", manifests_bytes}}},
+      {"record_change",
+       {{"registration_returns_s", removal.registration_returns_s},
+        {"half_s", removal.half_s},
+        {"most_s", removal.most_s},
+        {"all_s", removal.all_s},
+        {"origin_sent_bytes", removal.origin_sent_bytes}}},
+      {"registration",
+       {{"manifest_encoded_bytes", new_manifest_bytes},
+        {"registration_returns_s", registration.registration_returns_s},
+        {"half_s", registration.half_s},
+        {"most_s", registration.most_s},
+        {"all_s", registration.all_s},
+        {"origin_sent_bytes", registration.origin_sent_bytes}}},
+      {"churn",
+       {{"leaves", churn.leaves},
+        {"joins", churn.joins},
+        {"moved_bytes_per_leave", churn.moved_bytes_per_leave},
+        {"moved_bytes_per_join", churn.moved_bytes_per_join},
+        {"moved_over_minimum_mean", churn.moved_over_minimum_mean},
+        {"moved_over_minimum_worst", churn.moved_over_minimum_worst},
+        {"moved_bytes_per_minute", churn.moved_bytes_per_minute}}},
+      {"locate", {{"latency_s", locate.latency_s}, {"answered_share", locate.answered_share}}},
+  };
+  return out;
+}
+
+void PrintTable(const json& result, const Options& options) {
+  const json& memory = result["memory_per_node"];
+  const json& change = result["record_change"];
+  const json& registration = result["registration"];
+  const json& churn = result["churn"];
+  const json& locate = result["locate"];
+  std::cout << absl::StrFormat("\n%d nodes in %d groups (%d departed nodes still listed)\n",
+                               result["nodes"].get<int>(), result["groups"].get<int>(),
+                               result["dead_listed"].get<int>());
+  auto row = [](const std::string& what, const std::string& value) {
+    std::cout << absl::StrFormat("  %-58s %s\n", what, value);
+  };
+  row("memory: member list (ClusterMap, own ring built)",
+      Bytes(memory["member_list_bytes"].get<double>()));
+  row("memory: own group's ring", Bytes(memory["own_ring_bytes"].get<double>()));
+  row(absl::StrFormat("memory: catalog records (%d, encoded)", options.datasets),
+      Bytes(memory["catalog_records_encoded_bytes"].get<double>()));
+  row(absl::StrFormat("memory: manifests (%d x %d files, all loaded)", options.datasets,
+                      options.files_per_dataset),
+      Bytes(memory["manifests_bytes"].get<double>()));
+  row("record change: registration returns after",
+      Seconds(change["registration_returns_s"].get<double>()));
+  row("record change: 50% / 99% / all live nodes",
+      Seconds(change["half_s"].get<double>()) + " / " + Seconds(change["most_s"].get<double>()) +
+          " / " + Seconds(change["all_s"].get<double>()));
+  row("record change: bytes sent by the changing node",
+      Bytes(change["origin_sent_bytes"].get<double>()));
+  row(absl::StrFormat("registration of %d files: 50%% / 99%% / all", options.new_dataset_files),
+      Seconds(registration["half_s"].get<double>()) + " / " +
+          Seconds(registration["most_s"].get<double>()) + " / " +
+          Seconds(registration["all_s"].get<double>()));
+  row("registration: bytes sent by the registering node",
+      Bytes(registration["origin_sent_bytes"].get<double>()));
+  row("churn: bytes moved per leave / per join",
+      Bytes(churn["moved_bytes_per_leave"].get<double>()) + " / " +
+          Bytes(churn["moved_bytes_per_join"].get<double>()));
+  row("churn: moved / minimum, mean (worst)",
+      absl::StrFormat("%.3f (%.3f)", churn["moved_over_minimum_mean"].get<double>(),
+                      churn["moved_over_minimum_worst"].get<double>()));
+  row("churn: bytes moved per minute, cluster-wide",
+      Bytes(churn["moved_bytes_per_minute"].get<double>()));
+  row("Locate: latency (share of live peers answered)",
+      absl::StrFormat("%s (%.3f)", Seconds(locate["latency_s"].get<double>()),
+                      locate["answered_share"].get<double>()));
+}
+
+}  // namespace
+}  // namespace granary
+
+int main(int argc, char** argv) {
+  granary::Options options;
+  CLI::App app("cluster_sim: Granary's membership, placement, catalog and Locate at scale");
+  app.add_option("--nodes", options.cluster_sizes, "cluster sizes to simulate")
+      ->capture_default_str();
+  app.add_option("--group-size", options.group_size, "members per group (0: one group)")
+      ->capture_default_str();
+  app.add_option("--max-weight", options.max_weight, "weights are 1..this")->capture_default_str();
+  app.add_option("--datasets", options.datasets, "datasets in the catalog")->capture_default_str();
+  app.add_option("--files-per-dataset", options.files_per_dataset, "files of each dataset")
+      ->capture_default_str();
+  app.add_option("--new-dataset-files", options.new_dataset_files,
+                 "files of the dataset whose registration is followed")
+      ->capture_default_str();
+  app.add_option("--churn", options.churn_per_minute, "share of nodes leaving per minute")
+      ->capture_default_str();
+  app.add_option("--minutes", options.minutes, "minutes of churn")->capture_default_str();
+  app.add_option("--rtt-ms", options.rtt_ms, "round trip between two nodes")->capture_default_str();
+  app.add_option("--call-service-ms", options.call_service_ms, "server time of one small call")
+      ->capture_default_str();
+  app.add_option("--uplink-gbps", options.uplink_gbps, "each node's uplink")->capture_default_str();
+  app.add_option("--node-cache-tib", options.node_cache_tib, "cached bytes per node")
+      ->capture_default_str();
+  app.add_option("--membership-lag-s", options.membership_lag_s,
+                 "how long a departed node stays listed")
+      ->capture_default_str();
+  app.add_option("--seed", options.seed)->capture_default_str();
+  app.add_flag("--json", options.json, "print JSON instead of tables");
+  CLI11_PARSE(app, argc, argv);
+  for (int size : options.cluster_sizes) {
+    if (size < 2) {
+      std::cerr << "cluster_sim: --nodes " << size << ": a cluster has at least 2 nodes\n";
+      return 1;
+    }
+  }
+
+  const granary::EntrySizes entry_sizes = granary::MeasureEntrySizes();
+  const double record_bytes = granary::CatalogRecordEncodedBytes();
+  nlohmann::json results = nlohmann::json::array();
+  for (int size : options.cluster_sizes) {
+    results.push_back(granary::SimulateCluster(size, entry_sizes, record_bytes, options));
+  }
+  if (options.json) {
+    std::cout << nlohmann::json{{"manifest_entry_memory_bytes", entry_sizes.memory_bytes},
+                                {"manifest_entry_encoded_bytes", entry_sizes.encoded_bytes},
+                                {"catalog_record_encoded_bytes", record_bytes},
+                                {"clusters", results}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::cout << absl::StrFormat(
+      "measured: a manifest entry takes %.0f bytes loaded and %.0f encoded; a catalog record "
+      "%.0f encoded\n",
+      entry_sizes.memory_bytes, entry_sizes.encoded_bytes, record_bytes);
+  for (const nlohmann::json& result : results) granary::PrintTable(result, options);
+  return 0;
+}
