@@ -7,8 +7,9 @@
 //   - Placement is real: each group's ring is a PlacementRing built from the
 //     simulated members, and bytes moved are computed exactly from the rings'
 //     arcs (bench/placement/ring_measures.h).
-//   - Sizes are real: the member list's memory is that of a ClusterMap built
-//     with the simulated members; a manifest entry's memory and its encoded
+//   - Sizes are real: the member list's memory is the resident growth of a
+//     fresh process building a ClusterMap of the simulated members (with its
+//     own group's ring); a manifest entry's memory and its encoded
 //     size come from a real Manifest of generated entries; a catalog record's
 //     encoded size from a real CatalogDataset.
 //   - Catalog propagation is a discrete-event model of CatalogSync: the
@@ -29,12 +30,11 @@
 //     `membership_lag` (an etcd lease's TTL).
 //
 // Prints a table per cluster size, or JSON (--json) for a plot.
-#include <malloc.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -136,9 +136,9 @@ ManifestEntries GeneratedEntries(uint64_t files) {
   return entries;
 }
 
+// Run first, while the heap is fresh, so that the manifest's growth is its own.
 EntrySizes MeasureEntrySizes() {
   constexpr uint64_t kFiles = 200'000;
-  malloc_trim(0);
   const uint64_t before = ResidentBytes();
   auto manifest = Manifest::Build({"sizes", "/data/sizes", 4 << 20}, GeneratedEntries(kFiles));
   const uint64_t after = ResidentBytes();
@@ -193,12 +193,27 @@ std::vector<PlacementNode> GroupNodes(const std::vector<SimMember>& members, int
   return nodes;
 }
 
-struct MembershipMemory {
-  double member_list_bytes;  // A ClusterMap with the own group's ring built.
-  double own_ring_bytes;
-};
+int GroupCount(int cluster_size, const Options& options) {
+  return options.group_size > 0 ? std::max(1, cluster_size / options.group_size) : 1;
+}
 
-MembershipMemory MeasureMembership(const std::vector<SimMember>& members) {
+// The simulated members of a cluster of `cluster_size`: the same list for the
+// same options, in this process or in a measuring one.
+std::vector<SimMember> MakeMembers(int cluster_size, const Options& options,
+                                   std::mt19937_64& random) {
+  const int groups = GroupCount(cluster_size, options);
+  std::vector<SimMember> members;
+  for (int n = 0; n < cluster_size; ++n) {
+    members.push_back({absl::StrCat("node-", n), n % groups,
+                       static_cast<uint32_t>(1 + random() % options.max_weight)});
+  }
+  return members;
+}
+
+// Resident growth from building the ClusterMap of `members` with the first
+// member's group's ring built, as that member's granaryd holds it. Only
+// meaningful in a fresh process: an older heap's free memory would be reused.
+uint64_t MemberListResidentGrowth(const std::vector<SimMember>& members) {
   std::vector<Member> listed;
   for (const SimMember& member : members) {
     listed.push_back({.id = member.id,
@@ -207,16 +222,30 @@ MembershipMemory MeasureMembership(const std::vector<SimMember>& members) {
                       .group = GroupName(member.group),
                       .weight = member.weight});
   }
-  malloc_trim(0);
   const uint64_t before = ResidentBytes();
-  auto map = ClusterMap::Build(listed, GroupName(members.front().group));
+  auto map = ClusterMap::Build(std::move(listed), GroupName(members.front().group));
   const uint64_t after = ResidentBytes();
   if (!map.ok()) {
     std::cerr << "cluster_sim: " << map.status() << "\n";
     std::exit(1);
   }
-  auto ring = PlacementRing::Build(GroupNodes(members, members.front().group));
-  return {static_cast<double>(after - before), static_cast<double>(ring->memory_bytes())};
+  return after - before;
+}
+
+// Runs this program again with --measure-member-list and reads its answer.
+double MemberListBytesInFreshProcess(int cluster_size, const Options& options) {
+  // Resolved here: the shell popen runs would read /proc/self as itself.
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::string command = absl::StrCat(self, " --measure-member-list --nodes ", cluster_size,
+                                     " --group-size ", options.group_size, " --max-weight ",
+                                     options.max_weight, " --seed ", options.seed);
+  FILE* child = popen(command.c_str(), "r");
+  double bytes = -1;
+  if (child == nullptr || fscanf(child, "%lf", &bytes) != 1 || pclose(child) != 0) {
+    std::cerr << "cluster_sim: measuring the member list failed: " << command << "\n";
+    std::exit(1);
+  }
+  return bytes;
 }
 
 // ---------------------------------------------------------------- churn
@@ -487,13 +516,11 @@ std::string Seconds(double seconds) {
 json SimulateCluster(int cluster_size, const EntrySizes& entry_sizes, double record_bytes,
                      const Options& options) {
   std::mt19937_64 random(options.seed + static_cast<uint64_t>(cluster_size));
-  const int groups = options.group_size > 0 ? std::max(1, cluster_size / options.group_size) : 1;
-  std::vector<SimMember> members;
-  for (int n = 0; n < cluster_size; ++n) {
-    members.push_back({absl::StrCat("node-", n), n % groups,
-                       static_cast<uint32_t>(1 + random() % options.max_weight)});
-  }
-  const MembershipMemory membership = MeasureMembership(members);
+  const int groups = GroupCount(cluster_size, options);
+  const std::vector<SimMember> members = MakeMembers(cluster_size, options, random);
+  const double member_list_bytes = MemberListBytesInFreshProcess(cluster_size, options);
+  const double own_ring_bytes = static_cast<double>(
+      PlacementRing::Build(GroupNodes(members, members.front().group))->memory_bytes());
   const double records_bytes = record_bytes * options.datasets;
   const double manifests_bytes =
       entry_sizes.memory_bytes * static_cast<double>(options.files_per_dataset) * options.datasets;
@@ -523,8 +550,8 @@ json SimulateCluster(int cluster_size, const EntrySizes& entry_sizes, double rec
       {"groups", groups},
       {"dead_listed", dead_listed},
       {"memory_per_node",
-       {{"member_list_bytes", membership.member_list_bytes},
-        {"own_ring_bytes", membership.own_ring_bytes},
+       {{"member_list_bytes", member_list_bytes},
+        {"own_ring_bytes", own_ring_bytes},
         {"catalog_records_encoded_bytes", records_bytes},
         {"manifests_bytes", manifests_bytes}}},
       {"record_change",
@@ -630,7 +657,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", options.seed)->capture_default_str();
   app.add_flag("--json", options.json, "print JSON instead of tables");
+  bool measure_member_list = false;
+  app.add_flag("--measure-member-list", measure_member_list,
+               "print the resident bytes of the first --nodes size's member list and exit "
+               "(how the simulation measures it, in a fresh process)");
   CLI11_PARSE(app, argc, argv);
+  if (measure_member_list) {
+    std::mt19937_64 random(options.seed + static_cast<uint64_t>(options.cluster_sizes.front()));
+    std::cout << granary::MemberListResidentGrowth(
+                     granary::MakeMembers(options.cluster_sizes.front(), options, random))
+              << "\n";
+    return 0;
+  }
   for (int size : options.cluster_sizes) {
     if (size < 2) {
       std::cerr << "cluster_sim: --nodes " << size << ": a cluster has at least 2 nodes\n";

@@ -55,7 +55,7 @@ def main():
                                           report["manifest_entry_encoded_bytes"],
                                           report["catalog_record_encoded_bytes"]),
         "",
-        "| nodes | member list MiB | own ring MiB | manifests GiB (all loaded) "
+        "| nodes | member list with own ring, MiB | own ring MiB | manifests GiB (all loaded) "
         "| record change: returns, 99%, all | registration: 99%, all "
         "| registering node sent GiB | moved per leave / join GiB | moved / minimum, mean (worst) "
         "| moved per minute GiB | Locate (share answered) |",
