@@ -12,24 +12,25 @@
 //     own group's ring); a manifest entry's memory and its encoded
 //     size come from a real Manifest of generated entries; a catalog record's
 //     encoded size from a real CatalogDataset.
-//   - Catalog propagation is a discrete-event model of CatalogSync: the
-//     changing node's pusher pool (kPushers threads, one exchange per peer),
+//   - Catalog propagation is a discrete-event model of CatalogSync, with its
+//     constants: the changing node's pusher pool (kMaxParallelExchanges
+//     threads, one exchange per peer),
 //     each exchange carrying every record both ways and the callee fetching a
 //     new manifest from the caller; dead peers still listed hold a pusher for
-//     kPeerConnectWait and are retried; every node also exchanges with one
-//     random peer every kExchangePeriod. The network is a round-trip time and
-//     one uplink per node of a given bandwidth, shared in turn by the
-//     manifests it serves. Not modelled: CPU (decoding, RocksDB writes), the
-//     downlink, switches, packet loss, gRPC's reconnect backoff.
-//   - Locate is a model of ClusterStatus::Locate: kParallelCalls calls in
-//     flight, one shared deadline of kPeerAnswerWait, a live peer answering in
+//     kPeerConnectWait and are retried with its backoff; every node also
+//     exchanges with one random peer every 30 s (granaryd's period). The network is a round-trip
+//     time and one uplink per node of a given bandwidth, shared in turn by the manifests it serves.
+//     Not modelled: CPU (decoding, RocksDB writes), the downlink, switches, packet loss, gRPC's
+//     reconnect backoff.
+//   - Locate is a model of ClusterStatus::Locate: kMaxParallelPeerCalls calls
+//     in flight, one shared deadline of kPeerAnswerWait, a live peer answering in
 //     a round trip plus a service time, a dead one holding its call until the
 //     deadline.
 //   - Churn: each minute `churn` of the nodes leave and as many join (a
 //     random group, a random weight); a departed node stays listed for
 //     `membership_lag` (an etcd lease's TTL).
 //
-// Prints a table per cluster size, or JSON (--json) for a plot.
+// Prints its results as JSON; cluster_sim.py makes the tables and the plot.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +39,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <random>
 #include <string>
@@ -47,6 +49,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/placement/ring_measures.h"
+#include "cache_server/catalog/catalog_sync.h"
+#include "cache_server/cluster/peer_stub.h"
+#include "cache_server/status/cluster_status.h"
 #include "common/cluster_map.h"
 #include "common/manifest.h"
 #include "common/placement_ring.h"
@@ -58,17 +63,18 @@ namespace {
 
 using nlohmann::json;
 
-// The constants of the code modelled (cache_server/catalog/catalog_sync.*,
-// cache_server/cluster/peer_stub.h, cache_server/status/cluster_status.h,
-// cache_server/server.cc).
-constexpr int kPushers = 16;
-constexpr double kPeerConnectWait = 3.0;
-constexpr double kFirstRetryBackoff = 1.0;
-constexpr double kMaxRetryBackoff = 60.0;
+double InSeconds(std::chrono::duration<double> duration) { return duration.count(); }
+
+// What the model takes from the code it models.
+const int kPushers = static_cast<int>(CatalogSync::kMaxParallelExchanges);
+const double kPushWait = InSeconds(CatalogSync::kPushWait);
+const double kFirstRetryBackoff = InSeconds(CatalogSync::kFirstRetryBackoff);
+const double kMaxRetryBackoff = InSeconds(CatalogSync::kMaxRetryBackoff);
+const double kConnectWait = InSeconds(kPeerConnectWait);
+const int kParallelCalls = static_cast<int>(ClusterStatus::kMaxParallelPeerCalls);
+const double kAnswerWait = InSeconds(ClusterStatus::kPeerAnswerWait);
+// granaryd's catalog exchange period (kCatalogExchangePeriod, server.cc).
 constexpr double kExchangePeriod = 30.0;
-constexpr double kPushWait = 0.5;
-constexpr int kParallelCalls = 32;
-constexpr double kPeerAnswerWait = 3.0;
 
 struct Options {
   std::vector<int> cluster_sizes = {1000, 10000};
@@ -85,7 +91,6 @@ struct Options {
   double node_cache_tib = 4;
   double membership_lag_s = 10;
   uint64_t seed = 7;
-  bool json = false;
 };
 
 uint64_t ResidentBytes() {
@@ -257,12 +262,6 @@ struct ChurnResult {
   double moved_bytes_per_minute = 0;
 };
 
-double TotalWeight(const std::vector<PlacementNode>& nodes) {
-  double total = 0;
-  for (const PlacementNode& node : nodes) total += node.weight;
-  return total;
-}
-
 // Each churn event changes one group's ring; the bytes it moves are the
 // hash space that changed owner times the bytes the group holds (its members
 // full, `node_cache` each on average).
@@ -270,34 +269,44 @@ ChurnResult SimulateChurn(std::vector<SimMember> members, int groups, const Opti
                           std::mt19937_64& random) {
   const double node_cache = options.node_cache_tib * 1024.0 * 1024 * 1024 * 1024;
   const int events = static_cast<int>(members.size() * options.churn_per_minute * options.minutes);
+  std::vector<std::vector<PlacementNode>> group_nodes(groups);
+  for (const SimMember& member : members) {
+    group_nodes[member.group].push_back({member.id, member.weight});
+  }
+  // Each group's ring as the last change left it, built when first changed.
+  std::vector<std::optional<PlacementRing>> rings(groups);
   ChurnResult result;
   double ratio_sum = 0;
   int next_id = static_cast<int>(members.size());
   for (int event = 0; event < events; ++event) {
     const bool leave = event % 2 == 0;
     int group;
-    std::vector<SimMember> changed = members;
     double changed_weight;
+    std::vector<PlacementNode> before_nodes;
     if (leave) {
-      size_t index = random() % members.size();
+      const size_t index = random() % members.size();
       group = members[index].group;
       changed_weight = members[index].weight;
-      changed.erase(changed.begin() + static_cast<std::ptrdiff_t>(index));
+      before_nodes = group_nodes[group];
+      std::erase_if(group_nodes[group],
+                    [&](const PlacementNode& node) { return node.id == members[index].id; });
+      members.erase(members.begin() + static_cast<std::ptrdiff_t>(index));
     } else {
       group = static_cast<int>(random() % groups);
       changed_weight = static_cast<double>(1 + random() % options.max_weight);
-      changed.push_back(
+      before_nodes = group_nodes[group];
+      members.push_back(
           {absl::StrCat("node-", next_id++), group, static_cast<uint32_t>(changed_weight)});
+      group_nodes[group].push_back({members.back().id, members.back().weight});
     }
-    std::vector<PlacementNode> before_nodes = GroupNodes(members, group);
-    std::vector<PlacementNode> after_nodes = GroupNodes(changed, group);
+    const std::vector<PlacementNode>& after_nodes = group_nodes[group];
     if (before_nodes.empty() || after_nodes.empty()) {
-      members = std::move(changed);
+      rings[group].reset();
       continue;
     }
-    auto before = PlacementRing::Build(before_nodes);
-    auto after = PlacementRing::Build(after_nodes);
-    const double moved_fraction = static_cast<double>(MovedFraction(*before, *after));
+    if (!rings[group]) rings[group] = *PlacementRing::Build(before_nodes);
+    PlacementRing after = *PlacementRing::Build(after_nodes);
+    const double moved_fraction = static_cast<double>(MovedFraction(*rings[group], after));
     const double group_bytes = node_cache * static_cast<double>(before_nodes.size());
     const double minimum_fraction =
         changed_weight / TotalWeight(leave ? before_nodes : after_nodes);
@@ -307,7 +316,7 @@ ChurnResult SimulateChurn(std::vector<SimMember> members, int groups, const Opti
     (leave ? result.moved_bytes_per_leave : result.moved_bytes_per_join) +=
         moved_fraction * group_bytes;
     (leave ? result.leaves : result.joins) += 1;
-    members = std::move(changed);
+    rings[group] = std::move(after);
   }
   const double counted = result.leaves + result.joins;
   result.moved_bytes_per_minute =
@@ -386,7 +395,7 @@ Propagation SimulatePropagation(int cluster_size, const std::vector<bool>& dead,
       owed.pop_front();
       --idle_pushers;
       if (dead[peer]) {
-        events.push({now + kPeerConnectWait, kPushFailed, peer});
+        events.push({now + kConnectWait, kPushFailed, peer});
       } else {
         events.push({deliver(0, now), kPushDone, peer});
       }
@@ -483,34 +492,26 @@ LocateResult SimulateLocate(int cluster_size, const std::vector<bool>& dead,
     const double start = free_at.top();
     free_at.pop();
     if (!dead[peer]) ++live;
-    if (start >= kPeerAnswerWait) {
+    if (start >= kAnswerWait) {
       free_at.push(start);
       continue;
     }
-    const double end = dead[peer] ? kPeerAnswerWait : start + call;
-    if (!dead[peer] && end <= kPeerAnswerWait) ++answered;
-    last = std::max(last, std::min(end, kPeerAnswerWait));
-    free_at.push(std::min(end, kPeerAnswerWait));
+    const double end = dead[peer] ? kAnswerWait : start + call;
+    if (!dead[peer] && end <= kAnswerWait) ++answered;
+    last = std::max(last, std::min(end, kAnswerWait));
+    free_at.push(std::min(end, kAnswerWait));
   }
   return {last, live > 0 ? static_cast<double>(answered) / live : 1};
 }
 
 // ---------------------------------------------------------------- report
 
-std::string Bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 5) {
-    bytes /= 1024;
-    ++unit;
-  }
-  return absl::StrFormat("%.1f %s", bytes, units[unit]);
-}
-
-std::string Seconds(double seconds) {
-  if (seconds < 0) return "not within a week";
-  if (seconds < 1) return absl::StrFormat("%.0f ms", seconds * 1000);
-  return absl::StrFormat("%.1f s", seconds);
+json ToJson(const Propagation& propagation) {
+  return {{"registration_returns_s", propagation.registration_returns_s},
+          {"half_s", propagation.half_s},
+          {"most_s", propagation.most_s},
+          {"all_s", propagation.all_s},
+          {"origin_sent_bytes", propagation.origin_sent_bytes}};
 }
 
 json SimulateCluster(int cluster_size, const EntrySizes& entry_sizes, double record_bytes,
@@ -545,6 +546,8 @@ json SimulateCluster(int cluster_size, const EntrySizes& entry_sizes, double rec
   const LocateResult locate = SimulateLocate(cluster_size, dead, options);
   const ChurnResult churn = SimulateChurn(members, groups, options, random);
 
+  json registration_out = ToJson(registration);
+  registration_out["manifest_encoded_bytes"] = new_manifest_bytes;
   json out = {
       {"nodes", cluster_size},
       {"groups", groups},
@@ -554,19 +557,8 @@ json SimulateCluster(int cluster_size, const EntrySizes& entry_sizes, double rec
         {"own_ring_bytes", own_ring_bytes},
         {"catalog_records_encoded_bytes", records_bytes},
         {"manifests_bytes", manifests_bytes}}},
-      {"record_change",
-       {{"registration_returns_s", removal.registration_returns_s},
-        {"half_s", removal.half_s},
-        {"most_s", removal.most_s},
-        {"all_s", removal.all_s},
-        {"origin_sent_bytes", removal.origin_sent_bytes}}},
-      {"registration",
-       {{"manifest_encoded_bytes", new_manifest_bytes},
-        {"registration_returns_s", registration.registration_returns_s},
-        {"half_s", registration.half_s},
-        {"most_s", registration.most_s},
-        {"all_s", registration.all_s},
-        {"origin_sent_bytes", registration.origin_sent_bytes}}},
+      {"record_change", ToJson(removal)},
+      {"registration", registration_out},
       {"churn",
        {{"leaves", churn.leaves},
         {"joins", churn.joins},
@@ -578,52 +570,6 @@ json SimulateCluster(int cluster_size, const EntrySizes& entry_sizes, double rec
       {"locate", {{"latency_s", locate.latency_s}, {"answered_share", locate.answered_share}}},
   };
   return out;
-}
-
-void PrintTable(const json& result, const Options& options) {
-  const json& memory = result["memory_per_node"];
-  const json& change = result["record_change"];
-  const json& registration = result["registration"];
-  const json& churn = result["churn"];
-  const json& locate = result["locate"];
-  std::cout << absl::StrFormat("\n%d nodes in %d groups (%d departed nodes still listed)\n",
-                               result["nodes"].get<int>(), result["groups"].get<int>(),
-                               result["dead_listed"].get<int>());
-  auto row = [](const std::string& what, const std::string& value) {
-    std::cout << absl::StrFormat("  %-58s %s\n", what, value);
-  };
-  row("memory: member list (ClusterMap, own ring built)",
-      Bytes(memory["member_list_bytes"].get<double>()));
-  row("memory: own group's ring", Bytes(memory["own_ring_bytes"].get<double>()));
-  row(absl::StrFormat("memory: catalog records (%d, encoded)", options.datasets),
-      Bytes(memory["catalog_records_encoded_bytes"].get<double>()));
-  row(absl::StrFormat("memory: manifests (%d x %d files, all loaded)", options.datasets,
-                      options.files_per_dataset),
-      Bytes(memory["manifests_bytes"].get<double>()));
-  row("record change: registration returns after",
-      Seconds(change["registration_returns_s"].get<double>()));
-  row("record change: 50% / 99% / all live nodes",
-      Seconds(change["half_s"].get<double>()) + " / " + Seconds(change["most_s"].get<double>()) +
-          " / " + Seconds(change["all_s"].get<double>()));
-  row("record change: bytes sent by the changing node",
-      Bytes(change["origin_sent_bytes"].get<double>()));
-  row(absl::StrFormat("registration of %d files: 50%% / 99%% / all", options.new_dataset_files),
-      Seconds(registration["half_s"].get<double>()) + " / " +
-          Seconds(registration["most_s"].get<double>()) + " / " +
-          Seconds(registration["all_s"].get<double>()));
-  row("registration: bytes sent by the registering node",
-      Bytes(registration["origin_sent_bytes"].get<double>()));
-  row("churn: bytes moved per leave / per join",
-      Bytes(churn["moved_bytes_per_leave"].get<double>()) + " / " +
-          Bytes(churn["moved_bytes_per_join"].get<double>()));
-  row("churn: moved / minimum, mean (worst)",
-      absl::StrFormat("%.3f (%.3f)", churn["moved_over_minimum_mean"].get<double>(),
-                      churn["moved_over_minimum_worst"].get<double>()));
-  row("churn: bytes moved per minute, cluster-wide",
-      Bytes(churn["moved_bytes_per_minute"].get<double>()));
-  row("Locate: latency (share of live peers answered)",
-      absl::StrFormat("%s (%.3f)", Seconds(locate["latency_s"].get<double>()),
-                      locate["answered_share"].get<double>()));
 }
 
 }  // namespace
@@ -656,7 +602,6 @@ int main(int argc, char** argv) {
                  "how long a departed node stays listed")
       ->capture_default_str();
   app.add_option("--seed", options.seed)->capture_default_str();
-  app.add_flag("--json", options.json, "print JSON instead of tables");
   bool measure_member_list = false;
   app.add_flag("--measure-member-list", measure_member_list,
                "print the resident bytes of the first --nodes size's member list and exit "
@@ -682,19 +627,11 @@ int main(int argc, char** argv) {
   for (int size : options.cluster_sizes) {
     results.push_back(granary::SimulateCluster(size, entry_sizes, record_bytes, options));
   }
-  if (options.json) {
-    std::cout << nlohmann::json{{"manifest_entry_memory_bytes", entry_sizes.memory_bytes},
-                                {"manifest_entry_encoded_bytes", entry_sizes.encoded_bytes},
-                                {"catalog_record_encoded_bytes", record_bytes},
-                                {"clusters", results}}
-                     .dump(2)
-              << "\n";
-    return 0;
-  }
-  std::cout << absl::StrFormat(
-      "measured: a manifest entry takes %.0f bytes loaded and %.0f encoded; a catalog record "
-      "%.0f encoded\n",
-      entry_sizes.memory_bytes, entry_sizes.encoded_bytes, record_bytes);
-  for (const nlohmann::json& result : results) granary::PrintTable(result, options);
+  std::cout << nlohmann::json{{"manifest_entry_memory_bytes", entry_sizes.memory_bytes},
+                              {"manifest_entry_encoded_bytes", entry_sizes.encoded_bytes},
+                              {"catalog_record_encoded_bytes", record_bytes},
+                              {"clusters", results}}
+                   .dump(2)
+            << "\n";
   return 0;
 }

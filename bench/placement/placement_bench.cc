@@ -40,12 +40,6 @@ PlacementRing BuildRing(std::vector<PlacementNode> nodes,
   return *PlacementRing::Build(std::move(nodes), points_per_member);
 }
 
-double TotalWeight(const std::vector<PlacementNode>& nodes) {
-  double total = 0;
-  for (const auto& node : nodes) total += node.weight;
-  return total;
-}
-
 const std::vector<uint64_t>& KeyHashes() {
   static const std::vector<uint64_t> hashes = [] {
     std::vector<uint64_t> out;

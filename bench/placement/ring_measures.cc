@@ -13,6 +13,12 @@ constexpr long double kHashSpace = 18446744073709551616.0L;  // 2^64
 
 }  // namespace
 
+double TotalWeight(const std::vector<PlacementNode>& nodes) {
+  double total = 0;
+  for (const PlacementNode& node : nodes) total += node.weight;
+  return total;
+}
+
 // An arc runs from the previous end (exclusive) to its own; unsigned
 // subtraction wraps the first arc round.
 std::vector<long double> OwnedFractions(const PlacementRing& ring) {

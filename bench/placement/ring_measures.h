@@ -1,6 +1,7 @@
 // Exact measures of a placement ring, computed from its arcs rather than from
 // sampled keys: each member's share of the hash space, and the share that
-// changes owner between two rings. The placement benchmark and the cluster
+// changes owner between two rings (with the members' total weight, which fair
+// shares are counted against). The placement benchmark and the cluster
 // simulation both read rings through these.
 //
 // Thread-safety: pure functions of their arguments.
@@ -12,6 +13,9 @@
 #include "common/placement_ring.h"
 
 namespace granary {
+
+// The sum of the nodes' weights.
+double TotalWeight(const std::vector<PlacementNode>& nodes);
 
 // Each member's fraction of the hash space, indexed as ring.nodes().
 std::vector<long double> OwnedFractions(const PlacementRing& ring);

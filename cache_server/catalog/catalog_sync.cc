@@ -15,7 +15,6 @@
 namespace granary {
 namespace {
 
-constexpr size_t kMaxParallelExchanges = 16;
 // How far ahead of this node's clock a peer's change may be dated: clocks of
 // a cluster differ by less, and a record dated further (INT64_MAX, say) would
 // win every later change for good.
@@ -72,35 +71,31 @@ void CatalogSync::Start() {
   // Peers in random order, so that nodes starting together do not all ask
   // the same one first.
   std::shuffle(peers.begin(), peers.end(), std::mt19937_64(std::random_device{}()));
-  std::vector<std::string> ids;
-  for (const Member& peer : peers) ids.push_back(peer.id);
   for (size_t i = 0; i < kMaxParallelExchanges; ++i) {
     pushers_.emplace_back([this] { RunPusher(); });
   }
-  {
-    MutexLock lock(&mutex_);
-    ++generation_;
-    OweLocked(peers);
-    const uint64_t generation = generation_;
-    delivered_.WaitUntil(&mutex_, std::chrono::steady_clock::now() + kStartWait,
-                         [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-                           return exchanges_succeeded_ > 0 || SettledLocked(ids, generation);
-                         });
-  }
+  OweAndWait(peers, kStartWait, /*until_one_succeeds=*/true);
   cluster_->OnChange([this] { MembersChanged(); });
   thread_ = std::thread([this] { Run(); });
 }
 
 void CatalogSync::PushToAll() {
-  std::vector<Member> peers = cluster_->Peers();
+  OweAndWait(cluster_->Peers(), kPushWait, /*until_one_succeeds=*/false);
+}
+
+void CatalogSync::OweAndWait(const std::vector<Member>& peers, std::chrono::milliseconds wait,
+                             bool until_one_succeeds) {
   std::vector<std::string> ids;
   for (const Member& peer : peers) ids.push_back(peer.id);
   MutexLock lock(&mutex_);
   const uint64_t generation = ++generation_;
+  const uint64_t succeeded_before = exchanges_succeeded_;
   OweLocked(peers);
-  delivered_.WaitUntil(
-      &mutex_, std::chrono::steady_clock::now() + kPushWait,
-      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return SettledLocked(ids, generation); });
+  delivered_.WaitUntil(&mutex_, std::chrono::steady_clock::now() + wait,
+                       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+                         return (until_one_succeeds && exchanges_succeeded_ > succeeded_before) ||
+                                SettledLocked(ids, generation);
+                       });
 }
 
 void CatalogSync::OweLocked(const std::vector<Member>& peers) {
@@ -151,38 +146,51 @@ void CatalogSync::RunPusher() {
     peer.in_flight = true;
     const uint64_t carried = generation_;
     const Member member = peer.member;
-    grpc::ClientContext context;
-    calls_.insert(&context);
     mutex_.Unlock();
-    absl::Status exchanged = ExchangeWith(member, &context);
+    absl::Status exchanged = CancellableExchange(member);
     mutex_.Lock();
-    calls_.erase(&context);
-    if (exchanged.ok()) ++exchanges_succeeded_;
-    found = peers_.find(id);
-    if (found != peers_.end()) {
-      PeerPush& after = found->second;
-      after.in_flight = false;
-      if (exchanged.ok()) {
-        after.delivered = std::max(after.delivered, carried);
-        after.backoff = std::chrono::milliseconds(0);
-        if (after.owed > after.delivered) {
-          after.queued = true;
-          ready_.push_back(id);
-        }
-      } else {
-        if (after.backoff.count() == 0) {
-          GRANARY_LOG(WARNING) << "catalog exchange with " << member.id << " (" << member.address
-                               << ") failed: " << exchanged << "; retrying until it answers";
-        }
-        after.backoff = std::min<std::chrono::milliseconds>(
-            std::max<std::chrono::milliseconds>(after.backoff * 2, std::chrono::seconds(1)),
-            kMaxRetryBackoff);
-        after.queued = true;
-        retries_.emplace(std::chrono::steady_clock::now() + after.backoff, id);
-      }
-    }
-    delivered_.SignalAll();
+    FinishedLocked(member, carried, exchanged);
   }
+}
+
+void CatalogSync::FinishedLocked(const Member& member, uint64_t carried,
+                                 const absl::Status& exchanged) {
+  if (exchanged.ok()) ++exchanges_succeeded_;
+  delivered_.SignalAll();
+  auto found = peers_.find(member.id);
+  if (found == peers_.end()) return;  // Left the cluster meanwhile.
+  PeerPush& peer = found->second;
+  peer.in_flight = false;
+  if (exchanged.ok()) {
+    peer.delivered = std::max(peer.delivered, carried);
+    peer.backoff = std::chrono::milliseconds(0);
+    if (peer.owed > peer.delivered) {
+      peer.queued = true;
+      ready_.push_back(member.id);
+    }
+    return;
+  }
+  if (peer.backoff.count() == 0) {
+    GRANARY_LOG(WARNING) << "catalog exchange with " << member.id << " (" << member.address
+                         << ") failed: " << exchanged << "; retrying until it answers";
+  }
+  peer.backoff = std::min<std::chrono::milliseconds>(
+      std::max<std::chrono::milliseconds>(peer.backoff * 2, kFirstRetryBackoff), kMaxRetryBackoff);
+  peer.queued = true;
+  retries_.emplace(std::chrono::steady_clock::now() + peer.backoff, member.id);
+}
+
+absl::Status CatalogSync::CancellableExchange(const Member& peer) {
+  grpc::ClientContext context;
+  {
+    MutexLock lock(&mutex_);
+    if (stopping_) return absl::CancelledError("catalog sync is stopping");
+    calls_.insert(&context);
+  }
+  absl::Status exchanged = ExchangeWith(peer, &context);
+  MutexLock lock(&mutex_);
+  calls_.erase(&context);
+  return exchanged;
 }
 
 absl::Status CatalogSync::ExchangeWith(const Member& peer, grpc::ClientContext* context) {
@@ -301,17 +309,7 @@ void CatalogSync::Run() {
     std::vector<Member> peers = cluster_->Peers();
     if (peers.empty()) continue;
     const Member& peer = peers[random() % peers.size()];
-    grpc::ClientContext context;
-    {
-      MutexLock lock(&mutex_);
-      if (stopping_) return;
-      calls_.insert(&context);
-    }
-    absl::Status exchanged = ExchangeWith(peer, &context);
-    {
-      MutexLock lock(&mutex_);
-      calls_.erase(&context);
-    }
+    absl::Status exchanged = CancellableExchange(peer);
     if (!exchanged.ok()) {
       GRANARY_LOG(DEBUG) << "periodic catalog exchange with " << peer.id << ": " << exchanged;
     }

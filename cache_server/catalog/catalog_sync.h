@@ -17,13 +17,15 @@
 //   - every `period`, with one random peer, to repair what was missed.
 // Exchanges run on a pool of pusher threads and never hold a caller past a
 // bounded wait: PushToAll() returns once every peer has the change (or failed
-// its last exchange) or after kPushWait, whichever is first, so a registration in a healthy cluster
-// is readable on every node when it returns, and a silent peer (stopped, or behind a dead link with
-// an open connection) delays it by kPushWait at most. A peer owes at most one exchange at a time:
-// changes made while one is in flight are carried by one more exchange after it, and a peer that
-// fails is retried with a doubling backoff (1 s to kMaxRetryBackoff) until it answers or leaves the
-// cluster, so a peer that was stopped gets the change as soon as it wakes (the call in flight
-// completes) or at its next retry.
+// its last exchange) or after kPushWait, whichever is first, so a registration
+// in a healthy cluster is readable on every node when it returns, and a silent
+// peer (stopped, or behind a dead link with an open connection) delays it by
+// kPushWait at most. A peer owes at most one exchange at a time: changes made
+// while one is in flight are carried by one more exchange after it, and a peer
+// that fails is retried with a doubling backoff (kFirstRetryBackoff to
+// kMaxRetryBackoff) until it answers or leaves the cluster, so a peer that was
+// stopped gets the change as soon as it wakes (the call in flight completes) or
+// at its next retry.
 //
 // A peer's records are checked before they are adopted (ValidatePeerRecord,
 // then the source roots and limits of DatasetRegistry::Adopt): a peer is
@@ -67,8 +69,10 @@ class CatalogSync {
   CatalogSync(const CatalogSync&) = delete;
   CatalogSync& operator=(const CatalogSync&) = delete;
 
+  static constexpr size_t kMaxParallelExchanges = 16;  // The pusher threads.
   static constexpr std::chrono::milliseconds kPushWait{500};
   static constexpr std::chrono::milliseconds kStartWait{1000};
+  static constexpr std::chrono::seconds kFirstRetryBackoff{1};
   static constexpr std::chrono::seconds kMaxRetryBackoff{60};
 
   // Starts the pushers and the periodic exchange, and an exchange with every
@@ -96,8 +100,14 @@ class CatalogSync {
     std::chrono::milliseconds backoff{0};
   };
 
-  // `context`, when given, is the call's, so that the destructor can cancel
-  // an exchange a silent peer holds.
+  // Owes `peers` an exchange carrying the catalog as it is now and waits up
+  // to `wait` for every one to be settled (SettledLocked) or, with
+  // `until_one_succeeds`, for any exchange to succeed.
+  void OweAndWait(const std::vector<Member>& peers, std::chrono::milliseconds wait,
+                  bool until_one_succeeds) ABSL_LOCKS_EXCLUDED(mutex_);
+  // ExchangeWith on a context the destructor can cancel, so that a silent
+  // peer never holds it; CANCELLED once stopping.
+  absl::Status CancellableExchange(const Member& peer) ABSL_LOCKS_EXCLUDED(mutex_);
   absl::Status ExchangeWith(const Member& peer, grpc::ClientContext* context);
   // Marks `peers` as owed generation_ and queues those not queued or in
   // flight.
@@ -108,6 +118,11 @@ class CatalogSync {
   bool SettledLocked(const std::vector<std::string>& ids, uint64_t generation) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void RunPusher();
+  // Records the end of an exchange with `member` that carried generation
+  // `carried`: delivered (requeued if it owes a later one) or retried after
+  // its backoff.
+  void FinishedLocked(const Member& member, uint64_t carried, const absl::Status& exchanged)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Adopts the records of `from` that are valid and newer than this node's;
   // each refused record is logged as an audit line. Fails only when `from`
   // cannot be read from at all.
