@@ -10,12 +10,8 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -35,6 +31,7 @@
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
 #include "tests/support/s3_test_endpoint.h"
+#include "tests/support/silent_listener.h"
 
 namespace granary::testing {
 namespace {
@@ -43,55 +40,6 @@ using ::testing::HasSubstr;
 
 constexpr char kBucket[] = "data";
 constexpr uint32_t kChunkSize = 1 << 20;
-
-// Accepts connections on a loopback port and never answers on them: an S3
-// endpoint that is up but stalled. Counts the connections it accepted.
-class SilentListener {
- public:
-  explicit SilentListener(int port) : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
-    // The port was another server's a moment ago: its closed connections
-    // linger, bound to it.
-    const int reuse = 1;
-    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof reuse);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    listening_ = bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-                 listen(fd_, 64) == 0;
-    thread_ = std::thread([this] { AcceptUntilStopped(); });
-  }
-  ~SilentListener() {
-    stop_ = true;
-    thread_.join();
-    for (int connection : accepted_) close(connection);
-    close(fd_);
-  }
-  SilentListener(const SilentListener&) = delete;
-  SilentListener& operator=(const SilentListener&) = delete;
-
-  bool listening() const { return listening_; }
-  int connections() const { return connections_.load(); }
-
- private:
-  void AcceptUntilStopped() {
-    while (!stop_) {
-      pollfd ready{.fd = fd_, .events = POLLIN, .revents = 0};
-      if (poll(&ready, 1, 20) <= 0) continue;
-      const int connection = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (connection < 0) continue;
-      accepted_.push_back(connection);
-      ++connections_;
-    }
-  }
-
-  const int fd_;
-  bool listening_ = false;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> connections_{0};
-  std::vector<int> accepted_;  // Touched by the accepting thread alone until it is joined.
-  std::thread thread_;
-};
 
 int PortOf(const std::string& endpoint) {
   return std::stoi(endpoint.substr(endpoint.rfind(':') + 1));

@@ -3,7 +3,6 @@
 // and the Unix socket's permissions.
 #include <grp.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -20,6 +19,7 @@
 #include "tests/server/server_test_util.h"
 #include "tests/support/child_process.h"
 #include "tests/support/granaryd_process.h"
+#include "tests/support/silent_listener.h"
 
 namespace granary::testing {
 namespace {
@@ -149,21 +149,15 @@ TEST(GranarydProcessTest, SigtermShutsDownCleanly) {
 // when startup ends. Startup is held in the catalog's first exchange by a
 // peer that accepts connections and never answers.
 TEST(GranarydProcessTest, SigtermWhileStartingEndsTheProcess) {
-  int silent = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(silent, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(listen(silent, 16), 0);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const int silent_port = FreeTcpPort();
+  SilentListener silent(silent_port);
+  ASSERT_TRUE(silent.listening());
 
   TempDir dir;
   const std::string self = "127.0.0.1:" + std::to_string(FreeTcpPort());
   WriteSourceFile(dir.path(), "members.yaml",
                   "members:\n  - id: n1\n    address: " + self + "\n  - id: silent\n    address: " +
-                      "127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "\n");
+                      "127.0.0.1:" + std::to_string(silent_port) + "\n");
   const std::string log_path = dir.path() + "/stderr";
   auto pid = SpawnChild(GranarydPath(),
                         {"--data-dir", dir.path() + "/data", "--socket", dir.path() + "/g.sock",
@@ -179,7 +173,6 @@ TEST(GranarydProcessTest, SigtermWhileStartingEndsTheProcess) {
   ASSERT_EQ(kill(*pid, SIGTERM), 0);
   std::optional<int> status = WaitForExit(*pid, std::chrono::seconds(10));
   if (!status.has_value()) KillChild(*pid);
-  close(silent);
   log = granary::ReadFileToString(log_path, "log").value_or("");
   ASSERT_TRUE(status.has_value()) << "granaryd ignored SIGTERM while starting:\n" << log;
   ASSERT_TRUE(WIFEXITED(*status)) << log;
