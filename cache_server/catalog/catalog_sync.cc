@@ -223,13 +223,15 @@ absl::StatusOr<v1::ExchangeCatalogResponse> CatalogSync::Answer(
     GRANARY_LOG(INFO) << "catalog exchange from unknown member '"
                       << request.sender_id().substr(0, 128) << "': answering without adopting its "
                       << "records";
-  } else if (absl::Status merged =
-                 Merge(*sender, {request.records().begin(), request.records().end()});
-             !merged.ok()) {
-    // The sender still gets this catalog; its records come with a later
-    // exchange.
-    GRANARY_LOG(WARNING) << "catalog exchange from " << sender->id
-                         << ": adopting its records failed: " << merged;
+  } else {
+    HeardFrom(*sender);
+    if (absl::Status merged = Merge(*sender, {request.records().begin(), request.records().end()});
+        !merged.ok()) {
+      // The sender still gets this catalog; its records come with a later
+      // exchange.
+      GRANARY_LOG(WARNING) << "catalog exchange from " << sender->id
+                           << ": adopting its records failed: " << merged;
+    }
   }
   v1::ExchangeCatalogResponse response;
   for (v1::CatalogDataset& record : catalog_->Records()) {
@@ -279,6 +281,20 @@ absl::Status CatalogSync::AdoptFrom(const Member& from, const DatasetClient& rea
                       << "' (source " << record.source() << "): OK";
   }
   return absl::OkStatus();
+}
+
+void CatalogSync::HeardFrom(const Member& member) {
+  MutexLock lock(&mutex_);
+  auto found = peers_.find(member.id);
+  if (found == peers_.end() || found->second.backoff.count() == 0) return;
+  PeerPush& peer = found->second;
+  peer.backoff = std::chrono::milliseconds(0);
+  if (peer.in_flight) return;  // Its end requeues it if it still owes one.
+  // Not in retries_ when a pusher has just moved it to ready_.
+  if (std::erase_if(retries_, [&](const auto& retry) { return retry.second == member.id; }) > 0) {
+    ready_.push_back(member.id);
+    work_.SignalAll();
+  }
 }
 
 void CatalogSync::MembersChanged() {

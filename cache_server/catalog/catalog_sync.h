@@ -25,7 +25,9 @@
 // that fails is retried with a doubling backoff (kFirstRetryBackoff to
 // kMaxRetryBackoff) until it answers or leaves the cluster, so a peer that was
 // stopped gets the change as soon as it wakes (the call in flight completes) or
-// at its next retry.
+// at its next retry. A peer that starts an exchange of its own is alive: its
+// backoff ends and what it owes is sent at once (a node that joins is listed
+// before it listens, so its peers' first pushes to it fail).
 //
 // A peer's records are checked before they are adopted (ValidatePeerRecord,
 // then the source roots and limits of DatasetRegistry::Adopt): a peer is
@@ -131,6 +133,9 @@ class CatalogSync {
   // and adopts the record.
   absl::Status AdoptFrom(const Member& from, const DatasetClient& reader,
                          const v1::CatalogDataset& record);
+  // Ends the backoff of `member`, which has just called this node, and
+  // queues it now if it owes an exchange.
+  void HeardFrom(const Member& member) ABSL_LOCKS_EXCLUDED(mutex_);
   void MembersChanged();
   void Run();
 

@@ -306,7 +306,14 @@ TEST_F(StaticClusterTest, TheCatalogSurvivesANodeAndReachesAJoiningOne) {
   ASSERT_TRUE(dataset.ok()) << dataset.status() << "\n" << cluster_->node(*joined).log();
   EXPECT_EQ(dataset->version(), info_.version());
 
-  // Removed while a1 is down: a1 learns it when it comes back.
+  // Removed while a1 is down: a1 learns it when it comes back. Every live
+  // node lists a3 first (they reread the members file on their own
+  // schedule), so that the removal is pushed to it before RemoveDataset
+  // answers.
+  for (size_t i : {1, 2, 3}) {
+    absl::Status listed = cluster_->WaitForMembers(i, {"a1", "a2", "a3", "b1", "b2"});
+    ASSERT_TRUE(listed.ok()) << listed;
+  }
   grpc::ClientContext context;
   v1::RemoveDatasetRequest remove;
   remove.set_name("images");
@@ -345,6 +352,36 @@ TEST_F(StaticClusterTest, ARegistrationDoesNotWaitOnAStoppedPeerWhichGetsItOnWak
                               << cluster_->node(i).log();
     EXPECT_EQ(dataset->version(), second.version());
   }
+}
+
+// A peer that was down is retried with a growing backoff, and a registration
+// does not wait on a peer in backoff. Once the peer is back and has called
+// this node (its own exchanges at start), it is alive: the next registration
+// reaches it before answering, not at the retry seconds later.
+TEST_F(StaticClusterTest, APeerBackFromDownGetsTheNextRegistrationWithoutWaitingOutItsBackoff) {
+  ASSERT_TRUE(cluster_->node(3).Kill().ok());
+  v1::DatasetInfo second;
+  grpc::Status added = AddDataset(cluster_->node(0).SocketStub().get(), "second", source_.path(),
+                                  kChunkSize, &second);
+  ASSERT_TRUE(added.ok()) << added.error_message();
+  // Each push to the dead b2 fails after its 3 s connection timeout: at
+  // about 3, 7, 12 and 19 s, with backoffs of 1, 2, 4 and 8 s, so a1's next
+  // retry of b2 comes about 7 s after it is back.
+  std::this_thread::sleep_for(std::chrono::seconds(20));
+  absl::Status restarted = cluster_->node(3).Restart();
+  ASSERT_TRUE(restarted.ok()) << restarted << "\n" << cluster_->node(3).log();
+  v1::DatasetInfo third;
+  added =
+      AddDataset(cluster_->node(0).SocketStub().get(), "third", source_.path(), kChunkSize, &third);
+  ASSERT_TRUE(added.ok()) << added.error_message();
+  // Within a1's reconnection to b2 (at most 2 s), well before that retry.
+  absl::StatusOr<v1::DatasetInfo> on_b2 = DatasetOn(3, "third");
+  for (int attempt = 0; attempt < 40 && !on_b2.ok(); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    on_b2 = DatasetOn(3, "third");
+  }
+  ASSERT_TRUE(on_b2.ok()) << on_b2.status() << "\n" << cluster_->node(0).log();
+  EXPECT_EQ(on_b2->version(), third.version());
 }
 
 class EtcdClusterTest : public ClusterTest {
