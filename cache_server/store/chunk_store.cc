@@ -41,12 +41,14 @@
 // each. Recovery checks both, so an entry it keeps is right for either read.
 //
 // Locking: one mutex guards the in-memory bookkeeping and orders every index
-// mutation; file I/O, checksumming and fdatasync run outside it. Readers hold
-// a shared_ptr to the data file, so reclaiming a file never pulls a
-// descriptor out from under a read in progress.
+// mutation; file I/O, checksumming and fdatasync run outside it. A read holds
+// the data file's descriptor (DescriptorCache) while it runs, so neither
+// reclaiming the file nor closing idle descriptors pulls one out from under
+// it; a file reclaimed before its read reopened it is a miss.
 #include "cache_server/store/chunk_store.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -68,6 +70,7 @@
 #include "cache_server/store/chunk_index.h"
 #include "cache_server/store/data_file.h"
 #include "cache_server/store/data_file_syncer.h"
+#include "cache_server/store/descriptor_cache.h"
 #include "cache_server/store/eviction_policy.h"
 #include "cache_server/store/io_engine.h"
 #include "common/absl_compat.h"
@@ -148,11 +151,12 @@ absl::Status PunchUnindexedRanges(const DataFile& file,
                                   uint64_t end) {
   std::sort(chunks.begin(), chunks.end(),
             [](const auto& a, const auto& b) { return a.second.offset() < b.second.offset(); });
+  GRANARY_ASSIGN_OR_RETURN(SharedFd fd, file.Descriptor());
   uint64_t covered = 0;  // Block-aligned end of the chunks so far.
   auto punch = [&](uint64_t until) -> absl::Status {
     const uint64_t hole_end = until / kBlockBytes * kBlockBytes;
     if (hole_end <= covered) return absl::OkStatus();
-    if (::fallocate(file.fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+    if (::fallocate(fd->get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                     static_cast<off_t>(covered), static_cast<off_t>(hole_end - covered)) != 0) {
       return ErrnoStatus(errno, absl::StrCat("punch a hole in ", file.path()));
     }
@@ -163,6 +167,16 @@ absl::Status PunchUnindexedRanges(const DataFile& file,
     covered = std::max(covered, RoundUpToBlock(location.offset() + location.length()));
   }
   return punch(RoundUpToBlock(end));
+}
+
+size_t OpenDataFileBudget(const StoreOptions& options) {
+  if (options.max_open_data_files > 0) return options.max_open_data_files;
+  constexpr size_t kWithoutLimit = 4096;  // When the limit cannot be read, or is infinite.
+  struct rlimit files;
+  if (::getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) {
+    return kWithoutLimit;
+  }
+  return std::max<size_t>(files.rlim_cur / 4, 1);
 }
 
 absl::Status ValidateOptions(const StoreOptions& options) {
@@ -205,6 +219,7 @@ class DataFileChunkStore final : public ChunkStore {
       : options_(options),
         index_(std::move(index)),
         io_(std::move(io)),
+        descriptors_(OpenDataFileBudget(options)),
         directory_bytes_(options.directories.size(), 0),
         eviction_slack_bytes_(std::min<uint64_t>(options.capacity_bytes / 32, 64 << 20)),
         withdrawn_first_(
@@ -339,6 +354,8 @@ class DataFileChunkStore final : public ChunkStore {
   const std::unique_ptr<ChunkIndex> index_;
   const std::unique_ptr<IoEngine> io_;
   AlignedBufferPool buffers_{kIdleBufferBytes};
+  // Before the data files, whose destructors tell it they are gone.
+  DescriptorCache descriptors_;
 
   Mutex mu_;
   CondVar insert_done_;
@@ -447,9 +464,10 @@ absl::StatusOr<DataFileChunkStore::CachedFile*> DataFileChunkStore::DataFileOfLo
       static_cast<uint32_t>(std::min_element(directory_bytes_.begin(), directory_bytes_.end()) -
                             directory_bytes_.begin());
   const uint64_t id = next_file_id_++;
-  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<DataFile> data_file,
-                           DataFile::Create(options_.directories[directory], id,
-                                            options_.direct_io && chunk_size % kBlockBytes == 0));
+  GRANARY_ASSIGN_OR_RETURN(
+      std::unique_ptr<DataFile> data_file,
+      DataFile::Create(options_.directories[directory], id,
+                       options_.direct_io && chunk_size % kBlockBytes == 0, &descriptors_));
   CachedFile& file = files_[id];
   file.file = std::move(data_file);
   file.directory = directory;
@@ -540,14 +558,15 @@ absl::Status DataFileChunkStore::MarkSyncedLocked(uint64_t file_id, uint64_t gen
 
 absl::Status DataFileChunkStore::WriteChunk(DataFile& file, uint64_t offset,
                                             std::string_view data) {
+  GRANARY_ASSIGN_OR_RETURN(SharedFd fd, file.Descriptor());
   if (!file.direct_io()) {
-    return io_->Write(file.fd(), /*direct=*/false, offset, {data.data(), data.size()});
+    return io_->Write(fd->get(), /*direct=*/false, offset, {data.data(), data.size()});
   }
   std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(data.size());
   const uint64_t padded = RoundUpToBlock(data.size());
   std::memcpy(buffer->data(), data.data(), data.size());
   std::memset(buffer->data() + data.size(), 0, padded - data.size());
-  absl::Status written = io_->Write(file.fd(), /*direct=*/true, offset, {buffer->data(), padded});
+  absl::Status written = io_->Write(fd->get(), /*direct=*/true, offset, {buffer->data(), padded});
   buffers_.Give(std::move(buffer));
   return written;
 }
@@ -572,12 +591,13 @@ absl::StatusOr<std::string> DataFileChunkStore::ReadVerified(DataFile& file,
 absl::Status DataFileChunkStore::ReadVerifiedInto(DataFile& file, const v1::ChunkLocation& location,
                                                   char* out) {
   const uint64_t length = location.length();
+  GRANARY_ASSIGN_OR_RETURN(SharedFd fd, file.Descriptor());
   Xxh3Stream hash;
   absl::Status status;
   if (file.direct_io()) {
     std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(length);
     uint64_t copied = 0;
-    status = io_->Read(file.fd(), /*direct=*/true, location.offset(),
+    status = io_->Read(fd->get(), /*direct=*/true, location.offset(),
                        {buffer->data(), RoundUpToBlock(length)},
                        [&](const char* piece, uint64_t piece_length) {
                          const uint64_t useful = std::min(piece_length, length - copied);
@@ -588,7 +608,7 @@ absl::Status DataFileChunkStore::ReadVerifiedInto(DataFile& file, const v1::Chun
     buffers_.Give(std::move(buffer));
   } else {
     status = io_->Read(
-        file.fd(), /*direct=*/false, location.offset(), {out, length},
+        fd->get(), /*direct=*/false, location.offset(), {out, length},
         [&](const char* piece, uint64_t piece_length) { hash.Update(piece, piece_length); });
   }
   read_bytes_ += file.direct_io() ? RoundUpToBlock(length) : length;
@@ -616,8 +636,9 @@ absl::StatusOr<std::string> DataFileChunkStore::ReadRangeVerified(DataFile& file
   // O_DIRECT reads whole 4 KiB blocks: blocks are multiples of them, and the
   // chunk's last one is zero-padded in its data file.
   const uint64_t read_bytes = file.direct_io() ? RoundUpToBlock(end - begin) : end - begin;
+  GRANARY_ASSIGN_OR_RETURN(SharedFd fd, file.Descriptor());
   std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(read_bytes);
-  absl::Status status = io_->Read(file.fd(), file.direct_io(), location.offset() + begin,
+  absl::Status status = io_->Read(fd->get(), file.direct_io(), location.offset() + begin,
                                   {buffer->data(), read_bytes}, [](const char*, uint64_t) {});
   read_bytes_ += read_bytes;
   if (status.ok()) status = CheckBlocks(location, file, first_block, buffer->data(), end - begin);
@@ -1005,9 +1026,9 @@ absl::Status DataFileChunkStore::Recover() {
   for (const auto& [id, directory] : on_disk) {
     const bool aligned = std::ranges::all_of(
         chunks[id], [](const auto& chunk) { return chunk.second.offset() % kBlockBytes == 0; });
-    GRANARY_ASSIGN_OR_RETURN(
-        std::shared_ptr<DataFile> data_file,
-        DataFile::Open(options_.directories[directory], id, options_.direct_io && aligned));
+    GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<DataFile> data_file,
+                             DataFile::Open(options_.directories[directory], id,
+                                            options_.direct_io && aligned, &descriptors_));
     const bool was_synced = synced.contains(id);
     CachedFile file;
     file.file = data_file;

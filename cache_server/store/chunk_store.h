@@ -91,6 +91,10 @@ struct StoreOptions {
   // blocks at aligned ones too. 64 KiB keeps unaligned 128 KiB reads at
   // 1.5x and the entry of a 4 MiB chunk at 512 bytes (8 KiB at 64 MiB).
   uint64_t checksum_block_bytes = 64 << 10;
+  // Data files kept open when idle (one per cached source file, so not all
+  // can be); 0 means a quarter of the process's open-file limit
+  // (RLIMIT_NOFILE), leaving the rest to sockets, source files and the index.
+  size_t max_open_data_files = 0;
 };
 
 enum class VersionState {

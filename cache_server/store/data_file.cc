@@ -36,18 +36,23 @@ std::optional<uint64_t> DataFile::ParseFileName(std::string_view name) {
 }
 
 absl::StatusOr<std::unique_ptr<DataFile>> DataFile::Create(const std::string& directory,
-                                                           uint64_t id, bool direct_io) {
-  return OpenWithFlags(directory, id, O_RDWR | O_CREAT | O_EXCL, direct_io);
+                                                           uint64_t id, bool direct_io,
+                                                           DescriptorCache* descriptors) {
+  return OpenWithFlags(directory, id, O_RDWR | O_CREAT | O_EXCL, direct_io, descriptors);
 }
 
 absl::StatusOr<std::unique_ptr<DataFile>> DataFile::Open(const std::string& directory, uint64_t id,
-                                                         bool direct_io) {
-  return OpenWithFlags(directory, id, O_RDWR, direct_io);
+                                                         bool direct_io,
+                                                         DescriptorCache* descriptors) {
+  return OpenWithFlags(directory, id, O_RDWR, direct_io, descriptors);
 }
 
+// Opened once here, whatever the cache keeps, so that a missing file fails
+// now and O_DIRECT is settled for the file's life.
 absl::StatusOr<std::unique_ptr<DataFile>> DataFile::OpenWithFlags(const std::string& directory,
                                                                   uint64_t id, int flags,
-                                                                  bool direct_io) {
+                                                                  bool direct_io,
+                                                                  DescriptorCache* descriptors) {
   std::string path = absl::StrCat(directory, "/", RelativePath(id));
   flags |= O_CLOEXEC;
   int fd = -1;
@@ -63,35 +68,47 @@ absl::StatusOr<std::unique_ptr<DataFile>> DataFile::OpenWithFlags(const std::str
   }
   if (fd < 0) fd = ::open(path.c_str(), flags, 0600);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open data file ", path));
-  return std::unique_ptr<DataFile>(new DataFile(id, fd, direct_io, std::move(path)));
+  descriptors->Add(id, std::make_shared<const UniqueFd>(fd));
+  return std::unique_ptr<DataFile>(new DataFile(id, direct_io, std::move(path), descriptors));
 }
 
-DataFile::~DataFile() { ::close(fd_); }
+DataFile::~DataFile() { descriptors_->Forget(id_); }
+
+int DataFile::ReopenFlags() const { return O_RDWR | (direct_io_ ? O_DIRECT : 0); }
+
+absl::StatusOr<SharedFd> DataFile::Descriptor() const {
+  return descriptors_->Get(id_, path_, ReopenFlags());
+}
 
 absl::StatusOr<struct stat> DataFile::Stat() const {
+  GRANARY_ASSIGN_OR_RETURN(SharedFd fd, Descriptor());
   struct stat st;
-  if (::fstat(fd_, &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat ", path_));
+  if (::fstat(fd->get(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("stat ", path_));
   return st;
 }
 
 absl::Status DataFile::Truncate(uint64_t size) {
-  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+  GRANARY_ASSIGN_OR_RETURN(SharedFd fd, Descriptor());
+  if (::ftruncate(fd->get(), static_cast<off_t>(size)) != 0) {
     return ErrnoStatus(errno, absl::StrCat("truncate ", path_));
   }
   return absl::OkStatus();
 }
 
 absl::Status DataFile::Sync() {
-  if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, absl::StrCat("fdatasync ", path_));
+  GRANARY_ASSIGN_OR_RETURN(SharedFd fd, Descriptor());
+  if (::fdatasync(fd->get()) != 0) return ErrnoStatus(errno, absl::StrCat("fdatasync ", path_));
   return absl::OkStatus();
 }
 
 absl::Status DataFile::SyncFilesystem() {
-  if (::syncfs(fd_) != 0) return ErrnoStatus(errno, absl::StrCat("syncfs of ", path_));
+  GRANARY_ASSIGN_OR_RETURN(SharedFd fd, Descriptor());
+  if (::syncfs(fd->get()) != 0) return ErrnoStatus(errno, absl::StrCat("syncfs of ", path_));
   return absl::OkStatus();
 }
 
 absl::Status DataFile::Unlink() {
+  descriptors_->Forget(id_);
   if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
     return ErrnoStatus(errno, absl::StrCat("unlink ", path_));
   }

@@ -13,10 +13,14 @@
 // O_DIRECT writes pad a file's last chunk to a whole block, so such a file is
 // longer than its source file and is never passed through.
 //
-// Thread-safety: the descriptor may be used for concurrent pread/pwrite at
-// distinct offsets; Size/Truncate/Sync/Unlink are safe to call from any thread.
-// The descriptor is closed when the object is destroyed, so holders of a
-// shared_ptr can finish reading a file that has just been unlinked.
+// Its descriptor lives in the store's DescriptorCache, which keeps a bounded
+// number open: Descriptor() reopens the file when the cache closed it. A
+// holder of a descriptor can finish reading a file that has just been
+// unlinked; a file unlinked and closed cannot be reopened (NOT_FOUND), which
+// callers treat as a miss.
+//
+// Thread-safety: a descriptor may be used for concurrent pread/pwrite at
+// distinct offsets; all methods are safe to call from any thread.
 #ifndef GRANARY_CACHE_SERVER_STORE_DATA_FILE_H_
 #define GRANARY_CACHE_SERVER_STORE_DATA_FILE_H_
 
@@ -30,17 +34,21 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cache_server/store/descriptor_cache.h"
 
 namespace granary::store {
 
 class DataFile {
  public:
   // Creates a new, empty data file; ALREADY_EXISTS if the file exists.
+  // `descriptors` outlives the data file.
   static absl::StatusOr<std::unique_ptr<DataFile>> Create(const std::string& directory, uint64_t id,
-                                                          bool direct_io);
+                                                          bool direct_io,
+                                                          DescriptorCache* descriptors);
   // Opens an existing data file for reading, writing and truncation.
   static absl::StatusOr<std::unique_ptr<DataFile>> Open(const std::string& directory, uint64_t id,
-                                                        bool direct_io);
+                                                        bool direct_io,
+                                                        DescriptorCache* descriptors);
 
   // The subfolders of a cache directory that hold data files.
   static constexpr int kSubdirectories = 256;
@@ -56,7 +64,8 @@ class DataFile {
   DataFile& operator=(const DataFile&) = delete;
 
   uint64_t id() const { return id_; }
-  int fd() const { return fd_; }
+  // An open descriptor of the file, valid while the caller holds it.
+  absl::StatusOr<SharedFd> Descriptor() const;
   bool direct_io() const { return direct_io_; }
   const std::string& path() const { return path_; }
 
@@ -69,17 +78,20 @@ class DataFile {
   absl::Status Unlink();
 
  private:
-  DataFile(uint64_t id, int fd, bool direct_io, std::string path)
-      : id_(id), fd_(fd), direct_io_(direct_io), path_(std::move(path)) {}
+  DataFile(uint64_t id, bool direct_io, std::string path, DescriptorCache* descriptors)
+      : id_(id), direct_io_(direct_io), path_(std::move(path)), descriptors_(descriptors) {}
 
   static absl::StatusOr<std::unique_ptr<DataFile>> OpenWithFlags(const std::string& directory,
                                                                  uint64_t id, int flags,
-                                                                 bool direct_io);
+                                                                 bool direct_io,
+                                                                 DescriptorCache* descriptors);
+  // The flags a closed descriptor is reopened with.
+  int ReopenFlags() const;
 
   const uint64_t id_;
-  const int fd_;
   const bool direct_io_;
   const std::string path_;
+  DescriptorCache* const descriptors_;
 };
 
 }  // namespace granary::store

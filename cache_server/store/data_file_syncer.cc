@@ -45,6 +45,8 @@ void DataFileSyncer::Run() {
     std::map<dev_t, absl::Status> flushed;  // By filesystem.
     for (auto& [file, generation] : batch) {
       absl::StatusOr<struct stat> st = file->Stat();
+      // Reclaimed since it was written: nothing left to make durable.
+      if (absl::IsNotFound(st.status())) continue;
       absl::Status status = st.status();
       if (status.ok()) {
         auto [it, first] = flushed.try_emplace(st->st_dev);
