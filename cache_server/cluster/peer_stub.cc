@@ -4,19 +4,47 @@
 #include "grpcpp/channel.h"
 
 namespace granary {
+namespace {
 
-absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> ConnectToPeer(
-    MemberClients& clients, const Member& peer, std::chrono::system_clock::time_point deadline) {
+// Whether `channel` is connected by `deadline`; with `refused_is_down`, false
+// as soon as an attempt fails.
+bool WaitUntilConnected(grpc::Channel& channel, std::chrono::system_clock::time_point deadline,
+                        bool refused_is_down) {
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY) {
+    if (state == GRPC_CHANNEL_SHUTDOWN) return false;
+    if (refused_is_down && state == GRPC_CHANNEL_TRANSIENT_FAILURE) return false;
+    if (!channel.WaitForStateChange(state, deadline)) return false;
+    state = channel.GetState(/*try_to_connect=*/true);
+  }
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> Connect(
+    MemberClients& clients, const Member& peer, std::chrono::system_clock::time_point deadline,
+    bool refused_is_down) {
   const auto started = std::chrono::steady_clock::now();
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = clients.Channel(peer);
   if (!channel.ok()) return channel.status();
-  if (!(*channel)->WaitForConnected(deadline)) {
+  if (!WaitUntilConnected(**channel, deadline, refused_is_down)) {
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - started);
     return absl::UnavailableError(absl::StrCat("no connection to ", peer.id, " at ", peer.address,
                                                " within ", waited.count(), " ms"));
   }
   return v1::Granary::NewStub(*std::move(channel));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> ConnectToPeer(
+    MemberClients& clients, const Member& peer, std::chrono::system_clock::time_point deadline) {
+  return Connect(clients, peer, deadline, /*refused_is_down=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> ConnectToPeerUnlessRefused(
+    MemberClients& clients, const Member& peer, std::chrono::system_clock::time_point deadline) {
+  return Connect(clients, peer, deadline, /*refused_is_down=*/true);
 }
 
 }  // namespace granary

@@ -1,5 +1,6 @@
 // ConnectToPeer: how granaryd reaches another node of its cluster before
-// calling it (status and locate fan-outs, catalog exchanges, group prewarm).
+// calling it (catalog exchanges, group prewarm; status and locate fan-outs
+// through ConnectToPeerUnlessRefused).
 // It waits until `deadline` (by default kPeerConnectWait from now) for the
 // peer's channel to connect, which
 // rides out gRPC's reconnect backoff (1 s, then longer) after an earlier
@@ -29,6 +30,16 @@ absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> ConnectToPeer(
     MemberClients& clients, const Member& peer,
     std::chrono::system_clock::time_point deadline = std::chrono::system_clock::now() +
                                                      kPeerConnectWait);
+
+// As ConnectToPeer, but UNAVAILABLE as soon as a connection attempt fails
+// (refused or reset: the channel is in TRANSIENT_FAILURE), for answers that
+// report a peer as unreachable rather than wait for it (Status, Locate): a
+// dead peer costs them a refused connection, not the whole wait. A peer that
+// restarted is reported unreachable until gRPC's next reconnection attempt
+// (within 2 s); one that does not answer a connection at all still costs up
+// to `deadline`.
+absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> ConnectToPeerUnlessRefused(
+    MemberClients& clients, const Member& peer, std::chrono::system_clock::time_point deadline);
 
 }  // namespace granary
 

@@ -153,7 +153,7 @@ void ClusterStatus::AskPeers(
   const auto deadline = std::chrono::system_clock::now() + kPeerAnswerWait;
   ParallelFor(peers.size(), kMaxParallelPeerCalls, [&](size_t i) {
     absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> stub =
-        ConnectToPeer(parts_.cluster->clients(), peers[i], deadline);
+        ConnectToPeerUnlessRefused(parts_.cluster->clients(), peers[i], deadline);
     if (!stub.ok()) {
       GRANARY_LOG(DEBUG) << "peer " << peers[i].id << " not asked: " << stub.status().message();
       return;

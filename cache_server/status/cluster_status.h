@@ -2,10 +2,11 @@
 // hit and miss counts, fills in progress, datasets that would not load) and,
 // unless only this node is asked for, every peer's, gathered in parallel.
 //
-// A peer that cannot be reached or does not answer within kPeerAnswerWait
-// (connecting included) is reported "unreachable" by Status and left out of
-// Locate, so one dead peer never holds up the answer; members known to be down
-// are reported "down". Locate ignores peers that hold another version of the
+// A peer that refuses the connection, or does not answer within
+// kPeerAnswerWait (connecting included), is reported "unreachable" by Status
+// and left out of Locate, so one dead peer never holds up the answer (a
+// refused connection costs about a millisecond, not the wait); members known
+// to be down are reported "down". Locate ignores peers that hold another version of the
 // dataset (a refresh not yet replicated), sums each group's cached bytes, and
 // gives every node and group its share of the dataset with LocalityShare, the
 // formula the scheduler hooks read.

@@ -227,6 +227,19 @@ TEST_F(StaticClusterTest, StatusListsEveryMemberAndReportsADeadOne) {
   EXPECT_EQ(seen["a1"], (std::pair<std::string, std::string>("rack-a", "up")));
   EXPECT_EQ(seen["b1"], (std::pair<std::string, std::string>("rack-b", "up")));
   EXPECT_EQ(seen["b2"].second, "unreachable");
+
+  // The dead peer refuses connections: Locate leaves it out at once rather
+  // than waiting out the peers' answer time for it (it used to, every call).
+  const auto started = std::chrono::steady_clock::now();
+  grpc::ClientContext locating;
+  v1::LocateRequest request;
+  request.set_name("images");
+  v1::LocateResponse located;
+  ASSERT_TRUE(cluster_->node(0).SocketStub()->Locate(&locating, request, &located).ok());
+  const auto waited = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(located.nodes_size(), 3);
+  // A bound well short of the 3 s wait, not a timing.
+  EXPECT_LT(waited, std::chrono::seconds(2));
 }
 
 TEST_F(StaticClusterTest, RoutedReadsSurviveAKilledOwnerWithNoWrongByte) {
