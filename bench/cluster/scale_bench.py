@@ -16,8 +16,14 @@ stopped-peer: three granaryd in one cache group (members file). Per
   through n0 (timed), n2 is SIGCONTed, and the seconds until n2 lists that
   dataset are measured.
 
+dead-peer: three granaryd in one cache group with a dataset; `granary locate`
+  and `granary status` through n0, timed --repetitions times with every peer
+  running (the baseline), then again after n2 is SIGKILLed (still listed in
+  the members file, its port closed).
+
 Usage (root): /usr/bin/python3 bench/cluster/scale_bench.py [--build build-bench]
     [--members 10000] [--rack 40] [--settle 30] [--repetitions 3]
+    [--parts members,stopped-peer,dead-peer]
 Prints a JSON document of every repetition and the medians.
 """
 import argparse
@@ -132,6 +138,40 @@ def stopped_peer(build, work, repetitions):
     return rows
 
 
+def timed(command):
+    started = time.time()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return time.time() - started
+
+
+def dead_peer(build, work, repetitions):
+    source = os.path.join(work, "source")
+    os.makedirs(source, exist_ok=True)
+    for i in range(100):
+        with open(os.path.join(source, "f%d" % i), "wb") as f:
+            f.write(os.urandom(4096))
+    group = Group(build, work, 3, [None] * 3, 1 << 30)
+    try:
+        add_dataset(group, "located", source)
+        ask = {"locate": group.cli(0) + ["locate", "located", "--json"],
+               "status": group.cli(0) + ["status", "--json"]}
+        running = [{what: timed(command) for what, command in ask.items()}
+                   for _ in range(repetitions)]
+        group.procs[2].kill()
+        group.procs[2].wait()
+        dead = [{what: timed(command) for what, command in ask.items()}
+                for _ in range(repetitions)]
+    finally:
+        group.stop()
+    median = lambda rows, key: statistics.median(row[key] for row in rows)  # noqa: E731
+    return {"all_running_s": running, "peer_dead_s": dead,
+            "median": {"%s_%s" % (what, when): median(rows, what)
+                       for what in ask for when, rows in (("all_running_s", running),
+                                                          ("peer_dead_s", dead))},
+            "locate_dead_over_running": median(dead, "locate") / median(running, "locate"),
+            "status_dead_over_running": median(dead, "status") / median(running, "status")}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default="build-bench")
@@ -139,31 +179,37 @@ def main():
     parser.add_argument("--rack", type=int, default=40)
     parser.add_argument("--settle", type=float, default=30)
     parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--parts", default="members,stopped-peer,dead-peer")
     args = parser.parse_args()
+    parts = args.parts.split(",")
+    median = lambda rows, key: statistics.median(row[key] for row in rows)  # noqa: E731
     work = tempfile.mkdtemp(prefix="granary-scale-")
+    result = {"median": {}}
     try:
-        members = []
-        for _ in range(args.repetitions):
-            alone = start_with_members(args.build, os.path.join(work, "alone"), 1, args.rack, 0)
-            large = start_with_members(args.build, os.path.join(work, "large"), args.members,
-                                       args.rack, args.settle)
-            large["ready_over_alone"] = large["ready_s"] / alone["ready_s"]
-            members.append({"alone": alone, "large": large})
-        peer = stopped_peer(args.build, os.path.join(work, "peer"), args.repetitions)
-        median = lambda rows, key: statistics.median(row[key] for row in rows)  # noqa: E731
-        large_rows = [m["large"] for m in members]
-        print(json.dumps({
-            "members": members, "stopped_peer": peer,
-            "median": {
-                "ready_s": median(large_rows, "ready_s"),
-                "ready_over_alone": median(large_rows, "ready_over_alone"),
-                "peak_rss_ready_mib": median(large_rows, "peak_rss_ready_mib"),
-                "peak_rss_settled_mib": median(large_rows, "peak_rss_settled_mib"),
-                "stop_s": median(large_rows, "stop_s"),
+        if "members" in parts:
+            members = []
+            for _ in range(args.repetitions):
+                alone = start_with_members(args.build, os.path.join(work, "alone"), 1, args.rack, 0)
+                large = start_with_members(args.build, os.path.join(work, "large"), args.members,
+                                           args.rack, args.settle)
+                large["ready_over_alone"] = large["ready_s"] / alone["ready_s"]
+                members.append({"alone": alone, "large": large})
+            large_rows = [m["large"] for m in members]
+            result["members"] = members
+            for key in ("ready_s", "ready_over_alone", "peak_rss_ready_mib",
+                        "peak_rss_settled_mib", "stop_s"):
+                result["median"][key] = median(large_rows, key)
+        if "stopped-peer" in parts:
+            peer = stopped_peer(args.build, os.path.join(work, "peer"), args.repetitions)
+            result["stopped_peer"] = peer
+            result["median"].update({
                 "add_peer_stopped_s": median(peer, "add_peer_stopped_s"),
                 "add_over_all_running": median(peer, "ratio"),
-                "on_waking_peer_after_s": median(peer, "on_waking_peer_after_s"),
-            }}, indent=2))
+                "on_waking_peer_after_s": median(peer, "on_waking_peer_after_s")})
+        if "dead-peer" in parts:
+            result["dead_peer"] = dead_peer(args.build, os.path.join(work, "dead"),
+                                            args.repetitions)
+        print(json.dumps(result, indent=2))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
