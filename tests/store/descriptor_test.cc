@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "cache_server/store/chunk_store.h"
 #include "cache_server/store/data_file.h"
 #include "cache_server/store/descriptor_cache.h"
@@ -108,7 +109,7 @@ TEST(DataFileDescriptors, AFileDeletedAfterItsDescriptorWasClosedIsAMissNotAnErr
 
 TEST(DescriptorCache, ClosesTheLeastRecentlyUsedButNeverOneInUse) {
   ScratchDir dir;
-  auto path = [&](int i) { return dir.Sub("f" + std::to_string(i)); };
+  auto path = [&](int i) { return dir.Sub(absl::StrCat("f", i)); };
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(std::ofstream(path(i)).good());
   DescriptorCache cache(2);
   absl::StatusOr<SharedFd> held = cache.Get(0, path(0), O_RDONLY);
