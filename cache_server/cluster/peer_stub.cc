@@ -1,19 +1,35 @@
 #include "cache_server/cluster/peer_stub.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "grpcpp/channel.h"
 
 namespace granary {
 namespace {
 
-// Whether `channel` is connected by `deadline`; with `refused_is_down`, false
-// as soon as an attempt fails.
+// How long a fresh attempt to reach a peer whose channel failed before may
+// take. gRPC keeps such a channel in TRANSIENT_FAILURE until it connects, so
+// a failed attempt is not seen; a live peer on the cluster's network answers
+// well within this.
+constexpr std::chrono::milliseconds kFreshAttemptWait{200};
+
+// Whether `channel` is connected by `deadline`. With `refused_is_down`, a
+// channel that failed earlier gets one fresh attempt at once (not after
+// gRPC's reconnection backoff: the peer may have come back since) and is
+// given up when that does not connect within kFreshAttemptWait.
 bool WaitUntilConnected(grpc::Channel& channel, std::chrono::system_clock::time_point deadline,
                         bool refused_is_down) {
+  bool retried = false;
   grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
   while (state != GRPC_CHANNEL_READY) {
     if (state == GRPC_CHANNEL_SHUTDOWN) return false;
-    if (refused_is_down && state == GRPC_CHANNEL_TRANSIENT_FAILURE) return false;
+    if (refused_is_down && state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      if (retried) return false;
+      retried = true;
+      grpc::experimental::ChannelResetConnectionBackoff(&channel);
+      deadline = std::min(deadline, std::chrono::system_clock::now() + kFreshAttemptWait);
+    }
     if (!channel.WaitForStateChange(state, deadline)) return false;
     state = channel.GetState(/*try_to_connect=*/true);
   }

@@ -4,12 +4,12 @@
 //
 // A peer that refuses the connection, or does not answer within
 // kPeerAnswerWait (connecting included), is reported "unreachable" by Status
-// and left out of Locate, so one dead peer never holds up the answer (a
-// refused connection costs about a millisecond, not the wait); members known
-// to be down are reported "down". Locate ignores peers that hold another version of the
-// dataset (a refresh not yet replicated), sums each group's cached bytes, and
-// gives every node and group its share of the dataset with LocalityShare, the
-// formula the scheduler hooks read.
+// and left out of Locate, so one dead peer never holds up the answer (one
+// that refuses connections costs a 200 ms fresh attempt, not the wait;
+// ConnectToPeerUnlessRefused); members known to be down are reported "down". Locate ignores peers
+// that hold another version of the dataset (a refresh not yet replicated), sums each group's cached
+// bytes, and gives every node and group its share of the dataset with LocalityShare, the formula
+// the scheduler hooks read.
 //
 // Thread-safety: all methods may be called concurrently.
 #ifndef GRANARY_CACHE_SERVER_STATUS_CLUSTER_STATUS_H_

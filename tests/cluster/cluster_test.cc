@@ -240,6 +240,15 @@ TEST_F(StaticClusterTest, StatusListsEveryMemberAndReportsADeadOne) {
   EXPECT_EQ(located.nodes_size(), 3);
   // A bound well short of the 3 s wait, not a timing.
   EXPECT_LT(waited, std::chrono::seconds(2));
+
+  // Back: found up at once, though a1's channel to it failed moments ago.
+  ASSERT_TRUE(cluster_->node(3).Restart().ok());
+  grpc::ClientContext again;
+  v1::StatusResponse restarted;
+  ASSERT_TRUE(cluster_->node(0).SocketStub()->Status(&again, {}, &restarted).ok());
+  for (const v1::NodeStatus& node : restarted.nodes()) {
+    EXPECT_EQ(node.state(), "up") << node.node_id();
+  }
 }
 
 TEST_F(StaticClusterTest, RoutedReadsSurviveAKilledOwnerWithNoWrongByte) {
