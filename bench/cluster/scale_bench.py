@@ -99,11 +99,23 @@ def start_with_members(build, work, count, rack, settle):
             proc.wait()
 
 
-def add_dataset(group, name, source):
+def timed(command):
     started = time.time()
-    subprocess.run(group.cli(0) + ["dataset", "add", name, source], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return time.time() - started
+
+
+def add_dataset(group, name, source):
+    return timed(group.cli(0) + ["dataset", "add", name, source])
+
+
+def make_source(work):
+    source = os.path.join(work, "source")
+    os.makedirs(source, exist_ok=True)
+    for i in range(100):
+        with open(os.path.join(source, "f%d" % i), "wb") as f:
+            f.write(os.urandom(4096))
+    return source
 
 
 def lists(group, i, name):
@@ -113,11 +125,7 @@ def lists(group, i, name):
 
 
 def stopped_peer(build, work, repetitions):
-    source = os.path.join(work, "source")
-    os.makedirs(source, exist_ok=True)
-    for i in range(100):
-        with open(os.path.join(source, "f%d" % i), "wb") as f:
-            f.write(os.urandom(4096))
+    source = make_source(work)
     group = Group(build, work, 3, [None] * 3, 1 << 30)
     rows = []
     try:
@@ -138,18 +146,8 @@ def stopped_peer(build, work, repetitions):
     return rows
 
 
-def timed(command):
-    started = time.time()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    return time.time() - started
-
-
 def dead_peer(build, work, repetitions):
-    source = os.path.join(work, "source")
-    os.makedirs(source, exist_ok=True)
-    for i in range(100):
-        with open(os.path.join(source, "f%d" % i), "wb") as f:
-            f.write(os.urandom(4096))
+    source = make_source(work)
     group = Group(build, work, 3, [None] * 3, 1 << 30)
     try:
         add_dataset(group, "located", source)

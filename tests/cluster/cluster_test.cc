@@ -67,11 +67,11 @@ class ClusterTest : public ::testing::Test {
 
   // The dataset as node `i` lists it once it has it (a joining node serves
   // while its first catalog exchange runs); NOT_FOUND if it still does not
-  // after a few seconds.
-  absl::StatusOr<v1::DatasetInfo> EventuallyDatasetOn(size_t i,
-                                                      const std::string& name = "images") {
+  // after `attempts` tries 100 ms apart.
+  absl::StatusOr<v1::DatasetInfo> EventuallyDatasetOn(size_t i, const std::string& name = "images",
+                                                      int attempts = 100) {
     absl::StatusOr<v1::DatasetInfo> dataset;
-    for (int attempt = 0; attempt < 100; ++attempt) {
+    for (int attempt = 0; attempt < attempts; ++attempt) {
       dataset = DatasetOn(i, name);
       if (dataset.ok()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -397,11 +397,7 @@ TEST_F(StaticClusterTest, APeerBackFromDownGetsTheNextRegistrationWithoutWaiting
       AddDataset(cluster_->node(0).SocketStub().get(), "third", source_.path(), kChunkSize, &third);
   ASSERT_TRUE(added.ok()) << added.error_message();
   // Within a1's reconnection to b2 (at most 2 s), well before that retry.
-  absl::StatusOr<v1::DatasetInfo> on_b2 = DatasetOn(3, "third");
-  for (int attempt = 0; attempt < 40 && !on_b2.ok(); ++attempt) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    on_b2 = DatasetOn(3, "third");
-  }
+  absl::StatusOr<v1::DatasetInfo> on_b2 = EventuallyDatasetOn(3, "third", 41);
   ASSERT_TRUE(on_b2.ok()) << on_b2.status() << "\n" << cluster_->node(0).log();
   EXPECT_EQ(on_b2->version(), third.version());
 }
