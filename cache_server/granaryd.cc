@@ -41,7 +41,8 @@ struct Flags {
   std::optional<std::string> data_dir, capacity, listen, socket, node_id, group, members, etcd,
       advertise, token_file, metrics_listen, admin_group, fill;
   std::vector<std::string> cache_dirs, source_roots, s3_endpoints, s3_endpoint_profiles;
-  std::optional<uint32_t> version_grace_seconds, s3_connect_timeout_ms, s3_request_timeout_ms;
+  std::optional<uint32_t> version_grace_seconds, s3_connect_timeout_ms, s3_request_timeout_ms,
+      locality_period_ms, locality_max_age_seconds;
   bool insecure_tcp = false;
 };
 
@@ -95,6 +96,10 @@ absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
   if (flags.insecure_tcp) config.insecure_tcp = true;
   if (flags.fill) config.fill_on_read = *flags.fill == "on-read";
   if (flags.version_grace_seconds) config.version_grace_seconds = *flags.version_grace_seconds;
+  if (flags.locality_period_ms) config.locality_period_ms = *flags.locality_period_ms;
+  if (flags.locality_max_age_seconds) {
+    config.locality_max_age_seconds = *flags.locality_max_age_seconds;
+  }
   if (flags.s3_connect_timeout_ms) config.s3_connect_timeout_ms = *flags.s3_connect_timeout_ms;
   if (flags.s3_request_timeout_ms) config.s3_request_timeout_ms = *flags.s3_request_timeout_ms;
   if (!config.members_file.empty() && !config.etcd_url.empty()) {
@@ -155,6 +160,14 @@ int Run(int argc, char** argv) {
                  "nothing on this node used it for this long (default: 300, or the config's "
                  "`version_grace_seconds`)")
       ->check(CLI::Range(0, 30 * 86400));
+  app.add_option("--locality-period-ms", flags.locality_period_ms,
+                 "Publish this node's cached bytes per dataset to a random peer this often, "
+                 "learning the others' (default: 1000, or the config's `locality_period_ms`)")
+      ->check(CLI::Range(50, 600'000));
+  app.add_option("--locality-max-age-seconds", flags.locality_max_age_seconds,
+                 "Locate leaves out a node whose last report is older than this (default: 30, "
+                 "or the config's `locality_max_age_seconds`)")
+      ->check(CLI::Range(1, 86400));
   app.add_option("--node-id", flags.node_id, "This node's name (default: host name)");
   app.add_option("--group", flags.group, "This node's cache group (default: 'default')");
   auto* members = app.add_option("--members", flags.members, "Static cluster member list");

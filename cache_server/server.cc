@@ -43,6 +43,7 @@
 #include "cache_server/read_path/write_behind.h"
 #include "cache_server/service.h"
 #include "cache_server/status/cluster_status.h"
+#include "cache_server/status/locality_board.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/absl_compat.h"
 #include "common/cluster_token.h"
@@ -251,6 +252,7 @@ struct GranaryServer::Parts {
   std::unique_ptr<ConnectionTable> connections;
   std::unique_ptr<RequestAuthenticator> authenticator;
   std::unique_ptr<PrewarmCoordinator> prewarms;
+  std::unique_ptr<LocalityBoard> locality;
   std::unique_ptr<ClusterStatus> status;
   std::unique_ptr<GranaryService> service;
   std::unique_ptr<StreamWatchdog> watchdog;
@@ -354,13 +356,18 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
                                 &parts->metrics.prewarm, parts->activity.get(),
                                 parts->cluster.get()},
       c.prewarm_parallelism, c.max_prewarm_paths);
-  parts->status = std::make_unique<ClusterStatus>(
-      ClusterStatus::Parts{parts->catalog.get(), parts->registry.get(), parts->store.get(),
-                           &parts->metrics, parts->cluster.get(), parts->fills.get()});
+  parts->locality = std::make_unique<LocalityBoard>(
+      parts->registry.get(), parts->fills.get(), parts->cluster.get(),
+      LocalityBoard::Options{.period = std::chrono::milliseconds(c.locality_period_ms),
+                             .max_age = std::chrono::seconds(c.locality_max_age_seconds),
+                             .max_holdings = c.max_datasets});
+  parts->status = std::make_unique<ClusterStatus>(ClusterStatus::Parts{
+      parts->catalog.get(), parts->registry.get(), parts->store.get(), &parts->metrics,
+      parts->cluster.get(), parts->fills.get(), parts->locality.get()});
   parts->service = std::make_unique<GranaryService>(ServiceParts{
       parts->catalog.get(), parts->registry.get(), parts->read_through.get(), &parts->metrics,
       parts->cluster.get(), parts->catalog_sync.get(), parts->authenticator.get(),
-      parts->policy.get(), parts->prewarms.get(), parts->status.get()});
+      parts->policy.get(), parts->prewarms.get(), parts->status.get(), parts->locality.get()});
 
   GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));
   gid_t socket_gid = ::getegid();
@@ -437,6 +444,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   }
   parts->membership = *std::move(membership);
   parts->catalog_sync->Start();
+  parts->locality->Start();
   store::StoreStats stats = parts->store->Stats();
   GRANARY_LOG(INFO) << "granaryd node '" << c.node_id << "' (group '" << c.group
                     << "') serving unix:" << c.socket_path << " and "

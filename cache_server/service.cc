@@ -253,7 +253,7 @@ grpc::Status GranaryService::Locate(grpc::ServerContext* context, const v1::Loca
   absl::StatusOr<Caller> caller = Authorize(*context, "Locate", AccessPolicy::Action::kDescribe);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::StatusOr<v1::LocateResponse> located =
-      parts_.status->Locate(request->name(), request->local_only());
+      parts_.status->Locate(request->name(), request->local_only(), request->fresh());
   if (located.ok()) *response = *std::move(located);
   return Answer(located.status(), "Locate");
 }
@@ -280,11 +280,22 @@ grpc::Status GranaryService::ExchangeCatalog(grpc::ServerContext* context,
                                              const v1::ExchangeCatalogRequest* request,
                                              v1::ExchangeCatalogResponse* response) {
   absl::StatusOr<Caller> caller =
-      Authorize(*context, "ExchangeCatalog", AccessPolicy::Action::kExchangeCatalog);
+      Authorize(*context, "ExchangeCatalog", AccessPolicy::Action::kPeerExchange);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::StatusOr<v1::ExchangeCatalogResponse> answer = parts_.catalog_sync->Answer(*request);
   if (answer.ok()) *response = *std::move(answer);
   return Answer(answer.status(), "ExchangeCatalog");
+}
+
+grpc::Status GranaryService::ExchangeLocality(grpc::ServerContext* context,
+                                              const v1::ExchangeLocalityRequest* request,
+                                              v1::ExchangeLocalityResponse* response) {
+  absl::StatusOr<Caller> caller =
+      Authorize(*context, "ExchangeLocality", AccessPolicy::Action::kPeerExchange);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  absl::StatusOr<v1::ExchangeLocalityResponse> answer = parts_.locality->Answer(*request);
+  if (answer.ok()) *response = *std::move(answer);
+  return Answer(answer.status(), "ExchangeLocality");
 }
 
 }  // namespace granary

@@ -3,8 +3,9 @@
 // requests and maps every error to a gRPC status with the matching code and a
 // message naming what was wrong; a bad request never affects other callers.
 //
-// In a cluster, Status and Locate gather every member's figures (unless the
-// request asks for this node only; ClusterStatus), Prewarm coordinates the
+// In a cluster, Status gathers every member's figures and Locate reads what
+// members published, or asks each when asked for a fresh answer (unless the
+// request asks for this node only; ClusterStatus, LocalityBoard), Prewarm coordinates the
 // whole cache group (PrewarmCoordinator), dataset changes are pushed to every
 // peer, the call answering once they have them or after a bounded wait
 // (CatalogSync), and GetMembers tells readers
@@ -40,6 +41,7 @@
 #include "cache_server/prewarm/prewarm_coordinator.h"
 #include "cache_server/read_path/read_through.h"
 #include "cache_server/status/cluster_status.h"
+#include "cache_server/status/locality_board.h"
 #include "proto/granary.grpc.pb.h"
 
 namespace granary {
@@ -56,6 +58,7 @@ struct ServiceParts {
   const AccessPolicy* policy;
   const PrewarmCoordinator* prewarms;
   const ClusterStatus* status;
+  LocalityBoard* locality;
 };
 
 class GranaryService final : public v1::Granary::Service {
@@ -90,6 +93,9 @@ class GranaryService final : public v1::Granary::Service {
   grpc::Status ExchangeCatalog(grpc::ServerContext* context,
                                const v1::ExchangeCatalogRequest* request,
                                v1::ExchangeCatalogResponse* response) override;
+  grpc::Status ExchangeLocality(grpc::ServerContext* context,
+                                const v1::ExchangeLocalityRequest* request,
+                                v1::ExchangeLocalityResponse* response) override;
 
  private:
   // Who made the call, if they may make it. A refused change (`change`

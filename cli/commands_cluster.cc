@@ -22,6 +22,7 @@ using Align = Table::Align;
 
 struct LocateOptions {
   std::string name;
+  bool fresh = false;
   bool json = false;
 };
 
@@ -98,11 +99,13 @@ void PrintLocate(const v1::LocateResponse& locate) {
                {"CACHED", Align::kRight},
                {"ON NODE", Align::kRight},
                {"IN GROUP", Align::kRight},
-               {"FILL"}});
+               {"FILL"},
+               {"AGE", Align::kRight}});
   for (const v1::NodeLocality& node : locate.nodes()) {
     nodes.AddRow({node.node_id(), node.group(), FormatSize(node.cached_bytes()),
                   FormatPercent(node.node_fraction()), FormatPercent(node.group_fraction()),
-                  node.has_fill() ? FillText(node.fill()) : "-"});
+                  node.has_fill() ? FillText(node.fill()) : "-",
+                  absl::StrFormat("%.1fs", node.age_ms() / 1000.0)});
   }
   std::cout << nodes.Render() << '\n';
   Table groups({{"GROUP"}, {"CACHED", Align::kRight}, {"FRACTION", Align::kRight}});
@@ -118,6 +121,7 @@ absl::Status RunLocate(const GlobalOptions& global, const LocateOptions& options
                            ServerConnection::Open(global.server, global.token_file));
   v1::LocateRequest request;
   request.set_name(options.name);
+  request.set_fresh(options.fresh);
   GRANARY_ASSIGN_OR_RETURN(v1::LocateResponse locate,
                            server.Call(&v1::Granary::Stub::Locate, request));
   if (options.json) {
@@ -143,6 +147,9 @@ void AddClusterCommands(CLI::App& app, const GlobalOptions& global, Action& acti
   CLI::App* locate =
       app.add_subcommand("locate", "Show how much of a dataset each node and group holds");
   locate->add_option("NAME", locate_options->name, "Dataset name")->required();
+  locate->add_flag("--fresh", locate_options->fresh,
+                   "Ask every node now instead of reading what the nodes published (AGE says "
+                   "how old each node's figures are)");
   locate->add_flag("--json", locate_options->json, "Print one JSON document");
   locate->callback([&global, &action, locate_options] {
     action = [&global, locate_options] { return RunLocate(global, *locate_options); };

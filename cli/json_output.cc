@@ -128,6 +128,7 @@ nlohmann::json LocateJson(const v1::LocateResponse& locate) {
         {"node_fraction", node.node_fraction()},
         {"group_fraction", node.group_fraction()},
         {"fill", node.has_fill() ? FillJson(node.fill()) : nlohmann::json()},
+        {"age_ms", node.age_ms()},
     });
   }
   nlohmann::json groups = nlohmann::json::array();

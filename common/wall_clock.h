@@ -10,6 +10,11 @@
 
 namespace granary {
 
+// How far ahead of this node's clock a peer's date may be: clocks of a
+// cluster's nodes differ by seconds, and a date far ahead would outrank every
+// later change until the clocks caught up.
+inline constexpr std::chrono::minutes kMaxPeerClockAhead{5};
+
 inline int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

@@ -64,7 +64,7 @@ absl::Status AccessPolicy::Allow(const Caller& caller, Action action,
           AsAbsl(method), " is an administrator's act: it needs root",
           admin_group_.empty() ? "" : absl::StrCat(" or membership of group '", admin_group_, "'"),
           ", and the caller is ", DescribeCaller(caller)));
-    case Action::kExchangeCatalog:
+    case Action::kPeerExchange:
       return absl::PermissionDeniedError(
           absl::StrCat(AsAbsl(method), " is for cluster members over TCP, not local callers"));
   }

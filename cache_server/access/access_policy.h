@@ -43,11 +43,11 @@ namespace granary {
 class AccessPolicy {
  public:
   enum class Action {
-    kDescribe,         // Datasets, manifests, status, locate, members.
-    kRead,             // Chunk bytes; AllowRead() decides per file.
-    kPrewarm,          // Fill the cache with a dataset.
-    kAdminister,       // Register, refresh, remove datasets.
-    kExchangeCatalog,  // Replicate the catalog between servers.
+    kDescribe,      // Datasets, manifests, status, locate, members.
+    kRead,          // Chunk bytes; AllowRead() decides per file.
+    kPrewarm,       // Fill the cache with a dataset.
+    kAdminister,    // Register, refresh, remove datasets.
+    kPeerExchange,  // Replicate the catalog or locality reports between servers.
   };
 
   // `admin_gid` (the group named `admin_group`) unset: root alone

@@ -13,23 +13,15 @@
 #include "proto/granary.grpc.pb.h"
 
 namespace granary {
-namespace {
-
-// How far ahead of this node's clock a peer's change may be dated: clocks of
-// a cluster differ by less, and a record dated further (INT64_MAX, say) would
-// win every later change for good.
-constexpr std::chrono::minutes kMaxClockSkew{5};
-
-}  // namespace
 
 absl::Status ValidatePeerRecord(const v1::CatalogDataset& record, int64_t now_unix_ms) {
   GRANARY_RETURN_IF_ERROR(ValidateDatasetName(record.name()));
-  const int64_t latest = now_unix_ms + std::chrono::milliseconds(kMaxClockSkew).count();
+  const int64_t latest = now_unix_ms + std::chrono::milliseconds(kMaxPeerClockAhead).count();
   if (record.updated_unix_ms() <= 0 || record.updated_unix_ms() > latest) {
     return absl::InvalidArgumentError(
         absl::StrCat("record of dataset '", record.name(), "' is dated ", record.updated_unix_ms(),
                      " ms, outside 0 to ", latest, " (this node's clock plus ",
-                     kMaxClockSkew.count(), " minutes)"));
+                     kMaxPeerClockAhead.count(), " minutes)"));
   }
   if (record.removed()) return absl::OkStatus();
   if (record.versions_size() == 0) {

@@ -123,6 +123,11 @@ struct GranarydConfig {
   // chunks freed) once it has been retired this long and nothing on this
   // node used it for this long (cache_server/catalog/version_releaser.h).
   uint32_t version_grace_seconds = 300;
+  // Every this often, granaryd publishes what it holds of each dataset to one
+  // random peer and learns the others' reports (LocalityBoard); Locate reads
+  // reports up to locality_max_age_seconds old and leaves older ones out.
+  uint32_t locality_period_ms = 1000;
+  uint32_t locality_max_age_seconds = 30;
 };
 
 // A capacity such as "200GiB"; INVALID_ARGUMENT for a bad size or 0.

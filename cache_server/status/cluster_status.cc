@@ -58,25 +58,11 @@ v1::StatusResponse ClusterStatus::Status(bool local_only) const {
   return response;
 }
 
-absl::StatusOr<v1::LocateResponse> ClusterStatus::Locate(const std::string& name,
-                                                         bool local_only) const {
+absl::StatusOr<v1::LocateResponse> ClusterStatus::Locate(const std::string& name, bool local_only,
+                                                         bool fresh) const {
   GRANARY_ASSIGN_OR_RETURN(v1::LocateResponse response, LocateLocally(name));
-  if (!local_only) {
-    std::vector<Member> peers = parts_.cluster->Peers();
-    std::vector<v1::LocateResponse> answers(peers.size());
-    AskPeers(peers, [&](v1::Granary::Stub& stub, grpc::ClientContext* call, size_t i) {
-      v1::LocateRequest request;
-      request.set_name(name);
-      request.set_local_only(true);
-      return stub.Locate(call, request, &answers[i]);
-    });
-    for (const v1::LocateResponse& answer : answers) {
-      // A peer on another version of the dataset (a refresh not yet
-      // replicated) holds none of this version's bytes.
-      if (answer.version() != response.version()) continue;
-      for (const v1::NodeLocality& node : answer.nodes()) *response.add_nodes() = node;
-    }
-  }
+  if (!local_only && fresh) AddPeersAsked(response);
+  if (!local_only && !fresh) AddPeersPublished(response);
   // Members of a group own distinct copies of its chunks, so a group's bytes
   // are the sum of its members' bytes.
   std::map<std::string, uint64_t> group_bytes;
@@ -100,6 +86,40 @@ absl::StatusOr<v1::LocateResponse> ClusterStatus::Locate(const std::string& name
     locality->set_fraction(LocalityShare(bytes, total, replicas));
   }
   return response;
+}
+
+// A peer on another version of the dataset (a refresh not yet replicated)
+// holds none of this version's bytes, and is left out of both kinds of answer.
+void ClusterStatus::AddPeersAsked(v1::LocateResponse& response) const {
+  std::vector<Member> peers = parts_.cluster->Peers();
+  std::vector<v1::LocateResponse> answers(peers.size());
+  AskPeers(peers, [&](v1::Granary::Stub& stub, grpc::ClientContext* call, size_t i) {
+    v1::LocateRequest request;
+    request.set_name(response.name());
+    request.set_local_only(true);
+    return stub.Locate(call, request, &answers[i]);
+  });
+  for (const v1::LocateResponse& answer : answers) {
+    if (answer.version() != response.version()) continue;
+    for (const v1::NodeLocality& node : answer.nodes()) *response.add_nodes() = node;
+  }
+}
+
+void ClusterStatus::AddPeersPublished(v1::LocateResponse& response) const {
+  for (v1::LocalityReport& report : parts_.locality->PeerReports()) {
+    auto holding = std::find_if(
+        report.mutable_holdings()->begin(), report.mutable_holdings()->end(),
+        [&](const v1::DatasetHolding& held) { return held.name() == response.name(); });
+    const bool holds = holding != report.mutable_holdings()->end();
+    if (holds && holding->version() != response.version()) continue;
+    v1::NodeLocality* node = response.add_nodes();
+    node->set_node_id(report.node_id());
+    node->set_group(report.group());
+    node->set_age_ms(report.age_ms());
+    if (!holds) continue;
+    node->set_cached_bytes(holding->cached_bytes());
+    if (holding->has_fill()) *node->mutable_fill() = std::move(*holding->mutable_fill());
+  }
 }
 
 v1::NodeStatus ClusterStatus::LocalStatus() const {

@@ -1,6 +1,9 @@
 // ClusterStatus answers Status and Locate: this node's figures (store usage,
 // hit and miss counts, fills in progress, datasets that would not load) and,
-// unless only this node is asked for, every peer's, gathered in parallel.
+// unless only this node is asked for, every peer's. Status gathers them from
+// every peer in parallel, and so does Locate when asked for a fresh answer;
+// otherwise Locate reads the reports peers published (LocalityBoard), calls
+// no one, and gives each node's figures with their age.
 //
 // A peer that refuses the connection, or does not answer within
 // kPeerAnswerWait (connecting included), is reported "unreachable" by Status
@@ -27,6 +30,7 @@
 #include "cache_server/cluster/cluster_view.h"
 #include "cache_server/metrics.h"
 #include "cache_server/prewarm/fill_scheduler.h"
+#include "cache_server/status/locality_board.h"
 #include "cache_server/store/chunk_store.h"
 #include "proto/granary.grpc.pb.h"
 
@@ -45,6 +49,7 @@ class ClusterStatus {
     const ServerMetrics* metrics;
     ClusterView* cluster;
     FillScheduler* fills;
+    const LocalityBoard* locality;
   };
 
   // Uptime counts from construction.
@@ -52,11 +57,16 @@ class ClusterStatus {
 
   v1::StatusResponse Status(bool local_only) const;
   // NOT_FOUND for an unknown dataset.
-  absl::StatusOr<v1::LocateResponse> Locate(const std::string& name, bool local_only) const;
+  absl::StatusOr<v1::LocateResponse> Locate(const std::string& name, bool local_only,
+                                            bool fresh) const;
 
  private:
   v1::NodeStatus LocalStatus() const;
   absl::StatusOr<v1::LocateResponse> LocateLocally(const std::string& name) const;
+  // Adds the peers' nodes to `response` (this node's answer), asking each.
+  void AddPeersAsked(v1::LocateResponse& response) const;
+  // Adds the nodes of the peers' published reports to `response`.
+  void AddPeersPublished(v1::LocateResponse& response) const;
   // Calls every peer in parallel; `ask` makes the call with the given stub
   // and context and keeps what it needs from peer `i`.
   void AskPeers(const std::vector<Member>& peers,
