@@ -49,12 +49,13 @@ double Metric(testing::GranarydProcess& node, std::string_view name) {
 
 class ClusterTest : public ::testing::Test {
  protected:
-  void StartCluster(std::string etcd_endpoint, uint32_t replicas = 1) {
+  void StartCluster(std::string etcd_endpoint, uint32_t replicas = 1,
+                    std::vector<std::string> extra_args = {}) {
     for (int file = 0; file < kFiles; ++file) {
       std::ofstream(source_.path() + "/file" + std::to_string(file)) << FileBytes(file);
     }
     auto cluster = GranaryCluster::Start(
-        {.nodes = kFourNodes, .etcd_endpoint = etcd_endpoint, .extra_args = {}});
+        {.nodes = kFourNodes, .etcd_endpoint = etcd_endpoint, .extra_args = extra_args});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
     for (size_t i = 0; i < cluster_->size(); ++i) {
@@ -185,6 +186,7 @@ TEST_F(StaticClusterTest, GroupPrewarmReadsEachChunkOnceByItsOwnerAndTheOtherGro
   grpc::ClientContext context;
   v1::LocateRequest request;
   request.set_name("images");
+  request.set_fresh(true);
   v1::LocateResponse located;
   ASSERT_TRUE(cluster_->node(3).SocketStub()->Locate(&context, request, &located).ok());
   EXPECT_EQ(located.nodes_size(), 4);
@@ -234,6 +236,7 @@ TEST_F(StaticClusterTest, StatusListsEveryMemberAndReportsADeadOne) {
   grpc::ClientContext locating;
   v1::LocateRequest request;
   request.set_name("images");
+  request.set_fresh(true);
   v1::LocateResponse located;
   ASSERT_TRUE(cluster_->node(0).SocketStub()->Locate(&locating, request, &located).ok());
   const auto waited = std::chrono::steady_clock::now() - started;
@@ -282,6 +285,88 @@ TEST_F(StaticClusterTest, AMissOnANodeThatIsNotTheOwnerIsReadThroughTheOwner) {
   EXPECT_TRUE((*a2)->ReadChunk(*owned_by_a2, 0, data, ChunkSourcing::kCacheOnly).ok());
 }
 
+// Locate without `fresh` reads the reports the nodes gossip (LocalityBoard),
+// here every 200 ms, a report counting for at most kMaxAgeSeconds.
+class PublishedLocalityTest : public ClusterTest {
+ protected:
+  static constexpr int kMaxAgeSeconds = 2;
+  void SetUp() override {
+    StartCluster("", 1,
+                 {"--locality-period-ms", "200", "--locality-max-age-seconds",
+                  std::to_string(kMaxAgeSeconds)});
+  }
+
+  v1::LocateResponse PublishedOn(size_t i) {
+    grpc::ClientContext context;
+    v1::LocateRequest request;
+    request.set_name("images");
+    v1::LocateResponse located;
+    grpc::Status status = cluster_->node(i).SocketStub()->Locate(&context, request, &located);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return located;
+  }
+
+  static std::map<std::string, const v1::NodeLocality*> ByNode(const v1::LocateResponse& located) {
+    std::map<std::string, const v1::NodeLocality*> nodes;
+    for (const v1::NodeLocality& node : located.nodes()) nodes[node.node_id()] = &node;
+    return nodes;
+  }
+};
+
+TEST_F(PublishedLocalityTest, LocateReadsWhatEveryNodePublishedWithItsAge) {
+  Prewarm(2, "rack-a");
+  absl::Status published = cluster_->WaitForPublishedLocality(3, "images");
+  ASSERT_TRUE(published.ok()) << published;
+  v1::LocateResponse located = PublishedOn(3);
+  ASSERT_EQ(located.nodes_size(), 4);
+  for (const v1::GroupLocality& group : located.groups()) {
+    EXPECT_DOUBLE_EQ(group.fraction(), group.group() == "rack-a" ? 1.0 : 0.0) << group.group();
+  }
+  std::map<std::string, int> owned = PredictedOwners("rack-a");
+  for (const v1::NodeLocality& node : located.nodes()) {
+    if (node.node_id() == "b2") {
+      EXPECT_EQ(node.age_ms(), 0) << "the answering node's own figures are current";
+    } else {
+      EXPECT_GE(node.age_ms(), 0) << node.node_id();
+      EXPECT_LE(node.age_ms(), kMaxAgeSeconds * 1000) << node.node_id();
+    }
+    EXPECT_EQ(node.cached_bytes() > 0, owned[node.node_id()] > 0) << node.node_id();
+  }
+}
+
+// A stopped node holds its connections open and answers nothing: a fresh
+// Locate waits for it, a published one asks nobody. Once its last report is
+// older than the maximum age it is left out, and it is back when it
+// publishes again.
+TEST_F(PublishedLocalityTest, AStoppedNodeCostsLocateNothingAndIsLeftOutOnceItsReportIsOld) {
+  Prewarm(0, "rack-a");
+  ASSERT_TRUE(cluster_->WaitForPublishedLocality(3, "images").ok());
+  const uint64_t a2_bytes = ByNode(PublishedOn(3)).at("a2")->cached_bytes();
+  ASSERT_GT(a2_bytes, 0u);
+  ASSERT_EQ(kill(cluster_->node(1).pid(), SIGSTOP), 0);
+  const auto started = std::chrono::steady_clock::now();
+  v1::LocateResponse located = PublishedOn(3);
+  const auto waited = std::chrono::steady_clock::now() - started;
+  // A bound far short of the 3 s a fresh answer waits for a silent peer.
+  EXPECT_LT(waited, std::chrono::seconds(1));
+  EXPECT_EQ(located.nodes_size(), 4);
+
+  for (int attempt = 0; attempt < 100 && ByNode(located).contains("a2"); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    located = PublishedOn(3);
+  }
+  ASSERT_EQ(kill(cluster_->node(1).pid(), SIGCONT), 0);
+  EXPECT_FALSE(ByNode(located).contains("a2"));
+  for (const v1::GroupLocality& group : located.groups()) {
+    if (group.group() == "rack-a") {
+      EXPECT_LT(group.fraction(), 1.0);
+    }
+  }
+
+  ASSERT_TRUE(cluster_->WaitForPublishedLocality(3, "images").ok());
+  EXPECT_EQ(ByNode(PublishedOn(3)).at("a2")->cached_bytes(), a2_bytes);
+}
+
 class ReplicatedClusterTest : public ClusterTest {
  protected:
   void SetUp() override { StartCluster("", 2); }
@@ -305,6 +390,7 @@ TEST_F(ReplicatedClusterTest, EveryChunkIsOnTwoNodesOfTheGroupAndReadFromTheSour
   grpc::ClientContext context;
   v1::LocateRequest request;
   request.set_name("images");
+  request.set_fresh(true);
   v1::LocateResponse located;
   ASSERT_TRUE(cluster_->node(3).SocketStub()->Locate(&context, request, &located).ok());
   EXPECT_EQ(located.replicas(), 2u);

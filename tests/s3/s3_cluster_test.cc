@@ -192,6 +192,7 @@ TEST_F(S3ClusterTest, GroupPrewarmGetsEachChunkOnceByItsOwnerAndLocateFindsItWho
   grpc::ClientContext context;
   v1::LocateRequest request;
   request.set_name("train");
+  request.set_fresh(true);
   v1::LocateResponse located;
   grpc::Status status = cluster_->node(2).SocketStub()->Locate(&context, request, &located);
   ASSERT_TRUE(status.ok()) << status.error_message();

@@ -505,6 +505,13 @@ class ExtenderClusterTest : public ::testing::Test {
     ASSERT_TRUE(status.ok()) << status.error_message();
     ASSERT_EQ(progress.failures_size(), 0);
     ASSERT_NO_FATAL_FAILURE(AddPairs());
+    // The extender and the CLI read what the nodes published.
+    for (size_t i = 0; i < cluster_->size(); ++i) {
+      for (const char* dataset : {"images", "pairs"}) {
+        absl::Status published = cluster_->WaitForPublishedLocality(i, dataset);
+        ASSERT_TRUE(published.ok()) << published;
+      }
+    }
     extender_ =
         new ExtenderProcess(cluster_->node(3).tcp_address(), {"--token-file", *token_file_});
   }

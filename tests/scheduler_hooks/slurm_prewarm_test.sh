@@ -99,7 +99,8 @@ for spec in "${granary_nodes[@]}"; do
   "${granaryd}" --data-dir "${tmp}/granary-${id}" --socket "${tmp}/granaryd-${id}.sock" \
     --listen "127.0.0.1:${peer_port[${id}]}" --metrics-listen "127.0.0.1:$(free_port)" \
     --node-id "${id}" --group "${spec#*:}" --members "${tmp}/members.yaml" \
-    --token-file "${GRANARY_TOKEN_FILE}" --source-root "${tmp}" >"${tmp}/log/granaryd-${id}" 2>&1 &
+    --token-file "${GRANARY_TOKEN_FILE}" --source-root "${tmp}" --locality-period-ms 200 \
+    >"${tmp}/log/granaryd-${id}" 2>&1 &
   pids+=($!)
 done
 export GRANARY_SERVER="127.0.0.1:${peer_port[localhost]}"
@@ -128,6 +129,14 @@ head -c $((3 << 20)) /dev/urandom >"${tmp}/source/ds2/c.bin"
 "${granary}" dataset add ds1 "${tmp}/source/ds1" >/dev/null
 "${granary}" dataset add ds2 "${tmp}/source/ds2" >/dev/null
 "${granary}" prewarm ds0 --group rack-a --json >/dev/null
+# granary-slurm-features reads what the nodes published: wait until the
+# prewarm's bytes are in localhost's published figures.
+ds0_bytes_by_node() {
+  "${granary}" locate ds0 "$@" --json | /usr/bin/python3 -c \
+    'import json, sys; print(sorted((n["node_id"], n["cached_bytes"]) for n in json.load(sys.stdin)["nodes"]))'
+}
+published_like_fresh() { [[ "$(ds0_bytes_by_node)" == "$(ds0_bytes_by_node --fresh)" ]]; }
+wait_for 30 published_like_fresh || fail "ds0's published figures never matched a fresh locate"
 
 # Slurm, configured in the temporary directory.
 ctld_port="$(free_port)"
@@ -204,7 +213,7 @@ features="$(scontrol show node localhost | grep -o 'AvailableFeatures=[^ ]*')"
 cat >"${tmp}/job.sh" <<JOB
 #!/bin/bash
 echo "job started" >>'${tmp}/order.log'
-'${granary}' locate ds1 --json >'${tmp}/locate.json'
+'${granary}' locate ds1 --fresh --json >'${tmp}/locate.json'
 JOB
 chmod 755 "${tmp}/job.sh"
 job="$(sbatch --parsable --comment=granary:ds0,ds1 --output="${tmp}/log/job.out" "${tmp}/job.sh")" ||
@@ -264,7 +273,7 @@ scontrol show job "${job}" | grep -q 'JobState=COMPLETED' ||
   fail "job ${job} did not complete: $(scontrol show job "${job}")"
 order="$(grep -oE "prewarming 'ds2'|prewarmed 'ds2'|job started" "${tmp}/bb/order.log" | paste -sd'|' -)"
 [[ "${order}" == "prewarming 'ds2'|prewarmed 'ds2'|job started" ]] || fail "burst buffer order: ${order}"
-"${granary}" locate ds2 --json >"${tmp}/locate_bb.json"
+"${granary}" locate ds2 --fresh --json >"${tmp}/locate_bb.json"
 fully_cached "${tmp}/locate_bb.json" $((3 << 20)) ||
   fail "ds2 not fully cached: $(cat "${tmp}/locate_bb.json")"
 

@@ -254,7 +254,7 @@ TEST_F(PolicyTest, DatasetsAndEntriesAreBounded) {
                 "RESOURCE_EXHAUSTED naming the limit", FirstLine(fourth.stderr_text)});
 }
 
-TEST_F(PolicyTest, CatalogExchangeIsForClusterMembersOnly) {
+TEST_F(PolicyTest, PeerExchangesAreForClusterMembersOnly) {
   v1::ExchangeCatalogRequest request;
   request.set_sender_id("intruder");
   v1::ExchangeCatalogResponse response;
@@ -264,6 +264,19 @@ TEST_F(PolicyTest, CatalogExchangeIsForClusterMembersOnly) {
   EXPECT_EQ(response.records_size(), 0);
   ReportAttack({"7", "root on the node calls ExchangeCatalog over the Unix socket", "Unix socket",
                 "PERMISSION_DENIED: for cluster members over TCP", exchanged.error_message()});
+
+  v1::ExchangeLocalityRequest gossip;
+  gossip.set_sender_id("intruder");
+  gossip.mutable_own()->set_node_id("intruder");
+  v1::ExchangeLocalityResponse reports;
+  grpc::ClientContext gossip_context;
+  grpc::Status gossiped =
+      server_->SocketStub()->ExchangeLocality(&gossip_context, gossip, &reports);
+  EXPECT_EQ(gossiped.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(reports.reports_size(), 0);
+  ReportAttack({"new", "root on the node calls ExchangeLocality over the Unix socket",
+                "Unix socket", "PERMISSION_DENIED: for cluster members over TCP",
+                gossiped.error_message()});
 }
 
 // Finding 7: a holder of the cluster token forges catalog records for a
@@ -341,6 +354,100 @@ TEST(CatalogForgeryTest, ForgedRecordsAreNotAdopted) {
   v1::DatasetInfo refreshed;
   ASSERT_TRUE(a.SocketStub()->RefreshDataset(&refresh_context, refresh, &refreshed).ok());
   EXPECT_EQ(refreshed.file_count(), 1u);
+}
+
+// A holder of the cluster token sends locality reports as member b: an
+// honest one is adopted (a's Locate shows it), forged ones are refused and
+// logged, and a's published answer keeps the honest figures.
+TEST(LocalityForgeryTest, ForgedReportsAreNotAdopted) {
+  TempDir roots;
+  const std::string source = roots.path() + "/ds";
+  WriteSourceFile(source, "a.txt", "the real source\n");
+  GranaryCluster::Options options;
+  options.nodes = {{"a"}, {"b"}};
+  absl::StatusOr<std::unique_ptr<GranaryCluster>> cluster = GranaryCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  GranarydProcess& a = (*cluster)->node(0);
+  v1::DatasetInfo info;
+  ASSERT_TRUE(AddDataset(a.SocketStub().get(), "ds", source, 0, &info).ok());
+
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  // Dated a minute ahead, so that b's own reports do not replace it during
+  // the test.
+  v1::ExchangeLocalityRequest honest;
+  honest.set_sender_id("b");
+  v1::LocalityReport* own = honest.mutable_own();
+  own->set_node_id("b");
+  own->set_group(std::string(kDefaultGroup));
+  own->set_published_unix_ms(now_ms + 60'000);
+  own->set_heartbeat_unix_ms(now_ms + 60'000);
+  v1::DatasetHolding* holding = own->add_holdings();
+  holding->set_name("ds");
+  holding->set_version(info.version());
+  holding->set_cached_bytes(7);
+  auto send = [&](const v1::ExchangeLocalityRequest& request) {
+    grpc::ClientContext context;
+    v1::ExchangeLocalityResponse answer;
+    return a.TcpStub()->ExchangeLocality(&context, request, &answer);
+  };
+  auto b_bytes_on_a = [&]() -> int64_t {
+    grpc::ClientContext context;
+    v1::LocateRequest request;
+    request.set_name("ds");
+    v1::LocateResponse located;
+    EXPECT_TRUE(a.SocketStub()->Locate(&context, request, &located).ok());
+    for (const v1::NodeLocality& node : located.nodes()) {
+      if (node.node_id() == "b") return static_cast<int64_t>(node.cached_bytes());
+    }
+    return -1;
+  };
+  grpc::Status sent = send(honest);
+  ASSERT_TRUE(sent.ok()) << sent.error_message();
+  ASSERT_EQ(b_bytes_on_a(), 7);
+
+  struct Forgery {
+    std::string what;
+    std::function<void(v1::ExchangeLocalityRequest*)> forge;
+  };
+  std::vector<Forgery> forgeries = {
+      {"a report dated INT64_MAX claiming 1 TB",
+       [](v1::ExchangeLocalityRequest* request) {
+         request->mutable_own()->set_published_unix_ms(std::numeric_limits<int64_t>::max());
+         request->mutable_own()->set_heartbeat_unix_ms(std::numeric_limits<int64_t>::max());
+         request->mutable_own()->mutable_holdings(0)->set_cached_bytes(uint64_t{1} << 40);
+       }},
+      {"a report for node a (the callee itself)",
+       [](v1::ExchangeLocalityRequest* request) {
+         request->set_sender_id("a");
+         request->mutable_own()->set_node_id("a");
+       }},
+      {"a report for a node that is not a member",
+       [](v1::ExchangeLocalityRequest* request) {
+         request->set_sender_id("ghost");
+         request->mutable_own()->set_node_id("ghost");
+       }},
+      {"b's sender id carrying a's report",
+       [](v1::ExchangeLocalityRequest* request) { request->mutable_own()->set_node_id("a"); }},
+      {"a report naming a dataset '../etc'",
+       [](v1::ExchangeLocalityRequest* request) {
+         request->mutable_own()->set_published_unix_ms(request->own().published_unix_ms() + 1);
+         request->mutable_own()->set_heartbeat_unix_ms(request->own().heartbeat_unix_ms() + 1);
+         request->mutable_own()->mutable_holdings(0)->set_name("../etc");
+       }},
+  };
+  for (const Forgery& forgery : forgeries) {
+    v1::ExchangeLocalityRequest request = honest;
+    forgery.forge(&request);
+    grpc::Status forged = send(request);
+    EXPECT_EQ(forged.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << forgery.what;
+    EXPECT_EQ(b_bytes_on_a(), 7) << forgery.what;
+    ReportAttack({"new", absl::StrCat("a token holder sends ", forgery.what), "TCP",
+                  "INVALID_ARGUMENT, report refused; b's published figures unchanged",
+                  forged.error_message()});
+  }
+  EXPECT_TRUE(absl::StrContains(a.log(), "audit: refused a locality report from node")) << a.log();
 }
 
 }  // namespace

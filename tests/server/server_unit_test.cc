@@ -78,6 +78,23 @@ TEST(Config, S3TimeoutsAreMillisecondsWithinBounds) {
   EXPECT_THAT(status.message(), HasSubstr("0")) << status;
 }
 
+TEST(Config, LocalityGossipKeysAreWithinBounds) {
+  GranarydConfig config = DefaultGranarydConfig();
+  EXPECT_EQ(config.locality_period_ms, 1000u);
+  EXPECT_EQ(config.locality_max_age_seconds, 30u);
+  ASSERT_TRUE(ApplyConfigYaml("locality_period_ms: 5000\nlocality_max_age_seconds: 120\n", "g.yaml",
+                              &config)
+                  .ok());
+  EXPECT_EQ(config.locality_period_ms, 5000u);
+  EXPECT_EQ(config.locality_max_age_seconds, 120u);
+  // Gossip every 10 ms would be a storm; a maximum age of 0 would show nothing.
+  absl::Status status = ApplyConfigYaml("locality_period_ms: 10\n", "g.yaml", &config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("g.yaml: key 'locality_period_ms'")) << status;
+  status = ApplyConfigYaml("locality_max_age_seconds: 0\n", "g.yaml", &config);
+  EXPECT_THAT(status.message(), HasSubstr("g.yaml: key 'locality_max_age_seconds'")) << status;
+}
+
 TEST(Config, S3EndpointProfilesAreAMappingOfEndpointsToNames) {
   GranarydConfig config = DefaultGranarydConfig();
   ASSERT_TRUE(ApplyConfigYaml("s3_endpoint_profiles:\n  \"http://10.0.0.5:9000\": minio\n",

@@ -107,6 +107,37 @@ absl::Status GranaryCluster::WaitForMembers(size_t i, std::vector<std::string> i
   }
 }
 
+absl::Status GranaryCluster::WaitForPublishedLocality(size_t i, const std::string& dataset,
+                                                      std::chrono::milliseconds timeout) {
+  auto bytes_by_node = [&](bool fresh) -> absl::StatusOr<std::map<std::string, uint64_t>> {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::LocateRequest request;
+    request.set_name(dataset);
+    request.set_fresh(fresh);
+    v1::LocateResponse response;
+    GRANARY_RETURN_IF_ERROR(
+        FromGrpcStatus(node(i).SocketStub()->Locate(&context, request, &response)));
+    std::map<std::string, uint64_t> bytes;
+    for (const v1::NodeLocality& located : response.nodes()) {
+      bytes[located.node_id()] = located.cached_bytes();
+    }
+    return bytes;
+  };
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    GRANARY_ASSIGN_OR_RETURN(auto fresh, bytes_by_node(true));
+    GRANARY_ASSIGN_OR_RETURN(auto published, bytes_by_node(false));
+    if (published == fresh) return absl::OkStatus();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "node ", spec(i).id, " has published figures of ", published.size(), " nodes for '",
+          dataset, "' that differ from a fresh Locate's ", fresh.size()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 std::map<std::string, int> ChunksPerOwner(const Manifest& manifest, const ClusterMap& map,
                                           std::string_view group) {
   std::map<std::string, int> owned;

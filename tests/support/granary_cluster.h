@@ -63,6 +63,12 @@ class GranaryCluster {
   absl::Status WaitForMembers(size_t i, std::vector<std::string> ids,
                               std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
+  // Waits until node `i`'s Locate of `dataset`, read from what the members
+  // published, gives the same nodes the same cached bytes as a fresh one.
+  absl::Status WaitForPublishedLocality(
+      size_t i, const std::string& dataset,
+      std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
  private:
   struct Node {
     ClusterNode spec;
