@@ -26,6 +26,9 @@
 //     in flight, one shared deadline of kPeerAnswerWait, a live peer answering in
 //     a round trip plus a service time, a dead one holding its call until the
 //     deadline.
+//   - Published locality is a discrete-event model of LocalityBoard's gossip
+//     (SimulateLocality), with its period, maximum age and exchange wait, and
+//     the encoded sizes of its messages.
 //   - Churn: each minute `churn` of the nodes leave and as many join (a
 //     random group, a random weight); a departed node stays listed for
 //     `membership_lag` (an etcd lease's TTL).
@@ -52,6 +55,7 @@
 #include "cache_server/catalog/catalog_sync.h"
 #include "cache_server/cluster/peer_stub.h"
 #include "cache_server/status/cluster_status.h"
+#include "cache_server/status/locality_board.h"
 #include "common/cluster_map.h"
 #include "common/manifest.h"
 #include "common/placement_ring.h"
@@ -90,6 +94,7 @@ struct Options {
   double uplink_gbps = 10;
   double node_cache_tib = 4;
   double membership_lag_s = 10;
+  double holdings_per_node = 100;  // Datasets a node holds bytes of.
   uint64_t seed = 7;
 };
 
@@ -504,6 +509,187 @@ LocateResult SimulateLocate(int cluster_size, const std::vector<bool>& dead,
   return {last, live > 0 ? static_cast<double>(answered) / live : 1};
 }
 
+// ---------------------------------------------------------------- published locality
+
+// What one round of LocalityBoard's gossip carries, encoded as granaryd
+// encodes it.
+struct GossipSizes {
+  double digest_entry;  // One LocalityDigest.
+  double heartbeat;     // A heartbeat-only LocalityReport.
+  double holding;       // One DatasetHolding of a report.
+};
+
+GossipSizes MeasureGossipSizes() {
+  constexpr int64_t kNowMs = 1'780'000'000'000;
+  v1::LocalityDigest digest;
+  digest.set_node_id("node-01234");
+  digest.set_published_unix_ms(kNowMs);
+  digest.set_heartbeat_unix_ms(kNowMs + 1000);
+  v1::LocalityReport heartbeat;
+  heartbeat.set_node_id("node-01234");
+  heartbeat.set_group("rack-123");
+  heartbeat.set_published_unix_ms(kNowMs);
+  heartbeat.set_heartbeat_unix_ms(kNowMs + 1000);
+  heartbeat.set_age_ms(1500);
+  heartbeat.set_heartbeat_only(true);
+  v1::LocalityReport report;
+  v1::DatasetHolding* holding = report.add_holdings();
+  holding->set_name("dataset-00123");
+  holding->set_version(0x0123456789abcdefULL);
+  holding->set_cached_bytes(uint64_t{123} << 30);
+  // The field's tag and length in the report.
+  return {static_cast<double>(digest.ByteSizeLong()) + 2,
+          static_cast<double>(heartbeat.ByteSizeLong()) + 2,
+          static_cast<double>(report.ByteSizeLong())};
+}
+
+struct LocalityResult {
+  // Until node 0's changed holdings are held by 50%, 99%, 100% of live nodes.
+  double half_s = 0, most_s = 0, all_s = 0;
+  // Of live nodes' reports as other live nodes hold them when a Locate reads
+  // them: their ages, and the share recent enough to be shown.
+  double age_mean_s = 0, age_p99_s = 0, age_max_s = 0;
+  double live_shown_share = 0;
+  // Of departed nodes still listed: the share a Locate still shows.
+  double departed_shown_share = 0;
+  double bytes_per_node_per_s = 0;  // Sent and received, in the steady state.
+};
+
+// A discrete-event model of LocalityBoard: every node, every period, calls
+// one random listed peer, which adopts the caller's report and answers with
+// the reports newer than the caller holds (only heartbeats when holdings did
+// not change), leaving out those older than the maximum age. A call to a
+// departed node costs the caller kExchangeWait before its next round. Departed
+// nodes stopped at random times in the last `membership_lag` before the
+// measurement. A heartbeat's age is the time since its node made it, which is
+// what the board's carried ages add up to.
+LocalityResult SimulateLocality(int cluster_size, const std::vector<bool>& departed,
+                                const GossipSizes& sizes, const Options& options,
+                                std::mt19937_64& random) {
+  const double period = InSeconds(LocalityBoard::Options().period);
+  const double max_age = InSeconds(LocalityBoard::Options().max_age);
+  const double exchange_wait = InSeconds(LocalityBoard::kExchangeWait);
+  const double call = (options.rtt_ms + options.call_service_ms) / 1000;
+  const double warm_up = 60, measured_from = 30, horizon = 240;
+  constexpr float kUnknown = -1e9f;
+  const size_t n = static_cast<size_t>(cluster_size);
+  // heartbeat[i * n + j]: the latest heartbeat of node j that node i holds.
+  std::vector<float> heartbeat(n * n, kUnknown);
+  std::vector<size_t> known(n, 0);
+  std::vector<double> stopped(n, horizon * 2);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  for (size_t i = 0; i < n; ++i) {
+    if (departed[i]) stopped[i] = warm_up - options.membership_lag_s * uniform(random);
+  }
+  constexpr double kNever = -1;
+  std::vector<double> has_change(n, kNever);
+  size_t live = 0, reached = 0;
+  for (size_t i = 0; i < n; ++i) live += departed[i] ? 0 : 1;
+
+  using Round = std::pair<double, size_t>;
+  std::priority_queue<Round, std::vector<Round>, std::greater<Round>> rounds;
+  for (size_t i = 0; i < n; ++i) rounds.push({period * uniform(random), i});
+  double steady_bytes = 0;
+  bool changed = false;
+  LocalityResult result;
+  auto measure_ages = [&](double now) {
+    std::vector<double> ages;
+    size_t live_pairs = 0, live_shown = 0, departed_pairs = 0, departed_shown = 0;
+    for (int sample = 0; sample < 100; ++sample) {
+      size_t observer = 0;
+      while (departed[observer = random() % n]) {
+      }
+      for (size_t m = 0; m < n; ++m) {
+        if (m == observer) continue;
+        const double age = now - heartbeat[observer * n + m];
+        const bool shown = age <= max_age;
+        if (departed[m]) {
+          ++departed_pairs;
+          departed_shown += shown ? 1 : 0;
+          continue;
+        }
+        ++live_pairs;
+        live_shown += shown ? 1 : 0;
+        if (shown) ages.push_back(age);
+      }
+    }
+    std::sort(ages.begin(), ages.end());
+    double sum = 0;
+    for (double age : ages) sum += age;
+    result.age_mean_s = ages.empty() ? 0 : sum / static_cast<double>(ages.size());
+    result.age_p99_s = ages.empty() ? 0 : ages[static_cast<size_t>(0.99 * (ages.size() - 1))];
+    result.age_max_s = ages.empty() ? 0 : ages.back();
+    result.live_shown_share = static_cast<double>(live_shown) / static_cast<double>(live_pairs);
+    result.departed_shown_share = departed_pairs == 0 ? 0
+                                                      : static_cast<double>(departed_shown) /
+                                                            static_cast<double>(departed_pairs);
+  };
+  auto mark = [&](size_t node, double now) {
+    if (has_change[node] != kNever) return;
+    has_change[node] = now - warm_up;
+    if (!departed[node]) ++reached;
+  };
+  while (!rounds.empty() && reached < live) {
+    auto [now, caller] = rounds.top();
+    rounds.pop();
+    if (now >= horizon) break;
+    if (!changed && now >= warm_up) {
+      measure_ages(warm_up);
+      changed = true;
+      mark(0, warm_up);  // Node 0's holdings change.
+    }
+    if (now >= stopped[caller]) continue;
+    float* own = &heartbeat[caller * n];
+    if (own[caller] == kUnknown) ++known[caller];
+    own[caller] = static_cast<float>(now);
+    size_t peer = random() % (n - 1);
+    if (peer >= caller) ++peer;
+    double bytes = sizes.digest_entry * static_cast<double>(known[caller]) + sizes.heartbeat +
+                   sizes.holding * options.holdings_per_node;
+    if (now >= stopped[peer]) {
+      rounds.push({now + exchange_wait + period, caller});
+      continue;
+    }
+    float* theirs = &heartbeat[peer * n];
+    if (theirs[peer] == kUnknown) ++known[peer];
+    theirs[peer] = static_cast<float>(now);
+    if (theirs[caller] == kUnknown) ++known[peer];
+    theirs[caller] = static_cast<float>(now);
+    if (changed && caller == 0) mark(peer, now);
+    const float oldest = static_cast<float>(now - max_age);
+    size_t sent = 0, learned = 0;
+    for (size_t m = 0; m < n; ++m) {
+      const bool take = theirs[m] > own[m] && theirs[m] >= oldest;
+      learned += take && own[m] == kUnknown;
+      sent += take;
+      own[m] = take ? theirs[m] : own[m];
+    }
+    known[caller] += learned;
+    bytes += sizes.heartbeat * static_cast<double>(sent);
+    if (has_change[peer] != kNever && has_change[caller] == kNever && theirs[0] >= oldest) {
+      mark(caller, now);
+      bytes += sizes.holding * options.holdings_per_node;
+    }
+    if (now >= measured_from && now < warm_up) steady_bytes += bytes;
+    rounds.push({now + call + period, caller});
+  }
+  std::vector<double> reach_times;
+  for (size_t i = 0; i < n; ++i) {
+    if (!departed[i] && has_change[i] != kNever) reach_times.push_back(has_change[i]);
+  }
+  std::sort(reach_times.begin(), reach_times.end());
+  auto at_share = [&](double share) {
+    const size_t index = static_cast<size_t>(share * static_cast<double>(live - 1));
+    return index < reach_times.size() ? reach_times[index] : kNever;
+  };
+  result.half_s = at_share(0.5);
+  result.most_s = at_share(0.99);
+  result.all_s = reached == live ? reach_times.back() : kNever;
+  result.bytes_per_node_per_s =
+      2 * steady_bytes / static_cast<double>(n) / (warm_up - measured_from);
+  return result;
+}
+
 // ---------------------------------------------------------------- report
 
 json ToJson(const Propagation& propagation) {
@@ -515,7 +701,7 @@ json ToJson(const Propagation& propagation) {
 }
 
 json SimulateCluster(int cluster_size, const EntrySizes& entry_sizes, double record_bytes,
-                     const Options& options) {
+                     const GossipSizes& gossip_sizes, const Options& options) {
   std::mt19937_64 random(options.seed + static_cast<uint64_t>(cluster_size));
   const int groups = GroupCount(cluster_size, options);
   const std::vector<SimMember> members = MakeMembers(cluster_size, options, random);
@@ -545,6 +731,8 @@ json SimulateCluster(int cluster_size, const EntrySizes& entry_sizes, double rec
       SimulatePropagation(cluster_size, dead, records_bytes, new_manifest_bytes, options, random);
   const LocateResult locate = SimulateLocate(cluster_size, dead, options);
   const ChurnResult churn = SimulateChurn(members, groups, options, random);
+  const LocalityResult locality =
+      SimulateLocality(cluster_size, dead, gossip_sizes, options, random);
 
   json registration_out = ToJson(registration);
   registration_out["manifest_encoded_bytes"] = new_manifest_bytes;
@@ -568,6 +756,16 @@ json SimulateCluster(int cluster_size, const EntrySizes& entry_sizes, double rec
         {"moved_over_minimum_worst", churn.moved_over_minimum_worst},
         {"moved_bytes_per_minute", churn.moved_bytes_per_minute}}},
       {"locate", {{"latency_s", locate.latency_s}, {"answered_share", locate.answered_share}}},
+      {"published_locality",
+       {{"change_half_s", locality.half_s},
+        {"change_most_s", locality.most_s},
+        {"change_all_s", locality.all_s},
+        {"age_mean_s", locality.age_mean_s},
+        {"age_p99_s", locality.age_p99_s},
+        {"age_max_s", locality.age_max_s},
+        {"live_shown_share", locality.live_shown_share},
+        {"departed_shown_share", locality.departed_shown_share},
+        {"bytes_per_node_per_s", locality.bytes_per_node_per_s}}},
   };
   return out;
 }
@@ -601,6 +799,9 @@ int main(int argc, char** argv) {
   app.add_option("--membership-lag-s", options.membership_lag_s,
                  "how long a departed node stays listed")
       ->capture_default_str();
+  app.add_option("--holdings-per-node", options.holdings_per_node,
+                 "datasets each node holds bytes of (its locality report's holdings)")
+      ->capture_default_str();
   app.add_option("--seed", options.seed)->capture_default_str();
   bool measure_member_list = false;
   app.add_flag("--measure-member-list", measure_member_list,
@@ -623,9 +824,11 @@ int main(int argc, char** argv) {
 
   const granary::EntrySizes entry_sizes = granary::MeasureEntrySizes();
   const double record_bytes = granary::CatalogRecordEncodedBytes();
+  const granary::GossipSizes gossip_sizes = granary::MeasureGossipSizes();
   nlohmann::json results = nlohmann::json::array();
   for (int size : options.cluster_sizes) {
-    results.push_back(granary::SimulateCluster(size, entry_sizes, record_bytes, options));
+    results.push_back(
+        granary::SimulateCluster(size, entry_sizes, record_bytes, gossip_sizes, options));
   }
   std::cout << nlohmann::json{{"manifest_entry_memory_bytes", entry_sizes.memory_bytes},
                               {"manifest_entry_encoded_bytes", entry_sizes.encoded_bytes},

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Runs cluster_sim (bench/cluster/cluster_sim.cc) over a range of cluster
-sizes and writes its results: results.json, results.md (the table at each
-size) and sim_scaling.png (catalog convergence time and bytes moved per join
-and leave against cluster size).
+sizes and writes its results: results.json, results.md (the tables at each
+size) and sim_scaling.png (catalog and published-locality convergence time,
+and bytes moved per join and leave, against cluster size).
 
   python3 bench/cluster/cluster_sim.py --build build --out-dir bench/cluster/results/sim
 
@@ -38,7 +38,7 @@ def main():
     passed = [a for a in passed if a != "--"]
     binary = os.path.join(args.build, "bench", "cluster", "cluster_sim")
     sizes = [int(n) for n in args.nodes.split(",")]
-    command = [binary, "--json", "--nodes"] + [str(n) for n in sizes] + passed
+    command = [binary, "--nodes"] + [str(n) for n in sizes] + passed
     print("running", " ".join(command), file=sys.stderr)
     report = json.loads(subprocess.run(command, check=True, capture_output=True,
                                        text=True).stdout)
@@ -76,6 +76,22 @@ def main():
                 churn["moved_over_minimum_mean"], churn["moved_over_minimum_worst"],
                 gib(churn["moved_bytes_per_minute"]), seconds(locate["latency_s"]),
                 locate["answered_share"]))
+    lines += [
+        "",
+        "Published locality (LocalityBoard's gossip; a Locate reads it and calls no peer):",
+        "",
+        "| nodes | departed, still listed | changed holdings reach 50%, 99%, all "
+        "| report ages a Locate reads: mean, 99%, max | live nodes shown "
+        "| departed nodes still shown | gossip KiB per node per second |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in clusters:
+        p = c["published_locality"]
+        lines.append("| %d | %d | %s, %s, %s | %s, %s, %s | %.4f | %.3f | %.1f |" % (
+            c["nodes"], c["dead_listed"], seconds(p["change_half_s"]), seconds(p["change_most_s"]),
+            seconds(p["change_all_s"]), seconds(p["age_mean_s"]), seconds(p["age_p99_s"]),
+            seconds(p["age_max_s"]), p["live_shown_share"], p["departed_shown_share"],
+            p["bytes_per_node_per_s"] / 1024))
     text = "\n".join(lines) + "\n"
     print(text)
     with open(os.path.join(args.out_dir, "results.md"), "w") as f:
@@ -92,11 +108,16 @@ def main():
             points = [(n, c[key][field]) for n, c in zip(nodes, clusters) if c[key][field] >= 0]
             left.plot([p[0] for p in points], [p[1] for p in points], linestyle=style,
                       marker="o", label="%s, %s" % (label, "99%" if field == "most_s" else "all"))
+    for field, style in (("change_most_s", "--"), ("change_all_s", "-")):
+        points = [(n, c["published_locality"][field]) for n, c in zip(nodes, clusters)
+                  if c["published_locality"][field] >= 0]
+        left.plot([p[0] for p in points], [p[1] for p in points], linestyle=style, marker="s",
+                  label="published locality, %s" % ("99%" if field == "change_most_s" else "all"))
     left.set_xscale("log")
     left.set_yscale("log")
     left.set_xlabel("nodes")
     left.set_ylabel("seconds until live nodes hold the change")
-    left.set_title("Catalog convergence")
+    left.set_title("Catalog and locality convergence")
     left.legend(fontsize=7)
     right.plot(nodes, [c["churn"]["moved_bytes_per_leave"] / GIB for c in clusters], marker="o",
                label="per leave")

@@ -17,9 +17,11 @@ stopped-peer: three granaryd in one cache group (members file). Per
   dataset are measured.
 
 dead-peer: three granaryd in one cache group with a dataset; `granary locate`
-  and `granary status` through n0, timed --repetitions times with every peer
-  running (the baseline), then again after n2 is SIGKILLed (still listed in
-  the members file, its port closed).
+  (read from what the nodes published), `granary locate --fresh` (every node
+  asked) and `granary status` through n0, each timed --repetitions times with
+  every peer running (the baseline), with n1 SIGSTOPped (its connections open,
+  nothing answers), and after n2 is SIGKILLed (still listed in the members
+  file, its port closed).
 
 Usage (root): /usr/bin/python3 bench/cluster/scale_bench.py [--build build-bench]
     [--members 10000] [--rack 40] [--settle 30] [--repetitions 3]
@@ -149,25 +151,36 @@ def stopped_peer(build, work, repetitions):
 def dead_peer(build, work, repetitions):
     source = make_source(work)
     group = Group(build, work, 3, [None] * 3, 1 << 30)
+    ask = {"locate": group.cli(0) + ["locate", "located", "--json"],
+           "locate_fresh": group.cli(0) + ["locate", "located", "--fresh", "--json"],
+           "status": group.cli(0) + ["status", "--json"]}
+
+    def time_each():
+        return [{what: timed(command) for what, command in ask.items()}
+                for _ in range(repetitions)]
+
     try:
         add_dataset(group, "located", source)
-        ask = {"locate": group.cli(0) + ["locate", "located", "--json"],
-               "status": group.cli(0) + ["status", "--json"]}
-        running = [{what: timed(command) for what, command in ask.items()}
-                   for _ in range(repetitions)]
+        running = time_each()
+        stopped_pid = group.procs[1].pid
+        os.kill(stopped_pid, signal.SIGSTOP)
+        try:
+            stopped = time_each()
+        finally:
+            os.kill(stopped_pid, signal.SIGCONT)
         group.procs[2].kill()
         group.procs[2].wait()
-        dead = [{what: timed(command) for what, command in ask.items()}
-                for _ in range(repetitions)]
+        dead = time_each()
     finally:
         group.stop()
     median = lambda rows, key: statistics.median(row[key] for row in rows)  # noqa: E731
-    return {"all_running_s": running, "peer_dead_s": dead,
-            "median": {"%s_%s" % (what, when): median(rows, what)
-                       for what in ask for when, rows in (("all_running_s", running),
-                                                          ("peer_dead_s", dead))},
-            "locate_dead_over_running": median(dead, "locate") / median(running, "locate"),
-            "status_dead_over_running": median(dead, "status") / median(running, "status")}
+    conditions = (("all_running", running), ("peer_stopped", stopped), ("peer_dead", dead))
+    return {"runs_s": {when: rows for when, rows in conditions},
+            "median_s": {"%s_%s" % (what, when): median(rows, what)
+                         for what in ask for when, rows in conditions},
+            "over_all_running": {"%s_%s" % (what, when): median(rows, what) /
+                                 median(running, what)
+                                 for what in ask for when, rows in conditions[1:]}}
 
 
 def main():
