@@ -106,19 +106,15 @@ void ClusterStatus::AddPeersAsked(v1::LocateResponse& response) const {
 }
 
 void ClusterStatus::AddPeersPublished(v1::LocateResponse& response) const {
-  for (v1::LocalityReport& report : parts_.locality->PeerReports()) {
-    auto holding = std::find_if(
-        report.mutable_holdings()->begin(), report.mutable_holdings()->end(),
-        [&](const v1::DatasetHolding& held) { return held.name() == response.name(); });
-    const bool holds = holding != report.mutable_holdings()->end();
-    if (holds && holding->version() != response.version()) continue;
+  for (LocalityBoard::PeerHolding& peer : parts_.locality->HoldingsOf(response.name())) {
+    if (peer.holding && peer.holding->version() != response.version()) continue;
     v1::NodeLocality* node = response.add_nodes();
-    node->set_node_id(report.node_id());
-    node->set_group(report.group());
-    node->set_age_ms(report.age_ms());
-    if (!holds) continue;
-    node->set_cached_bytes(holding->cached_bytes());
-    if (holding->has_fill()) *node->mutable_fill() = std::move(*holding->mutable_fill());
+    node->set_node_id(std::move(peer.node_id));
+    node->set_group(std::move(peer.group));
+    node->set_age_ms(peer.age_ms);
+    if (!peer.holding) continue;
+    node->set_cached_bytes(peer.holding->cached_bytes());
+    if (peer.holding->has_fill()) *node->mutable_fill() = std::move(*peer.holding->mutable_fill());
   }
 }
 

@@ -105,26 +105,27 @@ v1::LocalityReport LocalityBoard::OwnReport() {
   return report;
 }
 
-v1::LocalityReport LocalityBoard::Aged(const Held& held,
-                                       std::chrono::steady_clock::time_point now) {
-  v1::LocalityReport report = held.report;
-  report.set_age_ms(report.age_ms() + Milliseconds(now - held.received));
-  return report;
+int64_t LocalityBoard::AgeMs(const Held& held, std::chrono::steady_clock::time_point now) {
+  return held.report.age_ms() + Milliseconds(now - held.received);
 }
 
-std::vector<v1::LocalityReport> LocalityBoard::PeerReports() const {
+std::vector<LocalityBoard::PeerHolding> LocalityBoard::HoldingsOf(std::string_view dataset) const {
   std::shared_ptr<const ClusterMap> members = cluster_->current();
   const auto now = std::chrono::steady_clock::now();
-  std::vector<v1::LocalityReport> reports;
+  std::vector<PeerHolding> holdings;
   MutexLock lock(&mutex_);
   for (const auto& [node_id, held] : reports_) {
     const Member* member = members->Find(node_id);
     if (member == nullptr || !member->up) continue;
-    v1::LocalityReport report = Aged(held, now);
-    if (report.age_ms() > options_.max_age.count()) continue;
-    reports.push_back(std::move(report));
+    const int64_t age_ms = AgeMs(held, now);
+    if (age_ms > options_.max_age.count()) continue;
+    PeerHolding& peer =
+        holdings.emplace_back(PeerHolding{node_id, held.report.group(), age_ms, std::nullopt});
+    for (const v1::DatasetHolding& holding : held.report.holdings()) {
+      if (holding.name() == dataset) peer.holding = holding;
+    }
   }
-  return reports;
+  return holdings;
 }
 
 absl::StatusOr<v1::ExchangeLocalityResponse> LocalityBoard::Answer(
@@ -139,28 +140,37 @@ absl::StatusOr<v1::ExchangeLocalityResponse> LocalityBoard::Answer(
   for (const v1::LocalityDigest& digest : request.known()) known[digest.node_id()] = &digest;
   v1::ExchangeLocalityResponse response;
   size_t bytes = 0;
-  auto add = [&](v1::LocalityReport report) {
-    if (report.age_ms() > options_.max_age.count() || report.node_id() == request.sender_id()) {
+  // Copies a report only when it is sent, and its holdings only when the
+  // sender lacks them.
+  auto add = [&](const v1::LocalityReport& report, int64_t age_ms) {
+    if (age_ms > options_.max_age.count() || report.node_id() == request.sender_id()) return;
+    auto it = known.find(report.node_id());
+    const bool heartbeat_only =
+        it != known.end() && it->second->published_unix_ms() >= report.published_unix_ms();
+    if (heartbeat_only && (it->second->published_unix_ms() > report.published_unix_ms() ||
+                           it->second->heartbeat_unix_ms() >= report.heartbeat_unix_ms())) {
       return;
     }
-    auto it = known.find(report.node_id());
-    if (it != known.end() && it->second->published_unix_ms() >= report.published_unix_ms()) {
-      if (it->second->published_unix_ms() > report.published_unix_ms() ||
-          it->second->heartbeat_unix_ms() >= report.heartbeat_unix_ms()) {
-        return;
-      }
-      report.clear_holdings();
-      report.set_heartbeat_only(true);
+    v1::LocalityReport sent;
+    if (heartbeat_only) {
+      sent.set_node_id(report.node_id());
+      sent.set_group(report.group());
+      sent.set_published_unix_ms(report.published_unix_ms());
+      sent.set_heartbeat_unix_ms(report.heartbeat_unix_ms());
+      sent.set_heartbeat_only(true);
+    } else {
+      sent = report;
     }
-    const size_t size = report.ByteSizeLong();
+    sent.set_age_ms(age_ms);
+    const size_t size = sent.ByteSizeLong();
     if (bytes + size > kMaxAnswerBytes) return;
     bytes += size;
-    *response.add_reports() = std::move(report);
+    *response.add_reports() = std::move(sent);
   };
-  add(OwnReport());
+  add(OwnReport(), 0);
   const auto now = std::chrono::steady_clock::now();
   MutexLock lock(&mutex_);
-  for (const auto& [node_id, held] : reports_) add(Aged(held, now));
+  for (const auto& [node_id, held] : reports_) add(held.report, AgeMs(held, now));
   return response;
 }
 

@@ -34,7 +34,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -82,9 +84,15 @@ class LocalityBoard {
   // This node's report as of now (age 0), with a new heartbeat.
   v1::LocalityReport OwnReport() ABSL_LOCKS_EXCLUDED(mutex_);
 
-  // The reports held of listed members, each with its age now; none older
-  // than max_age.
-  std::vector<v1::LocalityReport> PeerReports() const;
+  // What one listed peer published of one dataset.
+  struct PeerHolding {
+    std::string node_id;
+    std::string group;
+    int64_t age_ms = 0;                         // Of the peer's report, now.
+    std::optional<v1::DatasetHolding> holding;  // Unset: no bytes of it.
+  };
+  // One entry per listed peer whose report is at most max_age old.
+  std::vector<PeerHolding> HoldingsOf(std::string_view dataset) const;
 
   // The callee's side of ExchangeLocality: adopts the sender's report and
   // returns the reports newer than the sender's digest. INVALID_ARGUMENT
@@ -103,8 +111,8 @@ class LocalityBoard {
   // audit line and returns it.
   absl::Status Adopt(const v1::LocalityReport& report, const std::string& from)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  // `held` with its age now.
-  static v1::LocalityReport Aged(const Held& held, std::chrono::steady_clock::time_point now);
+  // The age of `held` now.
+  static int64_t AgeMs(const Held& held, std::chrono::steady_clock::time_point now);
   absl::Status ExchangeWith(const Member& peer) ABSL_LOCKS_EXCLUDED(mutex_);
   void Run();
 
