@@ -289,7 +289,7 @@ TEST_F(StaticClusterTest, AMissOnANodeThatIsNotTheOwnerIsReadThroughTheOwner) {
 // here every 200 ms, a report counting for at most kMaxAgeSeconds.
 class PublishedLocalityTest : public ClusterTest {
  protected:
-  static constexpr int kMaxAgeSeconds = 2;
+  static constexpr int kMaxAgeSeconds = 4;
   void SetUp() override {
     StartCluster("", 1,
                  {"--locality-period-ms", "200", "--locality-max-age-seconds",
