@@ -90,8 +90,11 @@ class ClusterTest : public ::testing::Test {
     return absl::NotFoundError("no dataset '" + name + "'");
   }
 
-  // Prewarms cache group `group` through node `via`; returns the last progress.
+  // Prewarms cache group `group` through node `via`, once `via` has the
+  // registration (it waits for peers kPushWait at most, so a loaded peer may
+  // get it later); returns the last progress.
   v1::PrewarmProgress Prewarm(size_t via, const std::string& group) {
+    EXPECT_TRUE(EventuallyDatasetOn(via).ok()) << "node " << via << " never got 'images'";
     v1::PrewarmRequest request;
     request.set_name("images");
     request.set_group(group);
