@@ -54,11 +54,13 @@ class FuseMount {
   // upgrade would; returns once the old one has handed the mount over and
   // exited (its exit code must be 0) and the new one serves `ready_path`.
   absl::Status TakeOver(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // Unmounts (lazily if busy) and stops granary-fuse, as the destructor does:
+  // calls blocked on the mount then fail.
+  void ForceUnmount();
 
  private:
   FuseMount() = default;
   absl::Status Spawn(std::chrono::milliseconds timeout, const std::vector<std::string>& extra = {});
-  void ForceUnmount();
 
   TempDir temp_;
   std::string mountpoint_;
