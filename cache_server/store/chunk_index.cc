@@ -166,8 +166,10 @@ absl::StatusOr<std::vector<std::pair<std::string, v1::ChunkLocation>>> ChunkInde
   return chunks;
 }
 
-absl::Status ChunkIndex::MarkSynced(uint64_t file_id) {
-  return FromRocks(db_->Put(rocksdb::WriteOptions(), meta_, SyncedKey(file_id), ""), "mark synced");
+absl::Status ChunkIndex::MarkSynced(const std::vector<uint64_t>& file_ids) {
+  rocksdb::WriteBatch batch;
+  for (uint64_t file_id : file_ids) batch.Put(meta_, SyncedKey(file_id), "");
+  return FromRocks(db_->Write(rocksdb::WriteOptions(), &batch), "mark synced");
 }
 
 absl::StatusOr<std::set<uint64_t>> ChunkIndex::SyncedFiles() const {

@@ -66,7 +66,7 @@ class ChunkIndex {
   absl::StatusOr<std::vector<std::pair<std::string, v1::ChunkLocation>>> ChunksOfVersion(
       uint64_t dataset_version) const;
 
-  absl::Status MarkSynced(uint64_t file_id);
+  absl::Status MarkSynced(const std::vector<uint64_t>& file_ids);
   absl::StatusOr<std::set<uint64_t>> SyncedFiles() const;
 
   absl::Status SetVersionState(uint64_t dataset_version, VersionState state);

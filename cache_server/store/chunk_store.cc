@@ -30,10 +30,12 @@
 // not wrong bytes.
 //
 // Whole files: a data file is handed out whole (OpenWholeFile) only when it
-// holds every chunk of its source file and each was read back and verified
-// after its last write in this process; the verification runs at the first
-// such request and is remembered until the file is written again, by the
-// store or by anyone else (its ctime, checked at every request, changes).
+// holds every chunk of its source file, each where the source file has it,
+// and each was verified after its last write in this process: written here
+// from bytes the store checksummed (a file created by this process), or read
+// back and checked at the first such request. Either is remembered until the
+// file is written again, by the store or by anyone else (its ctime, taken
+// after the store's last write and checked at every request, changes).
 //
 // Checksums: an entry holds the XXH3 of the whole chunk and one per checksum
 // block. Read() and a range covering the whole chunk check the first, as the
@@ -227,12 +229,12 @@ class DataFileChunkStore final : public ChunkStore {
                                       std::chrono::system_clock::now().time_since_epoch())
                                       .count()) +
             1),
-        syncer_([this](uint64_t file_id, uint64_t generation) {
+        syncer_([this](const std::vector<DataFileSyncer::SyncedFile>& synced) {
           // Under the lock like every index mutation: RocksDB would otherwise
           // merge concurrent writes on one thread, which TSan cannot follow
           // in the uninstrumented library.
           MutexLock lock(&mu_);
-          return MarkSyncedLocked(file_id, generation);
+          return MarkSyncedLocked(synced);
         }) {}
 
   // Rebuilds the bookkeeping from the index and the data files, repairing
@@ -275,12 +277,19 @@ class DataFileChunkStore final : public ChunkStore {
     uint64_t live_chunks = 0;
     int64_t last_use_ms = 0;
     int pending_writes = 0;
-    uint64_t generation = 1;           // Bumped by every write.
-    uint64_t queued_generation = 0;    // Last generation handed to the syncer.
-    bool synced = false;               // Marked synced in the index.
+    uint64_t generation = 1;         // Bumped by every write.
+    uint64_t queued_generation = 0;  // Last generation handed to the syncer.
+    bool synced = false;             // Marked synced in the index.
+    // Created by this process, and no chunk of it has failed to verify since:
+    // every chunk it holds was written from bytes whose checksums the store
+    // computed, so they need not be read back before the file is handed out.
+    bool written_here = false;
     uint64_t verified_generation = 0;  // Generation every chunk was last verified at.
     // The data file's ctime then: any write to it since (by anyone) changes it.
     struct timespec verified_ctime = {};
+    // Whether every chunk was also found where a whole file has it, which a
+    // verification by writing leaves to the first OpenWholeFile.
+    bool verified_in_place = false;
   };
 
   // Where a reserved chunk goes.
@@ -289,6 +298,7 @@ class DataFileChunkStore final : public ChunkStore {
     uint32_t directory = 0;
     uint64_t offset = 0;
     bool unmark_synced = false;
+    uint64_t generation = 0;  // The file's generation with this write.
   };
 
   VersionState StateLocked(uint64_t dataset_version) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -307,9 +317,27 @@ class DataFileChunkStore final : public ChunkStore {
                                                          uint64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The source file's data file, created for chunks of `chunk_size` if
-  // there is none: with O_DIRECT only when asked and every chunk starts on a
-  // block.
+  // there is none.
   absl::StatusOr<CachedFile*> DataFileOfLocked(const SourceFile& source, uint32_t chunk_size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when the source file has a data file. Otherwise creates one with
+  // mu_ released (creating a file costs the file system tens of µs, which
+  // every other caller of the store would wait out), or waits for the
+  // inserter creating it, and returns false: the caller looks again at what
+  // changed meanwhile.
+  absl::StatusOr<bool> HasDataFileLocked(const SourceFile& source, uint32_t chunk_size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new data file in the cache directory holding the fewest bytes: with
+  // O_DIRECT only when asked and every chunk starts on a block.
+  struct NewDataFile {
+    uint32_t directory = 0;
+    uint64_t id = 0;
+    bool direct_io = false;
+  };
+  NewDataFile NewDataFileLocked(uint32_t chunk_size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::unique_ptr<DataFile>> CreateDataFile(const NewDataFile& file);
+  CachedFile& AddDataFileLocked(const SourceFile& source, uint32_t directory,
+                                std::unique_ptr<DataFile> data_file)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ReclaimLocked(uint64_t file_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops `key` if the index still maps it to `location`.
@@ -321,7 +349,7 @@ class DataFileChunkStore final : public ChunkStore {
   void ReclaimIfDeadLocked(const CachedFile& file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands the file to the syncer once it is idle and written since.
   void MaybeSyncLocked(CachedFile& file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status MarkSyncedLocked(uint64_t file_id, uint64_t generation)
+  absl::Status MarkSyncedLocked(const std::vector<DataFileSyncer::SyncedFile>& synced)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status WriteChunk(DataFile& file, uint64_t offset, std::string_view data);
@@ -365,6 +393,8 @@ class DataFileChunkStore final : public ChunkStore {
   std::map<uint64_t, VersionState> version_states_ ABSL_GUARDED_BY(mu_);  // Absent: kInactive.
   std::map<uint64_t, uint64_t> version_bytes_ ABSL_GUARDED_BY(mu_);       // Live bytes per version.
   absl::flat_hash_set<std::string> inserting_ ABSL_GUARDED_BY(mu_);       // Keys being written.
+  // Source files whose data file is being created.
+  absl::flat_hash_set<SourceFile> creating_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> directory_bytes_ ABSL_GUARDED_BY(mu_);
   const uint64_t eviction_slack_bytes_;
   uint64_t disk_bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -443,10 +473,10 @@ absl::StatusOr<std::optional<DataFileChunkStore::Placement>> DataFileChunkStore:
   Placement placement{.file = file->file,
                       .directory = file->directory,
                       .offset = offset,
-                      .unmark_synced = file->synced};
+                      .unmark_synced = file->synced,
+                      .generation = ++file->generation};
   file->synced = false;
   file->pending_writes++;
-  file->generation++;
   if (!counted) {
     file->disk_bytes += bytes;
     disk_bytes_ += bytes;
@@ -460,21 +490,55 @@ absl::StatusOr<DataFileChunkStore::CachedFile*> DataFileChunkStore::DataFileOfLo
   if (auto it = files_by_source_.find(source); it != files_by_source_.end()) {
     return &files_.at(it->second);
   }
-  const auto directory =
-      static_cast<uint32_t>(std::min_element(directory_bytes_.begin(), directory_bytes_.end()) -
-                            directory_bytes_.begin());
-  const uint64_t id = next_file_id_++;
-  GRANARY_ASSIGN_OR_RETURN(
-      std::unique_ptr<DataFile> data_file,
-      DataFile::Create(options_.directories[directory], id,
-                       options_.direct_io && chunk_size % kBlockBytes == 0, &descriptors_));
+  const NewDataFile created = NewDataFileLocked(chunk_size);
+  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<DataFile> data_file, CreateDataFile(created));
+  return &AddDataFileLocked(source, created.directory, std::move(data_file));
+}
+
+absl::StatusOr<bool> DataFileChunkStore::HasDataFileLocked(const SourceFile& source,
+                                                           uint32_t chunk_size) {
+  if (files_by_source_.contains(source)) return true;
+  if (creating_.contains(source)) {
+    insert_done_.Wait(&mu_);
+    return false;
+  }
+  const NewDataFile created = NewDataFileLocked(chunk_size);
+  creating_.insert(source);
+  mu_.Unlock();
+  absl::StatusOr<std::unique_ptr<DataFile>> data_file = CreateDataFile(created);
+  mu_.Lock();
+  creating_.erase(source);
+  insert_done_.SignalAll();
+  if (!data_file.ok()) return data_file.status();
+  AddDataFileLocked(source, created.directory, *std::move(data_file));
+  return false;
+}
+
+DataFileChunkStore::NewDataFile DataFileChunkStore::NewDataFileLocked(uint32_t chunk_size) {
+  return NewDataFile{.directory = static_cast<uint32_t>(
+                         std::min_element(directory_bytes_.begin(), directory_bytes_.end()) -
+                         directory_bytes_.begin()),
+                     .id = next_file_id_++,
+                     .direct_io = options_.direct_io && chunk_size % kBlockBytes == 0};
+}
+
+absl::StatusOr<std::unique_ptr<DataFile>> DataFileChunkStore::CreateDataFile(
+    const NewDataFile& file) {
+  return DataFile::Create(options_.directories[file.directory], file.id, file.direct_io,
+                          &descriptors_);
+}
+
+DataFileChunkStore::CachedFile& DataFileChunkStore::AddDataFileLocked(
+    const SourceFile& source, uint32_t directory, std::unique_ptr<DataFile> data_file) {
+  const uint64_t id = data_file->id();
   CachedFile& file = files_[id];
   file.file = std::move(data_file);
   file.directory = directory;
   file.source = source;
+  file.written_here = true;
   file.last_use_ms = NowUnixMs();
   files_by_source_[source] = id;
-  return &file;
+  return file;
 }
 
 absl::Status DataFileChunkStore::ReclaimLocked(uint64_t file_id) {
@@ -517,6 +581,7 @@ void DataFileChunkStore::DropLocked(std::string_view key, const v1::ChunkLocatio
   auto it = files_.find(location.data_file_id());
   if (it == files_.end()) return;
   CachedFile& file = it->second;
+  file.written_here = false;  // Its chunks are read back from now on.
   file.live_bytes -= location.length();
   file.live_chunks--;
   used_bytes_ -= location.length();
@@ -545,14 +610,23 @@ void DataFileChunkStore::MaybeSyncLocked(CachedFile& file) {
   syncer_.Sync(file.file, file.generation);
 }
 
-absl::Status DataFileChunkStore::MarkSyncedLocked(uint64_t file_id, uint64_t generation) {
-  auto it = files_.find(file_id);
-  // Reclaimed, or written again since: a later sync will mark it.
-  if (it == files_.end() || it->second.generation != generation || it->second.pending_writes > 0) {
-    return absl::OkStatus();
+absl::Status DataFileChunkStore::MarkSyncedLocked(
+    const std::vector<DataFileSyncer::SyncedFile>& synced) {
+  std::vector<CachedFile*> marked;
+  std::vector<uint64_t> file_ids;
+  for (const DataFileSyncer::SyncedFile& file : synced) {
+    auto it = files_.find(file.id);
+    // Reclaimed, or written again since: a later sync will mark it.
+    if (it == files_.end() || it->second.generation != file.generation ||
+        it->second.pending_writes > 0) {
+      continue;
+    }
+    marked.push_back(&it->second);
+    file_ids.push_back(file.id);
   }
-  GRANARY_RETURN_IF_ERROR(index_->MarkSynced(file_id));
-  it->second.synced = true;
+  if (file_ids.empty()) return absl::OkStatus();
+  GRANARY_RETURN_IF_ERROR(index_->MarkSynced(file_ids));
+  for (CachedFile* file : marked) file->synced = true;
   return absl::OkStatus();
 }
 
@@ -729,6 +803,7 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
   std::shared_ptr<DataFile> data_file;
   uint64_t generation = 0;
   bool verified = false;
+  bool in_place = false;
   struct timespec verified_ctime = {};
   {
     MutexLock lock(&mu_);
@@ -744,6 +819,7 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
     data_file = file.file;
     generation = file.generation;
     verified = file.verified_generation == generation;
+    in_place = file.verified_in_place;
     verified_ctime = file.verified_ctime;
   }
   GRANARY_ASSIGN_OR_RETURN(struct stat st, data_file->Stat());
@@ -753,16 +829,17 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
   // Bytes written into the file behind the store's back (a damaged disk
   // being repaired, a stray writer) change its ctime: verified again.
   verified = verified && SameTime(st.st_ctim, verified_ctime);
-  if (!verified) {
+  if (!verified || !in_place) {
     std::string scratch;
     for (uint64_t index = 0; index < chunk_count; ++index) {
       const ChunkKey key{dataset_version, file_id, static_cast<uint32_t>(index)};
       const std::string encoded = key.Encode();
       GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> location, index_->Get(encoded));
-      const bool in_place = location && location->data_file_id() == data_file->id() &&
-                            location->offset() == index * chunk_size &&
-                            location->length() == ChunkLength(size, chunk_size, index);
-      if (!in_place) return not_whole(absl::StrCat("chunk ", index, " is not in place"));
+      const bool chunk_in_place = location && location->data_file_id() == data_file->id() &&
+                                  location->offset() == index * chunk_size &&
+                                  location->length() == ChunkLength(size, chunk_size, index);
+      if (!chunk_in_place) return not_whole(absl::StrCat("chunk ", index, " is not in place"));
+      if (verified) continue;
       if (absl::Status checked = VerifyChunk(*data_file, *location, scratch); !checked.ok()) {
         if (checked.code() == absl::StatusCode::kDataLoss) checksum_failures_++;
         GRANARY_LOG_FIRST_N(WARNING, 20)
@@ -779,6 +856,7 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
     }
     it->second.verified_generation = generation;
     it->second.verified_ctime = st.st_ctim;
+    it->second.verified_in_place = true;
   }
   UniqueFd fd(::open(data_file->path().c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return not_whole("its data file has just been evicted");
@@ -844,14 +922,23 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
   SetBlockChecksums(data, options_.checksum_block_bytes, location);
   const uint64_t stored_bytes = RoundUpToBlock(data.size());
   const uint64_t offset = uint64_t{key.chunk_index} * chunk_size;
+  const SourceFile source{key.dataset_version, key.file_id};
   Placement placement;
   {
     MutexLock lock(&mu_);
-    while (inserting_.contains(encoded)) insert_done_.Wait(&mu_);
-    GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> existing, index_->Get(encoded));
-    if (existing) return true;
+    for (;;) {
+      while (inserting_.contains(encoded)) insert_done_.Wait(&mu_);
+      GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> existing, index_->Get(encoded));
+      if (existing) return true;
+      absl::StatusOr<bool> has_data_file = HasDataFileLocked(source, chunk_size);
+      if (!has_data_file.ok()) {
+        insert_errors_++;  // The data file could not be made: the disk is full, say.
+        return has_data_file.status();
+      }
+      if (*has_data_file) break;
+    }
     absl::StatusOr<std::optional<Placement>> reserved =
-        ReserveLocked({key.dataset_version, key.file_id}, chunk_size, offset, stored_bytes);
+        ReserveLocked(source, chunk_size, offset, stored_bytes);
     if (!reserved.ok()) {
       insert_errors_++;  // A new data file could not be made: the disk is full, say.
       return reserved.status();
@@ -865,6 +952,14 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
   }
 
   absl::Status status = WriteChunk(*placement.file, placement.offset, data);
+  // Taken after the write, so that any later write changes it; without it
+  // the file is read back before it is handed out whole.
+  std::optional<struct timespec> written_ctime;
+  if (status.ok()) {
+    if (absl::StatusOr<struct stat> st = placement.file->Stat(); st.ok()) {
+      written_ctime = st->st_ctim;
+    }
+  }
 
   location.set_directory(placement.directory);
   location.set_data_file_id(placement.file->id());
@@ -887,6 +982,12 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
       used_bytes_ += data.size();
       chunk_count_++;
       inserts_++;
+      if (file.written_here && written_ctime && file.pending_writes == 0 &&
+          file.generation == placement.generation) {
+        file.verified_generation = placement.generation;
+        file.verified_ctime = *written_ctime;
+        file.verified_in_place = false;
+      }
     }
     MaybeSyncLocked(file);
     // A file whose writes all failed (a full disk) holds nothing: it and the

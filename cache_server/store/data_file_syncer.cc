@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <map>
+#include <vector>
 
 #include "common/logging.h"
 
@@ -43,6 +44,7 @@ void DataFileSyncer::Run() {
     batch.swap(queue_);
     mu_.Unlock();
     std::map<dev_t, absl::Status> flushed;  // By filesystem.
+    std::vector<SyncedFile> synced;
     for (auto& [file, generation] : batch) {
       absl::StatusOr<struct stat> st = file->Stat();
       // Reclaimed since it was written: nothing left to make durable.
@@ -54,12 +56,19 @@ void DataFileSyncer::Run() {
         status = it->second;
       }
       if (!status.ok()) status = file->Sync();
-      if (status.ok()) status = mark_synced_(file->id(), generation);
-      if (!status.ok()) {
+      if (status.ok()) {
+        synced.push_back({file->id(), generation});
+      } else {
         GRANARY_LOG(WARNING) << "chunk store: cannot sync " << file->path()
                              << ", the next open will verify it: " << status.message();
       }
       file.reset();
+    }
+    if (absl::Status marked = synced.empty() ? absl::OkStatus() : mark_synced_(synced);
+        !marked.ok()) {
+      GRANARY_LOG(WARNING) << "chunk store: cannot mark " << synced.size()
+                           << " data files synced, the next open will verify them: "
+                           << marked.message();
     }
     mu_.Lock();
   }

@@ -1,10 +1,11 @@
 // DataFileSyncer makes written data files durable off the write path: on a
 // background thread it gathers the data files handed to it for a moment
 // (kBatchWindow), flushes each filesystem they lie on once (syncfs; a file
-// whose flush fails is fdatasync'ed alone) and then has them marked synced
-// in the index, so that the next open need not verify their chunks. A file written again after it
-// was handed over carries a newer write generation; `mark_synced` is told the generation that was
-// synced and must not mark a file written since.
+// whose flush fails is fdatasync'ed alone) and then has the batch marked
+// synced in the index in one write, so that the next open need not verify
+// their chunks. A file written again after it was handed over carries a newer
+// write generation; `mark_synced` is told the generation that was synced and
+// must not mark a file written since.
 //
 // Files still queued when the syncer is destroyed stay unmarked; that is safe,
 // it only means the next open verifies them.
@@ -20,6 +21,7 @@
 #include <memory>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "cache_server/store/data_file.h"
@@ -29,12 +31,16 @@ namespace granary::store {
 
 class DataFileSyncer {
  public:
-  using MarkSynced = std::function<absl::Status(uint64_t file_id, uint64_t generation)>;
+  struct SyncedFile {
+    uint64_t id = 0;
+    uint64_t generation = 0;
+  };
+  using MarkSynced = std::function<absl::Status(const std::vector<SyncedFile>& synced)>;
 
   static constexpr std::chrono::milliseconds kBatchWindow{200};
 
-  // `mark_synced` records that a file's bytes up to a write generation are
-  // durable; it runs on the syncer's thread.
+  // `mark_synced` records that files' bytes up to their write generations
+  // are durable; it runs on the syncer's thread.
   explicit DataFileSyncer(MarkSynced mark_synced);
   ~DataFileSyncer();
   DataFileSyncer(const DataFileSyncer&) = delete;

@@ -126,6 +126,40 @@ TEST(WholeFile, AByteWrittenAfterItWasVerifiedIsCaughtAtTheNextRequest) {
   EXPECT_EQ((*store)->Stats().checksum_failures, 1u);
 }
 
+TEST(WholeFile, AFileTheStoreWroteIsHandedOutWithoutBeingReadBackUntilItReopens) {
+  ScratchDir dir;
+  const StoreOptions options = SmallStoreOptions(dir, 8 << 20, kChunkSize);
+  {
+    auto store = ChunkStore::Open(options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    for (uint32_t chunk : {1u, 2u, 0u}) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
+    auto whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_TRUE(ReadAll(whole->fd.get()) == SourceFile());
+    EXPECT_EQ((*store)->Stats().read_bytes, 0u);
+  }
+  // Reopened, it is read back once: by the open if it was not synced yet,
+  // otherwise before it is first handed out.
+  auto store = ChunkStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize).ok());
+  ASSERT_TRUE((*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize).ok());
+  EXPECT_EQ((*store)->Stats().read_bytes, kFileSize);
+}
+
+TEST(WholeFile, AShortChunkBeforeTheLastIsNotHandedOutAsAFileWithAHole) {
+  ScratchDir dir;
+  auto store = ChunkStore::Open(SmallStoreOptions(dir, 8 << 20, kChunkSize));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE(*(*store)->Insert(Key(0), kChunkSize, ChunkBytes(Key(0), kChunkSize - 10)));
+  ASSERT_NO_FATAL_FAILURE(Insert(**store, 1));
+  ASSERT_NO_FATAL_FAILURE(Insert(**store, 2));
+  auto whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
+  EXPECT_TRUE(absl::IsNotFound(whole.status())) << whole.status();
+  EXPECT_NE(whole.status().message().find("chunk 0 is not in place"), std::string::npos)
+      << whole.status();
+}
+
 TEST(WholeFile, IsVerifiedAgainAfterTheStoreIsReopened) {
   ScratchDir dir;
   const StoreOptions options = SmallStoreOptions(dir, 8 << 20, kChunkSize);
