@@ -352,7 +352,10 @@ class DataFileChunkStore final : public ChunkStore {
   absl::Status MarkSyncedLocked(const std::vector<DataFileSyncer::SyncedFile>& synced)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Status WriteChunk(DataFile& file, uint64_t offset, std::string_view data);
+  // Writes the chunk and, when it can stat the file, sets `*ctime_after` to
+  // its ctime after the write, which any later write changes.
+  absl::Status WriteChunk(DataFile& file, uint64_t offset, std::string_view data,
+                          std::optional<struct timespec>* ctime_after);
   // The chunk's bytes; DATA_LOSS when they do not match its checksum.
   absl::StatusOr<std::string> ReadVerified(DataFile& file, const v1::ChunkLocation& location);
   // Reads the chunk into `out` (location.length() bytes) and verifies it.
@@ -630,18 +633,22 @@ absl::Status DataFileChunkStore::MarkSyncedLocked(
   return absl::OkStatus();
 }
 
-absl::Status DataFileChunkStore::WriteChunk(DataFile& file, uint64_t offset,
-                                            std::string_view data) {
+absl::Status DataFileChunkStore::WriteChunk(DataFile& file, uint64_t offset, std::string_view data,
+                                            std::optional<struct timespec>* ctime_after) {
   GRANARY_ASSIGN_OR_RETURN(SharedFd fd, file.Descriptor());
+  absl::Status written;
   if (!file.direct_io()) {
-    return io_->Write(fd->get(), /*direct=*/false, offset, {data.data(), data.size()});
+    written = io_->Write(fd->get(), /*direct=*/false, offset, {data.data(), data.size()});
+  } else {
+    std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(data.size());
+    const uint64_t padded = RoundUpToBlock(data.size());
+    std::memcpy(buffer->data(), data.data(), data.size());
+    std::memset(buffer->data() + data.size(), 0, padded - data.size());
+    written = io_->Write(fd->get(), /*direct=*/true, offset, {buffer->data(), padded});
+    buffers_.Give(std::move(buffer));
   }
-  std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(data.size());
-  const uint64_t padded = RoundUpToBlock(data.size());
-  std::memcpy(buffer->data(), data.data(), data.size());
-  std::memset(buffer->data() + data.size(), 0, padded - data.size());
-  absl::Status written = io_->Write(fd->get(), /*direct=*/true, offset, {buffer->data(), padded});
-  buffers_.Give(std::move(buffer));
+  struct stat st;
+  if (written.ok() && ::fstat(fd->get(), &st) == 0) *ctime_after = st.st_ctim;
   return written;
 }
 
@@ -951,15 +958,9 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
     inserting_.insert(encoded);
   }
 
-  absl::Status status = WriteChunk(*placement.file, placement.offset, data);
-  // Taken after the write, so that any later write changes it; without it
-  // the file is read back before it is handed out whole.
+  // Without the ctime the file is read back before it is handed out whole.
   std::optional<struct timespec> written_ctime;
-  if (status.ok()) {
-    if (absl::StatusOr<struct stat> st = placement.file->Stat(); st.ok()) {
-      written_ctime = st->st_ctim;
-    }
-  }
+  absl::Status status = WriteChunk(*placement.file, placement.offset, data, &written_ctime);
 
   location.set_directory(placement.directory);
   location.set_data_file_id(placement.file->id());
