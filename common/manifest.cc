@@ -79,6 +79,21 @@ std::vector<std::pair<uint64_t, uint64_t>> FindHardLinks(const ManifestEntries& 
   return aliases;
 }
 
+// The heap bytes a string holds beyond itself: none while it fits in place.
+uint64_t HeapBytesOf(const std::string& text) {
+  return text.capacity() > std::string().capacity() ? text.capacity() + 1 : 0;
+}
+
+// The heap bytes `entry` points to.
+uint64_t HeapBytesOf(const ManifestEntry& entry) {
+  uint64_t bytes = HeapBytesOf(entry.path) + HeapBytesOf(entry.symlink_target) +
+                   HeapBytesOf(entry.etag) + entry.xattrs.capacity() * sizeof(ExtendedAttribute);
+  for (const ExtendedAttribute& xattr : entry.xattrs) {
+    bytes += HeapBytesOf(xattr.name) + HeapBytesOf(xattr.value);
+  }
+  return bytes;
+}
+
 }  // namespace
 
 void ManifestEntry::ToProto(v1::ManifestEntry* out) const {
@@ -177,6 +192,7 @@ absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntri
     AppendU64(entry.inode, &block);
     AppendU64(static_cast<uint64_t>(entry.ctime_ns), &block);
     AppendLinksAndAttributes(entry, &block);
+    manifest.memory_bytes_ += HeapBytesOf(entry);
     if (block.size() >= kHashBlockBytes) {
       hash.Update(block);
       block.clear();
@@ -210,6 +226,9 @@ absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntri
   manifest.identity_ = std::move(identity);
   manifest.entries_ = std::move(entries);
   manifest.skipped_ = std::move(skipped);
+  manifest.memory_bytes_ +=
+      manifest.entries_.capacity() * sizeof(ManifestEntry) +
+      manifest.hard_link_aliases_.capacity() * sizeof(manifest.hard_link_aliases_[0]);
   return manifest;
 }
 

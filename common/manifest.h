@@ -126,6 +126,10 @@ class Manifest {
   uint64_t total_bytes() const { return total_bytes_; }
   uint64_t chunk_count() const { return chunk_count_; }
 
+  // The bytes this manifest holds in memory: its entries and what they
+  // point to. What memory budgets for manifests count.
+  uint64_t memory_bytes() const { return memory_bytes_; }
+
  private:
   Manifest() = default;
 
@@ -140,6 +144,7 @@ class Manifest {
   uint64_t directory_count_ = 0;
   uint64_t total_bytes_ = 0;
   uint64_t chunk_count_ = 0;
+  uint64_t memory_bytes_ = 0;
 };
 
 // Validates a path inside a dataset and returns its clean form: no leading or
