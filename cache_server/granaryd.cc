@@ -42,7 +42,7 @@ struct Flags {
       advertise, token_file, metrics_listen, admin_group, fill;
   std::vector<std::string> cache_dirs, source_roots, s3_endpoints, s3_endpoint_profiles;
   std::optional<uint32_t> version_grace_seconds, s3_connect_timeout_ms, s3_request_timeout_ms,
-      locality_period_ms, locality_max_age_seconds;
+      locality_period_ms, locality_max_age_seconds, manifest_memory_mib;
   bool insecure_tcp = false;
 };
 
@@ -100,6 +100,7 @@ absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
   if (flags.locality_max_age_seconds) {
     config.locality_max_age_seconds = *flags.locality_max_age_seconds;
   }
+  if (flags.manifest_memory_mib) config.manifest_memory_mib = *flags.manifest_memory_mib;
   if (flags.s3_connect_timeout_ms) config.s3_connect_timeout_ms = *flags.s3_connect_timeout_ms;
   if (flags.s3_request_timeout_ms) config.s3_request_timeout_ms = *flags.s3_request_timeout_ms;
   if (!config.members_file.empty() && !config.etcd_url.empty()) {
@@ -168,6 +169,11 @@ int Run(int argc, char** argv) {
                  "Locate leaves out a node whose last report is older than this (default: 30, "
                  "or the config's `locality_max_age_seconds`)")
       ->check(CLI::Range(1, 86400));
+  app.add_option("--manifest-memory-mib", flags.manifest_memory_mib,
+                 "Memory for the manifests of dataset versions, in MiB; past it, those least "
+                 "recently used are dropped and loaded again when needed (default: 1024, or the "
+                 "config's `manifest_memory_mib`)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--node-id", flags.node_id, "This node's name (default: host name)");
   app.add_option("--group", flags.group, "This node's cache group (default: 'default')");
   auto* members = app.add_option("--members", flags.members, "Static cluster member list");

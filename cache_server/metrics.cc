@@ -61,7 +61,8 @@ void LatencyHistogram::Render(const char* name, const char* help, std::string* o
                   "_count ", count_.load(std::memory_order_relaxed), "\n");
 }
 
-std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t dataset_count) const {
+std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t dataset_count,
+                                  const Catalog::MemoryUse& manifests) const {
   std::string out;
   Counter(&out, "granary_cache_hits_total", "Chunk reads answered from the local store.",
           hits.load());
@@ -113,6 +114,12 @@ std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t datas
           "Files handed to granary-fuse whole and verified, for the kernel to serve.",
           store.whole_files);
   Gauge(&out, "granary_datasets", "Registered datasets.", static_cast<int64_t>(dataset_count));
+  Gauge(&out, "granary_manifest_memory_bytes", "Memory taken by the manifests kept in memory.",
+        static_cast<int64_t>(manifests.bytes));
+  Gauge(&out, "granary_manifests_in_memory", "Dataset versions whose manifest is in memory.",
+        static_cast<int64_t>(manifests.manifests));
+  Counter(&out, "granary_manifest_loads_total", "Manifests loaded from the catalog on disk.",
+          manifests.loads);
   return out;
 }
 

@@ -1,6 +1,7 @@
 // ServerMetrics are granaryd's counters and the read-latency histogram, and
 // their rendering as Prometheus text (exposition format 0.0.4). Store figures
-// (usage, capacity, checksum failures) are read from the store when rendering.
+// (usage, capacity, checksum failures) and catalog figures (datasets,
+// manifests in memory) are read from their owners when rendering.
 //
 // Metric names (the contract dashboards and tests rely on):
 //   granary_cache_hits_total, granary_cache_misses_total       chunk reads
@@ -28,6 +29,9 @@
 //   granary_store_admissions_refused_total
 //   granary_store_insert_errors_total   chunks the store failed to write
 //   granary_datasets
+//   granary_manifest_memory_bytes, granary_manifests_in_memory
+//                                       manifests the catalog keeps in memory
+//   granary_manifest_loads_total        manifests loaded from the catalog's RocksDB
 //
 // Thread-safety: all methods are safe to call concurrently.
 #ifndef GRANARY_CACHE_SERVER_METRICS_H_
@@ -38,6 +42,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cache_server/catalog/catalog.h"
 #include "cache_server/store/chunk_store.h"
 
 namespace granary {
@@ -84,7 +89,8 @@ struct ServerMetrics {
   std::atomic<uint64_t> write_behind_dropped{0};
   LatencyHistogram read_latency;
 
-  std::string Render(const store::StoreStats& store, uint64_t dataset_count) const;
+  std::string Render(const store::StoreStats& store, uint64_t dataset_count,
+                     const Catalog::MemoryUse& manifests) const;
 };
 
 }  // namespace granary

@@ -295,7 +295,10 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   }
   store_options.capacity_bytes = c.capacity_bytes;
   GRANARY_ASSIGN_OR_RETURN(parts->store, store::ChunkStore::Open(store_options));
-  GRANARY_ASSIGN_OR_RETURN(parts->catalog, Catalog::Open(c.data_dir + "/catalog"));
+  GRANARY_ASSIGN_OR_RETURN(
+      parts->catalog,
+      Catalog::Open(c.data_dir + "/catalog",
+                    {.manifest_memory_bytes = uint64_t{c.manifest_memory_mib} << 20}));
   parts->activity = std::make_unique<VersionActivity>(parts->store.get(), kActiveAfterLastUse);
   GRANARY_ASSIGN_OR_RETURN(SourceRoots roots, SourceRoots::Resolve(c.source_roots));
   parts->source_roots = std::make_unique<SourceRoots>(std::move(roots));
@@ -383,7 +386,8 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->metrics_http.Handle("GET", "/metrics", [raw](const HttpRequest&) {
     HttpResponse response;
     response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    response.body = raw->metrics.Render(raw->store->Stats(), raw->catalog->Size());
+    response.body = raw->metrics.Render(raw->store->Stats(), raw->catalog->Size(),
+                                        raw->catalog->ManifestMemory());
     return response;
   });
   if (absl::Status started = parts->metrics_http.Start(c.metrics_listen); !started.ok()) {

@@ -76,21 +76,22 @@ bool ChangedLater(const v1::CatalogDataset& a, const v1::CatalogDataset& b) {
 
 }  // namespace
 
-Catalog::Catalog(std::unique_ptr<rocksdb::DB> db) : db_(std::move(db)) {}
+Catalog::Catalog(std::unique_ptr<rocksdb::DB> db, Options options)
+    : db_(std::move(db)), options_(options) {}
 
 Catalog::~Catalog() = default;
 
-absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path) {
-  rocksdb::Options options;
-  options.create_if_missing = true;
-  options.compression = rocksdb::kNoCompression;
+absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path, Options options) {
+  rocksdb::Options db_options;
+  db_options.create_if_missing = true;
+  db_options.compression = rocksdb::kNoCompression;
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status opened = rocksdb::DB::Open(options, path, &raw);
+  rocksdb::Status opened = rocksdb::DB::Open(db_options, path, &raw);
   if (!opened.ok()) {
     return absl::UnavailableError(
         absl::StrCat("cannot open the catalog at ", path, ": ", opened.ToString()));
   }
-  std::unique_ptr<Catalog> catalog(new Catalog(std::unique_ptr<rocksdb::DB>(raw)));
+  std::unique_ptr<Catalog> catalog(new Catalog(std::unique_ptr<rocksdb::DB>(raw), options));
   std::unique_ptr<rocksdb::Iterator> it(raw->NewIterator(rocksdb::ReadOptions()));
   MutexLock lock(&catalog->mu_);
   for (it->Seek(std::string(1, kDatasetPrefix)); it->Valid() && it->key()[0] == kDatasetPrefix;
@@ -110,7 +111,7 @@ void Catalog::Install(const v1::CatalogDataset& record,
                       const std::vector<uint64_t>& dropped_versions) {
   for (uint64_t version : dropped_versions) {
     version_owner_.erase(version);
-    manifests_.erase(version);
+    Forget(version);
     unloadable_.erase(version);
   }
   if (record.removed()) {
@@ -172,7 +173,7 @@ absl::StatusOr<v1::CatalogDataset> Catalog::Create(std::shared_ptr<const Manifes
   *record.add_versions() = VersionRecord(*manifest, now_unix_ms);
   GRANARY_RETURN_IF_ERROR(WriteDataset(record, {manifest.get()}, {}));
   Install(record, {});
-  manifests_.try_emplace(manifest->version(), std::move(manifest));
+  Keep(std::move(manifest));
   return record;
 }
 
@@ -207,7 +208,7 @@ absl::StatusOr<v1::CatalogDataset> Catalog::AddVersion(std::shared_ptr<const Man
     GRANARY_RETURN_IF_ERROR(WriteDataset(record, {manifest.get()}, {}));
   }
   Install(record, {});
-  manifests_.try_emplace(manifest->version(), std::move(manifest));
+  Keep(std::move(manifest));
   return record;
 }
 
@@ -365,8 +366,9 @@ absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::GetManifest(uint64_t ve
   v1::CatalogDataset record;
   {
     MutexLock lock(&mu_);
-    if (auto loaded = manifests_.find(version); loaded != manifests_.end()) {
-      return loaded->second;
+    if (auto kept = manifests_.find(version); kept != manifests_.end()) {
+      uses_.splice(uses_.end(), uses_, kept->second.use);
+      return kept->second.manifest;
     }
     auto owner = version_owner_.find(version);
     if (owner == version_owner_.end()) {
@@ -375,9 +377,10 @@ absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::GetManifest(uint64_t ve
     record = datasets_.at(owner->second);
   }
   // Loading a large manifest takes a while; it happens outside the lock, and
-  // two concurrent first loads of one version both succeed with equal results.
+  // two concurrent loads of one version both succeed with equal results.
   absl::StatusOr<std::shared_ptr<const Manifest>> manifest = LoadManifest(record, version);
   MutexLock lock(&mu_);
+  manifest_loads_++;
   if (!version_owner_.contains(version)) {
     return absl::NotFoundError(
         absl::StrCat("dataset '", record.name(), "' was removed while being read"));
@@ -390,7 +393,41 @@ absl::StatusOr<std::shared_ptr<const Manifest>> Catalog::GetManifest(uint64_t ve
     return manifest.status();
   }
   unloadable_.erase(version);
-  return manifests_.try_emplace(version, *std::move(manifest)).first->second;
+  return Keep(*std::move(manifest));
+}
+
+std::shared_ptr<const Manifest> Catalog::Keep(std::shared_ptr<const Manifest> manifest) {
+  auto [kept, added] = manifests_.try_emplace(manifest->version());
+  if (added) {
+    kept->second.use = uses_.insert(uses_.end(), manifest->version());
+    manifest_bytes_ += manifest->memory_bytes();
+    kept->second.manifest = std::move(manifest);
+  } else {
+    uses_.splice(uses_.end(), uses_, kept->second.use);
+  }
+  std::shared_ptr<const Manifest> result = kept->second.manifest;
+  // From the least recently used up to the one just kept, which stays. Only
+  // this catalog hands out copies, under mu_, so one that nothing else holds
+  // now cannot be taken while it is dropped.
+  for (auto use = uses_.begin();
+       manifest_bytes_ > options_.manifest_memory_bytes && use != std::prev(uses_.end());) {
+    const uint64_t version = *use++;
+    if (manifests_.at(version).manifest.use_count() == 1) Forget(version);
+  }
+  return result;
+}
+
+void Catalog::Forget(uint64_t version) {
+  auto kept = manifests_.find(version);
+  if (kept == manifests_.end()) return;
+  manifest_bytes_ -= kept->second.manifest->memory_bytes();
+  uses_.erase(kept->second.use);
+  manifests_.erase(kept);
+}
+
+Catalog::MemoryUse Catalog::ManifestMemory() const {
+  MutexLock lock(&mu_);
+  return {.bytes = manifest_bytes_, .manifests = manifests_.size(), .loads = manifest_loads_};
 }
 
 std::vector<v1::UnloadableDataset> Catalog::Unloadable() const {

@@ -21,16 +21,25 @@
 // from the same record: the catalogs converge. A later change (a refresh or
 // a removal anywhere) wins as before, listing only what its server kept.
 //
-// Manifests written here stay in memory, since mounts ask for a version
-// right after it is registered; the others are loaded on first use. All are
-// shared. A loaded manifest is rebuilt and its version checked against the
-// record, so a damaged catalog is reported (DATA_LOSS) rather than served.
+// Manifests in memory are shared, and kept in least-recently-used order
+// within a budget of bytes (Manifest::memory_bytes()): one written here is
+// kept at once, since mounts ask for a version right after it is
+// registered, and any other is loaded on first use. After each one kept,
+// the least recently used are dropped from memory (never from RocksDB)
+// while the budget is exceeded, except the one just kept and those a caller
+// still holds: dropping a held manifest would free nothing, and a second
+// load would hold it twice. So the manifests in memory take at most the
+// budget, plus what callers hold, plus the last one kept when it alone is
+// over. A dropped manifest is loaded again when next asked for. A loaded
+// manifest is rebuilt and its version checked against the record, so a
+// damaged catalog is reported (DATA_LOSS) rather than served.
 //
 // Thread-safety: all methods are safe to call concurrently.
 #ifndef GRANARY_CACHE_SERVER_CATALOG_CATALOG_H_
 #define GRANARY_CACHE_SERVER_CATALOG_CATALOG_H_
 
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -52,8 +61,13 @@ class Catalog {
  public:
   static constexpr size_t kManifestPageEntries = 4096;
 
+  struct Options {
+    // The budget of the manifests kept in memory, in bytes.
+    uint64_t manifest_memory_bytes;
+  };
+
   // Opens or creates the catalog at `path`.
-  static absl::StatusOr<std::unique_ptr<Catalog>> Open(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<Catalog>> Open(const std::string& path, Options options);
   ~Catalog();
   Catalog(const Catalog&) = delete;
   Catalog& operator=(const Catalog&) = delete;
@@ -112,7 +126,8 @@ class Catalog {
   // How many datasets there are.
   size_t Size() const;
 
-  // The manifest of `version` of any dataset. NOT_FOUND if no dataset has it;
+  // The manifest of `version` of any dataset, loaded if it is not in memory,
+  // and now the most recently used. NOT_FOUND if no dataset has it;
   // DATA_LOSS if its pages are damaged, and the version is then named by
   // Unloadable() until it loads or is dropped.
   absl::StatusOr<std::shared_ptr<const Manifest>> GetManifest(uint64_t version);
@@ -120,8 +135,15 @@ class Catalog {
   // The versions whose manifest failed to load, and why.
   std::vector<v1::UnloadableDataset> Unloadable() const;
 
+  struct MemoryUse {
+    uint64_t bytes = 0;      // Manifest::memory_bytes() of the manifests in memory.
+    uint64_t manifests = 0;  // How many are in memory.
+    uint64_t loads = 0;      // Manifests loaded from RocksDB since the catalog opened.
+  };
+  MemoryUse ManifestMemory() const;
+
  private:
-  explicit Catalog(std::unique_ptr<rocksdb::DB> db);
+  Catalog(std::unique_ptr<rocksdb::DB> db, Options options);
   absl::Status WriteDataset(const v1::CatalogDataset& record,
                             const std::vector<const Manifest*>& new_manifests,
                             const std::vector<uint64_t>& dropped_versions);
@@ -134,15 +156,31 @@ class Catalog {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<const Manifest>> LoadManifest(const v1::CatalogDataset& record,
                                                                uint64_t version);
+  // Makes `manifest` (or the one of its version already in memory, which is
+  // returned) the most recently used, and then keeps within the budget.
+  std::shared_ptr<const Manifest> Keep(std::shared_ptr<const Manifest> manifest)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the manifest of `version` from memory, if it is there.
+  void Forget(uint64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::unique_ptr<rocksdb::DB> db_;
+  const Options options_;
   mutable Mutex mu_;
   // Every live dataset and every tombstone by name, and which dataset each
   // version is of.
   absl::flat_hash_map<std::string, v1::CatalogDataset> datasets_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, v1::CatalogDataset> tombstones_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::string> version_owner_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, std::shared_ptr<const Manifest>> manifests_ ABSL_GUARDED_BY(mu_);
+  // The manifests in memory, and their versions from least to most recently
+  // used.
+  struct Kept {
+    std::shared_ptr<const Manifest> manifest;
+    std::list<uint64_t>::iterator use;  // Its place in `uses_`.
+  };
+  absl::flat_hash_map<uint64_t, Kept> manifests_ ABSL_GUARDED_BY(mu_);
+  std::list<uint64_t> uses_ ABSL_GUARDED_BY(mu_);
+  uint64_t manifest_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t manifest_loads_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, v1::UnloadableDataset> unloadable_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -179,6 +179,7 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"max_dataset_entries",
        WholeNumberKey(&GranarydConfig::max_dataset_entries, 1, 1'000'000'000)},
       {"max_prewarm_paths", WholeNumberKey(&GranarydConfig::max_prewarm_paths, 1, 10'000'000)},
+      {"manifest_memory_mib", WholeNumberKey(&GranarydConfig::manifest_memory_mib, 1, 1 << 20)},
   };
   return *parsers;
 }

@@ -23,7 +23,7 @@
 //   max_connections_per_host: 256     max_streams_per_connection: 100
 //   max_threads: 512                  stream_stall_seconds: 60
 //   fill: on-read                     write_behind: 256MiB
-//   version_grace_seconds: 300
+//   version_grace_seconds: 300        manifest_memory_mib: 1024
 // An unknown key, a value of the wrong kind, or a bad size or address is an
 // INVALID_ARGUMENT error naming the file, the key and the value.
 //
@@ -128,6 +128,11 @@ struct GranarydConfig {
   // reports up to locality_max_age_seconds old and leaves older ones out.
   uint32_t locality_period_ms = 1000;
   uint32_t locality_max_age_seconds = 30;
+  // The memory, in MiB, that the manifests of dataset versions may take in
+  // granaryd; past it, those least recently used and not in use are dropped
+  // from memory, and loaded from the catalog again when next needed
+  // (cache_server/catalog/catalog.h).
+  uint32_t manifest_memory_mib = 1024;
 };
 
 // A capacity such as "200GiB"; INVALID_ARGUMENT for a bad size or 0.

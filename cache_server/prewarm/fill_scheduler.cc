@@ -32,9 +32,8 @@ bool FillScheduler::Current(const std::string& name, uint64_t version) const {
 
 void FillScheduler::ReapLocked() {
   for (auto it = fills_.begin(); it != fills_.end();) {
-    const bool gone = it->second != nullptr
-                          ? !Current(it->second->manifest().identity().name, it->first)
-                          : !catalog_->GetManifest(it->first).ok();
+    const bool gone = it->second != nullptr ? !Current(it->second->dataset_name(), it->first)
+                                            : !catalog_->HasVersion(it->first);
     it = gone ? fills_.erase(it) : std::next(it);
   }
 }
@@ -91,7 +90,7 @@ std::vector<v1::FillProgress> FillScheduler::Progress() {
   for (const auto& [version, job] : fills_) {
     if (job == nullptr) continue;
     v1::FillProgress& fill = fills.emplace_back();
-    fill.set_name(job->manifest().identity().name);
+    fill.set_name(job->dataset_name());
     fill.set_version(version);
     *fill.mutable_progress() = job->Progress();
   }

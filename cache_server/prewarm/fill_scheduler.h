@@ -14,7 +14,9 @@
 //  - an end when the version is removed or refreshed away.
 // The policy is the dataset's (`granary dataset add --fill on-read|none`),
 // else the node's default (config `fill`). A fill runs once per version per
-// process; a finished one is listed until its version goes.
+// process; a finished one is listed until its version goes, without holding
+// the version's manifest (PrewarmJob lets go of it), which the catalog may
+// then drop from memory.
 //
 // Thread-safety: every method may be called concurrently.
 #ifndef GRANARY_CACHE_SERVER_PREWARM_FILL_SCHEDULER_H_

@@ -64,20 +64,20 @@ constexpr std::chrono::milliseconds kYieldWait{2};
 PrewarmJob::PrewarmJob(std::shared_ptr<const Manifest> manifest, std::vector<uint64_t> file_ids,
                        unsigned parallelism, ReadThrough* read_through, store::ChunkStore* store,
                        PrewarmMetrics* metrics, Hooks hooks)
-    : manifest_(std::move(manifest)),
+    : dataset_name_(manifest->identity().name),
       read_through_(read_through),
       store_(store),
       metrics_(metrics),
       hooks_(std::move(hooks)),
       started_(std::chrono::steady_clock::now()),
-      failed_(manifest_->entries().size(), false) {
+      failed_(manifest->entries().size(), false) {
   std::sort(file_ids.begin(), file_ids.end());
-  uint32_t chunk_size = manifest_->chunk_size();
+  uint32_t chunk_size = manifest->chunk_size();
   for (uint64_t file_id : file_ids) {
-    uint64_t size = manifest_->entries()[file_id].size;
+    uint64_t size = manifest->entries()[file_id].size;
     for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
       if (hooks_.filter &&
-          !hooks_.filter(ChunkKey{manifest_->version(), file_id, static_cast<uint32_t>(index)})) {
+          !hooks_.filter(ChunkKey{manifest->version(), file_id, static_cast<uint32_t>(index)})) {
         continue;
       }
       uint32_t length = ChunkLength(size, chunk_size, index);
@@ -86,6 +86,7 @@ PrewarmJob::PrewarmJob(std::shared_ptr<const Manifest> manifest, std::vector<uin
     }
   }
   taken_.assign(chunks_.size(), false);
+  manifest_ = std::move(manifest);
   metrics_->running.fetch_add(1);
   metrics_->bytes_remaining.fetch_add(static_cast<int64_t>(bytes_total_));
   unsigned workers = std::max(1u, std::min<unsigned>(parallelism, chunks_.size()));
@@ -134,6 +135,11 @@ std::optional<size_t> PrewarmJob::Next() {
 }
 
 void PrewarmJob::Work(unsigned worker) {
+  std::shared_ptr<const Manifest> manifest;
+  {
+    MutexLock lock(&mu_);
+    manifest = manifest_;
+  }
   auto last_check = std::chrono::steady_clock::now();
   while (!cancelled_.load()) {
     if (hooks_.wanted && std::chrono::steady_clock::now() - last_check > kWantedCheckInterval) {
@@ -150,14 +156,14 @@ void PrewarmJob::Work(unsigned worker) {
     std::optional<size_t> next = Next();
     if (!next.has_value()) break;
     const PlannedChunk& chunk = chunks_[*next];
-    ChunkKey key{manifest_->version(), chunk.file_id, chunk.chunk_index};
+    ChunkKey key{manifest->version(), chunk.file_id, chunk.chunk_index};
     if (store_->Contains(key)) {
       chunks_already_cached_.fetch_add(1);
       metrics_->chunks_skipped.fetch_add(1);
     } else {
-      absl::StatusOr<ReadThrough::ChunkData> fetched = read_through_->Fetch(*manifest_, key);
+      absl::StatusOr<ReadThrough::ChunkData> fetched = read_through_->Fetch(*manifest, key);
       if (!fetched.ok()) {
-        RecordFailure(chunk.file_id, fetched.status());
+        RecordFailure(*manifest, chunk.file_id, fetched.status());
         continue;
       }
       bytes_fetched_.fetch_add(chunk.length);
@@ -168,8 +174,12 @@ void PrewarmJob::Work(unsigned worker) {
     chunks_done_.fetch_add(1);
     metrics_->bytes_remaining.fetch_sub(chunk.length);
   }
+  // Before the job counts as finished, so that a finished job holds no
+  // manifest.
+  manifest.reset();
   MutexLock lock(&mu_);
   if (--running_workers_ == 0) {
+    manifest_.reset();
     // What a cancelled job did not do is no longer remaining.
     metrics_->bytes_remaining.fetch_sub(static_cast<int64_t>(bytes_total_ - bytes_done_.load()));
     metrics_->running.fetch_sub(1);
@@ -177,12 +187,13 @@ void PrewarmJob::Work(unsigned worker) {
   }
 }
 
-void PrewarmJob::RecordFailure(uint64_t file_id, const absl::Status& status) {
+void PrewarmJob::RecordFailure(const Manifest& manifest, uint64_t file_id,
+                               const absl::Status& status) {
   MutexLock lock(&mu_);
   if (failed_[file_id]) return;
   failed_[file_id] = true;
   v1::FileFailure* failure = &failures_.emplace_back();
-  failure->set_path(manifest_->entries()[file_id].path);
+  failure->set_path(manifest.entries()[file_id].path);
   failure->set_error(std::string(status.message()));
 }
 

@@ -14,6 +14,10 @@
 // A file whose chunk cannot be fetched is recorded as failed once, with the
 // error, and its remaining chunks are skipped; other files go on.
 //
+// The job holds its manifest while its workers run and lets go of it once
+// they are done, so that a finished job kept for its progress does not keep
+// the manifest in memory past the catalog's budget (catalog.h).
+//
 // Thread-safety: Progress(), Prefer(), Cancel() and WaitFor() may be called
 // from any thread while the job runs.
 #ifndef GRANARY_CACHE_SERVER_PREWARM_PREWARM_H_
@@ -77,7 +81,7 @@ class PrewarmJob {
   // are done, with the complete list of failures.
   v1::PrewarmProgress Progress() const;
 
-  const Manifest& manifest() const { return *manifest_; }
+  const std::string& dataset_name() const { return dataset_name_; }
 
  private:
   struct PlannedChunk {
@@ -88,9 +92,9 @@ class PrewarmJob {
   // The next chunk to fetch (by index into chunks_), or nullopt when none is left.
   std::optional<size_t> Next();
   void Work(unsigned worker);
-  void RecordFailure(uint64_t file_id, const absl::Status& status);
+  void RecordFailure(const Manifest& manifest, uint64_t file_id, const absl::Status& status);
 
-  const std::shared_ptr<const Manifest> manifest_;
+  const std::string dataset_name_;
   ReadThrough* const read_through_;
   store::ChunkStore* const store_;
   PrewarmMetrics* const metrics_;
@@ -112,6 +116,7 @@ class PrewarmJob {
   size_t preferred_left_ ABSL_GUARDED_BY(mu_) = 0;  // Chunks it still covers.
   std::vector<bool> taken_ ABSL_GUARDED_BY(mu_);    // By chunk.
   unsigned running_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<const Manifest> manifest_ ABSL_GUARDED_BY(mu_);  // Null once finished.
   std::vector<v1::FileFailure> failures_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> failed_ ABSL_GUARDED_BY(mu_);  // By file id.
   std::vector<std::thread> workers_;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 
+#include "absl/strings/str_format.h"
 #include "grpcpp/client_context.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
@@ -261,6 +262,58 @@ TEST_F(DatasetTest, ChangedSourceFileFailsWithFailedPreconditionNamingIt) {
   ASSERT_TRUE(good.status.ok());
   EXPECT_TRUE(good.data == files_["a.bin"].substr(0, kChunk));
   EXPECT_EQ(*server_->Metric("granary_source_errors_total"), 3);
+}
+
+// With a budget of 1 MiB, under two manifests of 3,500 files: every
+// dataset's files still read back, each manifest loaded again from the
+// catalog when asked for after others pushed it out, and what is in memory
+// once the reads are done stays within the budget.
+TEST(ManifestMemoryTest, EveryDatasetReadsBackWithinASmallManifestBudget) {
+  constexpr int kDatasets = 4;
+  constexpr int kFiles = 3500;
+  TempDir source;
+  for (int d = 0; d < kDatasets; ++d) {
+    for (int i = 0; i < kFiles; ++i) {
+      const std::string name = absl::StrFormat("ds%d", d);
+      const std::string path = absl::StrFormat("f-%05d", i);
+      WriteSourceFile(source.path() + "/" + name, path, name + "/" + path);
+    }
+  }
+  TempDir config;
+  WriteSourceFile(config.path(), "granaryd.yaml", "manifest_memory_mib: 1\n");
+  GranarydOptions options;
+  options.extra_args = {"--config", config.path() + "/granaryd.yaml"};
+  auto server = GranarydProcess::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<v1::Granary::Stub> stub = (*server)->SocketStub();
+  std::vector<uint64_t> versions;
+  for (int d = 0; d < kDatasets; ++d) {
+    const std::string name = absl::StrFormat("ds%d", d);
+    v1::DatasetInfo info;
+    grpc::Status added = AddDataset(stub.get(), name, source.path() + "/" + name, 0, &info);
+    ASSERT_TRUE(added.ok()) << added.error_message();
+    versions.push_back(info.version());
+  }
+  // Twice round the datasets, each time pushing the others' manifests out.
+  for (int round = 0; round < 2; ++round) {
+    for (int d = 0; d < kDatasets; ++d) {
+      const std::string name = absl::StrFormat("ds%d", d);
+      std::vector<v1::ManifestEntry> entries;
+      grpc::Status listed = GetManifest(stub.get(), name, versions[d], &entries);
+      ASSERT_TRUE(listed.ok()) << listed.error_message();
+      ASSERT_EQ(entries.size(), kFiles + 1u);  // And the root.
+      for (uint64_t id : {uint64_t{1}, uint64_t{kFiles / 2}, uint64_t{kFiles}}) {
+        ReadResult read = ReadWholeFile(stub.get(), versions[d], id, entries[id].size(), 4 << 20);
+        ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+        EXPECT_EQ(read.data, name + "/" + entries[id].path());
+      }
+    }
+  }
+  // Nothing reads now, so nothing is held past the budget.
+  EXPECT_LE(*(*server)->Metric("granary_manifest_memory_bytes"), 1 << 20);
+  EXPECT_GE(*(*server)->Metric("granary_manifests_in_memory"), 1);
+  EXPECT_LT(*(*server)->Metric("granary_manifests_in_memory"), kDatasets);
+  EXPECT_GE(*(*server)->Metric("granary_manifest_loads_total"), 2 * kDatasets);
 }
 
 }  // namespace

@@ -23,10 +23,11 @@ constexpr uint32_t kChunk = 1 << 20;
 class FillTest : public ::testing::Test {
  protected:
   // A granaryd whose default fill policy is `fill`, with `workers` fill (and
-  // prewarm) workers.
-  std::unique_ptr<GranarydProcess> StartServer(const std::string& fill, int workers) {
+  // prewarm) workers and the config keys in `more_config`.
+  std::unique_ptr<GranarydProcess> StartServer(const std::string& fill, int workers,
+                                               const std::string& more_config = "") {
     const std::string config = config_dir_.path() + "/granaryd-" + fill + ".yaml";
-    std::ofstream(config) << "prewarm_parallelism: " << workers << "\n";
+    std::ofstream(config) << "prewarm_parallelism: " << workers << "\n" << more_config;
     GranarydOptions options;
     options.fill = fill;
     options.extra_args = {"--config", config};
@@ -206,6 +207,39 @@ TEST_F(FillTest, AFillEndsWhenItsVersionIsRefreshedAwayAndWhenItsDatasetIsRemove
   ASSERT_TRUE(server->SocketStub()->RemoveDataset(&remove_context, remove, &removed).ok());
   EXPECT_TRUE(Await([&] { return Metric(*server, "granary_fill_running") == 0; }, 5));
   EXPECT_TRUE(source_reads_settle()) << "the removed dataset's fill still reads the source";
+}
+
+// A finished fill is listed until its version goes, but does not hold the
+// version's manifest: with a budget of 1 MiB, under two manifests of 3,500
+// files, reading another dataset after the fill pushes the filled one's
+// manifest out of memory.
+TEST_F(FillTest, AFinishedFillLetsTheCatalogDropItsManifest) {
+  for (const char* name : {"filled", "read"}) {
+    for (int i = 0; i < 3500; ++i) {
+      WriteSourceFile(source_.path() + "/" + name, "f" + std::to_string(i), "x");
+    }
+  }
+  auto server = StartServer("on-read", 8, "manifest_memory_mib: 1\n");
+  ASSERT_NE(server, nullptr);
+  const v1::DatasetInfo filled =
+      Register(*server, "filled", source_.path() + "/filled", kChunk, v1::FILL_ON_READ);
+  const v1::DatasetInfo read =
+      Register(*server, "read", source_.path() + "/read", kChunk, v1::FILL_NONE);
+
+  ASSERT_TRUE(
+      ReadChunk(server->SocketStub().get(), filled.version(), FileId(*server, "filled", "f0"), 0)
+          .status.ok());
+  ASSERT_TRUE(Await(
+      [&] {
+        return Describe(*server, "filled").cached_bytes() == filled.total_bytes() &&
+               Metric(*server, "granary_fill_running") == 0;
+      },
+      60));
+  ASSERT_TRUE(
+      ReadChunk(server->SocketStub().get(), read.version(), FileId(*server, "read", "f0"), 0)
+          .status.ok());
+  EXPECT_EQ(Metric(*server, "granary_manifests_in_memory"), 1);
+  EXPECT_LE(Metric(*server, "granary_manifest_memory_bytes"), 1 << 20);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/str_format.h"
 #include "cache_server/catalog/catalog.h"
 #include "cache_server/config/config.h"
 #include "cache_server/prewarm/prewarm.h"
@@ -93,6 +94,18 @@ TEST(Config, LocalityGossipKeysAreWithinBounds) {
   EXPECT_THAT(status.message(), HasSubstr("g.yaml: key 'locality_period_ms'")) << status;
   status = ApplyConfigYaml("locality_max_age_seconds: 0\n", "g.yaml", &config);
   EXPECT_THAT(status.message(), HasSubstr("g.yaml: key 'locality_max_age_seconds'")) << status;
+}
+
+TEST(Config, ManifestMemoryIsWholeMebibytesAndNeverNone) {
+  GranarydConfig config = DefaultGranarydConfig();
+  EXPECT_EQ(config.manifest_memory_mib, 1024u);
+  ASSERT_TRUE(ApplyConfigYaml("manifest_memory_mib: 64\n", "m.yaml", &config).ok());
+  EXPECT_EQ(config.manifest_memory_mib, 64u);
+  for (const char* bad : {"manifest_memory_mib: 0\n", "manifest_memory_mib: 1GiB\n"}) {
+    absl::Status status = ApplyConfigYaml(bad, "m.yaml", &config);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(status.message(), HasSubstr("m.yaml: key 'manifest_memory_mib'")) << status;
+  }
 }
 
 TEST(Config, S3EndpointProfilesAreAMappingOfEndpointsToNames) {
@@ -388,6 +401,9 @@ TEST(WriteBehind, AChunkOverTheQueuesBoundIsServedButNotStored) {
   EXPECT_FALSE((*store)->Contains({1, 2, 0}));
 }
 
+// A manifest budget that no test here reaches.
+constexpr Catalog::Options kAmpleMemory{.manifest_memory_bytes = 1 << 30};
+
 // A manifest of dataset "ds" whose one file has `size` bytes: each size
 // makes another version.
 std::shared_ptr<const Manifest> ManifestOfSize(uint64_t size) {
@@ -407,7 +423,7 @@ TEST(Catalog, ReleasingAnOlderVersionKeepsTheRecordsDateAndTheCurrentVersion) {
   auto first = ManifestOfSize(1);
   auto second = ManifestOfSize(2);
   {
-    auto catalog = Catalog::Open(dir.path() + "/catalog");
+    auto catalog = Catalog::Open(dir.path() + "/catalog", kAmpleMemory);
     ASSERT_TRUE(catalog.ok()) << catalog.status();
     ASSERT_TRUE((*catalog)->Create(first, 1, v1::FILL_DEFAULT, 1000).ok());
     auto refreshed = (*catalog)->AddVersion(second, 2000);
@@ -432,7 +448,7 @@ TEST(Catalog, ReleasingAnOlderVersionKeepsTheRecordsDateAndTheCurrentVersion) {
     ASSERT_TRUE(unknown.ok());
     EXPECT_TRUE(unknown->empty());
   }
-  auto reopened = Catalog::Open(dir.path() + "/catalog");
+  auto reopened = Catalog::Open(dir.path() + "/catalog", kAmpleMemory);
   ASSERT_TRUE(reopened.ok()) << reopened.status();
   EXPECT_FALSE((*reopened)->HasVersion(first->version()));
   auto manifest = (*reopened)->GetManifest(second->version());
@@ -444,7 +460,7 @@ TEST(Catalog, ReleasingAnOlderVersionKeepsTheRecordsDateAndTheCurrentVersion) {
 // no longer retired, and the one it replaces is.
 TEST(Catalog, AVersionMadeCurrentAgainIsNoLongerRetired) {
   TempDir dir;
-  auto catalog = Catalog::Open(dir.path() + "/catalog");
+  auto catalog = Catalog::Open(dir.path() + "/catalog", kAmpleMemory);
   ASSERT_TRUE(catalog.ok()) << catalog.status();
   auto first = ManifestOfSize(1);
   ASSERT_TRUE((*catalog)->Create(first, 1, v1::FILL_DEFAULT, 1000).ok());
@@ -455,6 +471,137 @@ TEST(Catalog, AVersionMadeCurrentAgainIsNoLongerRetired) {
   EXPECT_EQ(back->versions(0).retired_unix_ms(), 3000);
   EXPECT_EQ(back->versions(1).version(), first->version());
   EXPECT_EQ(back->versions(1).retired_unix_ms(), 0);
+}
+
+// The manifest of dataset `name` with `files` files whose paths (longer
+// than a string holds in place) differ by dataset and index.
+std::shared_ptr<const Manifest> ManyFilesManifest(const std::string& name, int files) {
+  ManifestEntries entries;
+  entries.reserve(files);
+  for (int i = 0; i < files; ++i) {
+    entries.push_back({absl::StrFormat("%s/file-%06d.bin", name, i), EntryType::kFile,
+                       static_cast<uint64_t>(i), 0100644, i, "", ""});
+  }
+  auto manifest = Manifest::Build({name, "/src/" + name, 1 << 20}, std::move(entries));
+  EXPECT_TRUE(manifest.ok()) << manifest.status();
+  return std::make_shared<const Manifest>(*std::move(manifest));
+}
+
+constexpr int kManyFiles = 2000;
+
+// Whether `a` and `b` are one version with the same entries.
+void ExpectSameManifest(const Manifest& a, const Manifest& b) {
+  EXPECT_EQ(a.version(), b.version());
+  ASSERT_EQ(a.entries().size(), b.entries().size());
+  for (size_t i = 0; i < a.entries().size(); ++i) {
+    EXPECT_EQ(a.entries()[i].path, b.entries()[i].path);
+    EXPECT_EQ(a.entries()[i].size, b.entries()[i].size);
+    EXPECT_EQ(a.entries()[i].mode, b.entries()[i].mode);
+    EXPECT_EQ(a.entries()[i].mtime_ns, b.entries()[i].mtime_ns);
+  }
+}
+
+// Three datasets over a budget of two and a half manifests: what the
+// catalog keeps in memory stays within it, and every manifest still comes
+// back whole, loaded again from RocksDB when it was dropped.
+TEST(Catalog, ManifestsInMemoryStayWithinTheBudgetAndDroppedOnesLoadAgain) {
+  TempDir dir;
+  const uint64_t budget = ManyFilesManifest("ds0", kManyFiles)->memory_bytes() * 5 / 2;
+  auto catalog = Catalog::Open(dir.path() + "/catalog", {.manifest_memory_bytes = budget});
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  std::vector<uint64_t> versions;
+  for (const char* name : {"ds0", "ds1", "ds2"}) {
+    std::shared_ptr<const Manifest> manifest = ManyFilesManifest(name, kManyFiles);
+    versions.push_back(manifest->version());
+    ASSERT_TRUE((*catalog)->Create(std::move(manifest), 1, v1::FILL_DEFAULT, 1000).ok());
+    EXPECT_LE((*catalog)->ManifestMemory().bytes, budget);
+  }
+  EXPECT_EQ((*catalog)->ManifestMemory().manifests, 2u);
+  int index = 0;
+  for (const char* name : {"ds0", "ds1", "ds2"}) {
+    auto manifest = (*catalog)->GetManifest(versions[index++]);
+    ASSERT_TRUE(manifest.ok()) << manifest.status();
+    ExpectSameManifest(**manifest, *ManyFilesManifest(name, kManyFiles));
+    // The one returned is held here; the rest fit.
+    EXPECT_LE((*catalog)->ManifestMemory().bytes, budget);
+  }
+  EXPECT_GT((*catalog)->ManifestMemory().loads, 0u);
+}
+
+// What a caller holds is never dropped, however far over the budget: asking
+// again gives the same manifest, not a second copy. Once let go, it goes
+// with the next manifest kept.
+TEST(Catalog, AHeldManifestStaysInMemoryOverTheBudget) {
+  TempDir dir;
+  auto catalog = Catalog::Open(dir.path() + "/catalog", {.manifest_memory_bytes = 1});
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  std::shared_ptr<const Manifest> held = ManyFilesManifest("ds0", kManyFiles);
+  const uint64_t held_version = held->version();
+  const Manifest* held_address = held.get();
+  ASSERT_TRUE((*catalog)->Create(held, 1, v1::FILL_DEFAULT, 1000).ok());
+  auto other = ManyFilesManifest("ds1", kManyFiles);
+  const uint64_t other_version = other->version();
+  ASSERT_TRUE((*catalog)->Create(std::move(other), 1, v1::FILL_DEFAULT, 1000).ok());
+  ASSERT_TRUE(
+      (*catalog)->Create(ManyFilesManifest("ds2", kManyFiles), 1, v1::FILL_DEFAULT, 1000).ok());
+  // ds0 is held and ds2 was kept last; ds1 went.
+  EXPECT_EQ((*catalog)->ManifestMemory().manifests, 2u);
+  for (int i = 0; i < 2; ++i) {
+    auto again = (*catalog)->GetManifest(held_version);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->get(), held_address);
+  }
+  EXPECT_EQ((*catalog)->ManifestMemory().loads, 0u);
+
+  held.reset();
+  ASSERT_TRUE((*catalog)->GetManifest(other_version).ok());
+  EXPECT_EQ((*catalog)->ManifestMemory().loads, 1u);
+  EXPECT_EQ((*catalog)->ManifestMemory().manifests, 1u);
+  auto reloaded = (*catalog)->GetManifest(held_version);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  EXPECT_EQ((*catalog)->ManifestMemory().loads, 2u);
+  ExpectSameManifest(**reloaded, *ManyFilesManifest("ds0", kManyFiles));
+}
+
+// Only manifests not in memory are loaded: asking for those kept costs no
+// load, asking for a dropped one costs one, and using one keeps it over
+// those used before it.
+TEST(Catalog, OnlyDroppedManifestsAreLoadedAgain) {
+  TempDir dir;
+  const uint64_t budget = ManyFilesManifest("ds0", kManyFiles)->memory_bytes() * 5 / 2;
+  std::vector<uint64_t> versions;
+  {
+    auto catalog = Catalog::Open(dir.path() + "/catalog", {.manifest_memory_bytes = budget});
+    ASSERT_TRUE(catalog.ok()) << catalog.status();
+    for (const char* name : {"ds0", "ds1", "ds2"}) {
+      std::shared_ptr<const Manifest> manifest = ManyFilesManifest(name, kManyFiles);
+      versions.push_back(manifest->version());
+      ASSERT_TRUE((*catalog)->Create(std::move(manifest), 1, v1::FILL_DEFAULT, 1000).ok());
+    }
+    // In memory, least recently used first: ds1, ds2.
+    auto loads = [&] { return (*catalog)->ManifestMemory().loads; };
+    ASSERT_TRUE((*catalog)->GetManifest(versions[2]).ok());
+    ASSERT_TRUE((*catalog)->GetManifest(versions[1]).ok());
+    EXPECT_EQ(loads(), 0u);
+    // ds2, ds1, then ds0 loaded: ds2 goes.
+    ASSERT_TRUE((*catalog)->GetManifest(versions[0]).ok());
+    EXPECT_EQ(loads(), 1u);
+    ASSERT_TRUE((*catalog)->GetManifest(versions[1]).ok());
+    ASSERT_TRUE((*catalog)->GetManifest(versions[0]).ok());
+    EXPECT_EQ(loads(), 1u);
+    ASSERT_TRUE((*catalog)->GetManifest(versions[2]).ok());
+    EXPECT_EQ(loads(), 2u);
+    EXPECT_EQ((*catalog)->ManifestMemory().manifests, 2u);
+  }
+  // A reopened catalog holds none until asked.
+  auto reopened = Catalog::Open(dir.path() + "/catalog", {.manifest_memory_bytes = budget});
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*reopened)->ManifestMemory().manifests, 0u);
+  EXPECT_EQ((*reopened)->ManifestMemory().bytes, 0u);
+  ASSERT_TRUE((*reopened)->GetManifest(versions[0]).ok());
+  ASSERT_TRUE((*reopened)->GetManifest(versions[0]).ok());
+  EXPECT_EQ((*reopened)->ManifestMemory().loads, 1u);
+  EXPECT_EQ((*reopened)->ManifestMemory().manifests, 1u);
 }
 
 }  // namespace
