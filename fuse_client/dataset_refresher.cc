@@ -1,5 +1,6 @@
 #include "fuse_client/dataset_refresher.h"
 
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,36 +29,36 @@ void DatasetRefresher::MaybeRefresh() {
 absl::Status DatasetRefresher::RefreshLocked() {
   last_attempt_ = std::chrono::steady_clock::now();
   GRANARY_ASSIGN_OR_RETURN(std::vector<v1::DatasetInfo> infos, client_->ListDatasets());
-  std::vector<std::shared_ptr<const MountedDataset>> shown;
+  std::vector<uint32_t> shown;
   absl::Status first_error;
   bool found_only = false;
   for (const v1::DatasetInfo& info : infos) {
     if (!only_.empty() && info.name() != only_) continue;
     found_only = true;
-    std::shared_ptr<const MountedDataset> dataset =
-        table_->FindVersion(info.name(), info.version());
-    if (dataset == nullptr) {
-      absl::StatusOr<DatasetSnapshot> snapshot = client_->GetManifest(info.name(), info.version());
-      if (!snapshot.ok()) {
-        if (info.name() == only_) first_error = snapshot.status();
+    std::optional<DatasetSnapshot> snapshot;
+    // The new version of a dataset being read (or the one dataset mounted)
+    // is loaded now, so that one whose manifest cannot be fetched never
+    // replaces one that works; the others load when first used.
+    if (!table_->HasVersion(info.name(), info.version()) &&
+        (info.name() == only_ || table_->IsLoaded(info.name()))) {
+      absl::StatusOr<DatasetSnapshot> fetched = client_->GetManifest(info.name(), info.version());
+      if (!fetched.ok()) {
+        if (info.name() == only_) first_error = fetched.status();
         if (unloadable_.emplace(info.name(), info.version()).second) {
           GRANARY_LOG(ERROR) << "cannot mount dataset '" << info.name() << "' version "
                              << FormatVersion(info.version())
-                             << ", skipping it: " << snapshot.status();
+                             << ", skipping it: " << fetched.status();
         }
-        // Keep showing the version mounted before, if any.
-        dataset = table_->FindDataset(info.name());
-        if (dataset == nullptr) continue;
-      } else {
-        dataset = table_->Add(*std::move(snapshot));
-        GRANARY_LOG(INFO) << "mounted dataset '" << info.name() << "' version "
-                          << FormatVersion(info.version()) << " ("
-                          << dataset->snapshot().manifest.entries().size() << " entries)";
+        if (std::optional<uint32_t> before = table_->ShownSlot(info.name())) {
+          shown.push_back(*before);
+        }
+        continue;
       }
+      snapshot = *std::move(fetched);
     }
-    shown.push_back(std::move(dataset));
+    shown.push_back(table_->Show(info, std::move(snapshot)));
   }
-  table_->Publish(std::move(shown));
+  table_->Publish(shown);
   if (!only_.empty() && !found_only) {
     return absl::NotFoundError(
         absl::StrCat("server ", client_->address(), " has no dataset '", only_, "'"));

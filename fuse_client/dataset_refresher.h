@@ -1,9 +1,10 @@
 // DatasetRefresher keeps the mount root in step with the server's datasets:
-// it lists them, fetches the manifest of every dataset version not mounted yet
-// and publishes the set to the InodeTable, so datasets registered after the
-// mount appear in its root and removed ones disappear from it (open files of
-// a removed or refreshed version keep their snapshot). With `only` set, just
-// that dataset is shown.
+// it lists them and publishes the set to the InodeTable, so datasets
+// registered after the mount appear in its root and removed ones disappear
+// from it (open files of a removed or refreshed version keep their
+// snapshot). A new version is loaded at once if its dataset is being read
+// (the table has a version of it in memory) or is the only one shown, and
+// when first used otherwise. With `only` set, just that dataset is shown.
 //
 // Thread-safety: every method may be called concurrently; one refresh runs at
 // a time, and MaybeRefresh() never waits for another caller's refresh.
@@ -31,9 +32,11 @@ class DatasetRefresher {
 
   // Refreshes now. Fails if the server cannot list the datasets, with
   // NOT_FOUND if `only` is not among them, or if `only`'s manifest cannot be
-  // fetched. Any other dataset whose manifest cannot be fetched (or parsed)
-  // is skipped, logged once per version, and tried again at the next
-  // refresh: one broken dataset never keeps the others from being mounted.
+  // fetched. A new version loaded now whose manifest cannot be fetched (or
+  // parsed) is skipped, logged once per version, and tried again at the
+  // next refresh, its dataset showing the version before; one loaded on
+  // first use that cannot be answers EIO (InodeTable). Either way one broken
+  // dataset never keeps the others from being mounted.
   absl::Status Refresh();
 
   // Refreshes unless one ran less than `min_interval` ago or is running;

@@ -30,7 +30,7 @@ int ErrnoOf(const absl::Status& status) {
 // directory in a dataset, its version, which an open directory holds as an
 // open file does (InodeTable::ReleaseUnused).
 struct DirHandle {
-  std::vector<std::shared_ptr<const MountedDataset>> datasets;
+  std::vector<InodeTable::Listed> datasets;
   std::shared_ptr<const MountedDataset> version;
 };
 
@@ -78,12 +78,12 @@ struct Ops {
     fuse_entry_param entry;
     if (parent == kRootInode) {
       fs.refresher_->MaybeRefresh();
-      std::shared_ptr<const MountedDataset> dataset = fs.table_->FindDataset(name);
-      if (dataset == nullptr) {
-        fuse_reply_err(req, ENOENT);
+      absl::StatusOr<std::shared_ptr<const MountedDataset>> dataset = fs.table_->FindDataset(name);
+      if (!dataset.ok()) {
+        fuse_reply_err(req, absl::IsNotFound(dataset.status()) ? ENOENT : EIO);
         return;
       }
-      FillEntry(*dataset, 0, kRootTimeout, &entry);
+      FillEntry(**dataset, 0, kRootTimeout, &entry);
       fuse_reply_entry(req, &entry);
       return;
     }
@@ -200,9 +200,17 @@ struct Ops {
         entry.attr.st_ino = entry.ino;
         entry.attr.st_mode = S_IFDIR;
       } else if (ino == kRootInode) {
-        const MountedDataset& dataset = *handle->datasets[index - 2];
-        name = dataset.name();
-        FillEntry(dataset, 0, kRootTimeout, &entry);
+        const InodeTable::Listed& dataset = handle->datasets[index - 2];
+        name = dataset.name;
+        if (dataset.loaded != nullptr) {
+          FillEntry(*dataset.loaded, 0, kRootTimeout, &entry);
+        } else {
+          // Not in memory: listed without attributes (a node id of 0 makes
+          // no kernel entry), so that a listing of the root loads nothing;
+          // a lookup of the name loads it.
+          entry.attr.st_ino = dataset.inode;
+          entry.attr.st_mode = S_IFDIR;
+        }
       } else {
         uint64_t child = dir.dataset->Children(dir.node)[index - 2];
         name = dir.dataset->NameOf(child);
@@ -332,8 +340,8 @@ struct Ops {
   static void StatFs(fuse_req_t req, fuse_ino_t) {
     struct statvfs st = {};
     st.f_bsize = st.f_frsize = kMaxRead;
-    for (const auto& dataset : Fs(req).table_->ListDatasets()) {
-      st.f_blocks += (dataset->snapshot().manifest.total_bytes() + kMaxRead - 1) / kMaxRead;
+    for (const InodeTable::Listed& dataset : Fs(req).table_->ListDatasets()) {
+      st.f_blocks += (dataset.total_bytes + kMaxRead - 1) / kMaxRead;
     }
     st.f_namemax = NAME_MAX;
     st.f_flag = ST_RDONLY;

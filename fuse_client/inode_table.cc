@@ -1,5 +1,16 @@
 #include "fuse_client/inode_table.h"
 
+#include <malloc.h>
+#include <time.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/chunk_key.h"
+#include "common/logging.h"
+
 namespace granary::fuse {
 namespace {
 
@@ -43,6 +54,14 @@ uint64_t NameKey(std::string_view name) {
     key = key << 8 | (i < name.size() ? static_cast<unsigned char>(name[i]) : 0);
   }
   return key;
+}
+
+// For least-recently-used order: a few milliseconds of precision suffice,
+// and the coarse clock is the cheapest on a hot path.
+int64_t CoarseNowNs() {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
 }
 
 std::string_view ParentOf(std::string_view path) {
@@ -99,6 +118,12 @@ MountedDataset::MountedDataset(uint32_t slot, DatasetSnapshot snapshot)
 const ManifestEntry* MountedDataset::EntryOf(uint64_t node) const {
   if (node == 0) return manifest_has_root_ ? &snapshot_.manifest.entries()[0] : nullptr;
   return &snapshot_.manifest.entries()[node - 1];
+}
+
+uint64_t MountedDataset::memory_bytes() const {
+  return snapshot_.manifest.memory_bytes() +
+         (child_begin_.capacity() + children_.capacity() + child_keys_.capacity()) *
+             sizeof(uint64_t);
 }
 
 std::span<const uint64_t> MountedDataset::Children(uint64_t node) const {
@@ -166,80 +191,204 @@ void MountedDataset::Stat(uint64_t node, struct stat* out) const {
   out->st_blksize = kPreferredIoBytes;
 }
 
-InodeTable::Node InodeTable::Resolve(uint64_t inode) const {
-  uint64_t slot_plus_one = inode >> 40;
+InodeTable::InodeTable(Options options) : options_(std::move(options)) {}
+
+InodeTable::Node InodeTable::Resolve(uint64_t inode) {
+  const uint64_t slot_plus_one = inode >> 40;
   if (slot_plus_one == 0) return {};
-  ReaderMutexLock lock(&mutex_);
-  auto slot = slots_.find(static_cast<uint32_t>(slot_plus_one - 1));
-  if (slot == slots_.end()) return {};
-  uint64_t node = inode & ((uint64_t{1} << 40) - 1);
-  if (node >= slot->second.dataset->node_count()) return {};
-  return {slot->second.dataset, node};
+  const uint64_t node = inode & ((uint64_t{1} << 40) - 1);
+  std::shared_ptr<Slot> slot;
+  {
+    ReaderMutexLock lock(&mutex_);
+    auto found = slots_.find(static_cast<uint32_t>(slot_plus_one - 1));
+    if (found == slots_.end()) return {};
+    slot = found->second;
+    if (slot->loaded != nullptr) {
+      slot->last_used_ns.store(CoarseNowNs(), std::memory_order_relaxed);
+      if (node >= slot->loaded->node_count()) return {};
+      return {slot->loaded, node};
+    }
+  }
+  absl::StatusOr<std::shared_ptr<const MountedDataset>> dataset = Load(slot);
+  if (!dataset.ok() || node >= (*dataset)->node_count()) return {};
+  return {*std::move(dataset), node};
 }
 
-std::shared_ptr<const MountedDataset> InodeTable::FindDataset(std::string_view name) const {
-  ReaderMutexLock lock(&mutex_);
-  auto it = root_.find(name);
-  return it == root_.end() ? nullptr : it->second;
+absl::StatusOr<std::shared_ptr<const MountedDataset>> InodeTable::FindDataset(
+    std::string_view name) {
+  std::shared_ptr<Slot> slot;
+  {
+    ReaderMutexLock lock(&mutex_);
+    auto it = root_.find(name);
+    if (it == root_.end())
+      return absl::NotFoundError(absl::StrCat("no dataset '", std::string(name), "'"));
+    slot = it->second;
+    if (slot->loaded != nullptr) {
+      slot->last_used_ns.store(CoarseNowNs(), std::memory_order_relaxed);
+      return slot->loaded;
+    }
+  }
+  return Load(slot);
 }
 
-std::vector<std::shared_ptr<const MountedDataset>> InodeTable::ListDatasets() const {
+absl::StatusOr<std::shared_ptr<const MountedDataset>> InodeTable::Load(
+    const std::shared_ptr<Slot>& slot) {
+  MutexLock load_lock(&slot->load_mutex);
+  {
+    ReaderMutexLock lock(&mutex_);
+    if (slot->loaded != nullptr) return slot->loaded;
+  }
+  absl::StatusOr<DatasetSnapshot> snapshot = options_.load(slot->name, slot->version);
+  if (snapshot.ok() && snapshot->manifest.version() != slot->version) {
+    snapshot = absl::DataLossError(
+        absl::StrCat("the server sent version ", FormatVersion(snapshot->manifest.version())));
+  }
+  if (!snapshot.ok()) {
+    if (!slot->load_failure_logged) {
+      slot->load_failure_logged = true;
+      GRANARY_LOG(ERROR) << "cannot mount dataset '" << slot->name << "' version "
+                         << FormatVersion(slot->version) << ": " << snapshot.status();
+    }
+    return snapshot.status();
+  }
+  // Building the directory structure of a large manifest takes a while:
+  // other versions are resolved meanwhile.
+  auto dataset = std::make_shared<const MountedDataset>(slot->number, *std::move(snapshot));
+  std::vector<std::shared_ptr<const MountedDataset>> freed;
+  {
+    WriterMutexLock lock(&mutex_);
+    InstallLocked(*slot, dataset, &freed);
+  }
+  Free(std::move(freed));
+  return dataset;
+}
+
+void InodeTable::InstallLocked(Slot& slot, std::shared_ptr<const MountedDataset> dataset,
+                               std::vector<std::shared_ptr<const MountedDataset>>* freed) {
+  slot.last_used_ns.store(CoarseNowNs(), std::memory_order_relaxed);
+  slot.total_bytes = dataset->snapshot().manifest.total_bytes();
+  loaded_bytes_ += dataset->memory_bytes();
+  slot.loaded = std::move(dataset);
+  DropOverBudgetLocked(freed);
+}
+
+void InodeTable::Free(std::vector<std::shared_ptr<const MountedDataset>> freed) {
+  if (freed.empty()) return;
+  freed.clear();
+  // A manifest is many small allocations below the heap's top: without
+  // this, the process keeps their pages (main.cc raises the trim threshold
+  // for chunk buffers).
+  malloc_trim(0);
+}
+
+void InodeTable::DropOverBudgetLocked(std::vector<std::shared_ptr<const MountedDataset>>* freed) {
+  // Every reference to a version outside the table was copied from one the
+  // table handed out under `mutex_`, so with the lock held exclusively, a
+  // count of one means that nothing holds it and nothing can take it anew.
+  while (loaded_bytes_ > options_.memory_budget) {
+    Slot* oldest = nullptr;
+    for (const auto& [number, slot] : slots_) {
+      if (slot->loaded == nullptr || slot->loaded.use_count() != 1) continue;
+      if (oldest == nullptr || slot->last_used_ns.load(std::memory_order_relaxed) <
+                                   oldest->last_used_ns.load(std::memory_order_relaxed)) {
+        oldest = slot.get();
+      }
+    }
+    if (oldest == nullptr) return;
+    loaded_bytes_ -= oldest->loaded->memory_bytes();
+    freed->push_back(std::move(oldest->loaded));
+  }
+}
+
+std::vector<InodeTable::Listed> InodeTable::ListDatasets() const {
   ReaderMutexLock lock(&mutex_);
-  std::vector<std::shared_ptr<const MountedDataset>> out;
+  std::vector<Listed> out;
   out.reserve(root_.size());
-  for (const auto& [name, dataset] : root_) out.push_back(dataset);
+  for (const auto& [name, slot] : root_) {
+    out.push_back({name, InodeNumber(slot->number, 0), slot->total_bytes, slot->loaded});
+  }
   return out;
 }
 
-std::shared_ptr<const MountedDataset> InodeTable::FindVersion(std::string_view name,
-                                                              uint64_t version) const {
+bool InodeTable::HasVersion(std::string_view name, uint64_t version) const {
   ReaderMutexLock lock(&mutex_);
-  for (const auto& [number, slot] : slots_) {
-    if (slot.dataset->name() == name && slot.dataset->snapshot().manifest.version() == version) {
-      return slot.dataset;
-    }
-  }
-  return nullptr;
+  return std::any_of(slots_.begin(), slots_.end(), [&](const auto& entry) {
+    return entry.second->name == name && entry.second->version == version;
+  });
 }
 
-void InodeTable::Publish(std::vector<std::shared_ptr<const MountedDataset>> datasets) {
-  std::map<std::string, std::shared_ptr<const MountedDataset>, std::less<>> root;
-  for (auto& dataset : datasets) root.emplace(dataset->name(), std::move(dataset));
-  const Clock::time_point now = Clock::now();
-  WriterMutexLock lock(&mutex_);
-  root_ = std::move(root);
-  for (auto& [number, slot] : slots_) {
-    auto listed = root_.find(slot.dataset->name());
-    if (listed != root_.end() && listed->second == slot.dataset) {
-      slot.retired_at.reset();
-    } else if (!slot.retired_at) {
-      slot.retired_at = now;
-    }
-  }
+bool InodeTable::IsLoaded(std::string_view name) const {
+  ReaderMutexLock lock(&mutex_);
+  return std::any_of(slots_.begin(), slots_.end(), [&](const auto& entry) {
+    return entry.second->name == name && entry.second->loaded != nullptr;
+  });
 }
 
-std::shared_ptr<const MountedDataset> InodeTable::Add(DatasetSnapshot snapshot) {
-  // Building the directory structure of a large manifest takes a while; only
-  // Add() adds slots, so readers are blocked only for the insertion.
+std::optional<uint32_t> InodeTable::ShownSlot(std::string_view name) const {
+  ReaderMutexLock lock(&mutex_);
+  auto it = root_.find(name);
+  if (it == root_.end()) return std::nullopt;
+  return it->second->number;
+}
+
+std::shared_ptr<InodeTable::Slot> InodeTable::NewSlotLocked(uint32_t number, std::string name,
+                                                            uint64_t version) {
+  auto slot = std::make_shared<Slot>(number, std::move(name), version);
+  slots_.insert_or_assign(number, slot);
+  return slot;
+}
+
+uint32_t InodeTable::Show(const v1::DatasetInfo& info, std::optional<DatasetSnapshot> snapshot) {
   MutexLock add_lock(&add_mutex_);
-  auto dataset = std::make_shared<const MountedDataset>(next_slot_, std::move(snapshot));
   {
     WriterMutexLock lock(&mutex_);
-    slots_.emplace(next_slot_++, Slot{dataset, std::nullopt});
+    for (const auto& [number, slot] : slots_) {
+      if (slot->name == info.name() && slot->version == info.version()) {
+        if (slot->loaded == nullptr) slot->total_bytes = info.total_bytes();
+        return number;
+      }
+    }
   }
-  if (journal_ != nullptr) {
-    journal_->SlotAdded(dataset->slot(), dataset->name(), dataset->snapshot().manifest.version());
+  const uint32_t number = next_slot_++;
+  // Built before the lock is taken: a large manifest takes a while.
+  std::shared_ptr<const MountedDataset> dataset =
+      snapshot ? std::make_shared<const MountedDataset>(number, *std::move(snapshot)) : nullptr;
+  std::vector<std::shared_ptr<const MountedDataset>> freed;
+  {
+    WriterMutexLock lock(&mutex_);
+    std::shared_ptr<Slot> slot = NewSlotLocked(number, info.name(), info.version());
+    slot->total_bytes = info.total_bytes();
+    if (dataset != nullptr) InstallLocked(*slot, std::move(dataset), &freed);
   }
-  return dataset;
+  Free(std::move(freed));
+  if (journal_ != nullptr) journal_->SlotAdded(number, info.name(), info.version());
+  return number;
 }
 
-std::shared_ptr<const MountedDataset> InodeTable::Adopt(uint32_t slot, DatasetSnapshot snapshot) {
-  MutexLock add_lock(&add_mutex_);
-  auto dataset = std::make_shared<const MountedDataset>(slot, std::move(snapshot));
+void InodeTable::Publish(const std::vector<uint32_t>& slots) {
+  std::map<std::string, std::shared_ptr<Slot>, std::less<>> root;
+  const Clock::time_point now = Clock::now();
   WriterMutexLock lock(&mutex_);
-  slots_.insert_or_assign(slot, Slot{dataset, Clock::now()});
+  for (uint32_t number : slots) {
+    auto slot = slots_.find(number);
+    if (slot != slots_.end()) root.emplace(slot->second->name, slot->second);
+  }
+  root_ = std::move(root);
+  for (auto& [number, slot] : slots_) {
+    auto listed = root_.find(slot->name);
+    if (listed != root_.end() && listed->second == slot) {
+      slot->retired_at.reset();
+    } else if (!slot->retired_at) {
+      slot->retired_at = now;
+    }
+  }
+}
+
+void InodeTable::Adopt(uint32_t slot, std::string dataset, uint64_t version) {
+  MutexLock add_lock(&add_mutex_);
+  WriterMutexLock lock(&mutex_);
+  NewSlotLocked(slot, std::move(dataset), version)->retired_at = Clock::now();
   next_slot_ = std::max(next_slot_, slot + 1);
-  return dataset;
 }
 
 void InodeTable::SkipSlotsBelow(uint32_t next_slot) {
@@ -252,26 +401,30 @@ bool InodeTable::HasSlot(uint32_t slot) const {
   return slots_.contains(slot);
 }
 
-std::vector<std::shared_ptr<const MountedDataset>> InodeTable::ReleaseUnused() {
-  std::vector<std::shared_ptr<const MountedDataset>> released;
+std::vector<InodeTable::Released> InodeTable::ReleaseUnused() {
+  std::vector<Released> released;
+  std::vector<uint32_t> numbers;
+  std::vector<std::shared_ptr<const MountedDataset>> freed;
   const Clock::time_point now = Clock::now();
   {
     WriterMutexLock lock(&mutex_);
-    // Every reference to a version outside the table was copied from one the
-    // table handed out under `mutex_`, so with the lock held exclusively, a
-    // count of one means that nothing holds it and nothing can take it anew.
     absl::erase_if(slots_, [&](const auto& entry) {
-      const Slot& slot = entry.second;
-      if (!slot.retired_at || now - *slot.retired_at < release_after_ ||
-          slot.dataset.use_count() != 1) {
+      Slot& slot = *entry.second;
+      if (!slot.retired_at || now - *slot.retired_at < options_.release_after ||
+          (slot.loaded != nullptr && slot.loaded.use_count() != 1)) {
         return false;
       }
-      released.push_back(slot.dataset);
+      released.push_back({slot.name, slot.version});
+      numbers.push_back(slot.number);
+      if (slot.loaded != nullptr) freed.push_back(std::move(slot.loaded));
       return true;
     });
+    for (const auto& dataset : freed) loaded_bytes_ -= dataset->memory_bytes();
+    DropOverBudgetLocked(&freed);
   }
+  Free(std::move(freed));
   if (journal_ != nullptr) {
-    for (const auto& dataset : released) journal_->SlotReleased(dataset->slot());
+    for (uint32_t number : numbers) journal_->SlotReleased(number);
   }
   return released;
 }
@@ -280,18 +433,24 @@ std::vector<uint64_t> InodeTable::KeptVersions() const {
   ReaderMutexLock lock(&mutex_);
   std::vector<uint64_t> versions;
   versions.reserve(slots_.size());
-  for (const auto& [number, slot] : slots_) {
-    versions.push_back(slot.dataset->snapshot().manifest.version());
-  }
+  for (const auto& [number, slot] : slots_) versions.push_back(slot->version);
   return versions;
+}
+
+InodeTable::MemoryUse InodeTable::memory_use() const {
+  ReaderMutexLock lock(&mutex_);
+  MemoryUse use;
+  use.bytes = loaded_bytes_;
+  for (const auto& [number, slot] : slots_) use.versions += slot->loaded != nullptr;
+  return use;
 }
 
 void InodeTable::StatRoot(struct stat* out) const {
   StatDirectory(kMountTimeNs, 0555, out);
   out->st_ino = kRootInode;
   out->st_blksize = kPreferredIoBytes;
-  out->st_uid = uid_;
-  out->st_gid = gid_;
+  out->st_uid = options_.uid;
+  out->st_gid = options_.gid;
 }
 
 }  // namespace granary::fuse

@@ -11,24 +11,34 @@
 // as it did (Adopt(), from the journal of SlotJournal) and new ones above.
 //
 // The root lists the datasets last published; a dataset refreshed to a new
-// version gets a new slot (new inodes). A version no longer published is
-// retired; it is released (its slot and manifest dropped) by ReleaseUnused()
-// once it has been retired for `release_after` and nothing holds it: open
-// files and directories hold their version (OpenFile and the directory
-// handles of fuse_ops.cc keep a reference), and so does every request
-// resolving one of its inodes. Kernel lookups do not hold a version:
-// the kernel keeps entries for a day, and a tree it walked would otherwise
-// stay in memory until unmount; its cached names of a released version then
-// answer ESTALE when opened or listed.
+// version gets a new slot (new inodes). A slot's manifest is loaded when one
+// of its inodes is first resolved, not when it is published: a mount of a
+// thousand datasets holds in memory only those being read. Loaded versions
+// beyond the memory budget are dropped again, least recently used first,
+// once nothing holds them; their inode numbers stay valid (they are computed
+// from the manifest, which a version never changes) and load it again.
 //
-// Thread-safety: every method may be called concurrently.
+// A version no longer published is retired; it is released (its slot and
+// manifest dropped) by ReleaseUnused() once it has been retired for
+// `release_after` and nothing holds it: open files and directories hold
+// their version (OpenFile and the directory handles of fuse_ops.cc keep a
+// reference), and so does every request resolving one of its inodes. Kernel
+// lookups do not hold a version: the kernel keeps entries for a day, and a
+// tree it walked would otherwise stay in memory until unmount; its cached
+// names of a released version then answer ESTALE when opened or listed.
+//
+// Thread-safety: every method may be called concurrently. Resolve() and
+// FindDataset() may wait for a manifest to load; loads of one version are
+// made once, loads of different versions in parallel.
 #ifndef GRANARY_FUSE_CLIENT_INODE_TABLE_H_
 #define GRANARY_FUSE_CLIENT_INODE_TABLE_H_
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,6 +48,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "client/dataset_client.h"
 #include "common/huge_page_allocator.h"
 #include "common/mutex.h"
@@ -45,6 +56,11 @@
 namespace granary::fuse {
 
 inline constexpr uint64_t kRootInode = 1;
+
+// The inode number of node `node` of the version in slot `slot`.
+inline uint64_t InodeNumber(uint32_t slot, uint64_t node) {
+  return (uint64_t{slot} + 1) << 40 | node;
+}
 
 // One version of one dataset with the directory structure of its manifest.
 // Immutable once built.
@@ -57,7 +73,7 @@ class MountedDataset {
   const std::string& name() const { return snapshot_.info.name(); }
   uint64_t node_count() const { return child_begin_.size() - 1; }
 
-  uint64_t InodeOf(uint64_t node) const { return (uint64_t{slot_} + 1) << 40 | node; }
+  uint64_t InodeOf(uint64_t node) const { return InodeNumber(slot_, node); }
   // The manifest entry of `node`, or nullptr for a dataset root the manifest
   // does not list.
   const ManifestEntry* EntryOf(uint64_t node) const;
@@ -81,6 +97,9 @@ class MountedDataset {
   // access against them (the mount has default_permissions). A dataset root
   // the manifest does not list shows as root's, mode 0555.
   void Stat(uint64_t node, struct stat* out) const;
+
+  // What this version holds in memory: its manifest and directory structure.
+  uint64_t memory_bytes() const;
 
  private:
   uint32_t slot_;
@@ -106,39 +125,69 @@ class SlotJournal {
   virtual void SlotReleased(uint32_t slot) = 0;
 };
 
+// Fetches the manifest of `version` of dataset `name`
+// (DatasetClient::GetManifest).
+using ManifestLoader =
+    std::function<absl::StatusOr<DatasetSnapshot>(std::string_view name, uint64_t version)>;
+
 class InodeTable {
  public:
-  // `uid` and `gid` own the mount root; everything in a dataset has its
-  // source's owner. A retired version is released no sooner than
-  // `release_after` after it left the root.
-  InodeTable(uid_t uid, gid_t gid, std::chrono::milliseconds release_after)
-      : uid_(uid), gid_(gid), release_after_(release_after) {}
+  struct Options {
+    // Own the mount root; everything in a dataset has its source's owner.
+    uid_t uid = 0;
+    gid_t gid = 0;
+    // A retired version is released no sooner than this after it left the root.
+    std::chrono::milliseconds release_after{0};
+    // Loaded versions beyond this many bytes are dropped once nothing holds them.
+    uint64_t memory_budget = uint64_t{1} << 30;
+    ManifestLoader load;
+  };
+  explicit InodeTable(Options options);
 
-  // The dataset version behind `inode` and the node inside it; nullptr for the
-  // mount root, unknown inodes and inodes of released versions.
+  // The dataset version behind `inode` and the node inside it, loading the
+  // version if it is not in memory; nullptr for the mount root, unknown
+  // inodes, inodes of released versions and of versions that cannot be
+  // loaded (logged once per version).
   struct Node {
     std::shared_ptr<const MountedDataset> dataset;
     uint64_t node = 0;
   };
-  Node Resolve(uint64_t inode) const;
+  Node Resolve(uint64_t inode);
 
+  // The dataset the root lists as `name`, loaded. NOT_FOUND if the root does
+  // not list it; the loader's error if it cannot be loaded.
+  absl::StatusOr<std::shared_ptr<const MountedDataset>> FindDataset(std::string_view name);
+
+  // What the root shows of a dataset without loading it.
+  struct Listed {
+    std::string name;
+    uint64_t inode = 0;  // Of the dataset's root directory.
+    uint64_t total_bytes = 0;
+    std::shared_ptr<const MountedDataset> loaded;  // Null while not in memory.
+  };
   // The datasets currently listed in the root, by name.
-  std::shared_ptr<const MountedDataset> FindDataset(std::string_view name) const;
-  std::vector<std::shared_ptr<const MountedDataset>> ListDatasets() const;
-  // The mounted version of `name` if it is `version` and not released.
-  std::shared_ptr<const MountedDataset> FindVersion(std::string_view name, uint64_t version) const;
+  std::vector<Listed> ListDatasets() const;
 
-  // Makes the root list exactly `datasets` (each either returned by
-  // FindVersion or built by Add); versions it no longer lists are retired,
-  // and retired ones it lists again are not.
-  void Publish(std::vector<std::shared_ptr<const MountedDataset>> datasets);
-  // Gives `snapshot` a new slot; it shows in the root once published.
-  std::shared_ptr<const MountedDataset> Add(DatasetSnapshot snapshot);
+  // Whether the table has a slot for `version` of `name`.
+  bool HasVersion(std::string_view name, uint64_t version) const;
+  // Whether any version of `name` is in memory: the dataset is being read.
+  bool IsLoaded(std::string_view name) const;
+  // The slot the root lists as `name`.
+  std::optional<uint32_t> ShownSlot(std::string_view name) const;
+  // The slot of `info`'s version: the one the table has, or a new one
+  // (journaled), holding `snapshot` when given, loaded on first use
+  // otherwise. It shows in the root once published.
+  uint32_t Show(const v1::DatasetInfo& info, std::optional<DatasetSnapshot> snapshot = {});
+  // Makes the root list exactly the versions of `slots` (from Show());
+  // versions it no longer lists are retired, and retired ones it lists again
+  // are not.
+  void Publish(const std::vector<uint32_t>& slots);
 
-  // Taking a mount over from another process: gives `snapshot` the `slot`
-  // that process numbered it with (retired until published), and numbers
-  // later versions from `next_slot` on. Before the first Add().
-  std::shared_ptr<const MountedDataset> Adopt(uint32_t slot, DatasetSnapshot snapshot);
+  // Taking a mount over from another process: gives `version` of `dataset`
+  // the `slot` that process numbered it with (retired until published, loaded
+  // on first use), and numbers later versions from `next_slot` on. Before the
+  // first Show().
+  void Adopt(uint32_t slot, std::string dataset, uint64_t version);
   void SkipSlotsBelow(uint32_t next_slot);
   // Whether `slot` is in the table.
   bool HasSlot(uint32_t slot) const;
@@ -147,34 +196,72 @@ class InodeTable {
   void set_journal(SlotJournal* journal) { journal_ = journal; }
 
   // Releases every version retired at least `release_after` ago that nothing
-  // holds; returns them (the last references, for the caller to log and drop).
-  std::vector<std::shared_ptr<const MountedDataset>> ReleaseUnused();
+  // holds, and drops loaded versions beyond the memory budget that nothing
+  // holds; returns the versions released.
+  struct Released {
+    std::string name;
+    uint64_t version = 0;
+  };
+  std::vector<Released> ReleaseUnused();
   // The versions not released: published, or retired and still held or
   // within `release_after`. granaryd keeps them for this mount (UseReporter).
   std::vector<uint64_t> KeptVersions() const;
+
+  // The loaded versions and the bytes they hold.
+  struct MemoryUse {
+    uint64_t bytes = 0;
+    size_t versions = 0;
+  };
+  MemoryUse memory_use() const;
 
   void StatRoot(struct stat* out) const;
 
  private:
   using Clock = std::chrono::steady_clock;
   struct Slot {
-    std::shared_ptr<const MountedDataset> dataset;
+    Slot(uint32_t number, std::string name, uint64_t version)
+        : number(number), name(std::move(name)), version(version) {}
+    const uint32_t number;
+    const std::string name;
+    const uint64_t version;
+    uint64_t total_bytes = 0;
+    // Null while not in memory.
+    std::shared_ptr<const MountedDataset> loaded;
     // When it left the root; unset while it is listed there (or about to be:
-    // Add() comes before Publish()).
+    // Show() comes before Publish()).
     std::optional<Clock::time_point> retired_at;
+    // Coarse monotonic nanoseconds of the last resolve: which to drop first.
+    std::atomic<int64_t> last_used_ns{0};
+    // Held while loading, so that one version is loaded once.
+    Mutex load_mutex;
+    bool load_failure_logged ABSL_GUARDED_BY(load_mutex) = false;
   };
 
-  const uid_t uid_;
-  const gid_t gid_;
-  const std::chrono::milliseconds release_after_;
+  // The slot's version, loaded now if it is not in memory.
+  absl::StatusOr<std::shared_ptr<const MountedDataset>> Load(const std::shared_ptr<Slot>& slot);
+  // Installs `dataset` as the loaded version of `slot` and drops what the
+  // budget no longer allows.
+  // The versions dropped are added to `freed`, for Free() once the lock is
+  // released: freeing a large manifest takes a while.
+  void InstallLocked(Slot& slot, std::shared_ptr<const MountedDataset> dataset,
+                     std::vector<std::shared_ptr<const MountedDataset>>* freed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void DropOverBudgetLocked(std::vector<std::shared_ptr<const MountedDataset>>* freed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Drops the last references to `freed` and returns their memory to the system.
+  static void Free(std::vector<std::shared_ptr<const MountedDataset>> freed);
+  std::shared_ptr<Slot> NewSlotLocked(uint32_t number, std::string name, uint64_t version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const Options options_;
   SlotJournal* journal_ = nullptr;
-  Mutex add_mutex_;  // Serialises Add().
+  Mutex add_mutex_;  // Serialises Show() and Adopt().
   uint32_t next_slot_ ABSL_GUARDED_BY(add_mutex_) = 0;
   mutable SharedMutex mutex_;
   // Versions not released, by slot.
-  absl::flat_hash_map<uint32_t, Slot> slots_ ABSL_GUARDED_BY(mutex_);
-  std::map<std::string, std::shared_ptr<const MountedDataset>, std::less<>> root_
-      ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<uint32_t, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, std::shared_ptr<Slot>, std::less<>> root_ ABSL_GUARDED_BY(mutex_);
+  uint64_t loaded_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace granary::fuse

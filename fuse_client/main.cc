@@ -122,6 +122,7 @@ struct Flags {
   std::vector<std::string> options;
   bool foreground = false;
   std::string cache_size = "512MiB";
+  std::string manifest_memory = "1GiB";
   std::string readahead = "32MiB";
   uint32_t read_ahead_kb = 4096;
   uint32_t readahead_threads = 4;
@@ -232,20 +233,11 @@ void DetachDeadMount(const std::string& mountpoint) {
   DetachMount(mountpoint);
 }
 
-// Loads every slot of `state` the table lacks, numbered as before; a version
-// the server no longer has stays unloaded (its inodes answer ESTALE).
-void AdoptSlots(const v1::Handover& state, const DatasetClient& client, InodeTable& table) {
+// Numbers every version of `state` the table lacks as before; each loads
+// when first used (a version the server no longer has answers ESTALE).
+void AdoptSlots(const v1::Handover& state, InodeTable& table) {
   for (const v1::MountSlot& slot : state.slots()) {
-    if (table.HasSlot(slot.slot())) continue;
-    absl::StatusOr<DatasetSnapshot> snapshot = client.GetManifest(slot.dataset(), slot.version());
-    if (!snapshot.ok()) {
-      GRANARY_LOG(WARNING) << "dataset '" << slot.dataset() << "' version "
-                           << FormatVersion(slot.version())
-                           << " of the mount taken over cannot be loaded (" << snapshot.status()
-                           << "); its files answer ESTALE";
-      continue;
-    }
-    table.Adopt(slot.slot(), *std::move(snapshot));
+    if (!table.HasSlot(slot.slot())) table.Adopt(slot.slot(), slot.dataset(), slot.version());
   }
   table.SkipSlotsBelow(state.next_slot());
 }
@@ -262,6 +254,9 @@ int Run(const Flags& flags, int report_fd) {
   if (!cache_size.ok()) return fail(std::string(cache_size.status().message()));
   absl::StatusOr<uint64_t> readahead_bytes = ParseSize(flags.readahead);
   if (!readahead_bytes.ok()) return fail(std::string(readahead_bytes.status().message()));
+  absl::StatusOr<uint64_t> manifest_memory = ParseSize(flags.manifest_memory);
+  if (!manifest_memory.ok()) return fail(std::string(manifest_memory.status().message()));
+  if (*manifest_memory == 0) return fail("--manifest-memory must be more than 0");
 
   // A keeper holding the mount's connection means a granary-fuse served it:
   // this one takes it over. Otherwise this one mounts, and starts a keeper
@@ -301,7 +296,13 @@ int Run(const Flags& flags, int report_fd) {
       DatasetClient::Connect(ResolveServerAddress(flags.server), client_options);
   if (!client.ok()) return fail(std::string(client.status().message()));
 
-  InodeTable table(getuid(), getgid(), std::chrono::seconds(flags.version_grace_seconds));
+  InodeTable table({.uid = getuid(),
+                    .gid = getgid(),
+                    .release_after = std::chrono::seconds(flags.version_grace_seconds),
+                    .memory_budget = *manifest_memory,
+                    .load = [&client](std::string_view name, uint64_t version) {
+                      return (*client)->GetManifest(name, version);
+                    }});
   DatasetRefresher refresher(client->get(), &table, flags.dataset, std::chrono::seconds(1));
   table.set_journal(keeper.get());
   auto load_datasets = [&]() -> absl::Status {
@@ -315,7 +316,7 @@ int Run(const Flags& flags, int report_fd) {
   // A new server numbers no version until it holds the mount: the one it
   // replaces may still number some.
   if (preview) {
-    AdoptSlots(*preview, **client, table);
+    AdoptSlots(*preview, table);
   } else if (absl::Status loaded = load_datasets(); !loaded.ok()) {
     return fail(std::string(loaded.message()));
   }
@@ -361,7 +362,7 @@ int Run(const Flags& flags, int report_fd) {
     if (!taken.ok()) return fail(std::string(taken.status().message()));
     handover = *std::move(taken);
     if (passthrough != nullptr) passthrough->Inherit(handover->state);
-    AdoptSlots(handover->state, **client, table);
+    AdoptSlots(handover->state, table);
     if (absl::Status loaded = load_datasets(); !loaded.ok())
       return fail(std::string(loaded.message()));
   }
@@ -472,6 +473,10 @@ int main(int argc, char** argv) {
   app.add_option("-o", flags.options, "Mount options, comma-separated (e.g. allow_other)")
       ->delimiter(',');
   app.add_option("--cache-size", flags.cache_size, "In-process chunk cache size")
+      ->capture_default_str();
+  app.add_option("--manifest-memory", flags.manifest_memory,
+                 "Memory for the manifests of datasets not being read: beyond it, those used "
+                 "least recently are dropped, and loaded again when next used")
       ->capture_default_str();
   app.add_option("--readahead", flags.readahead, "Readahead for sequential readers")
       ->capture_default_str();

@@ -1,7 +1,5 @@
 #include "fuse_client/version_releaser.h"
 
-#include <malloc.h>
-
 #include "common/chunk_key.h"
 #include "common/logging.h"
 
@@ -15,19 +13,10 @@ VersionReleaser::VersionReleaser(InodeTable* table, DatasetRefresher* refresher,
 
 void VersionReleaser::RefreshAndRelease() {
   refresher_->MaybeRefresh();
-  std::vector<std::shared_ptr<const MountedDataset>> released = table_->ReleaseUnused();
-  for (const auto& dataset : released) {
-    GRANARY_LOG(INFO) << "released dataset '" << dataset->name() << "' version "
-                      << FormatVersion(dataset->snapshot().manifest.version()) << " ("
-                      << dataset->snapshot().manifest.entries().size()
-                      << " entries): refreshed away or removed, and no file of it open";
-  }
-  if (!released.empty()) {
-    released.clear();
-    // A manifest is many small allocations below the heap's top: without
-    // this, the process keeps their pages (main.cc raises the trim
-    // threshold for chunk buffers).
-    malloc_trim(0);
+  for (const InodeTable::Released& released : table_->ReleaseUnused()) {
+    GRANARY_LOG(INFO) << "released dataset '" << released.name << "' version "
+                      << FormatVersion(released.version)
+                      << ": refreshed away or removed, and no file of it open";
   }
 }
 

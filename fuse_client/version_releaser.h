@@ -6,6 +6,8 @@
 // `release_after` ago that no open file or request holds, and logs each.
 // Their manifests and directory structures are then freed, their inodes
 // answer ESTALE, and the mount stops reporting them to granaryd as kept.
+// The same pass drops loaded versions over the table's memory budget that
+// have been closed since they were loaded.
 //
 // Thread-safety: the thread is the only user; the destructor stops it.
 #ifndef GRANARY_FUSE_CLIENT_VERSION_RELEASER_H_

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "fuse_client/file_handles.h"
 #include "gtest/gtest.h"
 
@@ -98,16 +101,21 @@ TEST(MountedDataset, ARootTheManifestDoesNotListIsRootsAndOpenToAll) {
   EXPECT_EQ(st.st_gid, 0u);
 }
 
-// A snapshot of dataset "ds" whose one file has `size` bytes: each size
-// makes another version.
-DatasetSnapshot Version(uint64_t size) {
-  ManifestEntry file = File("f");
-  file.size = size;
-  auto manifest = Manifest::Build({"ds", "/src", 1 << 20}, {Dir(""), file});
+// A snapshot of dataset `name` of `files` files, the first of which has
+// `size` bytes: each size makes another version.
+DatasetSnapshot Version(uint64_t size, std::string name = "ds", int files = 1) {
+  ManifestEntries entries = {Dir("")};
+  for (int i = 0; i < files; ++i) {
+    ManifestEntry file = File(i == 0 ? "f" : absl::StrCat("file-", i));
+    file.size = i == 0 ? size : 0;
+    entries.push_back(std::move(file));
+  }
+  auto manifest = Manifest::Build({name, "/src", 1 << 20}, std::move(entries));
   EXPECT_TRUE(manifest.ok()) << manifest.status();
   DatasetSnapshot snapshot{{}, *std::move(manifest)};
-  snapshot.info.set_name("ds");
+  snapshot.info.set_name(name);
   snapshot.info.set_version(snapshot.manifest.version());
+  snapshot.info.set_total_bytes(snapshot.manifest.total_bytes());
   return snapshot;
 }
 
@@ -115,22 +123,66 @@ uint64_t VersionOf(const std::shared_ptr<const MountedDataset>& dataset) {
   return dataset->snapshot().manifest.version();
 }
 
+// The server a table loads manifests from: the versions it has, and how
+// often each was loaded.
+struct Server {
+  uint64_t Add(DatasetSnapshot snapshot) {
+    const uint64_t version = snapshot.manifest.version();
+    versions.insert_or_assign(version, std::move(snapshot));
+    return version;
+  }
+  absl::StatusOr<DatasetSnapshot> Load(std::string_view name, uint64_t version) {
+    ++loads[version];
+    if (!available) return absl::UnavailableError("the server is down");
+    auto found = versions.find(version);
+    if (found == versions.end() || found->second.info.name() != name) {
+      return absl::NotFoundError("no such version");
+    }
+    return found->second;
+  }
+  std::map<uint64_t, DatasetSnapshot> versions;
+  std::map<uint64_t, int> loads;
+  bool available = true;
+};
+
+InodeTable::Options TableOptions(
+    Server& server, std::chrono::milliseconds release_after = std::chrono::milliseconds(0),
+    uint64_t memory_budget = uint64_t{1} << 30) {
+  return {.uid = 0,
+          .gid = 0,
+          .release_after = release_after,
+          .memory_budget = memory_budget,
+          .load = [&server](std::string_view name, uint64_t version) {
+            return server.Load(name, version);
+          }};
+}
+
+// Shows `snapshot` in the table, loaded, as a refresh of a dataset being
+// read does.
+std::shared_ptr<const MountedDataset> ShowLoaded(InodeTable& table, DatasetSnapshot snapshot) {
+  const v1::DatasetInfo info = snapshot.info;
+  const uint32_t slot = table.Show(info, std::move(snapshot));
+  return table.Resolve(InodeNumber(slot, 0)).dataset;
+}
+
 // A version refreshed away stays while anything holds it (an open file, a
 // request), then goes; its inodes then resolve to nothing, and slots are
 // never reused, so no number ever names another version's entry.
 TEST(InodeTable, ReleasesARetiredVersionOnlyOnceNothingHoldsIt) {
-  InodeTable table(0, 0, std::chrono::milliseconds(0));
-  std::shared_ptr<const MountedDataset> first = table.Add(Version(1));
-  table.Publish({first});
+  Server server;
+  InodeTable table(TableOptions(server));
+  std::shared_ptr<const MountedDataset> first = ShowLoaded(table, Version(1));
+  ASSERT_NE(first, nullptr);
+  table.Publish({first->slot()});
   const uint64_t first_file = first->InodeOf(*first->Lookup(0, "f"));
   EXPECT_TRUE(table.ReleaseUnused().empty()) << "a published version is never released";
 
-  std::shared_ptr<const MountedDataset> second = table.Add(Version(2));
-  table.Publish({second});
-  EXPECT_EQ(table.FindDataset("ds"), second);
+  std::shared_ptr<const MountedDataset> second = ShowLoaded(table, Version(2));
+  table.Publish({second->slot()});
+  EXPECT_EQ(*table.FindDataset("ds"), second);
   EXPECT_TRUE(table.ReleaseUnused().empty()) << "held by `first`";
   EXPECT_EQ(table.Resolve(first_file).dataset, first);
-  EXPECT_EQ(table.FindVersion("ds", VersionOf(first)), first);
+  EXPECT_TRUE(table.HasVersion("ds", VersionOf(first)));
   std::vector<uint64_t> kept = table.KeptVersions();
   std::sort(kept.begin(), kept.end());
   std::vector<uint64_t> both = {VersionOf(first), VersionOf(second)};
@@ -139,17 +191,19 @@ TEST(InodeTable, ReleasesARetiredVersionOnlyOnceNothingHoldsIt) {
 
   const uint64_t first_version = VersionOf(first);
   first.reset();
-  std::vector<std::shared_ptr<const MountedDataset>> released = table.ReleaseUnused();
+  std::vector<InodeTable::Released> released = table.ReleaseUnused();
   ASSERT_EQ(released.size(), 1u);
-  EXPECT_EQ(VersionOf(released[0]), first_version);
-  released.clear();
+  EXPECT_EQ(released[0].name, "ds");
+  EXPECT_EQ(released[0].version, first_version);
   EXPECT_EQ(table.Resolve(first_file).dataset, nullptr);
-  EXPECT_EQ(table.FindVersion("ds", first_version), nullptr);
+  EXPECT_FALSE(table.HasVersion("ds", first_version));
   EXPECT_EQ(table.KeptVersions(), std::vector<uint64_t>{VersionOf(second)});
   EXPECT_EQ(table.Resolve(second->InodeOf(0)).dataset, second);
+  EXPECT_EQ(table.memory_use().versions, 1u);
+  EXPECT_EQ(table.memory_use().bytes, second->memory_bytes());
 
   // The first content again is a new slot with new inodes.
-  std::shared_ptr<const MountedDataset> again = table.Add(Version(1));
+  std::shared_ptr<const MountedDataset> again = ShowLoaded(table, Version(1));
   EXPECT_NE(again->slot(), 0u);
   EXPECT_NE(again->slot(), second->slot());
   EXPECT_EQ(table.Resolve(first_file).dataset, nullptr);
@@ -157,29 +211,119 @@ TEST(InodeTable, ReleasesARetiredVersionOnlyOnceNothingHoldsIt) {
 
 // A version published again before it was released is not retired any more.
 TEST(InodeTable, AVersionPublishedAgainIsKept) {
-  InodeTable table(0, 0, std::chrono::milliseconds(0));
-  std::shared_ptr<const MountedDataset> first = table.Add(Version(1));
-  table.Publish({first});
-  std::shared_ptr<const MountedDataset> second = table.Add(Version(2));
-  table.Publish({second});
-  table.Publish({table.FindVersion("ds", VersionOf(first))});
+  Server server;
+  InodeTable table(TableOptions(server));
+  std::shared_ptr<const MountedDataset> first = ShowLoaded(table, Version(1));
+  table.Publish({first->slot()});
+  std::shared_ptr<const MountedDataset> second = ShowLoaded(table, Version(2));
+  table.Publish({second->slot()});
+  table.Publish({table.Show(first->snapshot().info)});
   const uint64_t second_version = VersionOf(second);
   second.reset();
   first.reset();
-  std::vector<std::shared_ptr<const MountedDataset>> released = table.ReleaseUnused();
+  std::vector<InodeTable::Released> released = table.ReleaseUnused();
   ASSERT_EQ(released.size(), 1u);
-  EXPECT_EQ(VersionOf(released[0]), second_version);
-  ASSERT_NE(table.FindDataset("ds"), nullptr);
-  EXPECT_EQ(table.FindDataset("ds")->slot(), 0u);
+  EXPECT_EQ(released[0].version, second_version);
+  EXPECT_EQ(table.ShownSlot("ds"), 0u);
 }
 
 // Within the grace period nothing is released, held or not.
 TEST(InodeTable, KeepsARetiredVersionThroughTheGracePeriod) {
-  InodeTable table(0, 0, std::chrono::hours(1));
-  table.Publish({table.Add(Version(1))});
-  table.Publish({table.Add(Version(2))});
+  Server server;
+  InodeTable table(TableOptions(server, std::chrono::hours(1)));
+  table.Publish({table.Show(Version(1).info)});
+  table.Publish({table.Show(Version(2).info)});
   EXPECT_TRUE(table.ReleaseUnused().empty());
   EXPECT_EQ(table.KeptVersions().size(), 2u);
+}
+
+// A mount of many datasets holds only those read: publishing loads nothing,
+// listing the root loads nothing, and the first resolve of an inode loads
+// its version once.
+TEST(InodeTable, AVersionLoadsWhenFirstResolvedNotWhenPublished) {
+  Server server;
+  const uint64_t version = server.Add(Version(7, "images", 3));
+  InodeTable table(TableOptions(server));
+  const uint32_t slot = table.Show(server.versions.at(version).info);
+  table.Publish({slot});
+  std::vector<InodeTable::Listed> listed = table.ListDatasets();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].name, "images");
+  EXPECT_EQ(listed[0].inode, InodeNumber(slot, 0));
+  EXPECT_EQ(listed[0].total_bytes, 7u);
+  EXPECT_EQ(listed[0].loaded, nullptr);
+  EXPECT_EQ(server.loads[version], 0);
+  EXPECT_EQ(table.memory_use().versions, 0u);
+
+  // Node 2 is the first file, "f", the manifest's entry 1.
+  InodeTable::Node node = table.Resolve(InodeNumber(slot, 2));
+  ASSERT_NE(node.dataset, nullptr);
+  EXPECT_EQ(node.dataset->EntryOf(node.node)->path, "f");
+  EXPECT_EQ(table.Resolve(InodeNumber(slot, 3)).dataset, node.dataset);
+  EXPECT_EQ(*table.FindDataset("images"), node.dataset);
+  EXPECT_EQ(server.loads[version], 1);
+  EXPECT_EQ(table.ListDatasets()[0].loaded, node.dataset);
+  EXPECT_EQ(table.Resolve(InodeNumber(slot, 99)).dataset, nullptr) << "past the last node";
+  EXPECT_TRUE(absl::IsNotFound(table.FindDataset("other").status()));
+}
+
+// Beyond the budget, versions nothing holds are dropped, least recently used
+// first, and load again, under the same inode numbers, when next used; a
+// held version is never dropped.
+TEST(InodeTable, VersionsBeyondTheBudgetAreDroppedLeastRecentlyUsedFirst) {
+  Server server;
+  std::vector<uint64_t> versions;
+  std::vector<uint32_t> slots;
+  for (std::string name : {"a", "b", "c"}) versions.push_back(server.Add(Version(1, name, 500)));
+  const uint64_t one = MountedDataset(0, server.versions.at(versions[0])).memory_bytes();
+  InodeTable table(TableOptions(server, std::chrono::milliseconds(0), one * 5 / 2));
+  for (uint64_t version : versions) slots.push_back(table.Show(server.versions.at(version).info));
+  table.Publish(slots);
+  // The order of use is kept by a clock of a few milliseconds.
+  auto use = [&](int i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    InodeTable::Node node = table.Resolve(InodeNumber(slots[i], 2));
+    EXPECT_NE(node.dataset, nullptr);
+    if (node.dataset != nullptr) {
+      EXPECT_EQ(node.dataset->EntryOf(node.node)->path, "f");
+    }
+    return node.dataset;
+  };
+  use(0);
+  use(1);
+  use(2);
+  EXPECT_EQ(table.memory_use().versions, 2u);
+  EXPECT_LE(table.memory_use().bytes, one * 5 / 2);
+  EXPECT_EQ(table.ListDatasets()[0].loaded, nullptr) << "a, used least recently, was dropped";
+  use(1);
+  use(0);
+  EXPECT_EQ(server.loads[versions[0]], 2) << "loaded again";
+  EXPECT_EQ(server.loads[versions[1]], 1);
+  EXPECT_EQ(table.ListDatasets()[2].loaded, nullptr) << "c, used least recently, was dropped";
+
+  std::vector<std::shared_ptr<const MountedDataset>> held = {use(0), use(1), use(2)};
+  EXPECT_EQ(table.memory_use().versions, 3u) << "held versions stay over the budget";
+  held.clear();
+  table.ReleaseUnused();
+  EXPECT_EQ(table.memory_use().versions, 2u);
+  EXPECT_LE(table.memory_use().bytes, one * 5 / 2);
+  EXPECT_EQ(server.loads[versions[2]], 2);
+}
+
+// A version that cannot be loaded answers nothing (the mount replies EIO or
+// ESTALE) and is tried again when next used.
+TEST(InodeTable, AVersionThatCannotLoadIsTriedAgainWhenNextUsed) {
+  Server server;
+  const uint64_t version = server.Add(Version(1));
+  InodeTable table(TableOptions(server));
+  table.Publish({table.Show(server.versions.at(version).info)});
+  server.available = false;
+  absl::StatusOr<std::shared_ptr<const MountedDataset>> failed = table.FindDataset("ds");
+  EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
+  EXPECT_EQ(table.Resolve(InodeNumber(0, 1)).dataset, nullptr);
+  server.available = true;
+  EXPECT_NE(table.Resolve(InodeNumber(0, 1)).dataset, nullptr);
+  EXPECT_EQ(server.loads[version], 3);
 }
 
 // What a process taking a mount over needs: the versions of the one before
@@ -195,32 +339,33 @@ struct RecordedJournal : SlotJournal {
 };
 
 TEST(InodeTable, ATakeOverNumbersVersionsAsBeforeAndJournalsTheRest) {
-  InodeTable before(0, 0, std::chrono::milliseconds(0));
+  Server server;
+  InodeTable before(TableOptions(server));
   RecordedJournal journal;
   before.set_journal(&journal);
-  std::shared_ptr<const MountedDataset> old_version = before.Add(Version(1));
-  std::shared_ptr<const MountedDataset> current = before.Add(Version(2));
-  before.Publish({current});
+  const uint32_t old_slot = before.Show(Version(1).info);
+  std::shared_ptr<const MountedDataset> current = ShowLoaded(before, Version(2));
+  server.Add(Version(2));
+  before.Publish({current->slot()});
   ASSERT_EQ(journal.added.size(), 2u);
   EXPECT_EQ(journal.added[1],
             std::make_tuple(current->slot(), std::string("ds"), VersionOf(current)));
   const uint64_t file = current->InodeOf(*current->Lookup(0, "f"));
 
-  InodeTable after(0, 0, std::chrono::milliseconds(0));
-  after.Adopt(current->slot(), Version(2));
+  InodeTable after(TableOptions(server));
+  after.Adopt(current->slot(), "ds", VersionOf(current));
   after.SkipSlotsBelow(7);
   EXPECT_TRUE(after.HasSlot(current->slot()));
-  EXPECT_FALSE(after.HasSlot(old_version->slot())) << "not adopted: its inodes answer ESTALE";
+  EXPECT_FALSE(after.HasSlot(old_slot)) << "not adopted: its inodes answer ESTALE";
   InodeTable::Node node = after.Resolve(file);
   ASSERT_NE(node.dataset, nullptr);
   EXPECT_EQ(VersionOf(node.dataset), VersionOf(current));
   EXPECT_EQ(node.dataset->EntryOf(node.node)->path, "f");
-  EXPECT_EQ(after.Resolve(old_version->InodeOf(0)).dataset, nullptr);
-  EXPECT_EQ(after.Add(Version(3))->slot(), 7u);
+  EXPECT_EQ(after.Resolve(InodeNumber(old_slot, 0)).dataset, nullptr);
+  EXPECT_EQ(after.Show(Version(3).info), 7u);
 
-  old_version.reset();
   before.ReleaseUnused();
-  EXPECT_EQ(journal.released, std::vector<uint32_t>{0});
+  EXPECT_EQ(journal.released, std::vector<uint32_t>{old_slot});
 }
 
 TEST(FileHandles, OwnHandlesAreTheObjectsAndEarlierOnesAreAdoptedOnce) {
