@@ -254,6 +254,10 @@ absl::StatusOr<std::shared_ptr<const MountedDataset>> InodeTable::Load(
   // Building the directory structure of a large manifest takes a while:
   // other versions are resolved meanwhile.
   auto dataset = std::make_shared<const MountedDataset>(slot->number, *std::move(snapshot));
+  GRANARY_LOG(INFO) << "loaded dataset '" << slot->name << "' version "
+                    << FormatVersion(slot->version) << " ("
+                    << dataset->snapshot().manifest.entries().size() << " entries, "
+                    << dataset->memory_bytes() << " bytes)";
   std::vector<std::shared_ptr<const MountedDataset>> freed;
   {
     WriterMutexLock lock(&mutex_);

@@ -329,5 +329,54 @@ TEST(BrokenDataset, TheMountServesEveryOtherDatasetAndStatusNamesIt) {
       << status.nodes(0).unloadable_datasets(0).error();
 }
 
+// A mount of several datasets loads a manifest only when the dataset is
+// first looked into, and with a budget smaller than two of them, drops the
+// one read least recently and loads it again when it is read again; every
+// byte is right throughout.
+TEST(ManifestBudget, AMountLoadsWhatIsReadAndRereadsDroppedDatasetsWithinItsBudget) {
+  constexpr int kDatasets = 3;
+  constexpr int kFiles = 3000;
+  TempDir sources;
+  auto started = GranarydProcess::Start();
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<GranarydProcess> server = *std::move(started);
+  for (int d = 0; d < kDatasets; ++d) {
+    const std::string source = absl::StrCat(sources.path(), "/d", d);
+    for (int i = 0; i < kFiles; ++i) {
+      WriteFile(absl::StrCat(source, "/file-", i), absl::StrCat("dataset ", d, " file ", i));
+    }
+    ASSERT_TRUE(AddDataset(*server, absl::StrCat("d", d), source).ok());
+  }
+  auto count = [](const std::string& log, const std::string& what) {
+    int n = 0;
+    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  auto mount = FuseMount::Start(server->socket_address(), {"--manifest-memory", "1MiB"}, "d0");
+  ASSERT_TRUE(mount.ok()) << mount.status();
+  std::vector<std::string> listed;
+  for (const auto& entry : std::filesystem::directory_iterator((*mount)->path())) {
+    listed.push_back(entry.path().filename());
+  }
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, (std::vector<std::string>{"d0", "d1", "d2"}));
+  EXPECT_EQ(count((*mount)->log(), "loaded dataset 'd2'"), 0) << "listing the root loads nothing\n"
+                                                              << (*mount)->log();
+
+  for (int round = 0; round < 2; ++round) {
+    for (int d = 0; d < kDatasets; ++d) {
+      const int file = round * 100 + d;
+      EXPECT_EQ(ReadWhole(absl::StrCat((*mount)->path(), "/d", d, "/file-", file)),
+                absl::StrCat("dataset ", d, " file ", file));
+    }
+  }
+  const std::string log = (*mount)->log();
+  for (int d = 0; d < kDatasets; ++d) {
+    EXPECT_EQ(count(log, absl::StrCat("loaded dataset 'd", d, "'")), 2)
+        << "each dropped for the next and loaded again\n"
+        << log;
+  }
+}
+
 }  // namespace
 }  // namespace granary::testing

@@ -367,6 +367,16 @@ TEST_F(FuseReadTest, AnUnreadableTokenFileFailsTheMountWithItsName) {
   EXPECT_NE(mount.status().message().find(missing), std::string::npos) << mount.status();
 }
 
+TEST_F(FuseReadTest, AManifestBudgetOfNothingOrNoSizeFailsTheMountNamingIt) {
+  for (const std::string budget : {"0", "lots"}) {
+    auto mount = FuseMount::Start(server_->socket_address(), {"--manifest-memory", budget}, "ds");
+    ASSERT_FALSE(mount.ok()) << budget;
+    EXPECT_NE(mount.status().message().find(budget == "0" ? "--manifest-memory" : "lots"),
+              std::string::npos)
+        << mount.status();
+  }
+}
+
 TEST_F(FuseReadTest, PyTorchDataLoaderSamplesMatchSource) {
   auto [code, output] = Shell("/usr/bin/python3 '" GRANARY_FUSE_TEST_DIR "/dataloader_check.py' '" +
                               mounted_ + "/samples' '" + source_ + "/samples'");
