@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
@@ -216,7 +217,7 @@ TEST_F(FillTest, AFillEndsWhenItsVersionIsRefreshedAwayAndWhenItsDatasetIsRemove
 TEST_F(FillTest, AFinishedFillLetsTheCatalogDropItsManifest) {
   for (const char* name : {"filled", "read"}) {
     for (int i = 0; i < 3500; ++i) {
-      WriteSourceFile(source_.path() + "/" + name, "f" + std::to_string(i), "x");
+      WriteSourceFile(absl::StrCat(source_.path(), "/", name), absl::StrCat("f", i), "x");
     }
   }
   auto server = StartServer("on-read", 8, "manifest_memory_mib: 1\n");
