@@ -81,7 +81,8 @@ std::vector<std::pair<uint64_t, uint64_t>> FindHardLinks(const ManifestEntries& 
 
 // The heap bytes a string holds beyond itself: none while it fits in place.
 uint64_t HeapBytesOf(const std::string& text) {
-  return text.capacity() > std::string().capacity() ? text.capacity() + 1 : 0;
+  static const size_t kInPlace = std::string().capacity();
+  return text.capacity() > kInPlace ? text.capacity() + 1 : 0;
 }
 
 // The heap bytes `entry` points to.

@@ -203,13 +203,8 @@ InodeTable::Node InodeTable::Resolve(uint64_t inode) {
     auto found = slots_.find(static_cast<uint32_t>(slot_plus_one - 1));
     if (found == slots_.end()) return {};
     slot = found->second;
-    if (slot->loaded != nullptr) {
-      slot->last_used_ns.store(CoarseNowNs(), std::memory_order_relaxed);
-      if (node >= slot->loaded->node_count()) return {};
-      return {slot->loaded, node};
-    }
   }
-  absl::StatusOr<std::shared_ptr<const MountedDataset>> dataset = Load(slot);
+  absl::StatusOr<std::shared_ptr<const MountedDataset>> dataset = Loaded(slot);
   if (!dataset.ok() || node >= (*dataset)->node_count()) return {};
   return {*std::move(dataset), node};
 }
@@ -223,16 +218,28 @@ absl::StatusOr<std::shared_ptr<const MountedDataset>> InodeTable::FindDataset(
     if (it == root_.end())
       return absl::NotFoundError(absl::StrCat("no dataset '", std::string(name), "'"));
     slot = it->second;
+  }
+  return Loaded(slot);
+}
+
+void InodeTable::Touch(Slot& slot) {
+  // Stored only when the coarse clock moved: FUSE workers resolving inodes
+  // of one version would otherwise all write its cache line.
+  const int64_t now = CoarseNowNs();
+  if (slot.last_used_ns.load(std::memory_order_relaxed) != now) {
+    slot.last_used_ns.store(now, std::memory_order_relaxed);
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const MountedDataset>> InodeTable::Loaded(
+    const std::shared_ptr<Slot>& slot) {
+  {
+    ReaderMutexLock lock(&mutex_);
     if (slot->loaded != nullptr) {
-      slot->last_used_ns.store(CoarseNowNs(), std::memory_order_relaxed);
+      Touch(*slot);
       return slot->loaded;
     }
   }
-  return Load(slot);
-}
-
-absl::StatusOr<std::shared_ptr<const MountedDataset>> InodeTable::Load(
-    const std::shared_ptr<Slot>& slot) {
   MutexLock load_lock(&slot->load_mutex);
   {
     ReaderMutexLock lock(&mutex_);
@@ -269,7 +276,7 @@ absl::StatusOr<std::shared_ptr<const MountedDataset>> InodeTable::Load(
 
 void InodeTable::InstallLocked(Slot& slot, std::shared_ptr<const MountedDataset> dataset,
                                std::vector<std::shared_ptr<const MountedDataset>>* freed) {
-  slot.last_used_ns.store(CoarseNowNs(), std::memory_order_relaxed);
+  Touch(slot);
   slot.total_bytes = dataset->snapshot().manifest.total_bytes();
   loaded_bytes_ += dataset->memory_bytes();
   slot.loaded = std::move(dataset);
@@ -299,9 +306,15 @@ void InodeTable::DropOverBudgetLocked(std::vector<std::shared_ptr<const MountedD
       }
     }
     if (oldest == nullptr) return;
-    loaded_bytes_ -= oldest->loaded->memory_bytes();
-    freed->push_back(std::move(oldest->loaded));
+    UnloadLocked(*oldest, freed);
   }
+}
+
+void InodeTable::UnloadLocked(Slot& slot,
+                              std::vector<std::shared_ptr<const MountedDataset>>* freed) {
+  if (slot.loaded == nullptr) return;
+  loaded_bytes_ -= slot.loaded->memory_bytes();
+  freed->push_back(std::move(slot.loaded));
 }
 
 std::vector<InodeTable::Listed> InodeTable::ListDatasets() const {
@@ -314,11 +327,16 @@ std::vector<InodeTable::Listed> InodeTable::ListDatasets() const {
   return out;
 }
 
+InodeTable::Slot* InodeTable::FindSlotLocked(std::string_view name, uint64_t version) const {
+  for (const auto& [number, slot] : slots_) {
+    if (slot->name == name && slot->version == version) return slot.get();
+  }
+  return nullptr;
+}
+
 bool InodeTable::HasVersion(std::string_view name, uint64_t version) const {
   ReaderMutexLock lock(&mutex_);
-  return std::any_of(slots_.begin(), slots_.end(), [&](const auto& entry) {
-    return entry.second->name == name && entry.second->version == version;
-  });
+  return FindSlotLocked(name, version) != nullptr;
 }
 
 bool InodeTable::IsLoaded(std::string_view name) const {
@@ -346,11 +364,9 @@ uint32_t InodeTable::Show(const v1::DatasetInfo& info, std::optional<DatasetSnap
   MutexLock add_lock(&add_mutex_);
   {
     WriterMutexLock lock(&mutex_);
-    for (const auto& [number, slot] : slots_) {
-      if (slot->name == info.name() && slot->version == info.version()) {
-        if (slot->loaded == nullptr) slot->total_bytes = info.total_bytes();
-        return number;
-      }
+    if (Slot* slot = FindSlotLocked(info.name(), info.version()); slot != nullptr) {
+      slot->total_bytes = info.total_bytes();  // Unknown to a slot adopted and never loaded.
+      return slot->number;
     }
   }
   const uint32_t number = next_slot_++;
@@ -412,18 +428,18 @@ std::vector<InodeTable::Released> InodeTable::ReleaseUnused() {
   const Clock::time_point now = Clock::now();
   {
     WriterMutexLock lock(&mutex_);
-    absl::erase_if(slots_, [&](const auto& entry) {
-      Slot& slot = *entry.second;
+    for (auto it = slots_.begin(); it != slots_.end();) {
+      Slot& slot = *it->second;
       if (!slot.retired_at || now - *slot.retired_at < options_.release_after ||
           (slot.loaded != nullptr && slot.loaded.use_count() != 1)) {
-        return false;
+        ++it;
+        continue;
       }
       released.push_back({slot.name, slot.version});
       numbers.push_back(slot.number);
-      if (slot.loaded != nullptr) freed.push_back(std::move(slot.loaded));
-      return true;
-    });
-    for (const auto& dataset : freed) loaded_bytes_ -= dataset->memory_bytes();
+      UnloadLocked(slot, &freed);
+      slots_.erase(it++);
+    }
     DropOverBudgetLocked(&freed);
   }
   Free(std::move(freed));

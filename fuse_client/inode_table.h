@@ -237,8 +237,13 @@ class InodeTable {
     bool load_failure_logged ABSL_GUARDED_BY(load_mutex) = false;
   };
 
-  // The slot's version, loaded now if it is not in memory.
-  absl::StatusOr<std::shared_ptr<const MountedDataset>> Load(const std::shared_ptr<Slot>& slot);
+  // The slot's version, now the most recently used, loaded first if it is
+  // not in memory.
+  absl::StatusOr<std::shared_ptr<const MountedDataset>> Loaded(const std::shared_ptr<Slot>& slot);
+  // Marks the slot's version used now.
+  static void Touch(Slot& slot);
+  Slot* FindSlotLocked(std::string_view name, uint64_t version) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
   // Installs `dataset` as the loaded version of `slot` and drops what the
   // budget no longer allows.
   // The versions dropped are added to `freed`, for Free() once the lock is
@@ -247,6 +252,9 @@ class InodeTable {
                      std::vector<std::shared_ptr<const MountedDataset>>* freed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void DropOverBudgetLocked(std::vector<std::shared_ptr<const MountedDataset>>* freed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Takes the slot's version, if loaded, out of memory into `freed`.
+  void UnloadLocked(Slot& slot, std::vector<std::shared_ptr<const MountedDataset>>* freed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Drops the last references to `freed` and returns their memory to the system.
   static void Free(std::vector<std::shared_ptr<const MountedDataset>> freed);

@@ -279,10 +279,8 @@ TEST(ManifestMemoryTest, EveryDatasetReadsBackWithinASmallManifestBudget) {
       WriteSourceFile(source.path() + "/" + name, path, name + "/" + path);
     }
   }
-  TempDir config;
-  WriteSourceFile(config.path(), "granaryd.yaml", "manifest_memory_mib: 1\n");
   GranarydOptions options;
-  options.extra_args = {"--config", config.path() + "/granaryd.yaml"};
+  options.extra_args = {"--manifest-memory-mib", "1"};
   auto server = GranarydProcess::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   std::unique_ptr<v1::Granary::Stub> stub = (*server)->SocketStub();
