@@ -165,17 +165,20 @@ absl::StatusOr<LocalChunkReader::Extent> LocalChunkReader::Locate(const ChunkKey
 absl::StatusOr<LocalChunkReader::WholeFile> LocalChunkReader::OpenWholeFile(const ChunkKey& key,
                                                                             uint64_t size,
                                                                             uint32_t chunk_size,
-                                                                            bool read_through) {
+                                                                            WholeFileFetch fetch) {
   v1::LocalReadRequest request;
   key.ToProto(request.mutable_key());
-  request.mutable_whole_file()->set_size(size);
-  request.mutable_whole_file()->set_chunk_size(chunk_size);
-  request.mutable_whole_file()->set_read_through(read_through);
+  v1::WholeFileRequest* whole = request.mutable_whole_file();
+  whole->set_size(size);
+  whole->set_chunk_size(chunk_size);
+  whole->set_read_through(fetch != WholeFileFetch::kHeldOnly);
+  whole->set_in_memory_ok(fetch == WholeFileFetch::kReadThroughInMemory);
   GRANARY_ASSIGN_OR_RETURN(Answer answer, Exchange(request));
   if (!answer.fd.valid()) {
     return absl::InternalError("the whole-file answer for " + key.ToString() + " had no data file");
   }
-  return WholeFile{std::move(answer.fd), answer.response.whole_file().verified_ctime_ns()};
+  return WholeFile{std::move(answer.fd), answer.response.whole_file().verified_ctime_ns(),
+                   answer.response.whole_file().in_memory()};
 }
 
 absl::StatusOr<v1::WithdrawnFiles> LocalChunkReader::ReportUses(const v1::UseReport& report) {

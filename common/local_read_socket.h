@@ -59,6 +59,16 @@ absl::Status SendLocalReadMessage(int socket, const google::protobuf::MessageLit
 absl::Status ReceiveLocalReadMessage(int socket, google::protobuf::MessageLite* message,
                                      int* passed_fd);
 
+// How a whole-file request treats a file granaryd does not hold whole.
+enum class WholeFileFetch {
+  kHeldOnly,     // NOT_FOUND.
+  kReadThrough,  // Fetches what it lacks and stores it, then answers.
+  // Fetches what it lacks and answers with an in-memory copy of the file
+  // (a sealed memfd), storing behind the answer; the holder keeps it no
+  // longer than the file is open.
+  kReadThroughInMemory,
+};
+
 // The reader's side: connections to one granaryd's local read socket, made
 // when needed and kept for the next read.
 class LocalChunkReader {
@@ -80,14 +90,14 @@ class LocalChunkReader {
 
   // The data file of the file `key` names (its version and file id) when the
   // local granaryd holds it whole, `size` bytes in chunks of `chunk_size`,
-  // every chunk verified: for the kernel to serve. NOT_FOUND otherwise, unless
-  // `read_through`: then granaryd fetches what it lacks first.
+  // every chunk verified: for the kernel to serve. Otherwise as `fetch` says.
   struct WholeFile {
     UniqueFd fd;
-    int64_t verified_ctime_ns = 0;  // Its ctime when it was verified.
+    int64_t verified_ctime_ns = 0;  // Its ctime when it was verified (0 in memory).
+    bool in_memory = false;         // An in-memory copy (kReadThroughInMemory).
   };
   absl::StatusOr<WholeFile> OpenWholeFile(const ChunkKey& key, uint64_t size, uint32_t chunk_size,
-                                          bool read_through);
+                                          WholeFileFetch fetch);
 
   // Reports reads this reader served itself; the answer lists the files
   // withdrawn since the report before.

@@ -130,6 +130,7 @@ struct Flags {
   bool no_local_reads = false;
   bool no_passthrough = false;
   size_t max_kept_files = 131072;
+  std::string cold_open_memory = "256MiB";
   uint32_t fuse_threads = 16;
   uint32_t rpc_timeout_ms = 10000;
   uint32_t retry_after_ms = 1000;
@@ -257,6 +258,10 @@ int Run(const Flags& flags, int report_fd) {
   absl::StatusOr<uint64_t> manifest_memory = ParseSize(flags.manifest_memory);
   if (!manifest_memory.ok()) return fail(std::string(manifest_memory.status().message()));
   if (*manifest_memory == 0) return fail("--manifest-memory must be more than 0");
+  absl::StatusOr<uint64_t> cold_open_memory = ParseSize(flags.cold_open_memory);
+  if (!cold_open_memory.ok()) {
+    return fail("--cold-open-memory: " + std::string(cold_open_memory.status().message()));
+  }
 
   // A keeper holding the mount's connection means a granary-fuse served it:
   // this one takes it over. Otherwise this one mounts, and starts a keeper
@@ -338,8 +343,8 @@ int Run(const Flags& flags, int report_fd) {
   std::unique_ptr<PassthroughFiles> passthrough;
   std::unique_ptr<UseReporter> uses;
   if (local_reads != nullptr) {
-    passthrough = std::make_unique<PassthroughFiles>(&channel, local_reads.get(),
-                                                     KeptFilesWithin(flags.max_kept_files));
+    passthrough = std::make_unique<PassthroughFiles>(
+        &channel, local_reads.get(), KeptFilesWithin(flags.max_kept_files), *cold_open_memory);
     uses = std::make_unique<UseReporter>(
         local_reads.get(), kUseReportInterval,
         [&passthrough](const v1::WithdrawnFiles& withdrawn) { passthrough->Withdraw(withdrawn); },
@@ -494,6 +499,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-kept-files", flags.max_kept_files,
                  "Files held whole whose descriptors stay open after they are closed, so that "
                  "the next open passes them through without asking the server")
+      ->capture_default_str();
+  app.add_option("--cold-open-memory", flags.cold_open_memory,
+                 "Memory for copies of small files that the local server reads through at "
+                 "their first open and hands over before storing them; beyond it (or with 0), "
+                 "an open waits until the server has stored the file")
       ->capture_default_str();
   app.add_option("--read-ahead-kb", flags.read_ahead_kb,
                  "Kernel readahead of the mount (root only)")

@@ -1,5 +1,6 @@
 #include "fuse_client/passthrough_files.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include "common/chunk_math.h"
@@ -16,8 +17,9 @@ constexpr uint64_t kReadThroughAtOpenBytes = 8 << 20;
 
 }  // namespace
 
-PassthroughFiles::PassthroughFiles(KernelChannel* channel, LocalChunkReader* local, size_t max_kept)
-    : channel_(channel), local_(local), max_kept_(max_kept) {}
+PassthroughFiles::PassthroughFiles(KernelChannel* channel, LocalChunkReader* local, size_t max_kept,
+                                   uint64_t max_memory_bytes)
+    : channel_(channel), local_(local), max_kept_(max_kept), max_memory_bytes_(max_memory_bytes) {}
 
 void PassthroughFiles::Close() {
   MutexLock lock(&mutex_);
@@ -31,6 +33,12 @@ bool PassthroughFiles::StillVerified(int fd, int64_t verified_ctime_ns) {
          st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec == verified_ctime_ns;
 }
 
+bool PassthroughFiles::Sealed(int fd) {
+  constexpr int kUnchangeable = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  return seals >= 0 && (seals & kUnchangeable) == kUnchangeable;
+}
+
 void PassthroughFiles::DropKeptLocked(State& state) {
   if (state.backing_id > 0) channel_->UnregisterBacking(state.backing_id);
   state.backing_id = 0;
@@ -39,6 +47,8 @@ void PassthroughFiles::DropKeptLocked(State& state) {
     if (it != inodes_.end()) inodes_.erase(it);
   }
   state.fd = UniqueFd();
+  memory_bytes_ -= state.memory_bytes;
+  state.memory_bytes = 0;
   UnkeepLocked(state);
 }
 
@@ -107,16 +117,26 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
   const bool kept = state.fd.valid();
   const int kept_fd = state.fd.get();
   const int64_t kept_ctime = state.verified_ctime_ns;
+  // Room for an in-memory copy is taken before asking, so that concurrent
+  // opens cannot go past the budget together.
+  const bool read_through = size <= kReadThroughAtOpenBytes;
+  const uint64_t memory_asked =
+      read_through && may_be_whole && memory_bytes_ + size <= max_memory_bytes_ ? size : 0;
+  memory_bytes_ += memory_asked;
   mutex_.Unlock();
 
   bool usable = kept && StillVerified(kept_fd, kept_ctime);
   LocalChunkReader::WholeFile whole;
   int32_t backing_id = 0;
   if (!usable && size > 0 && may_be_whole) {
+    const WholeFileFetch fetch = !read_through      ? WholeFileFetch::kHeldOnly
+                                 : memory_asked > 0 ? WholeFileFetch::kReadThroughInMemory
+                                                    : WholeFileFetch::kReadThrough;
     absl::StatusOr<LocalChunkReader::WholeFile> fetched =
-        local_->OpenWholeFile({key.first, key.second, 0}, size, chunk_size,
-                              /*read_through=*/size <= kReadThroughAtOpenBytes);
-    if (fetched.ok() && StillVerified(fetched->fd.get(), fetched->verified_ctime_ns)) {
+        local_->OpenWholeFile({key.first, key.second, 0}, size, chunk_size, fetch);
+    if (fetched.ok() &&
+        (fetched->in_memory ? Sealed(fetched->fd.get())
+                            : StillVerified(fetched->fd.get(), fetched->verified_ctime_ns))) {
       absl::StatusOr<int32_t> registered = channel_->RegisterBacking(fetched->fd.get());
       if (registered.ok()) {
         whole = *std::move(fetched);
@@ -132,6 +152,7 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
   state.busy = false;
   idle_.SignalAll();
   if (kept && !usable) DropKeptLocked(state);
+  memory_bytes_ -= memory_asked;
   if (whole.fd.valid()) {
     if (state.withdrawn || closed_) {
       // Withdrawn while granaryd was answering: the answer may predate it.
@@ -142,6 +163,12 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
       state.backing_id = backing_id;
       inodes_[key] = file.inode;
       usable = true;
+      if (whole.in_memory) {
+        // Let go at the last release: a later open finds the cache's copy.
+        state.memory_bytes = size;
+        memory_bytes_ += size;
+        state.withdrawn = true;
+      }
     }
   } else if (usable && state.withdrawn) {
     DropKeptLocked(state);

@@ -3,7 +3,12 @@
 // local granaryd holds the file whole and verified (its data file is the
 // source file byte for byte) and passthrough is on (KernelChannel). A small
 // file the local granaryd owns but lacks is read through by it at the open,
-// in the same round trip, and then passed through.
+// in the same round trip, and then passed through: from an in-memory copy of
+// the bytes granaryd read (a sealed memfd), which it stores in the cache
+// behind the answer, while the copies open stay within `max_memory_bytes`;
+// beyond that, granaryd stores the file before answering and hands out its
+// data file. An in-memory copy is never kept: it is let go at the file's
+// last release, and a later open finds the file in the cache.
 //
 // The descriptor granaryd hands out for such a file, and its backing id with
 // the kernel, are kept after the file is closed, for up to `max_kept` files
@@ -51,7 +56,8 @@ namespace granary::fuse {
 class PassthroughFiles {
  public:
   // Everything must outlive this object.
-  PassthroughFiles(KernelChannel* channel, LocalChunkReader* local, size_t max_kept);
+  PassthroughFiles(KernelChannel* channel, LocalChunkReader* local, size_t max_kept,
+                   uint64_t max_memory_bytes);
   PassthroughFiles(const PassthroughFiles&) = delete;
   PassthroughFiles& operator=(const PassthroughFiles&) = delete;
 
@@ -99,8 +105,9 @@ class PassthroughFiles {
     bool busy = false;  // An open is asking granaryd or the kernel; others wait.
     UniqueFd fd;        // The data file, while kept.
     int64_t verified_ctime_ns = 0;
-    int32_t backing_id = 0;  // Registered with the kernel while kept.
-    bool withdrawn = false;  // Forget it once its last passthrough open is released.
+    int32_t backing_id = 0;     // Registered with the kernel while kept.
+    bool withdrawn = false;     // Forget it once its last passthrough open is released.
+    uint64_t memory_bytes = 0;  // Of `fd`, an in-memory copy; 0 for a data file.
     FileKey file;
     bool in_lru = false;
     std::list<uint64_t>::iterator lru_position;
@@ -113,6 +120,8 @@ class PassthroughFiles {
   // Whether a kept descriptor still reads what was verified at
   // `verified_ctime_ns`: not written since, not reclaimed.
   static bool StillVerified(int fd, int64_t verified_ctime_ns);
+  // Whether an in-memory copy is sealed against every change to its bytes.
+  static bool Sealed(int fd);
   // Closes the kept file of `state` and unregisters its backing id.
   void DropKeptLocked(State& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // After the last release of `inode`: kept (most recently used first, the
@@ -127,6 +136,7 @@ class PassthroughFiles {
   UseReporter* uses_ = nullptr;
   KeeperLink* keeper_ = nullptr;
   const size_t max_kept_;
+  const uint64_t max_memory_bytes_;
 
   Mutex mutex_;
   CondVar idle_;  // A busy state is no longer busy.
@@ -137,6 +147,8 @@ class PassthroughFiles {
   // Inodes of kept files with no open, most recent first.
   std::list<uint64_t> lru_ ABSL_GUARDED_BY(mutex_);
 
+  // Of in-memory copies held or being asked for.
+  uint64_t memory_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   bool closed_ ABSL_GUARDED_BY(mutex_) = false;
   std::atomic<uint64_t> passed_through_{0};
   std::atomic<uint64_t> from_kept_{0};

@@ -1,14 +1,17 @@
 #!/bin/bash
-# Cold small-file reads through the mount, one granaryd binary against
-# another, with the source read directly as the baseline of each round.
+# Cold small-file reads through the mount, one setup against another (a
+# granaryd binary, and granary-fuse's flags), with the source read directly
+# as the baseline of each round.
 #
-# Per round and binary (in turn first): a fresh granaryd (fresh data directory) and mount, a
+# Per round and setup (in turn first): a fresh granaryd (fresh data directory) and mount, a
 # dataset of FILES files of 110 KB (fill off), the page cache dropped, every
 # file read whole by THREADS threads; then the source read the same way.
 # Prints one line per read: seconds, and granaryd's and granary-fuse's CPU
 # in clock ticks.
 #
-# Usage (root): bench/fuse/cold_small_files.sh BUILD_DIR ROUNDS GRANARYD...
+# Usage (root): bench/fuse/cold_small_files.sh BUILD_DIR ROUNDS SETUP...
+#   SETUP: a granaryd binary, or GRANARYD::FLAGS with granary-fuse's flags
+#   after the two colons, e.g. build/granaryd::--cold-open-memory=0
 #   (FILES=3000 THREADS=4 in the environment to change them)
 set -euo pipefail
 build=$1 rounds=$2
@@ -46,28 +49,30 @@ EOF
 }
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 drop_caches() { sync && echo 3 >/proc/sys/vm/drop_caches; }
-binaries=("$@")
+setups=("$@")
 for ((round = 1; round <= rounds; round++)); do
-  # The binaries take turns going first: a read that follows another can be
+  # The setups take turns going first: a read that follows another can be
   # slowed by the disk still writing back the one before.
-  order=("${binaries[@]}")
+  order=("${setups[@]}")
   if ((round % 2 == 0)); then
     order=()
-    for ((i = ${#binaries[@]} - 1; i >= 0; i--)); do order+=("${binaries[i]}"); done
+    for ((i = ${#setups[@]} - 1; i >= 0; i--)); do order+=("${setups[i]}"); done
   fi
-  for granaryd in "${order[@]}"; do
+  for setup in "${order[@]}"; do
+    granaryd=${setup%%::*} fuse_flags=()
+    if [[ $setup == *::* ]]; then read -ra fuse_flags <<<"${setup#*::}"; fi
     rm -rf "$work/data"
     "$granaryd" --source-root "$work/src" --data-dir "$work/data" --socket "$work/g.sock" \
       --metrics-listen 127.0.0.1:0 >"$work/granaryd.log" 2>&1 &
     server=$!
     for _ in $(seq 100); do "$build/granary" status >/dev/null 2>&1 && break; sleep 0.1; done
     "$build/granary" dataset add cold "$work/src" --fill none >/dev/null
-    "$build/granary-fuse" "$mount_dir" 2>"$work/granary-fuse.log"
+    "$build/granary-fuse" "$mount_dir" "${fuse_flags[@]}" 2>"$work/granary-fuse.log"
     fuse=$(pgrep -n -x granary-fuse)
     for _ in $(seq 100); do [[ -d $mount_dir/cold ]] && break; sleep 0.1; done
     drop_caches
     g0=$(cpu "$server") f0=$(cpu "$fuse")
-    echo "round $round $granaryd: $(read_all "$mount_dir/cold") granaryd_cpu $(($(cpu "$server") - g0)) fuse_cpu $(($(cpu "$fuse") - f0))"
+    echo "round $round $setup: $(read_all "$mount_dir/cold") granaryd_cpu $(($(cpu "$server") - g0)) fuse_cpu $(($(cpu "$fuse") - f0))"
     stop
   done
   drop_caches

@@ -126,12 +126,16 @@ v1::LocalReadResponse LocalReadServer::Answer(const absl::Status& received,
   } else if (answer.ok() && !request.has_key()) {
     answer = absl::InvalidArgumentError("local read request names no chunk key");
   } else if (answer.ok() && request.has_whole_file()) {
-    absl::StatusOr<store::ChunkStore::WholeFile> file = reads_->OpenWholeFile(
-        ChunkKey::FromProto(request.key()), request.whole_file().size(),
-        request.whole_file().chunk_size(), request.whole_file().read_through());
+    const v1::WholeFileRequest& whole = request.whole_file();
+    const WholeFileFetch fetch = !whole.read_through()  ? WholeFileFetch::kHeldOnly
+                                 : whole.in_memory_ok() ? WholeFileFetch::kReadThroughInMemory
+                                                        : WholeFileFetch::kReadThrough;
+    absl::StatusOr<ReadThrough::WholeFile> file = reads_->OpenWholeFile(
+        ChunkKey::FromProto(request.key()), whole.size(), whole.chunk_size(), fetch);
     if (file.ok()) {
       *passed = std::move(file->fd);
       response.mutable_whole_file()->set_verified_ctime_ns(file->verified_ctime_ns);
+      response.mutable_whole_file()->set_in_memory(file->in_memory);
     }
     answer = file.status();
   } else if (answer.ok()) {

@@ -2,7 +2,8 @@
 // on a SOCK_SEQPACKET Unix socket: for each LocalReadRequest, the chunk's
 // location and a read-only descriptor of its data file (or, for a whole-file
 // request, the descriptor of the file held whole and verified, with the ctime
-// it was verified at), or the error (NOT_FOUND on a miss: misses are read
+// it was verified at, or of an in-memory copy of it when the request allows
+// one and the store lacks the file), or the error (NOT_FOUND on a miss: misses are read
 // through over gRPC, not here); for a use report, the files withdrawn since
 // the reader's last report. One thread
 // accepts; each connection gets a thread that answers its requests in turn,

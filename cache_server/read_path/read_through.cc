@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "cache_server/read_path/memory_file.h"
 #include "common/chunk_math.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -113,21 +114,29 @@ absl::StatusOr<store::ChunkStore::Extent> ReadThrough::Locate(const ChunkKey& ke
   return extent;
 }
 
-absl::StatusOr<store::ChunkStore::WholeFile> ReadThrough::OpenWholeFile(const ChunkKey& file,
-                                                                        uint64_t size,
-                                                                        uint32_t chunk_size,
-                                                                        bool read_through) {
+absl::StatusOr<ReadThrough::WholeFile> ReadThrough::OpenWholeFile(const ChunkKey& file,
+                                                                  uint64_t size,
+                                                                  uint32_t chunk_size,
+                                                                  WholeFileFetch fetch) {
   activity_->Touch(file.dataset_version);
-  if (read_through) GRANARY_RETURN_IF_ERROR(FetchWhole(file, size, chunk_size));
-  GRANARY_ASSIGN_OR_RETURN(
-      store::ChunkStore::WholeFile whole,
-      store_->OpenWholeFile(file.dataset_version, file.file_id, size, chunk_size));
+  if (fetch == WholeFileFetch::kReadThrough) {
+    GRANARY_RETURN_IF_ERROR(FetchWhole(file, size, chunk_size));
+  }
+  absl::StatusOr<store::ChunkStore::WholeFile> held =
+      store_->OpenWholeFile(file.dataset_version, file.file_id, size, chunk_size);
+  if (!held.ok()) {
+    if (fetch == WholeFileFetch::kReadThroughInMemory && absl::IsNotFound(held.status())) {
+      return ReadWholeIntoMemory(file, size, chunk_size);
+    }
+    return held.status();
+  }
   metrics_->hits.fetch_add(ChunkCount(size, chunk_size), std::memory_order_relaxed);
   metrics_->bytes_from_cache.fetch_add(size, std::memory_order_relaxed);
-  return whole;
+  return WholeFile{std::move(held->fd), held->verified_ctime_ns, /*in_memory=*/false};
 }
 
-absl::Status ReadThrough::FetchWhole(const ChunkKey& file, uint64_t size, uint32_t chunk_size) {
+absl::StatusOr<std::shared_ptr<const Manifest>> ReadThrough::WholeFileManifest(
+    const ChunkKey& file, uint64_t size, uint32_t chunk_size) {
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
                            catalog_->GetManifest(file.dataset_version));
   GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry,
@@ -137,6 +146,26 @@ absl::Status ReadThrough::FetchWhole(const ChunkKey& file, uint64_t size, uint32
                                                    " bytes in chunks of ", manifest->chunk_size(),
                                                    ", not ", size, " in chunks of ", chunk_size));
   }
+  return manifest;
+}
+
+absl::StatusOr<ReadThrough::WholeFile> ReadThrough::ReadWholeIntoMemory(const ChunkKey& file,
+                                                                        uint64_t size,
+                                                                        uint32_t chunk_size) {
+  GRANARY_RETURN_IF_ERROR(WholeFileManifest(file, size, chunk_size).status());
+  GRANARY_ASSIGN_OR_RETURN(MemoryFile memory, MemoryFile::Create("granary-read-through", size));
+  for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
+    const ChunkKey key{file.dataset_version, file.file_id, static_cast<uint32_t>(index)};
+    GRANARY_ASSIGN_OR_RETURN(Chunk chunk, Read(key, 0, 0));
+    GRANARY_RETURN_IF_ERROR(memory.Write(index * chunk_size, *chunk.data));
+  }
+  GRANARY_ASSIGN_OR_RETURN(UniqueFd sealed, std::move(memory).Seal());
+  return WholeFile{std::move(sealed), /*verified_ctime_ns=*/0, /*in_memory=*/true};
+}
+
+absl::Status ReadThrough::FetchWhole(const ChunkKey& file, uint64_t size, uint32_t chunk_size) {
+  GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
+                           WholeFileManifest(file, size, chunk_size));
   for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
     const ChunkKey key{file.dataset_version, file.file_id, static_cast<uint32_t>(index)};
     if (store_->Contains(key)) continue;

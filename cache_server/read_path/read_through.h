@@ -41,7 +41,9 @@
 #include "cache_server/store/chunk_store.h"
 #include "client/dataset_client.h"
 #include "common/chunk_key.h"
+#include "common/local_read_socket.h"
 #include "common/manifest.h"
+#include "common/unique_fd.h"
 
 namespace granary {
 
@@ -82,17 +84,25 @@ class ReadThrough {
   // through: the reader reads it with Read() over gRPC.
   absl::StatusOr<store::ChunkStore::Extent> Locate(const ChunkKey& key, uint64_t read_bytes);
 
+  struct WholeFile {
+    UniqueFd fd;
+    // The data file's ctime when it was verified; 0 for a memory file, which
+    // its seals keep unchanged.
+    int64_t verified_ctime_ns = 0;
+    bool in_memory = false;  // A memory file, not the cache's data file.
+  };
+
   // A descriptor of the cache's whole, verified copy of the file `file`
   // names (its version and file id), `size` bytes in chunks of `chunk_size`,
   // for the kernel to serve (store::ChunkStore::OpenWholeFile); counted as a
-  // hit of every chunk serving the whole file. With `read_through`, the
-  // chunks the store lacks are fetched and stored first, as misses of a
-  // reader (INVALID_ARGUMENT when `size` or `chunk_size` is not the
-  // manifest's; the fetch's own errors); without it, NOT_FOUND unless this
-  // node holds the file whole.
-  absl::StatusOr<store::ChunkStore::WholeFile> OpenWholeFile(const ChunkKey& file, uint64_t size,
-                                                             uint32_t chunk_size,
-                                                             bool read_through);
+  // hit of every chunk serving the whole file. A file this node does not
+  // hold whole is treated as `fetch` says (common/local_read_socket.h; an
+  // in-memory copy is memory_file.h's, its fetched chunks stored behind the
+  // answer, so that the open waits for the fetch, not for the store);
+  // fetching, INVALID_ARGUMENT when `size` or `chunk_size` is not the
+  // manifest's, and the fetch's own errors.
+  absl::StatusOr<WholeFile> OpenWholeFile(const ChunkKey& file, uint64_t size, uint32_t chunk_size,
+                                          WholeFileFetch fetch);
 
   // Counts reads a reader on this host served itself from descriptors it
   // kept (Locate, OpenWholeFile) as hits and as uses of their versions and
@@ -122,9 +132,18 @@ class ReadThrough {
  private:
   absl::StatusOr<ChunkData> FetchOnce(const Manifest& manifest, const ChunkKey& key,
                                       ChunkSourcing sourcing, Storing storing);
+  // The manifest of `file`'s version, when `size` and `chunk_size` are its
+  // entry's.
+  absl::StatusOr<std::shared_ptr<const Manifest>> WholeFileManifest(const ChunkKey& file,
+                                                                    uint64_t size,
+                                                                    uint32_t chunk_size);
   // Fetches and stores the chunks of file `file` (`size` bytes in chunks of
   // `chunk_size`) that the store lacks.
   absl::Status FetchWhole(const ChunkKey& file, uint64_t size, uint32_t chunk_size);
+  // The file's bytes in a sealed memory file: the chunks held, read and
+  // verified from the store, the rest fetched as readers' misses are.
+  absl::StatusOr<WholeFile> ReadWholeIntoMemory(const ChunkKey& file, uint64_t size,
+                                                uint32_t chunk_size);
   // The chunk from its owner in this group, read through there; NOT_FOUND
   // when this node is the owner, was asked as the owner (kOwnerFetch), or the
   // owner is suspected down.

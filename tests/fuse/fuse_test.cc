@@ -377,6 +377,14 @@ TEST_F(FuseReadTest, AManifestBudgetOfNothingOrNoSizeFailsTheMountNamingIt) {
   }
 }
 
+TEST_F(FuseReadTest, AColdOpenMemoryThatIsNoSizeFailsTheMountNamingIt) {
+  auto mount = FuseMount::Start(server_->socket_address(), {"--cold-open-memory", "lots"}, "ds");
+  ASSERT_FALSE(mount.ok());
+  EXPECT_NE(mount.status().message().find("--cold-open-memory"), std::string::npos)
+      << mount.status();
+  EXPECT_NE(mount.status().message().find("lots"), std::string::npos) << mount.status();
+}
+
 TEST_F(FuseReadTest, PyTorchDataLoaderSamplesMatchSource) {
   auto [code, output] = Shell("/usr/bin/python3 '" GRANARY_FUSE_TEST_DIR "/dataloader_check.py' '" +
                               mounted_ + "/samples' '" + source_ + "/samples'");

@@ -3,7 +3,9 @@
 // reads after granary-fuse is killed, which no file served by granary-fuse
 // does), its descriptor is kept so that later opens ask the server nothing
 // (they are reported to it as hits instead), a byte written into a kept data
-// file never reaches a reader, and files the server reclaims are closed.
+// file never reaches a reader, and files the server reclaims are closed. A
+// small file's cold open is answered from an in-memory copy of the bytes the
+// server read, let go at its last release, while the server stores it.
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -73,16 +75,30 @@ class PassthroughTest : public MountedTree {
     return "";
   }
 
-  // Descriptors granary-fuse holds of data files that have been unlinked.
-  int DeletedDataFilesHeld() {
+  // Descriptors granary-fuse holds whose target names `part`.
+  int DescriptorsHeld(const std::string& part) {
     int held = 0;
     const std::string fds = "/proc/" + std::to_string(mount_->pid()) + "/fd";
     for (const auto& entry : std::filesystem::directory_iterator(fds)) {
       std::error_code error;
       const std::string target = std::filesystem::read_symlink(entry.path(), error).string();
-      if (target.find(".dat (deleted)") != std::string::npos) ++held;
+      if (target.find(part) != std::string::npos) ++held;
     }
     return held;
+  }
+  // Of data files that have been unlinked.
+  int DeletedDataFilesHeld() { return DescriptorsHeld(".dat (deleted)"); }
+  // Of in-memory copies of files granaryd read through at their open.
+  int MemoryCopiesHeld() { return DescriptorsHeld("/memfd:granary-read-through"); }
+};
+
+// The same mount with no memory for in-memory copies.
+class PassthroughWithoutMemoryCopiesTest : public PassthroughTest {
+ protected:
+  std::vector<std::string> MountArgs() const override {
+    std::vector<std::string> args = PassthroughTest::MountArgs();
+    args.insert(args.end(), {"--cold-open-memory", "0"});
+    return args;
   }
 };
 
@@ -104,18 +120,33 @@ TEST_F(PassthroughTest, AFileHeldWholeIsReadByTheKernelItselfEvenAfterGranaryFus
   EXPECT_TRUE(got == want);
 }
 
-TEST_F(PassthroughTest, ASmallFileNeverReadIsReadThroughAtItsOpenAndPassedThrough) {
+TEST_F(PassthroughTest, ASmallFileNeverReadIsReadThroughAtItsOpenAndPassedThroughFromMemory) {
   const std::string want = ReadWhole(source_ + "/big.bin");
   const double whole = Metric("granary_store_whole_files_total");
   const int fd = ::open((mounted_ + "/big.bin").c_str(), O_RDONLY);
   ASSERT_GE(fd, 0) << std::strerror(errno);
-  EXPECT_EQ(Metric("granary_store_whole_files_total"), whole + 1);
   EXPECT_EQ(Metric("granary_source_reads_total"), kBigChunks) << "every chunk, once, at the open";
+  EXPECT_EQ(Metric("granary_store_whole_files_total"), whole) << "no data file was handed out";
+  EXPECT_EQ(MemoryCopiesHeld(), 1) << "the open was answered with the bytes read, in memory";
   mount_->Kill();
   std::string got(want.size(), '\0');
   EXPECT_EQ(::pread(fd, got.data(), got.size(), 0), static_cast<ssize_t>(got.size()));
   ::close(fd);
   EXPECT_TRUE(got == want);
+}
+
+TEST_F(PassthroughTest, AnInMemoryCopyGoesAtTheLastReleaseAndLaterOpensPassTheStoredFile) {
+  const std::string want = ReadWhole(source_ + "/small.bin");
+  ASSERT_TRUE(ReadWhole(mounted_ + "/small.bin") == want);
+  // The kernel sends the RELEASE in the background.
+  for (int i = 0; i < 100 && MemoryCopiesHeld() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(MemoryCopiesHeld(), 0) << "an in-memory copy was kept after its file was closed";
+  ASSERT_NO_FATAL_FAILURE(CacheAndKeep("small.bin"));
+  EXPECT_EQ(Metric("granary_source_reads_total"), 1)
+      << "the bytes read for the first open were stored behind it, not read again";
+  EXPECT_EQ(MemoryCopiesHeld(), 0);
 }
 
 TEST_F(PassthroughTest, WithoutPassthroughTheSameReadWaitsForTheNextGranaryFuse) {
@@ -188,6 +219,19 @@ TEST_F(PassthroughTest, FilesGranarydReclaimsAreClosedByTheMount) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(DeletedDataFilesHeld(), 0) << "reclaimed files' blocks are held by the mount";
+}
+
+TEST_F(PassthroughWithoutMemoryCopiesTest, AColdOpenWaitsForTheStoreAndIsHandedTheDataFile) {
+  const std::string want = ReadWhole(source_ + "/small.bin");
+  const double whole = Metric("granary_store_whole_files_total");
+  const int fd = ::open((mounted_ + "/small.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_EQ(Metric("granary_store_whole_files_total"), whole + 1);
+  EXPECT_EQ(MemoryCopiesHeld(), 0);
+  std::string got(want.size(), '\0');
+  EXPECT_EQ(::pread(fd, got.data(), got.size(), 0), static_cast<ssize_t>(got.size()));
+  ::close(fd);
+  EXPECT_TRUE(got == want);
 }
 
 }  // namespace

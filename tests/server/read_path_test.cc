@@ -1,11 +1,16 @@
 // The read path under concurrency and crashes: single-flight misses, prewarm
-// progress, and prewarm resumed after kill -9.
+// progress, prewarm resumed after kill -9, and whole files handed to a local
+// reader in memory before they are stored.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <set>
 #include <thread>
 
+#include "common/local_read_socket.h"
 #include "grpcpp/client_context.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
@@ -206,6 +211,76 @@ TEST_F(ReadPathTest, CancelledPrewarmStopsServerSideWork) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_EQ(*server_->Metric("granary_source_reads_total"), fetched);
   EXPECT_LT(fetched, kLongPrewarmChunks);
+}
+
+// Everything `fd` reads from its start, `size` bytes expected.
+std::string ReadDescriptor(int fd, size_t size) {
+  std::string bytes(size, '\0');
+  const ssize_t n = ::pread(fd, bytes.data(), bytes.size(), 0);
+  bytes.resize(n < 0 ? 0 : static_cast<size_t>(n));
+  return bytes;
+}
+
+TEST_F(ReadPathTest, AColdWholeFileAskedInMemoryIsAnsweredWithASealedCopyAndStoredBehind) {
+  StartServer();
+  const std::string content = PatternBytes(3 * kChunk + 1234, 7);
+  WriteSourceFile(root_, "cold.bin", content);
+  auto entries = Register("cold", kChunk);
+  const ChunkKey file{version_, FileId(entries, "cold.bin"), 0};
+  LocalChunkReader local(LocalReadSocketPath(server_->socket_path()));
+
+  auto copy =
+      local.OpenWholeFile(file, content.size(), kChunk, WholeFileFetch::kReadThroughInMemory);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_TRUE(copy->in_memory);
+  EXPECT_TRUE(ReadDescriptor(copy->fd.get(), content.size()) == content);
+  EXPECT_EQ(::pwrite(copy->fd.get(), "x", 1, 0), -1) << "the copy is sealed";
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::ftruncate(copy->fd.get(), 1), 0);
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 4);
+
+  // Stored behind the answer: soon held whole, and then handed out as the
+  // data file even to a reader that would take a copy.
+  absl::StatusOr<LocalChunkReader::WholeFile> held;
+  for (int i = 0; i < 250; ++i) {
+    held = local.OpenWholeFile(file, content.size(), kChunk, WholeFileFetch::kHeldOnly);
+    if (held.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_FALSE(held->in_memory);
+  EXPECT_TRUE(ReadDescriptor(held->fd.get(), content.size()) == content);
+  auto again =
+      local.OpenWholeFile(file, content.size(), kChunk, WholeFileFetch::kReadThroughInMemory);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->in_memory);
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 4) << "every chunk read once";
+}
+
+TEST_F(ReadPathTest, AWholeFileInMemoryIsRefusedForAChangedSourceOrTheWrongSize) {
+  StartServer();
+  const std::string content = PatternBytes(kChunk + 10, 8);
+  WriteSourceFile(root_, "a.bin", content);
+  WriteSourceFile(root_, "b.bin", content);
+  auto entries = Register("changing", kChunk);
+  LocalChunkReader local(LocalReadSocketPath(server_->socket_path()));
+  const ChunkKey a{version_, FileId(entries, "a.bin"), 0};
+  const ChunkKey b{version_, FileId(entries, "b.bin"), 0};
+
+  auto wrong_size =
+      local.OpenWholeFile(a, content.size() + 1, kChunk, WholeFileFetch::kReadThroughInMemory);
+  EXPECT_TRUE(absl::IsInvalidArgument(wrong_size.status())) << wrong_size.status();
+
+  WriteSourceFile(root_, "b.bin", PatternBytes(kChunk + 10, 9));
+  auto changed =
+      local.OpenWholeFile(b, content.size(), kChunk, WholeFileFetch::kReadThroughInMemory);
+  EXPECT_TRUE(absl::IsFailedPrecondition(changed.status())) << changed.status();
+  EXPECT_NE(changed.status().message().find("b.bin"), std::string::npos) << changed.status();
+
+  auto served =
+      local.OpenWholeFile(a, content.size(), kChunk, WholeFileFetch::kReadThroughInMemory);
+  ASSERT_TRUE(served.ok()) << served.status() << ": other files are still served";
+  EXPECT_TRUE(ReadDescriptor(served->fd.get(), content.size()) == content);
 }
 
 }  // namespace
