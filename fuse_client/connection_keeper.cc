@@ -113,8 +113,13 @@ int Keeper::Timeout() const {
 
 int Keeper::Run() {
   while (true) {
+    // The connection is watched for its end only while no server serves it:
+    // a waiter on /dev/fuse is woken by every request the kernel queues,
+    // which would cost a wake-up of this process per request. A server sees
+    // the end itself and says it unmounts, or dies, and then this process
+    // watches.
     pollfd fds[4] = {
-        {fuse_fd_.get(), 0, 0},
+        {server_.socket.valid() ? -1 : fuse_fd_.get(), 0, 0},
         {listener_.get(), static_cast<int16_t>(candidate_.socket.valid() ? 0 : POLLIN), 0},
         {server_.socket.get(), POLLIN, 0},
         {candidate_.socket.get(), POLLIN, 0}};

@@ -15,7 +15,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -41,6 +43,46 @@ class FuseRestartTest : public FaultTest {
     if (n < 0) return errno;
     got.resize(static_cast<size_t>(n));
     return got == ExpectedBytes(file.seed, offset, kChunk) ? 0 : -1;
+  }
+
+  // The connection keeper the mount's granary-fuse forked, or 0.
+  pid_t KeeperPid() {
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream stat(entry.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      // pid (comm) state ppid ...
+      const size_t comm_end = line.rfind(')');
+      if (comm_end == std::string::npos || line.find("(granary-keeper)") == std::string::npos) {
+        continue;
+      }
+      std::istringstream rest(line.substr(comm_end + 2));
+      char state;
+      pid_t parent = 0;
+      rest >> state >> parent;
+      if (parent == mount_->pid()) return static_cast<pid_t>(std::stol(name));
+    }
+    return 0;
+  }
+
+  // Whether process `pid` exists and has not exited (a zombie has).
+  static bool Alive(pid_t pid) {
+    std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+    std::string line;
+    if (!std::getline(stat, line)) return false;
+    const size_t comm_end = line.rfind(')');
+    return comm_end != std::string::npos && comm_end + 2 < line.size() && line[comm_end + 2] != 'Z';
+  }
+
+  // How often process `pid` has slept and been woken.
+  static long VoluntarySwitches(pid_t pid) {
+    std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
+    }
+    return -1;
   }
 
   // Reads `file` through the mount into the cache, then opens it until an
@@ -206,6 +248,34 @@ TEST_F(FuseRestartTest, TerminatedGranaryFuseUnmountsAndTheNextMountsAfresh) {
   ReadAndVerify(mounted_ + "/" + files[1].path, files[1], &tally);
   EXPECT_EQ(tally.errors + tally.bytes_wrong, 0u);
   EXPECT_NE(mount_->log().find("is being unmounted"), std::string::npos) << mount_->log();
+}
+
+// While a granary-fuse serves the mount, its keeper sleeps through the
+// requests (it watches the connection only when no server does), and an
+// unmount by someone else still ends both.
+TEST_F(FuseRestartTest, TheKeeperSleepsThroughRequestsAndEndsWithAnUnmountByAnyone) {
+  WriteSourceTree(source_, "file-", 1, kChunk);
+  StartServerAndRegister();
+  if (HasFatalFailure()) return;
+  Mount();
+  if (HasFatalFailure()) return;
+  const pid_t keeper = KeeperPid();
+  ASSERT_GT(keeper, 0);
+  const long switches = VoluntarySwitches(keeper);
+  constexpr int kLookups = 500;
+  struct stat st;
+  for (int i = 0; i < kLookups; ++i) {
+    // A name never looked up before: a LOOKUP request each time.
+    EXPECT_NE(::stat(absl::StrCat(mounted_, "/none-", i).c_str(), &st), 0);
+  }
+  EXPECT_LT(VoluntarySwitches(keeper) - switches, kLookups / 10)
+      << "the keeper was woken by the requests";
+  ASSERT_EQ(std::system(absl::StrCat("fusermount3 -u '", mount_->path(), "'").c_str()), 0);
+  for (int i = 0; i < 100 && (Alive(keeper) || mount_->Running()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(mount_->Running());
+  EXPECT_FALSE(Alive(keeper)) << "the keeper outlived the unmount";
 }
 
 // A granary-fuse that dies and is never restarted: the keeper waits
