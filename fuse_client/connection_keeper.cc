@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -26,6 +27,7 @@
 #include "common/status.h"
 #include "fuse_client/detach_mount.h"
 #include "fuse_client/kernel_channel.h"
+#include "fuse_client/open_journal.h"
 #include "fuse_client/standard_streams.h"
 #include "proto/connection_keeper.pb.h"
 
@@ -82,7 +84,9 @@ class Keeper {
   void HandOver();
   void Accept();
   void ForgetBackingIds();
-  void Count(const v1::InodeOpen& change);
+  void Count(uint64_t inode, int32_t backing_id, bool released);
+  // Counts what the server's open journal holds.
+  void DrainOpenJournal();
   v1::Handover State() const;
   int Timeout() const;
 
@@ -93,8 +97,17 @@ class Keeper {
   std::map<uint32_t, v1::MountSlot> slots_;
   uint32_t next_slot_ = 0;
   std::set<int32_t> backing_ids_;  // Registered by servers, not forgotten.
-  std::map<uint64_t, v1::OpenInode> open_inodes_;
-  uint32_t generation_ = 1;  // The current (or last) server's.
+  // Opens of an inode not yet released. Counts may go below zero for a while:
+  // a release can be counted before its open (one came as a message, the
+  // other through the open journal).
+  struct OpenCounts {
+    int64_t passthrough = 0;
+    int64_t cached = 0;
+    int32_t backing_id = 0;
+  };
+  std::map<uint64_t, OpenCounts> open_inodes_;
+  std::unique_ptr<OpenJournalReader> open_journal_;  // The current server's.
+  uint32_t generation_ = 1;                          // The current (or last) server's.
   Peer server_;
   Peer candidate_;
   bool stopping_server_ = false;  // The candidate waits for the server to go.
@@ -184,7 +197,26 @@ bool Keeper::FromServer() {
       backing_ids_.erase(message.backing_closed());
       break;
     case v1::KeeperMessage::kOpens:
-      for (const v1::InodeOpen& change : message.opens().changes()) Count(change);
+      for (const v1::InodeOpen& change : message.opens().changes()) {
+        Count(change.inode(), change.backing_id(), change.released());
+      }
+      break;
+    case v1::KeeperMessage::kOpenJournal: {
+      absl::StatusOr<std::unique_ptr<OpenJournalReader>> journal =
+          OpenJournalReader::Map(passed_fd.get());
+      if (!journal.ok()) {
+        GRANARY_LOG(WARNING) << "connection keeper: refused an open journal: " << journal.status();
+        break;
+      }
+      DrainOpenJournal();
+      open_journal_ = *std::move(journal);
+      v1::KeeperMessage taken;
+      taken.mutable_open_journal_taken();
+      Send(server_.socket.get(), taken);
+      break;
+    }
+    case v1::KeeperMessage::kDrainOpens:
+      DrainOpenJournal();
       break;
     case v1::KeeperMessage::kUnmounting:
       GRANARY_LOG(INFO) << "connection keeper: " << options_.mountpoint << " is being unmounted";
@@ -200,6 +232,9 @@ void Keeper::ServerGone() {
   GRANARY_LOG(INFO) << "connection keeper: granary-fuse " << server_.pid << " is gone; "
                     << options_.mountpoint << " waits for the next one";
   server_ = {};
+  // Every message of the server's was counted; now what it left in memory.
+  DrainOpenJournal();
+  open_journal_.reset();
   ForgetBackingIds();
   if (!stopping_server_) orphaned_since_ = Clock::now();
 }
@@ -212,7 +247,7 @@ void Keeper::ServerGone() {
 void Keeper::ForgetBackingIds() {
   std::set<int32_t> in_use;
   for (const auto& [inode, open] : open_inodes_) {
-    if (open.passthrough_opens() > 0) in_use.insert(open.backing_id());
+    if (open.passthrough > 0) in_use.insert(open.backing_id);
   }
   for (auto it = backing_ids_.begin(); it != backing_ids_.end();) {
     if (in_use.contains(*it)) {
@@ -224,21 +259,23 @@ void Keeper::ForgetBackingIds() {
   }
 }
 
-void Keeper::Count(const v1::InodeOpen& change) {
-  v1::OpenInode& open = open_inodes_[change.inode()];
-  open.set_inode(change.inode());
-  const int step = change.released() ? -1 : 1;
-  if (change.backing_id() > 0) {
-    open.set_passthrough_opens(
-        static_cast<uint32_t>(std::max<int64_t>(0, int64_t{open.passthrough_opens()} + step)));
-    open.set_backing_id(change.backing_id());
+void Keeper::Count(uint64_t inode, int32_t backing_id, bool released) {
+  OpenCounts& open = open_inodes_[inode];
+  const int step = released ? -1 : 1;
+  if (backing_id > 0) {
+    open.passthrough += step;
+    open.backing_id = backing_id;
   } else {
-    open.set_cached_opens(
-        static_cast<uint32_t>(std::max<int64_t>(0, int64_t{open.cached_opens()} + step)));
+    open.cached += step;
   }
-  if (open.passthrough_opens() == 0 && open.cached_opens() == 0) {
-    open_inodes_.erase(change.inode());
-  }
+  if (open.passthrough == 0 && open.cached == 0) open_inodes_.erase(inode);
+}
+
+void Keeper::DrainOpenJournal() {
+  if (open_journal_ == nullptr) return;
+  open_journal_->Drain([this](const OpenRecord& record) {
+    Count(record.inode, record.backing_id, record.released != 0);
+  });
 }
 
 void Keeper::Accept() {
@@ -318,7 +355,14 @@ void Keeper::HandOver() {
   for (int passed_fd = fuse_fd_.get(); sent; passed_fd = -1) {
     v1::Handover* part = handover.mutable_handover();
     for (; open != open_inodes_.end() && part->open_inodes_size() < kOpenInodesPerMessage; ++open) {
-      *part->add_open_inodes() = open->second;
+      const OpenCounts& counts = open->second;
+      if (counts.passthrough <= 0 && counts.cached <= 0) continue;
+      v1::OpenInode* handed = part->add_open_inodes();
+      handed->set_inode(open->first);
+      handed->set_passthrough_opens(
+          static_cast<uint32_t>(std::max<int64_t>(0, counts.passthrough)));
+      handed->set_cached_opens(static_cast<uint32_t>(std::max<int64_t>(0, counts.cached)));
+      handed->set_backing_id(counts.backing_id);
     }
     part->set_more(open != open_inodes_.end());
     sent = Send(candidate_.socket.get(), handover, passed_fd);

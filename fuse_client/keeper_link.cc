@@ -13,6 +13,10 @@ namespace {
 
 constexpr std::string_view kSocketName = "the connection keeper's socket";
 
+// Records in the open journal (1 MiB): the keeper is told to drain it at
+// half of that, once per 32,768 opens and releases.
+constexpr size_t kOpenJournalRecords = 65536;
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<KeeperLink>> KeeperLink::Connect(const std::string& mountpoint) {
@@ -111,7 +115,36 @@ void KeeperLink::Journal(const v1::KeeperMessage& message) {
   }
 }
 
+void KeeperLink::OfferOpenJournal() {
+  absl::StatusOr<std::unique_ptr<OpenJournalWriter>> journal =
+      OpenJournalWriter::Create(kOpenJournalRecords);
+  if (!journal.ok()) {
+    GRANARY_LOG(WARNING) << "opens are journaled as messages: " << journal.status();
+    return;
+  }
+  open_journal_ = *std::move(journal);
+  v1::KeeperMessage message;
+  message.mutable_open_journal();
+  MutexLock lock(&send_mutex_);
+  absl::Status sent = SendDatagram(socket_.get(), message, open_journal_->fd(), kSocketName);
+  if (!sent.ok()) GRANARY_LOG(WARNING) << "opens are journaled as messages: " << sent;
+}
+
 void KeeperLink::JournalOpen(uint64_t inode, int32_t backing_id, bool released) {
+  if (open_journal_taken_.load(std::memory_order_acquire)) {
+    switch (open_journal_->Append({inode, backing_id, released ? 1u : 0u})) {
+      case OpenJournalWriter::Appended::kYes:
+        return;
+      case OpenJournalWriter::Appended::kHalfFull: {
+        v1::KeeperMessage drain;
+        drain.mutable_drain_opens();
+        Journal(drain);
+        return;
+      }
+      case OpenJournalWriter::Appended::kFull:
+        break;
+    }
+  }
   v1::KeeperMessage message;
   v1::InodeOpen* change = message.mutable_opens()->add_changes();
   change->set_inode(inode);
@@ -176,6 +209,9 @@ void KeeperLink::WatchForStop(std::function<void()> on_stop) {
           ReceiveDatagram(socket_.get(), &message, kMaxKeeperMessageBytes, &passed, kSocketName);
       UniqueFd ignored(passed);
       if (!received.ok()) return;
+      if (message.has_open_journal_taken() && open_journal_ != nullptr) {
+        open_journal_taken_.store(true, std::memory_order_release);
+      }
       if (message.has_stop()) {
         on_stop();
         return;

@@ -26,6 +26,7 @@
 #include "common/mutex.h"
 #include "common/unique_fd.h"
 #include "fuse_client/inode_table.h"
+#include "fuse_client/open_journal.h"
 #include "proto/connection_keeper.pb.h"
 
 namespace granary::fuse {
@@ -67,14 +68,19 @@ class KeeperLink : public SlotJournal {
   void BackingClosed(int32_t id);
   // An open of `inode` answered with `backing_id` (0: read through
   // granary-fuse), journaled before the kernel has the answer, and its
-  // release.
+  // release: in the open journal once the keeper took it, else (or when it
+  // is full) as a message.
   void Opened(uint64_t inode, int32_t backing_id);
   void Released(uint64_t inode, int32_t backing_id);
+  // Offers the keeper an open journal (open_journal.h), which it takes unless
+  // it is of a release before them; opens go there once it answers.
+  void OfferOpenJournal();
   // The server unmounts: the keeper ends without waiting for a successor.
   void Unmounting();
 
-  // Calls `on_stop`, from a thread of the link, when the keeper asks this
-  // server to stop because another takes the mount over.
+  // Watches the keeper's messages from a thread of the link: calls `on_stop`
+  // when the keeper asks this server to stop because another takes the mount
+  // over.
   void WatchForStop(std::function<void()> on_stop);
 
  private:
@@ -86,6 +92,8 @@ class KeeperLink : public SlotJournal {
   const std::string mountpoint_;
   Mutex send_mutex_;
   std::atomic<bool> journal_failed_{false};
+  std::unique_ptr<OpenJournalWriter> open_journal_;
+  std::atomic<bool> open_journal_taken_{false};
   std::thread watcher_;
 };
 

@@ -417,6 +417,7 @@ int Run(const Flags& flags, int report_fd) {
     GRANARY_LOG(ERROR) << "cannot hand the connection to its keeper (" << attached
                        << "): the mount will not outlive this process";
   }
+  keeper->OfferOpenJournal();
   // Another granary-fuse taking the mount over: leave at once, mounted. The
   // requests this process holds are sent to the next one again, and the
   // keeper forgets this process's backing files.

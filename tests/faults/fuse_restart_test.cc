@@ -251,10 +251,10 @@ TEST_F(FuseRestartTest, TerminatedGranaryFuseUnmountsAndTheNextMountsAfresh) {
 }
 
 // While a granary-fuse serves the mount, its keeper sleeps through the
-// requests (it watches the connection only when no server does), and an
-// unmount by someone else still ends both.
-TEST_F(FuseRestartTest, TheKeeperSleepsThroughRequestsAndEndsWithAnUnmountByAnyone) {
-  WriteSourceTree(source_, "file-", 1, kChunk);
+// requests (it watches the connection only when no server does) and the opens
+// (journaled in shared memory), and an unmount by someone else still ends both.
+TEST_F(FuseRestartTest, TheKeeperSleepsThroughRequestsAndOpensAndEndsWithAnUnmountByAnyone) {
+  std::vector<SourceFile> files = WriteSourceTree(source_, "file-", 1, kChunk);
   StartServerAndRegister();
   if (HasFatalFailure()) return;
   Mount();
@@ -270,6 +270,17 @@ TEST_F(FuseRestartTest, TheKeeperSleepsThroughRequestsAndEndsWithAnUnmountByAnyo
   }
   EXPECT_LT(VoluntarySwitches(keeper) - switches, kLookups / 10)
       << "the keeper was woken by the requests";
+  // The keeper takes the open journal when the server starts serving.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const long before_opens = VoluntarySwitches(keeper);
+  constexpr int kOpens = 500;
+  for (int i = 0; i < kOpens; ++i) {
+    const int fd = ::open((mounted_ + "/" + files[0].path).c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ::close(fd);
+  }
+  EXPECT_LT(VoluntarySwitches(keeper) - before_opens, kOpens / 10)
+      << "the keeper was woken by the opens and releases";
   ASSERT_EQ(std::system(absl::StrCat("fusermount3 -u '", mount_->path(), "'").c_str()), 0);
   for (int i = 0; i < 100 && (Alive(keeper) || mount_->Running()); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
