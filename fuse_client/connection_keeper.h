@@ -15,15 +15,19 @@
 // any thread. It is single-threaded, holds no dataset and reads no request;
 // its state is the journal the servers send it: the kernel's INIT request,
 // the mount's slots, the inodes open and the mode the kernel holds each in
-// (passed through, or read through granary-fuse), and the backing ids
+// (passed through, or read through granary-fuse; counted from the server's
+// open journal in shared memory, open_journal.h, which it empties when told
+// the ring is half full and when the server is gone), and the backing ids
 // registered, which it forgets itself once the server that registered them
 // is gone and no open inode uses them, since no one else can. It shows as
 // `granary-keeper` in ps and, as root, sets its OOM score to -1000.
 // It serves one server at a time on an abstract Unix socket named after the
 // mount point, to processes of its own uid only. It ends when the mount is
-// gone (unmounted by anyone), when the server says it unmounts, or when no
-// server has taken the mount over `orphan_timeout` after the last one died:
-// then it detaches the mount, and waiting readers get ENOTCONN.
+// gone (unmounted by anyone: a serving server sees that itself and says it
+// unmounts, and only while none serves does the keeper watch the connection,
+// since every request queued wakes whoever waits on it), or when no server
+// has taken the mount over `orphan_timeout` after the last one died: then it
+// detaches the mount, and waiting readers get ENOTCONN.
 //
 // Thread-safety: StartConnectionKeeper() must run before the calling process
 // starts any thread (it forks).

@@ -852,6 +852,7 @@ class Granary(System):
                     "--log-file", os.path.join(b.work, "granary-fuse-%s.log" % self.name)]
         if self.token_file:
             fuse_cmd += ["--token-file", self.token_file]
+        fuse_cmd += b.args.fuse_args.split()
         with open(os.path.join(b.work, "granary-fuse-%s.err" % self.name), "w") as err:
             self.fuse = subprocess.Popen(fuse_cmd, stdout=subprocess.DEVNULL, stderr=err)
         self.root = os.path.join(self.mnt, DATASET)
@@ -1484,6 +1485,9 @@ def main():
     p.add_argument("--fuse-server", choices=("socket", "tcp"), default="socket",
                    help="how granary-fuse reaches the local granaryd: its Unix socket or its "
                    "TCP address on loopback")
+    p.add_argument("--fuse-args", default="",
+                   help="more flags for granary-fuse, space-separated (e.g. "
+                   "--fuse-args=--cold-open-memory=0)")
     p.add_argument("--cluster-servers", type=int, default=3,
                    help="granaryd in the granary-cluster-* systems' cache group (on loopback)")
     p.add_argument("--profile", action="store_true",

@@ -592,6 +592,14 @@ TEST_F(S3SourceTest, AMountWithWrongOrNoKeysFailsDirectReadsWithEioAndServesTheR
     auto mount = FuseMount::Start(server_->socket_address(), {}, "k");
     ASSERT_TRUE(mount.ok()) << mount.status();
     EXPECT_EQ(ReadWhole((*mount)->path() + "/k/warm.bin").bytes, "read while granaryd ran");
+    // A first open is answered with an in-memory copy while granaryd stores
+    // the file; once it has, an open is handed its data file, which the mount
+    // keeps.
+    for (int i = 0; i < 100 && server_->Metric("granary_store_whole_files_total").value_or(0) < 1;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      EXPECT_EQ(ReadWhole((*mount)->path() + "/k/warm.bin").bytes, "read while granaryd ran");
+    }
     ASSERT_TRUE(server_->Kill().ok());
 
     FileRead cold = ReadWhole((*mount)->path() + "/k/cold.bin");
