@@ -93,8 +93,14 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
   const uint32_t chunk_size = file.chunk_size();
   const uint64_t size = file.entry.size;
   MutexLock lock(&mutex_);
-  State& state = states_[file.inode];
-  while (state.busy) idle_.Wait(&mutex_);
+  // Looked up again after every wait: the open it waited for may have been
+  // released meanwhile, its state forgotten and its memory reused.
+  State* waited = &states_[file.inode];
+  while (waited->busy) {
+    idle_.Wait(&mutex_);
+    waited = &states_[file.inode];
+  }
+  State& state = *waited;
   if (state.cached_opens > 0 ||
       (state.passthrough_opens == 0 && (closed_ || !channel_->passthrough()))) {
     state.cached_opens++;

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
 #include "tests/fuse/mounted_tree.h"
 
@@ -29,12 +30,16 @@ namespace {
 
 constexpr uint64_t kBigSize = 3 * kChunk + 17;
 constexpr uint64_t kBigChunks = 4;
+constexpr int kManyFiles = 12;
 
 class PassthroughTest : public MountedTree {
  protected:
   void BuildTree() override {
     WriteFile(source_ + "/big.bin", RandomBytes(kBigSize, 1));
     WriteFile(source_ + "/small.bin", RandomBytes(100000, 2));
+    for (int i = 0; i < kManyFiles; ++i) {
+      WriteFile(absl::StrCat(source_, "/many/", i), RandomBytes(60000 + 1000 * i, 100 + i));
+    }
   }
 
   double Metric(const std::string& name) {
@@ -147,6 +152,31 @@ TEST_F(PassthroughTest, AnInMemoryCopyGoesAtTheLastReleaseAndLaterOpensPassTheSt
   EXPECT_EQ(Metric("granary_source_reads_total"), 1)
       << "the bytes read for the first open were stored behind it, not read again";
   EXPECT_EQ(MemoryCopiesHeld(), 0);
+}
+
+// Until a file read cold is stored, every open of it gets an in-memory copy,
+// let go at its last release: opens of the same files from many threads,
+// each waiting for another's open of the file while releases end others,
+// still read each file's own bytes. (DiskFullTest, where nothing can be
+// stored, exercises this longer.)
+TEST_F(PassthroughTest, ManyThreadsOpeningTheSameColdFilesEachReadTheirOwnBytes) {
+  std::vector<std::string> want;
+  for (int i = 0; i < kManyFiles; ++i)
+    want.push_back(ReadWhole(absl::StrCat(source_, "/many/", i)));
+  const std::string root = mounted_ + "/many/";
+  std::atomic<int> wrong = 0;
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 6; ++t) {
+    readers.emplace_back([&, t] {
+      for (int n = 0; n < 300; ++n) {
+        const int i = (t * 7 + n * 5) % kManyFiles;
+        if (ReadWhole(absl::StrCat(root, i)) != want[i]) ++wrong;
+      }
+    });
+  }
+  for (std::thread& reader : readers) reader.join();
+  EXPECT_EQ(wrong, 0);
+  EXPECT_TRUE(mount_->Running());
 }
 
 TEST_F(PassthroughTest, WithoutPassthroughTheSameReadWaitsForTheNextGranaryFuse) {
