@@ -130,18 +130,24 @@ void KeeperLink::OfferOpenJournal() {
   if (!sent.ok()) GRANARY_LOG(WARNING) << "opens are journaled as messages: " << sent;
 }
 
+void KeeperLink::DrainOpenJournal() {
+  v1::KeeperMessage drain;
+  drain.mutable_drain_opens();
+  Journal(drain);
+}
+
 void KeeperLink::JournalOpen(uint64_t inode, int32_t backing_id, bool released) {
   if (open_journal_taken_.load(std::memory_order_acquire)) {
     switch (open_journal_->Append({inode, backing_id, released ? 1u : 0u})) {
       case OpenJournalWriter::Appended::kYes:
         return;
-      case OpenJournalWriter::Appended::kHalfFull: {
-        v1::KeeperMessage drain;
-        drain.mutable_drain_opens();
-        Journal(drain);
+      case OpenJournalWriter::Appended::kHalfFull:
+        DrainOpenJournal();
         return;
-      }
       case OpenJournalWriter::Appended::kFull:
+        // Told at half full, the keeper has not caught up: told again, and
+        // this change goes as a message.
+        DrainOpenJournal();
         break;
     }
   }

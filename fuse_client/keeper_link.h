@@ -86,6 +86,8 @@ class KeeperLink : public SlotJournal {
  private:
   void Journal(const v1::KeeperMessage& message);
   void JournalOpen(uint64_t inode, int32_t backing_id, bool released);
+  // Tells the keeper to take what the open journal holds.
+  void DrainOpenJournal();
   absl::StatusOr<v1::KeeperMessage> Ask(bool replace_running, bool preview, UniqueFd* fuse_fd);
 
   UniqueFd socket_;
