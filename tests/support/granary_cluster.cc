@@ -4,6 +4,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/chunk_math.h"
@@ -13,18 +14,30 @@
 namespace granary::testing {
 
 absl::StatusOr<std::unique_ptr<GranaryCluster>> GranaryCluster::Start(Options options) {
-  std::unique_ptr<GranaryCluster> cluster(new GranaryCluster(std::move(options)));
-  cluster->members_file_ = cluster->temp_.path() + "/members.yaml";
-  cluster->token_file_ = cluster->temp_.path() + "/token";
-  GRANARY_RETURN_IF_ERROR(WriteRandomClusterToken(cluster->token_file_).status());
-  for (const ClusterNode& spec : cluster->options_.nodes) {
-    cluster->nodes_.push_back({spec, FreeTcpPort(), nullptr});
+  // The ports were free when chosen, but a test running beside this one may
+  // bind one first: then the cluster starts again on other ports.
+  constexpr int kAttempts = 3;
+  absl::Status started;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    std::unique_ptr<GranaryCluster> cluster(new GranaryCluster(options));
+    cluster->members_file_ = cluster->temp_.path() + "/members.yaml";
+    cluster->token_file_ = cluster->temp_.path() + "/token";
+    GRANARY_RETURN_IF_ERROR(WriteRandomClusterToken(cluster->token_file_).status());
+    for (const ClusterNode& spec : cluster->options_.nodes) {
+      cluster->nodes_.push_back({spec, FreeTcpPort(), nullptr});
+    }
+    if (cluster->options_.etcd_endpoint.empty()) {
+      GRANARY_RETURN_IF_ERROR(cluster->WriteMembersFile());
+    }
+    started = absl::OkStatus();
+    for (Node& node : cluster->nodes_) {
+      started = cluster->StartNode(&node);
+      if (!started.ok()) break;
+    }
+    if (started.ok()) return cluster;
+    if (!absl::StrContains(started.message(), "Address already in use")) return started;
   }
-  if (cluster->options_.etcd_endpoint.empty()) {
-    GRANARY_RETURN_IF_ERROR(cluster->WriteMembersFile());
-  }
-  for (Node& node : cluster->nodes_) GRANARY_RETURN_IF_ERROR(cluster->StartNode(&node));
-  return cluster;
+  return started;
 }
 
 std::vector<Member> GranaryCluster::Members() const {
