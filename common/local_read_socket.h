@@ -69,6 +69,14 @@ enum class WholeFileFetch {
   kReadThroughInMemory,
 };
 
+// A file handed over whole for the kernel to serve: the cache's data file,
+// verified, or an in-memory copy (kReadThroughInMemory).
+struct LocalWholeFile {
+  UniqueFd fd;
+  int64_t verified_ctime_ns = 0;  // The data file's ctime when verified; 0 in memory.
+  bool in_memory = false;
+};
+
 // The reader's side: connections to one granaryd's local read socket, made
 // when needed and kept for the next read.
 class LocalChunkReader {
@@ -91,11 +99,7 @@ class LocalChunkReader {
   // The data file of the file `key` names (its version and file id) when the
   // local granaryd holds it whole, `size` bytes in chunks of `chunk_size`,
   // every chunk verified: for the kernel to serve. Otherwise as `fetch` says.
-  struct WholeFile {
-    UniqueFd fd;
-    int64_t verified_ctime_ns = 0;  // Its ctime when it was verified (0 in memory).
-    bool in_memory = false;         // An in-memory copy (kReadThroughInMemory).
-  };
+  using WholeFile = LocalWholeFile;
   absl::StatusOr<WholeFile> OpenWholeFile(const ChunkKey& key, uint64_t size, uint32_t chunk_size,
                                           WholeFileFetch fetch);
 

@@ -1,6 +1,5 @@
 #include "fuse_client/open_journal.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -8,6 +7,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/memory_file.h"
 #include "common/status.h"
 
 namespace granary::fuse {
@@ -21,8 +21,6 @@ struct RingHeader {
 };
 static_assert(std::atomic_ref<uint64_t>::is_always_lock_free,
               "the indices are shared by two processes");
-
-constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
 
 }  // namespace
 
@@ -55,18 +53,13 @@ class OpenRing {
 };
 
 absl::StatusOr<std::unique_ptr<OpenJournalWriter>> OpenJournalWriter::Create(size_t capacity) {
-  UniqueFd fd(::memfd_create("granary-open-journal", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!fd.valid()) return ErrnoStatus(errno, "memfd_create for the open journal");
   const size_t bytes = sizeof(RingHeader) + capacity * sizeof(OpenRecord);
-  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0) {
-    return ErrnoStatus(errno, "sizing the open journal");
-  }
+  GRANARY_ASSIGN_OR_RETURN(MemoryFile memory, MemoryFile::Create("granary-open-journal", bytes));
   // The keeper maps it too: a size that cannot change never faults there.
-  if (::fcntl(fd.get(), F_ADD_SEALS, kSizeSeals) != 0) {
-    return ErrnoStatus(errno, "sealing the open journal's size");
-  }
-  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<OpenRing> ring, OpenRing::Map(fd.get(), bytes));
-  return std::unique_ptr<OpenJournalWriter>(new OpenJournalWriter(std::move(fd), std::move(ring)));
+  GRANARY_RETURN_IF_ERROR(memory.Seal(MemoryFile::kFixedSize));
+  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<OpenRing> ring, OpenRing::Map(memory.fd(), bytes));
+  return std::unique_ptr<OpenJournalWriter>(
+      new OpenJournalWriter(std::move(memory).Release(), std::move(ring)));
 }
 
 OpenJournalWriter::OpenJournalWriter(UniqueFd fd, std::unique_ptr<OpenRing> ring)
@@ -93,8 +86,7 @@ absl::StatusOr<std::unique_ptr<OpenJournalReader>> OpenJournalReader::Map(int fd
     return absl::InvalidArgumentError(
         absl::StrCat("an open journal of ", bytes, " bytes holds no ring"));
   }
-  const int seals = ::fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || (seals & kSizeSeals) != kSizeSeals) {
+  if (!MemoryFile::HasSeals(fd, MemoryFile::kFixedSize)) {
     return absl::InvalidArgumentError("an open journal whose size may change");
   }
   GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<OpenRing> ring, OpenRing::Map(fd, bytes));

@@ -1,10 +1,10 @@
 #include "fuse_client/passthrough_files.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 
 #include "common/chunk_math.h"
 #include "common/logging.h"
+#include "common/memory_file.h"
 
 namespace granary::fuse {
 namespace {
@@ -31,12 +31,6 @@ bool PassthroughFiles::StillVerified(int fd, int64_t verified_ctime_ns) {
   struct stat st;
   return ::fstat(fd, &st) == 0 && st.st_nlink > 0 &&
          st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec == verified_ctime_ns;
-}
-
-bool PassthroughFiles::Sealed(int fd) {
-  constexpr int kUnchangeable = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
-  const int seals = ::fcntl(fd, F_GET_SEALS);
-  return seals >= 0 && (seals & kUnchangeable) == kUnchangeable;
 }
 
 void PassthroughFiles::DropKeptLocked(State& state) {
@@ -141,7 +135,7 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
     absl::StatusOr<LocalChunkReader::WholeFile> fetched =
         local_->OpenWholeFile({key.first, key.second, 0}, size, chunk_size, fetch);
     if (fetched.ok() &&
-        (fetched->in_memory ? Sealed(fetched->fd.get())
+        (fetched->in_memory ? MemoryFile::HasSeals(fetched->fd.get(), MemoryFile::kUnchangeable)
                             : StillVerified(fetched->fd.get(), fetched->verified_ctime_ns))) {
       absl::StatusOr<int32_t> registered = channel_->RegisterBacking(fetched->fd.get());
       if (registered.ok()) {

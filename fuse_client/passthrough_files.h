@@ -120,8 +120,6 @@ class PassthroughFiles {
   // Whether a kept descriptor still reads what was verified at
   // `verified_ctime_ns`: not written since, not reclaimed.
   static bool StillVerified(int fd, int64_t verified_ctime_ns);
-  // Whether an in-memory copy is sealed against every change to its bytes.
-  static bool Sealed(int fd);
   // Closes the kept file of `state` and unregisters its backing id.
   void DropKeptLocked(State& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // After the last release of `inode`: kept (most recently used first, the

@@ -4,9 +4,9 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "cache_server/read_path/memory_file.h"
 #include "common/chunk_math.h"
 #include "common/logging.h"
+#include "common/memory_file.h"
 #include "common/status.h"
 
 namespace granary {
@@ -159,8 +159,8 @@ absl::StatusOr<ReadThrough::WholeFile> ReadThrough::ReadWholeIntoMemory(const Ch
     GRANARY_ASSIGN_OR_RETURN(Chunk chunk, Read(key, 0, 0));
     GRANARY_RETURN_IF_ERROR(memory.Write(index * chunk_size, *chunk.data));
   }
-  GRANARY_ASSIGN_OR_RETURN(UniqueFd sealed, std::move(memory).Seal());
-  return WholeFile{std::move(sealed), /*verified_ctime_ns=*/0, /*in_memory=*/true};
+  GRANARY_RETURN_IF_ERROR(memory.Seal(MemoryFile::kUnchangeable | F_SEAL_SEAL));
+  return WholeFile{std::move(memory).Release(), /*verified_ctime_ns=*/0, /*in_memory=*/true};
 }
 
 absl::Status ReadThrough::FetchWhole(const ChunkKey& file, uint64_t size, uint32_t chunk_size) {

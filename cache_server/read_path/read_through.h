@@ -84,20 +84,14 @@ class ReadThrough {
   // through: the reader reads it with Read() over gRPC.
   absl::StatusOr<store::ChunkStore::Extent> Locate(const ChunkKey& key, uint64_t read_bytes);
 
-  struct WholeFile {
-    UniqueFd fd;
-    // The data file's ctime when it was verified; 0 for a memory file, which
-    // its seals keep unchanged.
-    int64_t verified_ctime_ns = 0;
-    bool in_memory = false;  // A memory file, not the cache's data file.
-  };
+  using WholeFile = LocalWholeFile;
 
   // A descriptor of the cache's whole, verified copy of the file `file`
   // names (its version and file id), `size` bytes in chunks of `chunk_size`,
   // for the kernel to serve (store::ChunkStore::OpenWholeFile); counted as a
   // hit of every chunk serving the whole file. A file this node does not
   // hold whole is treated as `fetch` says (common/local_read_socket.h; an
-  // in-memory copy is memory_file.h's, its fetched chunks stored behind the
+  // in-memory copy is common/memory_file.h's, its fetched chunks stored behind the
   // answer, so that the open waits for the fetch, not for the store);
   // fetching, INVALID_ARGUMENT when `size` or `chunk_size` is not the
   // manifest's, and the fetch's own errors.

@@ -1,6 +1,5 @@
-#include "cache_server/read_path/memory_file.h"
+#include "common/memory_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -38,12 +37,16 @@ absl::Status MemoryFile::Write(uint64_t offset, std::string_view bytes) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<UniqueFd> MemoryFile::Seal() && {
-  if (::fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) !=
-      0) {
+absl::Status MemoryFile::Seal(int seals) {
+  if (::fcntl(fd_.get(), F_ADD_SEALS, seals) != 0) {
     return ErrnoStatus(errno, "sealing a memory file");
   }
-  return std::move(fd_);
+  return absl::OkStatus();
+}
+
+bool MemoryFile::HasSeals(int fd, int seals) {
+  const int held = ::fcntl(fd, F_GET_SEALS);
+  return held >= 0 && (held & seals) == seals;
 }
 
 }  // namespace granary
