@@ -298,6 +298,18 @@ TEST_F(TransportServerTest, TheLocalReadSocketAnswersOnlyRootAndCountsAtMostAChu
                 "local read socket", "PERMISSION_DENIED (read over gRPC instead)",
                 std::string(as_user.message())});
 
+  // Nor an in-memory copy of a file read through for it.
+  absl::Status copy_as_user;
+  AsUserOnThread(user_, {socket_gid_}, [&] {
+    LocalChunkReader reader(LocalReadSocketPath(server_->socket_path()));
+    copy_as_user =
+        reader.OpenWholeFile(key_, kFileBytes, kChunkBytes, WholeFileFetch::kReadThroughInMemory)
+            .status();
+  });
+  EXPECT_EQ(copy_as_user.code(), absl::StatusCode::kPermissionDenied) << copy_as_user;
+  ReportAttack({"9", "a user in the socket's group asks for an in-memory copy of a file",
+                "local read socket", "PERMISSION_DENIED", std::string(copy_as_user.message())});
+
   double before = *server_->Metric("granary_bytes_from_cache_total");
   int fd = ConnectUnix(LocalReadSocketPath(server_->socket_path()), SOCK_SEQPACKET);
   ASSERT_GE(fd, 0);
