@@ -9,28 +9,31 @@ namespace granary {
 namespace {
 
 // How long a fresh attempt to reach a peer whose channel failed before may
-// take. gRPC keeps such a channel in TRANSIENT_FAILURE until it connects, so
-// a failed attempt is not seen; a live peer on the cluster's network answers
-// well within this.
-constexpr std::chrono::milliseconds kFreshAttemptWait{200};
+// take to start. gRPC keeps such a channel in TRANSIENT_FAILURE until it
+// connects, so a failed attempt is not seen; the attempt starts at once
+// when the backoff is reset.
+constexpr std::chrono::milliseconds kFreshAttemptStart{200};
 
 // Whether `channel` is connected by `deadline`. With `refused_is_down`, a
 // channel that failed earlier gets one fresh attempt at once (not after
 // gRPC's reconnection backoff: the peer may have come back since) and is
-// given up when that does not connect within kFreshAttemptWait.
+// given up when that attempt fails too: a dead peer refuses at once. An
+// attempt still connecting has until `deadline`, since a peer that has just
+// started (or a loaded machine) may take a while to answer the handshake.
 bool WaitUntilConnected(grpc::Channel& channel, std::chrono::system_clock::time_point deadline,
                         bool refused_is_down) {
   bool retried = false;
   grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
   while (state != GRPC_CHANNEL_READY) {
     if (state == GRPC_CHANNEL_SHUTDOWN) return false;
+    auto wait_until = deadline;
     if (refused_is_down && state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
       if (retried) return false;
       retried = true;
       grpc::experimental::ChannelResetConnectionBackoff(&channel);
-      deadline = std::min(deadline, std::chrono::system_clock::now() + kFreshAttemptWait);
+      wait_until = std::min(deadline, std::chrono::system_clock::now() + kFreshAttemptStart);
     }
-    if (!channel.WaitForStateChange(state, deadline)) return false;
+    if (!channel.WaitForStateChange(state, wait_until)) return false;
     state = channel.GetState(/*try_to_connect=*/true);
   }
   return true;
