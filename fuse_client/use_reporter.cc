@@ -75,12 +75,17 @@ bool UseReporter::Send(const absl::flat_hash_map<FileKey, Use>& uses,
 }
 
 void UseReporter::Run() {
-  for (bool stopping = false; !stopping;) {
+  // The first report goes at once: its answer says where granaryd's
+  // withdrawals stand, so that a file handed out after it and withdrawn is
+  // named by the next answer, rather than that answer closing every kept file.
+  for (bool stopping = false, first = true; !stopping; first = false) {
     absl::flat_hash_map<FileKey, Use> uses;
     {
       MutexLock lock(&mutex_);
-      wake_.WaitFor(&mutex_, interval_,
-                    [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; });
+      if (!first) {
+        wake_.WaitFor(&mutex_, interval_,
+                      [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; });
+      }
       stopping = stopping_;
       uses.swap(pending_);
     }

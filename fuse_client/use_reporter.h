@@ -11,8 +11,9 @@
 // keeps (`kept_versions`), so that granaryd does not release an older
 // version while this mount still shows it or has files of it open.
 //
-// Reports go out every `interval` from a thread of the reporter's own, and
-// once more when it is destroyed; recording a use is a short critical
+// Reports go out at once (to learn where granaryd's withdrawals stand before
+// anything is kept), then every `interval` from a thread of the reporter's
+// own, and once more when it is destroyed; recording a use is a short critical
 // section on the reader's thread, never a round trip.
 //
 // Thread-safety: Record() may be called concurrently.
