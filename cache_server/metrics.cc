@@ -113,6 +113,9 @@ std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t datas
   Counter(&out, "granary_store_whole_files_total",
           "Files handed to granary-fuse whole and verified, for the kernel to serve.",
           store.whole_files);
+  Counter(&out, "granary_store_whole_files_ahead_total",
+          "Files handed to granary-fuse whole and verified ahead of their opens.",
+          store.whole_files_ahead);
   Gauge(&out, "granary_datasets", "Registered datasets.", static_cast<int64_t>(dataset_count));
   Gauge(&out, "granary_manifest_memory_bytes", "Memory taken by the manifests kept in memory.",
         static_cast<int64_t>(manifests.bytes));

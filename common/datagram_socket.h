@@ -1,5 +1,5 @@
 // Protobuf messages as datagrams on a Unix SOCK_SEQPACKET socket, each with
-// an optional file descriptor attached (SCM_RIGHTS): the local read socket
+// file descriptors attached or none (SCM_RIGHTS): the local read socket
 // between granary-fuse and granaryd, and the socket between granary-fuse and
 // the keeper of its FUSE connection.
 //
@@ -11,22 +11,35 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <span>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
 #include "google/protobuf/message_lite.h"
 
 namespace granary {
 
-// Sends `message` as one datagram on `socket`, with descriptor `passed_fd`
-// attached when it is not -1. `socket_name` names the socket in errors.
+// Sends `message` as one datagram on `socket`, with `passed_fds` attached.
+// `socket_name` names the socket in errors.
+absl::Status SendDatagram(int socket, const google::protobuf::MessageLite& message,
+                          std::span<const int> passed_fds, std::string_view socket_name);
+// The same with descriptor `passed_fd` attached when it is not -1.
 absl::Status SendDatagram(int socket, const google::protobuf::MessageLite& message, int passed_fd,
                           std::string_view socket_name);
 
-// Receives one datagram of at most `max_bytes` into `message`. `*passed_fd`
-// gets the descriptor attached to it, which the caller must close, or -1.
-// UNAVAILABLE when the peer has closed the connection.
+// Receives one datagram of at most `max_bytes` into `message`, and into
+// `*passed` the descriptors attached to it, at most `max_fds` (a datagram
+// with more, too long, or not parsing is refused with INVALID_ARGUMENT, and
+// every descriptor it carried is closed). UNAVAILABLE when the peer has
+// closed the connection.
+absl::Status ReceiveDatagram(int socket, google::protobuf::MessageLite* message, size_t max_bytes,
+                             size_t max_fds, std::vector<UniqueFd>* passed,
+                             std::string_view socket_name);
+// The same for at most one descriptor: `*passed_fd` gets it, which the
+// caller must close, or -1.
 absl::Status ReceiveDatagram(int socket, google::protobuf::MessageLite* message, size_t max_bytes,
                              int* passed_fd, std::string_view socket_name);
 

@@ -25,13 +25,13 @@ std::string LocalReadSocketPath(std::string_view grpc_socket_path) {
 }
 
 absl::Status SendLocalReadMessage(int socket, const google::protobuf::MessageLite& message,
-                                  int passed_fd) {
-  return SendDatagram(socket, message, passed_fd, "the local read socket");
+                                  std::span<const int> passed_fds) {
+  return SendDatagram(socket, message, passed_fds, "the local read socket");
 }
 
 absl::Status ReceiveLocalReadMessage(int socket, google::protobuf::MessageLite* message,
-                                     int* passed_fd) {
-  return ReceiveDatagram(socket, message, kMaxLocalReadMessageBytes, passed_fd,
+                                     std::vector<UniqueFd>* passed) {
+  return ReceiveDatagram(socket, message, kMaxLocalReadMessageBytes, 1 + kMaxAheadFiles, passed,
                          "the local read socket");
 }
 
@@ -132,10 +132,8 @@ absl::StatusOr<LocalChunkReader::Answer> LocalChunkReader::Exchange(
     bool kept = false;
     GRANARY_ASSIGN_OR_RETURN(int socket, TakeConnection(&kept));
     Answer answer;
-    int passed_fd = -1;
-    absl::Status exchanged = SendLocalReadMessage(socket, request, -1);
-    if (exchanged.ok()) exchanged = ReceiveLocalReadMessage(socket, &answer.response, &passed_fd);
-    answer.fd = UniqueFd(passed_fd);
+    absl::Status exchanged = SendLocalReadMessage(socket, request, {});
+    if (exchanged.ok()) exchanged = ReceiveLocalReadMessage(socket, &answer.response, &answer.fds);
     if (exchanged.ok()) {
       KeepConnection(socket);
       if (answer.response.code() != 0) {
@@ -156,16 +154,15 @@ absl::StatusOr<LocalChunkReader::Extent> LocalChunkReader::Locate(const ChunkKey
   key.ToProto(request.mutable_key());
   request.set_read_bytes(read_bytes);
   GRANARY_ASSIGN_OR_RETURN(Answer answer, Exchange(request));
-  if (!answer.fd.valid()) {
+  if (answer.fds.size() != 1) {
     return absl::InternalError("the local read answer for " + key.ToString() + " had no data file");
   }
-  return Extent{std::move(answer.fd), std::move(*answer.response.mutable_location())};
+  return Extent{std::move(answer.fds.front()), std::move(*answer.response.mutable_location())};
 }
 
-absl::StatusOr<LocalChunkReader::WholeFile> LocalChunkReader::OpenWholeFile(const ChunkKey& key,
-                                                                            uint64_t size,
-                                                                            uint32_t chunk_size,
-                                                                            WholeFileFetch fetch) {
+absl::StatusOr<LocalChunkReader::WholeFile> LocalChunkReader::OpenWholeFile(
+    const ChunkKey& key, uint64_t size, uint32_t chunk_size, WholeFileFetch fetch,
+    std::span<const AheadFile> ahead, std::vector<AheadWholeFile>* ahead_held) {
   v1::LocalReadRequest request;
   key.ToProto(request.mutable_key());
   v1::WholeFileRequest* whole = request.mutable_whole_file();
@@ -173,12 +170,27 @@ absl::StatusOr<LocalChunkReader::WholeFile> LocalChunkReader::OpenWholeFile(cons
   whole->set_chunk_size(chunk_size);
   whole->set_read_through(fetch != WholeFileFetch::kHeldOnly);
   whole->set_in_memory_ok(fetch == WholeFileFetch::kReadThroughInMemory);
-  GRANARY_ASSIGN_OR_RETURN(Answer answer, Exchange(request));
-  if (!answer.fd.valid()) {
-    return absl::InternalError("the whole-file answer for " + key.ToString() + " had no data file");
+  for (const AheadFile& file : ahead.first(std::min(ahead.size(), kMaxAheadFiles))) {
+    v1::AheadFile* asked = whole->add_ahead();
+    asked->set_file_id(file.file_id);
+    asked->set_size(file.size);
   }
-  return WholeFile{std::move(answer.fd), answer.response.whole_file().verified_ctime_ns(),
-                   answer.response.whole_file().in_memory()};
+  GRANARY_ASSIGN_OR_RETURN(Answer answer, Exchange(request));
+  const v1::WholeFileAnswer& answered = answer.response.whole_file();
+  if (answer.fds.size() != 1 + static_cast<size_t>(answered.ahead_size())) {
+    return absl::InternalError(absl::StrCat("the whole-file answer for ", key.ToString(), " had ",
+                                            answer.fds.size(), " descriptors, not ",
+                                            1 + answered.ahead_size()));
+  }
+  if (ahead_held != nullptr) {
+    for (int i = 0; i < answered.ahead_size(); ++i) {
+      ahead_held->push_back(
+          {answered.ahead(i).file_id(),
+           {std::move(answer.fds[1 + i]), answered.ahead(i).verified_ctime_ns()}});
+    }
+  }
+  return WholeFile{std::move(answer.fds.front()), answered.verified_ctime_ns(),
+                   answered.in_memory()};
 }
 
 absl::StatusOr<v1::WithdrawnFiles> LocalChunkReader::ReportUses(const v1::UseReport& report) {

@@ -7,7 +7,9 @@
 // verifies each block against the location's XXH3s before using a byte of
 // it. A whole-file request gets the descriptor of a data file that is its
 // source file byte for byte, verified, for the kernel to serve (FUSE
-// passthrough); a use report tells granaryd what the reader served itself.
+// passthrough), and those of the files it asked for ahead of their opens
+// that granaryd holds so; a use report tells granaryd what the reader served
+// itself.
 //
 // A chunk's descriptor may be kept for later reads of the chunk: if the data
 // file is reclaimed meanwhile, the descriptor reads the old, unlinked file,
@@ -49,15 +51,17 @@ inline constexpr std::chrono::milliseconds kLocalReadTimeout{2000};
 // Largest message either side sends (a location with a checksum per block).
 inline constexpr size_t kMaxLocalReadMessageBytes = 64 << 10;
 
-// Sends `message` as one datagram on `socket`, with descriptor `passed_fd`
-// attached when it is not -1.
+// Files a whole-file request may ask for ahead of their opens.
+inline constexpr size_t kMaxAheadFiles = 32;
+
+// Sends `message` as one datagram on `socket`, with `passed_fds` attached
+// (at most 1 + kMaxAheadFiles).
 absl::Status SendLocalReadMessage(int socket, const google::protobuf::MessageLite& message,
-                                  int passed_fd);
-// Receives one datagram into `message`. `*passed_fd` gets the descriptor
-// attached to it, which the caller must close, or -1. UNAVAILABLE when the
-// peer has closed the connection.
+                                  std::span<const int> passed_fds);
+// Receives one datagram into `message`, and into `*passed` the descriptors
+// attached to it. UNAVAILABLE when the peer has closed the connection.
 absl::Status ReceiveLocalReadMessage(int socket, google::protobuf::MessageLite* message,
-                                     int* passed_fd);
+                                     std::vector<UniqueFd>* passed);
 
 // How a whole-file request treats a file granaryd does not hold whole.
 enum class WholeFileFetch {
@@ -75,6 +79,18 @@ struct LocalWholeFile {
   UniqueFd fd;
   int64_t verified_ctime_ns = 0;  // The data file's ctime when verified; 0 in memory.
   bool in_memory = false;
+};
+
+// A file of the same dataset version asked for ahead of its open, with a
+// whole-file request: its id and its size in the manifest.
+struct AheadFile {
+  uint64_t file_id = 0;
+  uint64_t size = 0;
+};
+// One of those that granaryd holds whole and verified: its data file.
+struct AheadWholeFile {
+  uint64_t file_id = 0;
+  LocalWholeFile file;
 };
 
 // The reader's side: connections to one granaryd's local read socket, made
@@ -99,9 +115,14 @@ class LocalChunkReader {
   // The data file of the file `key` names (its version and file id) when the
   // local granaryd holds it whole, `size` bytes in chunks of `chunk_size`,
   // every chunk verified: for the kernel to serve. Otherwise as `fetch` says.
+  // With the answer, `*ahead_held` (unless null) gets the files of `ahead`
+  // (at most kMaxAheadFiles, of the same version) that granaryd holds whole
+  // and verified: one request for the opens to come.
   using WholeFile = LocalWholeFile;
   absl::StatusOr<WholeFile> OpenWholeFile(const ChunkKey& key, uint64_t size, uint32_t chunk_size,
-                                          WholeFileFetch fetch);
+                                          WholeFileFetch fetch,
+                                          std::span<const AheadFile> ahead = {},
+                                          std::vector<AheadWholeFile>* ahead_held = nullptr);
 
   // Reports reads this reader served itself; the answer lists the files
   // withdrawn since the report before.
@@ -116,7 +137,7 @@ class LocalChunkReader {
  private:
   struct Answer {
     v1::LocalReadResponse response;
-    UniqueFd fd;
+    std::vector<UniqueFd> fds;
   };
   // An idle connection (`*kept` set), or a new one.
   absl::StatusOr<int> TakeConnection(bool* kept);

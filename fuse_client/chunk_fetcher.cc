@@ -55,10 +55,12 @@ bool ChunkFetcher::MayBeLocal(const FileRef& file, uint32_t chunk_index) const {
   return servers_->OwnedLocally(file.KeyOf(chunk_index), file.snapshot.info.replicas());
 }
 
-bool ChunkFetcher::MayBeLocalWhole(const FileRef& file, uint64_t size) const {
-  const uint64_t chunks = ChunkCount(size, file.snapshot.manifest.chunk_size());
-  for (uint64_t index = 0; index < chunks; ++index) {
-    if (!MayBeLocal(file, static_cast<uint32_t>(index))) return false;
+bool ChunkFetcher::OwnedLocallyWhole(const DatasetSnapshot& snapshot, uint64_t file_id,
+                                     uint64_t size) const {
+  const Manifest& manifest = snapshot.manifest;
+  for (uint64_t index = 0; index < ChunkCount(size, manifest.chunk_size()); ++index) {
+    const ChunkKey key{manifest.version(), file_id, static_cast<uint32_t>(index)};
+    if (!servers_->OwnedLocally(key, snapshot.info.replicas())) return false;
   }
   return true;
 }

@@ -81,8 +81,8 @@ class ChunkFetcher {
   // Whether the local granaryd may hold chunk `chunk_index` of `file`: it
   // is one of the chunk's owners in its group (ClusterReader::OwnedLocally).
   bool MayBeLocal(const FileRef& file, uint32_t chunk_index) const;
-  // The same for every chunk of the file.
-  bool MayBeLocalWhole(const FileRef& file, uint64_t size) const;
+  // The same for every chunk of file `file_id` of `snapshot`, `size` bytes.
+  bool OwnedLocallyWhole(const DatasetSnapshot& snapshot, uint64_t file_id, uint64_t size) const;
 
   // Starts reading chunk `chunk_index` of `file` from the local granaryd's
   // disk into the page cache; errors as FetchLocal().

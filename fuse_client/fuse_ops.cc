@@ -255,8 +255,10 @@ struct Ops {
     }
     auto file = std::make_shared<OpenFile>(node.dataset, node.node);
     if (fs.passthrough_ != nullptr) {
-      file->backing_id = fs.passthrough_->Open(
-          *file, fs.read_path_.fetcher->MayBeLocalWhole(file->ref(), file->entry.size));
+      const DatasetSnapshot& snapshot = file->dataset->snapshot();
+      file->backing_id = fs.passthrough_->Open(*file, [&](uint64_t file_id, uint64_t size) {
+        return fs.read_path_.fetcher->OwnedLocallyWhole(snapshot, file_id, size);
+      });
     }
     const uint64_t handle = fs.files_.Issue(std::make_unique<FileReader>(file, fs.read_path_));
     int replied;

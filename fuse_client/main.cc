@@ -498,8 +498,9 @@ int main(int argc, char** argv) {
                "Serve every read through granary-fuse, never letting the kernel read files the "
                "local server holds whole (FUSE passthrough)");
   app.add_option("--max-kept-files", flags.max_kept_files,
-                 "Files held whole whose descriptors stay open after they are closed, so that "
-                 "the next open passes them through without asking the server")
+                 "Files held whole whose descriptors stay open after they are closed, or that "
+                 "the server handed out ahead of their first open, so that the next open "
+                 "passes them through without asking the server")
       ->capture_default_str();
   app.add_option("--cold-open-memory", flags.cold_open_memory,
                  "Memory for copies of small files that the local server reads through at "

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "common/chunk_math.h"
 #include "common/logging.h"
 #include "common/memory_file.h"
@@ -14,6 +16,10 @@ namespace {
 // files stream through granary-fuse until they are held whole, so that an
 // open never waits for a whole large file.
 constexpr uint64_t kReadThroughAtOpenBytes = 8 << 20;
+
+// How far past an opened file its manifest is looked through for files to
+// ask for ahead.
+constexpr uint64_t kAheadFilesLookedAt = 4 * kMaxAheadFiles;
 
 }  // namespace
 
@@ -76,16 +82,68 @@ void PassthroughFiles::WithdrawLocked(uint64_t inode, State& state) {
   IdleLocked(inode, state);
 }
 
-int32_t PassthroughFiles::Open(const OpenFile& file, bool may_be_whole) {
-  const int32_t backing_id = ChooseMode(file, may_be_whole);
+int32_t PassthroughFiles::Open(const OpenFile& file, OwnedWhole owned_whole) {
+  const int32_t backing_id = ChooseMode(file, owned_whole);
   if (keeper_ != nullptr) keeper_->Opened(file.inode, backing_id);
   return backing_id;
 }
 
-int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
+std::vector<AheadFile> PassthroughFiles::AheadOfLocked(const OpenFile& file,
+                                                       OwnedWhole owned_whole) {
+  std::vector<AheadFile> ahead;
+  if (max_kept_ == 0) return ahead;
+  const MountedDataset& dataset = *file.dataset;
+  const Manifest& manifest = dataset.snapshot().manifest;
+  const uint64_t end =
+      std::min<uint64_t>(manifest.entries().size(), file.file_id + 1 + kAheadFilesLookedAt);
+  for (uint64_t id = file.file_id + 1; id < end && ahead.size() < kMaxAheadFiles; ++id) {
+    const ManifestEntry& entry = manifest.entries()[id];
+    if (entry.type != EntryType::kFile || entry.size == 0 || manifest.IsHardLinkAlias(id) ||
+        states_.contains(dataset.InodeOf(id + 1)) || !owned_whole(id, entry.size)) {
+      continue;
+    }
+    ahead.push_back({id, entry.size});
+  }
+  return ahead;
+}
+
+std::vector<PassthroughFiles::Ahead> PassthroughFiles::RegisterAhead(
+    std::vector<AheadWholeFile> answered) {
+  std::vector<Ahead> registered;
+  for (AheadWholeFile& held : answered) {
+    if (!StillVerified(held.file.fd.get(), held.file.verified_ctime_ns)) continue;
+    absl::StatusOr<int32_t> backing_id = channel_->RegisterBacking(held.file.fd.get());
+    if (!backing_id.ok()) continue;
+    registered.push_back(
+        {held.file_id, std::move(held.file.fd), held.file.verified_ctime_ns, *backing_id});
+  }
+  return registered;
+}
+
+void PassthroughFiles::KeepAheadLocked(const OpenFile& file, std::vector<Ahead> ahead,
+                                       uint64_t withdrawals) {
+  const uint64_t version = file.dataset->snapshot().manifest.version();
+  for (Ahead& held : ahead) {
+    const uint64_t inode = file.dataset->InodeOf(held.file_id + 1);
+    if (closed_ || withdrawals_ != withdrawals || states_.contains(inode)) {
+      channel_->UnregisterBacking(held.backing_id);
+      continue;
+    }
+    State& state = states_[inode];
+    state.file = {version, held.file_id};
+    state.fd = std::move(held.fd);
+    state.verified_ctime_ns = held.verified_ctime_ns;
+    state.backing_id = held.backing_id;
+    inodes_[state.file] = inode;
+    IdleLocked(inode, state);
+  }
+}
+
+int32_t PassthroughFiles::ChooseMode(const OpenFile& file, OwnedWhole owned_whole) {
   const FileKey key{file.dataset->snapshot().manifest.version(), file.file_id};
   const uint32_t chunk_size = file.chunk_size();
   const uint64_t size = file.entry.size;
+  const bool may_be_whole = owned_whole(file.file_id, size);
   MutexLock lock(&mutex_);
   // Looked up again after every wait: the open it waited for may have been
   // released meanwhile, its state forgotten and its memory reused.
@@ -123,17 +181,24 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
   const uint64_t memory_asked =
       read_through && may_be_whole && memory_bytes_ + size <= max_memory_bytes_ ? size : 0;
   memory_bytes_ += memory_asked;
+  const std::vector<AheadFile> ahead = !kept && size > 0 && may_be_whole
+                                           ? AheadOfLocked(file, owned_whole)
+                                           : std::vector<AheadFile>();
+  const uint64_t withdrawals = withdrawals_;
   mutex_.Unlock();
 
   bool usable = kept && StillVerified(kept_fd, kept_ctime);
   LocalChunkReader::WholeFile whole;
   int32_t backing_id = 0;
+  std::vector<Ahead> ahead_held;
   if (!usable && size > 0 && may_be_whole) {
     const WholeFileFetch fetch = !read_through      ? WholeFileFetch::kHeldOnly
                                  : memory_asked > 0 ? WholeFileFetch::kReadThroughInMemory
                                                     : WholeFileFetch::kReadThrough;
-    absl::StatusOr<LocalChunkReader::WholeFile> fetched =
-        local_->OpenWholeFile({key.first, key.second, 0}, size, chunk_size, fetch);
+    std::vector<AheadWholeFile> answered_ahead;
+    absl::StatusOr<LocalChunkReader::WholeFile> fetched = local_->OpenWholeFile(
+        {key.first, key.second, 0}, size, chunk_size, fetch, ahead, &answered_ahead);
+    ahead_held = RegisterAhead(std::move(answered_ahead));
     if (fetched.ok() &&
         (fetched->in_memory ? MemoryFile::HasSeals(fetched->fd.get(), MemoryFile::kUnchangeable)
                             : StillVerified(fetched->fd.get(), fetched->verified_ctime_ns))) {
@@ -151,6 +216,7 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, bool may_be_whole) {
   mutex_.Lock();
   state.busy = false;
   idle_.SignalAll();
+  KeepAheadLocked(file, std::move(ahead_held), withdrawals);
   if (kept && !usable) DropKeptLocked(state);
   memory_bytes_ -= memory_asked;
   if (whole.fd.valid()) {
@@ -228,6 +294,7 @@ void PassthroughFiles::ReleaseInherited(uint64_t inode) {
 
 void PassthroughFiles::Withdraw(const v1::WithdrawnFiles& withdrawn) {
   MutexLock lock(&mutex_);
+  if (!withdrawn.complete() || withdrawn.files_size() > 0) withdrawals_++;
   if (!withdrawn.complete()) {
     std::vector<uint64_t> kept;
     kept.reserve(inodes_.size());

@@ -22,6 +22,15 @@
 // Opens served from kept files are reported as uses, so that granaryd's
 // eviction and hit counts see them.
 //
+// An open that asks granaryd anyway asks, in the same request, for up to
+// kMaxAheadFiles more files of the version (the next ones in the manifest
+// that granaryd owns and that are neither open nor kept): those it holds
+// whole and verified come back with the answer and are kept as if opened
+// before, so that a first epoch over held files (after a prewarm, or after
+// a restart of granary-fuse) costs a round trip per 1 + kMaxAheadFiles files,
+// not per file. Files withdrawn while such an answer was on its way are not
+// kept.
+//
 // The kernel's rules: every open of an inode open in passthrough mode shares
 // its backing file, and an inode open through granary-fuse (cached mode)
 // cannot be opened in passthrough mode until those opens are released, nor
@@ -39,8 +48,10 @@
 #include <list>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "common/local_read_socket.h"
 #include "common/mutex.h"
 #include "common/unique_fd.h"
@@ -73,11 +84,13 @@ class PassthroughFiles {
   // The release of an open an earlier process answered.
   void ReleaseInherited(uint64_t inode);
 
+  // Whether the local granaryd owns every chunk of file `file_id` (`size`
+  // bytes) of the version being opened: only such files are asked of it.
+  using OwnedWhole = absl::FunctionRef<bool(uint64_t file_id, uint64_t size)>;
+
   // At an OPEN of `file`: the backing id to answer with, or 0 to open it
-  // through granary-fuse. Either way a Release() must follow. Unless
-  // `may_be_whole` (the local granaryd owns every chunk of it), granaryd is
-  // not asked for it.
-  int32_t Open(const OpenFile& file, bool may_be_whole);
+  // through granary-fuse. Either way a Release() must follow.
+  int32_t Open(const OpenFile& file, OwnedWhole owned_whole);
   // The release of an open that Open() answered with `backing_id`, or an
   // OPEN reply the kernel did not take.
   void Release(uint64_t inode, int32_t backing_id);
@@ -113,7 +126,25 @@ class PassthroughFiles {
     std::list<uint64_t>::iterator lru_position;
   };
 
-  int32_t ChooseMode(const OpenFile& file, bool may_be_whole);
+  // A file asked for ahead that granaryd answered, checked and registered
+  // with the kernel.
+  struct Ahead {
+    uint64_t file_id = 0;
+    UniqueFd fd;
+    int64_t verified_ctime_ns = 0;
+    int32_t backing_id = 0;
+  };
+
+  int32_t ChooseMode(const OpenFile& file, OwnedWhole owned_whole);
+  // The files after `file` in its manifest to ask for ahead of their opens.
+  std::vector<AheadFile> AheadOfLocked(const OpenFile& file, OwnedWhole owned_whole)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Those of `answered` still verified, registered with the kernel.
+  std::vector<Ahead> RegisterAhead(std::vector<AheadWholeFile> answered);
+  // Keeps the files of `ahead` (of `file`'s version) that no open took
+  // meanwhile, unless a withdrawal came since `withdrawals` was read.
+  void KeepAheadLocked(const OpenFile& file, std::vector<Ahead> ahead, uint64_t withdrawals)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ReleaseLocked(uint64_t inode, State& state, int32_t backing_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
@@ -147,6 +178,9 @@ class PassthroughFiles {
 
   // Of in-memory copies held or being asked for.
   uint64_t memory_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Withdraw() calls that named files: an answer that was on its way across
+  // one may name a file it withdrew.
+  uint64_t withdrawals_ ABSL_GUARDED_BY(mutex_) = 0;
   bool closed_ ABSL_GUARDED_BY(mutex_) = false;
   std::atomic<uint64_t> passed_through_{0};
   std::atomic<uint64_t> from_kept_{0};

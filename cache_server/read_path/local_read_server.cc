@@ -90,13 +90,15 @@ void LocalReadServer::Serve(Connection* served) {
   const int connection = served->fd;
   for (;;) {
     v1::LocalReadRequest request;
-    int ignored_fd = -1;
-    absl::Status received = ReceiveLocalReadMessage(connection, &request, &ignored_fd);
-    if (ignored_fd != -1) ::close(ignored_fd);
+    std::vector<UniqueFd> ignored;
+    absl::Status received = ReceiveLocalReadMessage(connection, &request, &ignored);
+    ignored.clear();
     if (absl::IsUnavailable(received) || (!received.ok() && stopping_)) break;
-    UniqueFd passed;
+    std::vector<UniqueFd> passed;
     v1::LocalReadResponse response = Answer(received, request, served->trusted, &passed);
-    absl::Status sent = SendLocalReadMessage(connection, response, passed.get());
+    std::vector<int> passed_fds;
+    for (const UniqueFd& fd : passed) passed_fds.push_back(fd.get());
+    absl::Status sent = SendLocalReadMessage(connection, response, passed_fds);
     if (!sent.ok()) break;
   }
   MutexLock lock(&mutex_);
@@ -106,7 +108,7 @@ void LocalReadServer::Serve(Connection* served) {
 
 v1::LocalReadResponse LocalReadServer::Answer(const absl::Status& received,
                                               const v1::LocalReadRequest& request, bool trusted,
-                                              UniqueFd* passed) {
+                                              std::vector<UniqueFd>* passed) {
   v1::LocalReadResponse response;
   absl::Status answer = received;
   if (answer.ok() && !trusted) {
@@ -125,24 +127,39 @@ v1::LocalReadResponse LocalReadServer::Answer(const absl::Status& received,
     listed->set_complete(withdrawn.complete);
   } else if (answer.ok() && !request.has_key()) {
     answer = absl::InvalidArgumentError("local read request names no chunk key");
+  } else if (answer.ok() && request.whole_file().ahead_size() > static_cast<int>(kMaxAheadFiles)) {
+    answer = absl::InvalidArgumentError(absl::StrCat("a whole-file request asks for ",
+                                                     request.whole_file().ahead_size(),
+                                                     " files ahead; at most ", kMaxAheadFiles));
   } else if (answer.ok() && request.has_whole_file()) {
     const v1::WholeFileRequest& whole = request.whole_file();
     const WholeFileFetch fetch = !whole.read_through()  ? WholeFileFetch::kHeldOnly
                                  : whole.in_memory_ok() ? WholeFileFetch::kReadThroughInMemory
                                                         : WholeFileFetch::kReadThrough;
-    absl::StatusOr<ReadThrough::WholeFile> file = reads_->OpenWholeFile(
-        ChunkKey::FromProto(request.key()), whole.size(), whole.chunk_size(), fetch);
+    const ChunkKey key = ChunkKey::FromProto(request.key());
+    absl::StatusOr<ReadThrough::WholeFile> file =
+        reads_->OpenWholeFile(key, whole.size(), whole.chunk_size(), fetch);
     if (file.ok()) {
-      *passed = std::move(file->fd);
-      response.mutable_whole_file()->set_verified_ctime_ns(file->verified_ctime_ns);
-      response.mutable_whole_file()->set_in_memory(file->in_memory);
+      passed->push_back(std::move(file->fd));
+      v1::WholeFileAnswer* answered = response.mutable_whole_file();
+      answered->set_verified_ctime_ns(file->verified_ctime_ns);
+      answered->set_in_memory(file->in_memory);
+      for (const v1::AheadFile& ahead : whole.ahead()) {
+        absl::StatusOr<ReadThrough::WholeFile> held = reads_->OpenHeldAhead(
+            {key.dataset_version, ahead.file_id(), 0}, ahead.size(), whole.chunk_size());
+        if (!held.ok()) continue;
+        passed->push_back(std::move(held->fd));
+        v1::AheadAnswer* added = answered->add_ahead();
+        added->set_file_id(ahead.file_id());
+        added->set_verified_ctime_ns(held->verified_ctime_ns);
+      }
     }
     answer = file.status();
   } else if (answer.ok()) {
     absl::StatusOr<store::ChunkStore::Extent> extent =
         reads_->Locate(ChunkKey::FromProto(request.key()), request.read_bytes());
     if (extent.ok()) {
-      *passed = std::move(extent->fd);
+      passed->push_back(std::move(extent->fd));
       *response.mutable_location() = std::move(extent->location);
     }
     answer = extent.status();

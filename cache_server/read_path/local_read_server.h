@@ -3,9 +3,10 @@
 // location and a read-only descriptor of its data file (or, for a whole-file
 // request, the descriptor of the file held whole and verified, with the ctime
 // it was verified at, or of an in-memory copy of it when the request allows
-// one and the store lacks the file), or the error (NOT_FOUND on a miss: misses are read
-// through over gRPC, not here); for a use report, the files withdrawn since
-// the reader's last report. One thread
+// one and the store lacks the file, followed by those of the files asked for
+// ahead that the store holds whole and verified), or the error (NOT_FOUND
+// on a miss: misses are read through over gRPC, not here); for a use
+// report, the files withdrawn since the reader's last report. One thread
 // accepts; each connection gets a thread that answers its requests in turn,
 // since a reader keeps its connections and sends one request at a time on
 // each. Connections beyond kMaxConnections are closed at once, and a client
@@ -32,6 +33,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "cache_server/read_path/read_through.h"
@@ -70,10 +72,10 @@ class LocalReadServer {
   void Accept();
   void Serve(Connection* connection);
   // The answer to one request (`received` says whether it was read whole)
-  // on a connection whose peer is `trusted`; `*passed` gets the descriptor
-  // to pass with it, or stays empty.
+  // on a connection whose peer is `trusted`; `*passed` gets the descriptors
+  // to pass with it.
   v1::LocalReadResponse Answer(const absl::Status& received, const v1::LocalReadRequest& request,
-                               bool trusted, UniqueFd* passed);
+                               bool trusted, std::vector<UniqueFd>* passed);
   // Joins the threads of connections that have closed.
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 

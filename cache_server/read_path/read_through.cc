@@ -122,8 +122,8 @@ absl::StatusOr<ReadThrough::WholeFile> ReadThrough::OpenWholeFile(const ChunkKey
   if (fetch == WholeFileFetch::kReadThrough) {
     GRANARY_RETURN_IF_ERROR(FetchWhole(file, size, chunk_size));
   }
-  absl::StatusOr<store::ChunkStore::WholeFile> held =
-      store_->OpenWholeFile(file.dataset_version, file.file_id, size, chunk_size);
+  absl::StatusOr<store::ChunkStore::WholeFile> held = store_->OpenWholeFile(
+      file.dataset_version, file.file_id, size, chunk_size, store::WholeFileUse::kReadNow);
   if (!held.ok()) {
     if (fetch == WholeFileFetch::kReadThroughInMemory && absl::IsNotFound(held.status())) {
       return ReadWholeIntoMemory(file, size, chunk_size);
@@ -133,6 +133,15 @@ absl::StatusOr<ReadThrough::WholeFile> ReadThrough::OpenWholeFile(const ChunkKey
   metrics_->hits.fetch_add(ChunkCount(size, chunk_size), std::memory_order_relaxed);
   metrics_->bytes_from_cache.fetch_add(size, std::memory_order_relaxed);
   return WholeFile{std::move(held->fd), held->verified_ctime_ns, /*in_memory=*/false};
+}
+
+absl::StatusOr<ReadThrough::WholeFile> ReadThrough::OpenHeldAhead(const ChunkKey& file,
+                                                                  uint64_t size,
+                                                                  uint32_t chunk_size) {
+  GRANARY_ASSIGN_OR_RETURN(store::ChunkStore::WholeFile held,
+                           store_->OpenWholeFile(file.dataset_version, file.file_id, size,
+                                                 chunk_size, store::WholeFileUse::kAhead));
+  return WholeFile{std::move(held.fd), held.verified_ctime_ns, /*in_memory=*/false};
 }
 
 absl::StatusOr<std::shared_ptr<const Manifest>> ReadThrough::WholeFileManifest(

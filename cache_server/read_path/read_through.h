@@ -98,6 +98,12 @@ class ReadThrough {
   absl::StatusOr<WholeFile> OpenWholeFile(const ChunkKey& file, uint64_t size, uint32_t chunk_size,
                                           WholeFileFetch fetch);
 
+  // The cache's copy of file `file`, `size` bytes in chunks of `chunk_size`,
+  // when it is held whole and already verified, for an open a reader
+  // expects (store::WholeFileUse::kAhead): nothing is fetched, read or
+  // counted. NOT_FOUND otherwise.
+  absl::StatusOr<WholeFile> OpenHeldAhead(const ChunkKey& file, uint64_t size, uint32_t chunk_size);
+
   // Counts reads a reader on this host served itself from descriptors it
   // kept (Locate, OpenWholeFile) as hits and as uses of their versions and
   // files, and answers the files withdrawn since its last report.

@@ -246,7 +246,7 @@ class DataFileChunkStore final : public ChunkStore {
                                         uint64_t length) override;
   absl::StatusOr<Extent> Locate(const ChunkKey& key) override;
   absl::StatusOr<WholeFile> OpenWholeFile(uint64_t dataset_version, uint64_t file_id, uint64_t size,
-                                          uint32_t chunk_size) override;
+                                          uint32_t chunk_size, WholeFileUse use) override;
   void RecordUse(uint64_t dataset_version, uint64_t file_id, uint64_t chunks) override;
   Withdrawn WithdrawnSince(uint64_t after) override;
   bool Contains(const ChunkKey& key) override;
@@ -419,6 +419,7 @@ class DataFileChunkStore final : public ChunkStore {
   std::atomic<uint64_t> evicted_chunks_{0};
   std::atomic<uint64_t> read_bytes_{0};
   std::atomic<uint64_t> whole_files_{0};
+  std::atomic<uint64_t> whole_files_ahead_{0};
 
   // Last, so that its thread stops before anything it uses is destroyed.
   DataFileSyncer syncer_;
@@ -798,7 +799,8 @@ absl::StatusOr<ChunkStore::Extent> DataFileChunkStore::Locate(const ChunkKey& ke
 absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t dataset_version,
                                                                         uint64_t file_id,
                                                                         uint64_t size,
-                                                                        uint32_t chunk_size) {
+                                                                        uint32_t chunk_size,
+                                                                        WholeFileUse use) {
   const SourceFile source{dataset_version, file_id};
   auto not_whole = [&](std::string_view why) {
     return absl::NotFoundError(absl::StrCat("file ", file_id, " of version ",
@@ -822,7 +824,7 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
           absl::StrCat(file.live_chunks, " of its ", chunk_count, " chunks are cached"));
     }
     if (file.file->direct_io()) return not_whole("its data file is padded for O_DIRECT");
-    file.last_use_ms = NowUnixMs();
+    if (use == WholeFileUse::kReadNow) file.last_use_ms = NowUnixMs();
     data_file = file.file;
     generation = file.generation;
     verified = file.verified_generation == generation;
@@ -836,6 +838,7 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
   // Bytes written into the file behind the store's back (a damaged disk
   // being repaired, a stray writer) change its ctime: verified again.
   verified = verified && SameTime(st.st_ctim, verified_ctime);
+  if (!verified && use == WholeFileUse::kAhead) return not_whole("it is not verified yet");
   if (!verified || !in_place) {
     std::string scratch;
     for (uint64_t index = 0; index < chunk_count; ++index) {
@@ -867,8 +870,12 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
   }
   UniqueFd fd(::open(data_file->path().c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return not_whole("its data file has just been evicted");
-  hits_ += chunk_count;
-  whole_files_++;
+  if (use == WholeFileUse::kAhead) {
+    whole_files_ahead_++;
+  } else {
+    hits_ += chunk_count;
+    whole_files_++;
+  }
   return WholeFile{.fd = std::move(fd),
                    .verified_ctime_ns = st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec};
 }
@@ -1073,6 +1080,7 @@ StoreStats DataFileChunkStore::Stats() {
   stats.evicted_chunks = evicted_chunks_;
   stats.read_bytes = read_bytes_;
   stats.whole_files = whole_files_;
+  stats.whole_files_ahead = whole_files_ahead_;
   stats.io_engine = std::string(io_->name());
   return stats;
 }

@@ -53,6 +53,12 @@
 
 namespace granary::store {
 
+// Why a file is asked for whole (ChunkStore::OpenWholeFile): to be read
+// now, or ahead of an open a reader expects, which is neither verified (a
+// file not verified yet is refused) nor counted as a use (the reader reports
+// the open when it comes).
+enum class WholeFileUse { kReadNow, kAhead };
+
 // How space is found for a new chunk when the store is full.
 enum class EvictionMode {
   // Inactive versions first, least recently used first; pinned never; a chunk
@@ -115,9 +121,10 @@ struct StoreStats {
   uint64_t admissions_refused = 0;
   uint64_t insert_errors = 0;  // Inserts that failed (a full disk, an I/O error).
   uint64_t evicted_chunks = 0;
-  uint64_t read_bytes = 0;   // Bytes read from data files (reads, and checks on open).
-  uint64_t whole_files = 0;  // Files handed out whole (OpenWholeFile).
-  std::string io_engine;     // "io_uring" or "pread".
+  uint64_t read_bytes = 0;         // Bytes read from data files (reads, and checks on open).
+  uint64_t whole_files = 0;        // Files handed out whole to be read (OpenWholeFile).
+  uint64_t whole_files_ahead = 0;  // Files handed out whole ahead of their opens.
+  std::string io_engine;           // "io_uring" or "pread".
 };
 
 class ChunkStore {
@@ -156,9 +163,10 @@ class ChunkStore {
   // chunks of `chunk_size`, every chunk held, all verified since they were
   // last written (by the store, or by anyone: a write changes the file's
   // ctime) and since the store was opened (verifying them first if
-  // needed). Counts as a hit of every chunk. NOT_FOUND when a chunk is
-  // missing or does not verify (it is dropped), when the file is empty or
-  // was written with O_DIRECT padding.
+  // needed). Counts as a hit of every chunk and a use of the file, unless
+  // asked kAhead. NOT_FOUND when a chunk is missing or does not verify (it
+  // is dropped), when the file is empty or was written with O_DIRECT
+  // padding, and, asked kAhead, when it would have to be verified first.
   struct WholeFile {
     UniqueFd fd;
     // The data file's ctime when it was verified: a holder of `fd` knows
@@ -166,7 +174,8 @@ class ChunkStore {
     int64_t verified_ctime_ns = 0;
   };
   virtual absl::StatusOr<WholeFile> OpenWholeFile(uint64_t dataset_version, uint64_t file_id,
-                                                  uint64_t size, uint32_t chunk_size) = 0;
+                                                  uint64_t size, uint32_t chunk_size,
+                                                  WholeFileUse use) = 0;
 
   // Counts a use of the data file of file `file_id` of `dataset_version`
   // by a reader that read `chunks` of its chunks through a descriptor it

@@ -2,7 +2,8 @@
 // holds whole is read by the kernel from the cache's data file (it still
 // reads after granary-fuse is killed, which no file served by granary-fuse
 // does), its descriptor is kept so that later opens ask the server nothing
-// (they are reported to it as hits instead), a byte written into a kept data
+// (they are reported to it as hits instead), and so are those of the files
+// after it that the server holds whole, a byte written into a kept data
 // file never reaches a reader, and files the server reclaims are closed. A
 // small file's cold open is answered from an in-memory copy of the bytes the
 // server read, let go at its last release, while the server stores it.
@@ -218,6 +219,43 @@ TEST_F(PassthroughTest, TheNextOpensOfAKeptFileAskGranarydNothingAndAreReportedA
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(Metric("granary_cache_hits_total"), hits + 5 * kBigChunks);
+}
+
+TEST_F(PassthroughTest, AFirstOpenBringsTheNextHeldFilesAheadAndTheirOpensAskGranarydNothing) {
+  auto stub = server_->SocketStub();
+  grpc::ClientContext context;
+  v1::PrewarmRequest request;
+  request.set_name("ds");
+  std::unique_ptr<grpc::ClientReader<v1::PrewarmProgress>> prewarm =
+      stub->Prewarm(&context, request);
+  v1::PrewarmProgress progress;
+  while (prewarm->Read(&progress)) {
+  }
+  ASSERT_TRUE(prewarm->Finish().ok());
+  const double whole = Metric("granary_store_whole_files_total");
+  const double ahead = Metric("granary_store_whole_files_ahead_total");
+  const double hits = Metric("granary_cache_hits_total");
+
+  // In the manifest, "many/0" is followed by the other files of many/ and by
+  // small.bin: all held whole, all come back with its open.
+  EXPECT_TRUE(ReadWhole(mounted_ + "/many/0") == ReadWhole(source_ + "/many/0"));
+  EXPECT_EQ(Metric("granary_store_whole_files_total"), whole + 1);
+  EXPECT_EQ(Metric("granary_store_whole_files_ahead_total"), ahead + kManyFiles);
+  for (int i = 1; i < kManyFiles; ++i) {
+    const std::string name = absl::StrCat("many/", i);
+    EXPECT_TRUE(ReadWhole(mounted_ + "/" + name) == ReadWhole(source_ + "/" + name)) << name;
+  }
+  EXPECT_TRUE(ReadWhole(mounted_ + "/small.bin") == ReadWhole(source_ + "/small.bin"));
+  EXPECT_EQ(Metric("granary_store_whole_files_total"), whole + 1)
+      << "an open of a file brought ahead asked granaryd";
+  EXPECT_EQ(Metric("granary_store_whole_files_ahead_total"), ahead + kManyFiles);
+  // Their opens are reported as uses (a hit per chunk), within a report
+  // interval (1 s).
+  const double every_file = 1 + kManyFiles;
+  for (int i = 0; i < 50 && Metric("granary_cache_hits_total") < hits + every_file; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_GE(Metric("granary_cache_hits_total"), hits + every_file);
 }
 
 TEST_F(PassthroughTest, AByteWrittenIntoAKeptDataFileNeverReachesAReader) {

@@ -316,12 +316,11 @@ TEST_F(TransportServerTest, TheLocalReadSocketAnswersOnlyRootAndCountsAtMostAChu
   v1::LocalReadRequest request;
   key_.ToProto(request.mutable_key());
   request.set_read_bytes(uint64_t{1} << 59);
-  ASSERT_TRUE(SendLocalReadMessage(fd, request, -1).ok());
+  ASSERT_TRUE(SendLocalReadMessage(fd, request, {}).ok());
   v1::LocalReadResponse response;
-  int data_file = -1;
+  std::vector<UniqueFd> data_file;
   ASSERT_TRUE(ReceiveLocalReadMessage(fd, &response, &data_file).ok());
   EXPECT_EQ(response.code(), 0) << response.message();
-  if (data_file != -1) ::close(data_file);
   ::close(fd);
   double counted = *server_->Metric("granary_bytes_from_cache_total") - before;
   EXPECT_EQ(counted, kChunkBytes);

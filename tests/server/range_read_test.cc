@@ -240,10 +240,9 @@ TEST_F(RangeReadTest, GarbageOnTheLocalReadSocketIsAnsweredAndTheServerKeepsServ
     EXPECT_EQ(::send(socket, bytes.data(), bytes.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(bytes.size()));
     v1::LocalReadResponse response;
-    int passed_fd = -1;
-    absl::Status received = ReceiveLocalReadMessage(socket, &response, &passed_fd);
+    std::vector<UniqueFd> passed;
+    absl::Status received = ReceiveLocalReadMessage(socket, &response, &passed);
     EXPECT_TRUE(received.ok()) << received;
-    if (passed_fd != -1) ::close(passed_fd);
     return response;
   };
   v1::LocalReadResponse garbage = ask("\xff\xff\xff\xff\xff");

@@ -1,8 +1,11 @@
 // The read path under concurrency and crashes: single-flight misses, prewarm
-// progress, prewarm resumed after kill -9, and whole files handed to a local
-// reader in memory before they are stored.
+// progress, prewarm resumed after kill -9, whole files handed to a local
+// reader in memory before they are stored, and files held whole handed out
+// ahead of their opens.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +14,7 @@
 #include <thread>
 
 #include "common/local_read_socket.h"
+#include "common/server_address.h"
 #include "grpcpp/client_context.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
@@ -281,6 +285,85 @@ TEST_F(ReadPathTest, AWholeFileInMemoryIsRefusedForAChangedSourceOrTheWrongSize)
       local.OpenWholeFile(a, content.size(), kChunk, WholeFileFetch::kReadThroughInMemory);
   ASSERT_TRUE(served.ok()) << served.status() << ": other files are still served";
   EXPECT_TRUE(ReadDescriptor(served->fd.get(), content.size()) == content);
+}
+
+TEST_F(ReadPathTest, FilesAskedAheadComeBackWhenHeldWholeAndVerifiedAndNoneIsFetched) {
+  StartServer();
+  const std::string content = PatternBytes(2 * kChunk + 77, 10);
+  for (const char* name : {"a.bin", "b.bin", "c.bin", "d.bin"}) {
+    WriteSourceFile(root_, name, content);
+  }
+  auto entries = Register("ahead", kChunk);
+  LocalChunkReader local(LocalReadSocketPath(server_->socket_path()));
+  auto key_of = [&](const char* name) { return ChunkKey{version_, FileId(entries, name), 0}; };
+  for (const char* held : {"b.bin", "d.bin"}) {
+    ASSERT_TRUE(
+        local.OpenWholeFile(key_of(held), content.size(), kChunk, WholeFileFetch::kReadThrough)
+            .ok());
+  }
+  const double source_reads = *server_->Metric("granary_source_reads_total");
+  const double hits = *server_->Metric("granary_cache_hits_total");
+
+  const std::vector<AheadFile> ahead = {{key_of("b.bin").file_id, content.size()},
+                                        {key_of("c.bin").file_id, content.size()},
+                                        {key_of("d.bin").file_id, content.size()}};
+  std::vector<AheadWholeFile> held;
+  auto asked = local.OpenWholeFile(key_of("a.bin"), content.size(), kChunk,
+                                   WholeFileFetch::kReadThroughInMemory, ahead, &held);
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_TRUE(ReadDescriptor(asked->fd.get(), content.size()) == content);
+  ASSERT_EQ(held.size(), 2u) << "b and d are held; c is not, and is not fetched for it";
+  EXPECT_EQ(held[0].file_id, key_of("b.bin").file_id);
+  EXPECT_EQ(held[1].file_id, key_of("d.bin").file_id);
+  for (const AheadWholeFile& file : held) {
+    EXPECT_FALSE(file.file.in_memory);
+    EXPECT_NE(file.file.verified_ctime_ns, 0);
+    EXPECT_TRUE(ReadDescriptor(file.file.fd.get(), content.size()) == content);
+  }
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), source_reads + 3)
+      << "a's three chunks only";
+  EXPECT_EQ(*server_->Metric("granary_cache_hits_total"), hits)
+      << "files handed out ahead are not counted until the reader reports their opens";
+  EXPECT_EQ(*server_->Metric("granary_store_whole_files_ahead_total"), 2);
+
+  // A file not held whole asked for held only: the answer is its miss, with
+  // nothing ahead.
+  held.clear();
+  auto missing = local.OpenWholeFile(key_of("c.bin"), content.size(), kChunk,
+                                     WholeFileFetch::kHeldOnly, ahead, &held);
+  EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();
+  EXPECT_TRUE(held.empty());
+
+  // More files ahead than a request may name: refused, naming the limit;
+  // the connection still serves.
+  absl::StatusOr<sockaddr_un> address =
+      UnixSocketAddress(LocalReadSocketPath(server_->socket_path()));
+  ASSERT_TRUE(address.ok()) << address.status();
+  const int socket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(socket, reinterpret_cast<sockaddr*>(&*address), sizeof(*address)), 0);
+  v1::LocalReadRequest request;
+  key_of("b.bin").ToProto(request.mutable_key());
+  request.mutable_whole_file()->set_size(content.size());
+  request.mutable_whole_file()->set_chunk_size(kChunk);
+  for (size_t i = 0; i <= kMaxAheadFiles; ++i) {
+    v1::AheadFile* file = request.mutable_whole_file()->add_ahead();
+    file->set_file_id(key_of("d.bin").file_id);
+    file->set_size(content.size());
+  }
+  ASSERT_TRUE(SendLocalReadMessage(socket, request, {}).ok());
+  v1::LocalReadResponse response;
+  std::vector<UniqueFd> passed;
+  ASSERT_TRUE(ReceiveLocalReadMessage(socket, &response, &passed).ok());
+  EXPECT_EQ(response.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(response.message().find("files ahead; at most 32"), std::string::npos)
+      << response.message();
+  EXPECT_TRUE(passed.empty());
+  request.mutable_whole_file()->mutable_ahead()->DeleteSubrange(0, 2);
+  ASSERT_TRUE(SendLocalReadMessage(socket, request, {}).ok());
+  ASSERT_TRUE(ReceiveLocalReadMessage(socket, &response, &passed).ok());
+  EXPECT_EQ(response.code(), 0) << response.message();
+  EXPECT_EQ(passed.size(), 1u + kMaxAheadFiles - 1);
+  ::close(socket);
 }
 
 }  // namespace

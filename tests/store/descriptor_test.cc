@@ -59,7 +59,8 @@ TEST(DataFileDescriptors, StayWithinTheBudgetWhileEveryFileIsWrittenReadAndHande
     absl::StatusOr<std::string> read = (*store)->Read(Key(file));
     ASSERT_TRUE(read.ok()) << file << ": " << read.status();
     EXPECT_TRUE(*read == ChunkBytes(Key(file), kFileBytes)) << file;
-    auto whole = (*store)->OpenWholeFile(kVersion, file, kFileBytes, kAnyChunkSize);
+    auto whole =
+        (*store)->OpenWholeFile(kVersion, file, kFileBytes, kAnyChunkSize, WholeFileUse::kReadNow);
     ASSERT_TRUE(whole.ok()) << file << ": " << whole.status();
   }
   EXPECT_LE(OpenDescriptors(), before + kBudget + kIndexSlack);

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "cache_server/store/chunk_store.h"
 #include "tests/store/store_test_util.h"
@@ -57,11 +59,13 @@ TEST(WholeFile, IsHandedOutOnlyOnceEveryChunkIsHeld) {
   // Chunks arrive out of order, as readers and prewarm fetch them.
   for (uint32_t chunk : {2u, 0u}) {
     ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
-    auto partial = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
+    auto partial =
+        (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
     EXPECT_TRUE(absl::IsNotFound(partial.status())) << partial.status();
   }
   ASSERT_NO_FATAL_FAILURE(Insert(**store, 1));
-  auto whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
+  auto whole =
+      (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_EQ(::fcntl(whole->fd.get(), F_GETFL) & O_ACCMODE, O_RDONLY);
   EXPECT_TRUE(ReadAll(whole->fd.get()) == SourceFile());
@@ -71,11 +75,13 @@ TEST(WholeFile, IsHandedOutOnlyOnceEveryChunkIsHeld) {
   EXPECT_EQ(whole->verified_ctime_ns, st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec);
 
   // Another file, another geometry, an empty file: misses naming why.
-  auto other = (*store)->OpenWholeFile(kVersion, kFileId + 1, kFileSize, kChunkSize);
+  auto other =
+      (*store)->OpenWholeFile(kVersion, kFileId + 1, kFileSize, kChunkSize, WholeFileUse::kReadNow);
   EXPECT_TRUE(absl::IsNotFound(other.status())) << other.status();
-  auto wrong_size = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize + 1, kChunkSize);
+  auto wrong_size =
+      (*store)->OpenWholeFile(kVersion, kFileId, kFileSize + 1, kChunkSize, WholeFileUse::kReadNow);
   EXPECT_TRUE(absl::IsNotFound(wrong_size.status())) << wrong_size.status();
-  auto empty = (*store)->OpenWholeFile(kVersion, kFileId, 0, kChunkSize);
+  auto empty = (*store)->OpenWholeFile(kVersion, kFileId, 0, kChunkSize, WholeFileUse::kReadNow);
   EXPECT_TRUE(absl::IsNotFound(empty.status())) << empty.status();
 }
 
@@ -94,14 +100,15 @@ TEST(WholeFile, ABadByteOnDiskIsCaughtBeforeTheFileIsHandedOut) {
     ASSERT_EQ(::pwrite(fd, &bad, 1, kChunkSize + 7), 1);
     ::close(fd);
   }
-  auto whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
+  auto whole =
+      (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
   EXPECT_TRUE(absl::IsNotFound(whole.status())) << whole.status();
   EXPECT_FALSE((*store)->Contains(Key(1))) << "the bad chunk is dropped";
   EXPECT_TRUE((*store)->Contains(Key(0)));
   EXPECT_EQ((*store)->Stats().checksum_failures, 1u);
   // Fetched again, the file is whole and right.
   ASSERT_NO_FATAL_FAILURE(Insert(**store, 1));
-  whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
+  whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
   ASSERT_TRUE(whole.ok()) << whole.status();
   EXPECT_TRUE(ReadAll(whole->fd.get()) == SourceFile());
 }
@@ -112,7 +119,9 @@ TEST(WholeFile, AByteWrittenAfterItWasVerifiedIsCaughtAtTheNextRequest) {
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
   for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
-  ASSERT_TRUE((*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize).ok());
+  ASSERT_TRUE((*store)
+                  ->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow)
+                  .ok());
   const auto files = testing::DataFiles(options);
   ASSERT_EQ(files.size(), 1u);
   const int fd = ::open(files[0].c_str(), O_RDWR | O_CLOEXEC);
@@ -120,7 +129,8 @@ TEST(WholeFile, AByteWrittenAfterItWasVerifiedIsCaughtAtTheNextRequest) {
   const char bad = static_cast<char>(~SourceFile()[2 * kChunkSize + 3]);
   ASSERT_EQ(::pwrite(fd, &bad, 1, 2 * kChunkSize + 3), 1);
   ::close(fd);
-  auto whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
+  auto whole =
+      (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
   EXPECT_TRUE(absl::IsNotFound(whole.status())) << whole.status();
   EXPECT_FALSE((*store)->Contains(Key(2))) << "the bad chunk is dropped";
   EXPECT_EQ((*store)->Stats().checksum_failures, 1u);
@@ -133,7 +143,8 @@ TEST(WholeFile, AFileTheStoreWroteIsHandedOutWithoutBeingReadBackUntilItReopens)
     auto store = ChunkStore::Open(options);
     ASSERT_TRUE(store.ok()) << store.status();
     for (uint32_t chunk : {1u, 2u, 0u}) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
-    auto whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
+    auto whole =
+        (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
     ASSERT_TRUE(whole.ok()) << whole.status();
     EXPECT_TRUE(ReadAll(whole->fd.get()) == SourceFile());
     EXPECT_EQ((*store)->Stats().read_bytes, 0u);
@@ -142,9 +153,51 @@ TEST(WholeFile, AFileTheStoreWroteIsHandedOutWithoutBeingReadBackUntilItReopens)
   // otherwise before it is first handed out.
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE((*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize).ok());
-  ASSERT_TRUE((*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize).ok());
+  ASSERT_TRUE((*store)
+                  ->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow)
+                  .ok());
+  ASSERT_TRUE((*store)
+                  ->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow)
+                  .ok());
   EXPECT_EQ((*store)->Stats().read_bytes, kFileSize);
+}
+
+TEST(WholeFile, AFileAskedAheadIsHandedOutOnlyVerifiedAndIsNotAUse) {
+  ScratchDir dir;
+  const StoreOptions options = SmallStoreOptions(dir, 8 << 20, kChunkSize);
+  auto store = ChunkStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
+  const StoreStats before = (*store)->Stats();
+  auto ahead =
+      (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kAhead);
+  ASSERT_TRUE(ahead.ok()) << ahead.status() << ": written here, so verified";
+  EXPECT_TRUE(ReadAll(ahead->fd.get()) == SourceFile());
+  const StoreStats after = (*store)->Stats();
+  EXPECT_EQ(after.whole_files_ahead, before.whole_files_ahead + 1);
+  EXPECT_EQ(after.whole_files, before.whole_files);
+  EXPECT_EQ(after.hits, before.hits) << "the open that uses it is reported by the reader";
+
+  // Written behind the store's back (the same byte again: only its ctime
+  // changes), the file must be read back before it is handed out: not for
+  // an open to come, which would wait for that.
+  const auto files = testing::DataFiles(options);
+  ASSERT_EQ(files.size(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int fd = ::open(files[0].c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, &SourceFile()[9], 1, 9), 1);
+  ::close(fd);
+  ahead = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kAhead);
+  EXPECT_TRUE(absl::IsNotFound(ahead.status())) << ahead.status();
+  EXPECT_NE(ahead.status().message().find("not verified yet"), std::string::npos) << ahead.status();
+  EXPECT_EQ((*store)->Stats().read_bytes, after.read_bytes);
+  ASSERT_TRUE((*store)
+                  ->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow)
+                  .ok());
+  EXPECT_EQ((*store)->Stats().read_bytes, after.read_bytes + kFileSize);
+  EXPECT_TRUE(
+      (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kAhead).ok());
 }
 
 TEST(WholeFile, AShortChunkBeforeTheLastIsNotHandedOutAsAFileWithAHole) {
@@ -154,7 +207,8 @@ TEST(WholeFile, AShortChunkBeforeTheLastIsNotHandedOutAsAFileWithAHole) {
   ASSERT_TRUE(*(*store)->Insert(Key(0), kChunkSize, ChunkBytes(Key(0), kChunkSize - 10)));
   ASSERT_NO_FATAL_FAILURE(Insert(**store, 1));
   ASSERT_NO_FATAL_FAILURE(Insert(**store, 2));
-  auto whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
+  auto whole =
+      (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
   EXPECT_TRUE(absl::IsNotFound(whole.status())) << whole.status();
   EXPECT_NE(whole.status().message().find("chunk 0 is not in place"), std::string::npos)
       << whole.status();
@@ -167,7 +221,10 @@ TEST(WholeFile, IsVerifiedAgainAfterTheStoreIsReopened) {
     auto store = ChunkStore::Open(options);
     ASSERT_TRUE(store.ok()) << store.status();
     for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
-    ASSERT_TRUE((*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize).ok());
+    ASSERT_TRUE(
+        (*store)
+            ->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow)
+            .ok());
   }
   {
     // Damaged while granaryd was down, after the file was synced or not.
@@ -181,7 +238,8 @@ TEST(WholeFile, IsVerifiedAgainAfterTheStoreIsReopened) {
   }
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
-  auto whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
+  auto whole =
+      (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
   EXPECT_TRUE(absl::IsNotFound(whole.status())) << whole.status();
   EXPECT_FALSE((*store)->Contains(Key(0)));
 }
@@ -193,7 +251,8 @@ TEST(WholeFile, PaddedDirectIoFilesAreNeverHandedOut) {
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
   for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
-  auto whole = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize);
+  auto whole =
+      (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
   EXPECT_TRUE(absl::IsNotFound(whole.status())) << whole.status();
   for (uint32_t chunk = 0; chunk < 3; ++chunk) {
     auto read = (*store)->Read(Key(chunk));
