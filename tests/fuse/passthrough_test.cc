@@ -221,6 +221,18 @@ TEST_F(PassthroughTest, TheNextOpensOfAKeptFileAskGranarydNothingAndAreReportedA
   EXPECT_EQ(Metric("granary_cache_hits_total"), hits + 5 * kBigChunks);
 }
 
+// The mount's reports to granaryd (every second) name the files granaryd
+// withdrew; one that cannot name them closes every kept file. The first
+// report goes before anything is kept, so none of the later ones is such.
+TEST_F(PassthroughTest, AKeptFileStaysKeptAcrossTheMountsReportsToGranaryd) {
+  ASSERT_NO_FATAL_FAILURE(CacheAndKeep("small.bin"));
+  const double whole = Metric("granary_store_whole_files_total");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_TRUE(ReadWhole(mounted_ + "/small.bin") == ReadWhole(source_ + "/small.bin"));
+  EXPECT_EQ(Metric("granary_store_whole_files_total"), whole)
+      << "a report closed the kept file, and its next open asked granaryd again";
+}
+
 TEST_F(PassthroughTest, AFirstOpenBringsTheNextHeldFilesAheadAndTheirOpensAskGranarydNothing) {
   auto stub = server_->SocketStub();
   grpc::ClientContext context;
