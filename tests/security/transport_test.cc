@@ -310,6 +310,32 @@ TEST_F(TransportServerTest, TheLocalReadSocketAnswersOnlyRootAndCountsAtMostAChu
   ReportAttack({"9", "a user in the socket's group asks for an in-memory copy of a file",
                 "local read socket", "PERMISSION_DENIED", std::string(copy_as_user.message())});
 
+  // Nor the data files of files asked for ahead of their opens: nothing is
+  // passed with the refusal.
+  v1::LocalReadResponse ahead_answer;
+  std::vector<UniqueFd> ahead_passed;
+  AsUserOnThread(user_, {socket_gid_}, [&] {
+    const int socket = ConnectUnix(LocalReadSocketPath(server_->socket_path()), SOCK_SEQPACKET);
+    if (socket < 0) return;
+    v1::LocalReadRequest request;
+    key_.ToProto(request.mutable_key());
+    request.mutable_whole_file()->set_size(kFileBytes);
+    request.mutable_whole_file()->set_chunk_size(kChunkBytes);
+    v1::AheadFile* ahead = request.mutable_whole_file()->add_ahead();
+    ahead->set_file_id(key_.file_id);
+    ahead->set_size(kFileBytes);
+    if (SendLocalReadMessage(socket, request, {}).ok()) {
+      ReceiveLocalReadMessage(socket, &ahead_answer, &ahead_passed).IgnoreError();
+    }
+    ::close(socket);
+  });
+  EXPECT_EQ(ahead_answer.code(), static_cast<int>(absl::StatusCode::kPermissionDenied))
+      << ahead_answer.message();
+  EXPECT_TRUE(ahead_passed.empty());
+  ReportAttack({"9", "a user in the socket's group asks for files ahead of their opens",
+                "local read socket", "PERMISSION_DENIED, no descriptor passed",
+                ahead_answer.message()});
+
   double before = *server_->Metric("granary_bytes_from_cache_total");
   int fd = ConnectUnix(LocalReadSocketPath(server_->socket_path()), SOCK_SEQPACKET);
   ASSERT_GE(fd, 0);
