@@ -98,11 +98,13 @@ std::vector<AheadFile> PassthroughFiles::AheadOfLocked(const OpenFile& file,
       std::min<uint64_t>(manifest.entries().size(), file.file_id + 1 + kAheadFilesLookedAt);
   for (uint64_t id = file.file_id + 1; id < end && ahead.size() < kMaxAheadFiles; ++id) {
     const ManifestEntry& entry = manifest.entries()[id];
+    const uint64_t inode = dataset.InodeOf(id + 1);
     if (entry.type != EntryType::kFile || entry.size == 0 || manifest.IsHardLinkAlias(id) ||
-        states_.contains(dataset.InodeOf(id + 1)) || !owned_whole(id, entry.size)) {
+        states_.contains(inode) || asked_ahead_.contains(inode) || !owned_whole(id, entry.size)) {
       continue;
     }
     ahead.push_back({id, entry.size});
+    asked_ahead_.insert(inode);
   }
   return ahead;
 }
@@ -120,8 +122,11 @@ std::vector<PassthroughFiles::Ahead> PassthroughFiles::RegisterAhead(
   return registered;
 }
 
-void PassthroughFiles::KeepAheadLocked(const OpenFile& file, std::vector<Ahead> ahead,
-                                       uint64_t withdrawals) {
+void PassthroughFiles::KeepAheadLocked(const OpenFile& file, std::span<const AheadFile> asked,
+                                       std::vector<Ahead> ahead, uint64_t withdrawals) {
+  for (const AheadFile& asked_file : asked) {
+    asked_ahead_.erase(file.dataset->InodeOf(asked_file.file_id + 1));
+  }
   const uint64_t version = file.dataset->snapshot().manifest.version();
   for (Ahead& held : ahead) {
     const uint64_t inode = file.dataset->InodeOf(held.file_id + 1);
@@ -216,7 +221,7 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, OwnedWhole owned_whol
   mutex_.Lock();
   state.busy = false;
   idle_.SignalAll();
-  KeepAheadLocked(file, std::move(ahead_held), withdrawals);
+  KeepAheadLocked(file, ahead, std::move(ahead_held), withdrawals);
   if (kept && !usable) DropKeptLocked(state);
   memory_bytes_ -= memory_asked;
   if (whole.fd.valid()) {

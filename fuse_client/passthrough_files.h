@@ -46,11 +46,13 @@
 #include <atomic>
 #include <cstdint>
 #include <list>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "common/local_read_socket.h"
 #include "common/mutex.h"
@@ -142,8 +144,10 @@ class PassthroughFiles {
   // Those of `answered` still verified, registered with the kernel.
   std::vector<Ahead> RegisterAhead(std::vector<AheadWholeFile> answered);
   // Keeps the files of `ahead` (of `file`'s version) that no open took
-  // meanwhile, unless a withdrawal came since `withdrawals` was read.
-  void KeepAheadLocked(const OpenFile& file, std::vector<Ahead> ahead, uint64_t withdrawals)
+  // meanwhile, unless a withdrawal came since `withdrawals` was read; the
+  // files `asked` are no longer being asked for.
+  void KeepAheadLocked(const OpenFile& file, std::span<const AheadFile> asked,
+                       std::vector<Ahead> ahead, uint64_t withdrawals)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ReleaseLocked(uint64_t inode, State& state, int32_t backing_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
@@ -175,6 +179,9 @@ class PassthroughFiles {
   absl::flat_hash_map<FileKey, uint64_t> inodes_ ABSL_GUARDED_BY(mutex_);  // Kept files' inodes.
   // Inodes of kept files with no open, most recent first.
   std::list<uint64_t> lru_ ABSL_GUARDED_BY(mutex_);
+  // Inodes of files asked for ahead by an open still waiting for its answer,
+  // which other opens do not ask for again.
+  absl::flat_hash_set<uint64_t> asked_ahead_ ABSL_GUARDED_BY(mutex_);
 
   // Of in-memory copies held or being asked for.
   uint64_t memory_bytes_ ABSL_GUARDED_BY(mutex_) = 0;

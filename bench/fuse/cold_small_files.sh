@@ -16,39 +16,7 @@
 set -euo pipefail
 build=$1 rounds=$2
 shift 2
-files=${FILES:-3000} threads=${THREADS:-4}
-work=$(mktemp -d /var/tmp/granary-cold.XXXXXX)
-export GRANARY_SERVER="unix:$work/g.sock"
-server="" mount_dir="$work/mnt"
-stop() {
-  if mountpoint -q "$mount_dir"; then fusermount3 -u "$mount_dir"; fi
-  if [[ -n $server ]]; then kill "$server" && wait "$server" || true; fi
-  server=""
-}
-trap 'stop; rm -rf "$work"' EXIT
-mkdir -p "$work/src" "$mount_dir"
-python3 - "$work/src" "$files" <<'EOF'
-import os, sys
-for i in range(int(sys.argv[2])):
-    with open(os.path.join(sys.argv[1], "f%06d" % i), "wb") as f:
-        f.write(os.urandom(110_000))
-EOF
-read_all() {
-  python3 - "$1" "$threads" <<'EOF'
-import concurrent.futures, os, sys, time
-root, threads = sys.argv[1], int(sys.argv[2])
-paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
-def read(path):
-    with open(path, "rb") as f:
-        return len(f.read())
-started = time.perf_counter()
-with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-    total = sum(pool.map(read, paths))
-print("%d files %.1f MB %.3f s" % (len(paths), total / 1e6, time.perf_counter() - started), end="")
-EOF
-}
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-drop_caches() { sync && echo 3 >/proc/sys/vm/drop_caches; }
+source "$(dirname "$0")/small_files_lib.sh"
 setups=("$@")
 for ((round = 1; round <= rounds; round++)); do
   # The setups take turns going first: a read that follows another can be

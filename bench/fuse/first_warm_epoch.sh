@@ -14,41 +14,9 @@
 # Usage (root): bench/fuse/first_warm_epoch.sh BUILD_DIR [BUILD_DIR...]
 #   (FILES=3000 THREADS=4 EPOCHS=3 in the environment to change them)
 set -euo pipefail
-files=${FILES:-3000} threads=${THREADS:-4} epochs=${EPOCHS:-3}
-work=$(mktemp -d /var/tmp/granary-first-warm.XXXXXX)
-export GRANARY_SERVER="unix:$work/g.sock"
-server="" mount_dir="$work/mnt"
-stop() {
-  if mountpoint -q "$mount_dir"; then fusermount3 -u "$mount_dir"; fi
-  if [[ -n $server ]]; then kill "$server" && wait "$server" || true; fi
-  server=""
-}
-trap 'stop; rm -rf "$work"' EXIT
-mkdir -p "$work/src" "$mount_dir"
-python3 - "$work/src" "$files" <<'PY'
-import os, sys
-for i in range(int(sys.argv[2])):
-    with open(os.path.join(sys.argv[1], "f%06d" % i), "wb") as f:
-        f.write(os.urandom(110_000))
-PY
+epochs=${EPOCHS:-3}
+source "$(dirname "$0")/small_files_lib.sh"
 cp -r "$work/src" "$work/copy"
-read_all() {
-  python3 - "$1" "$threads" <<'PY'
-import concurrent.futures, os, random, sys, time
-root, threads = sys.argv[1], int(sys.argv[2])
-paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
-random.Random(len(paths)).shuffle(paths)
-def read(path):
-    with open(path, "rb") as f:
-        return len(f.read())
-started = time.perf_counter()
-with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-    sum(pool.map(read, paths))
-print("%.3f s" % (time.perf_counter() - started), end="")
-PY
-}
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-drop_caches() { sync && echo 3 >/proc/sys/vm/drop_caches; }
 metric() { curl -s "http://$metrics/metrics" | awk -v name="$1" '$1 == name {print $2}'; }
 for build in "$@"; do
   rm -rf "$work/data"
@@ -65,12 +33,12 @@ for build in "$@"; do
   for ((epoch = 1; epoch <= epochs; epoch++)); do
     drop_caches
     g0=$(cpu "$server") f0=$(cpu "$fuse")
-    took=$(read_all "$mount_dir/warm")
+    took=$(read_all "$mount_dir/warm" shuffled)
     echo "$build epoch $epoch: mount $took granaryd_cpu $(($(cpu "$server") - g0))" \
       "fuse_cpu $(($(cpu "$fuse") - f0)) whole_files $(metric granary_store_whole_files_total)" \
       "ahead $(metric granary_store_whole_files_ahead_total)"
     drop_caches
-    echo "$build epoch $epoch: local copy $(read_all "$work/copy")"
+    echo "$build epoch $epoch: local copy $(read_all "$work/copy" shuffled)"
   done
   stop
 done

@@ -52,6 +52,21 @@ std::string ReadAll(int fd) {
   return bytes;
 }
 
+// Writes `byte` at `offset` of the store's one data file, behind its back.
+void WriteIntoTheDataFile(const StoreOptions& options, uint64_t offset, char byte) {
+  const auto files = testing::DataFiles(options);
+  ASSERT_EQ(files.size(), 1u);
+  const int fd = ::open(files[0].c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(::pwrite(fd, &byte, 1, static_cast<off_t>(offset)), 1);
+  ::close(fd);
+}
+
+// Flips the byte at `offset` of the store's one data file.
+void FlipDataFileByte(const StoreOptions& options, uint64_t offset) {
+  WriteIntoTheDataFile(options, offset, static_cast<char>(~SourceFile()[offset]));
+}
+
 TEST(WholeFile, IsHandedOutOnlyOnceEveryChunkIsHeld) {
   ScratchDir dir;
   auto store = ChunkStore::Open(SmallStoreOptions(dir, 8 << 20, kChunkSize));
@@ -91,15 +106,7 @@ TEST(WholeFile, ABadByteOnDiskIsCaughtBeforeTheFileIsHandedOut) {
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
   for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
-  const auto files = testing::DataFiles(options);
-  ASSERT_EQ(files.size(), 1u);
-  {
-    const int fd = ::open(files[0].c_str(), O_RDWR | O_CLOEXEC);
-    ASSERT_GE(fd, 0);
-    const char bad = static_cast<char>(~SourceFile()[kChunkSize + 7]);
-    ASSERT_EQ(::pwrite(fd, &bad, 1, kChunkSize + 7), 1);
-    ::close(fd);
-  }
+  ASSERT_NO_FATAL_FAILURE(FlipDataFileByte(options, kChunkSize + 7));
   auto whole =
       (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
   EXPECT_TRUE(absl::IsNotFound(whole.status())) << whole.status();
@@ -122,13 +129,7 @@ TEST(WholeFile, AByteWrittenAfterItWasVerifiedIsCaughtAtTheNextRequest) {
   ASSERT_TRUE((*store)
                   ->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow)
                   .ok());
-  const auto files = testing::DataFiles(options);
-  ASSERT_EQ(files.size(), 1u);
-  const int fd = ::open(files[0].c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  const char bad = static_cast<char>(~SourceFile()[2 * kChunkSize + 3]);
-  ASSERT_EQ(::pwrite(fd, &bad, 1, 2 * kChunkSize + 3), 1);
-  ::close(fd);
+  ASSERT_NO_FATAL_FAILURE(FlipDataFileByte(options, 2 * kChunkSize + 3));
   auto whole =
       (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
   EXPECT_TRUE(absl::IsNotFound(whole.status())) << whole.status();
@@ -181,13 +182,8 @@ TEST(WholeFile, AFileAskedAheadIsHandedOutOnlyVerifiedAndIsNotAUse) {
   // Written behind the store's back (the same byte again: only its ctime
   // changes), the file must be read back before it is handed out: not for
   // an open to come, which would wait for that.
-  const auto files = testing::DataFiles(options);
-  ASSERT_EQ(files.size(), 1u);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const int fd = ::open(files[0].c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::pwrite(fd, &SourceFile()[9], 1, 9), 1);
-  ::close(fd);
+  ASSERT_NO_FATAL_FAILURE(WriteIntoTheDataFile(options, 9, SourceFile()[9]));
   ahead = (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kAhead);
   EXPECT_TRUE(absl::IsNotFound(ahead.status())) << ahead.status();
   EXPECT_NE(ahead.status().message().find("not verified yet"), std::string::npos) << ahead.status();
@@ -226,16 +222,8 @@ TEST(WholeFile, IsVerifiedAgainAfterTheStoreIsReopened) {
             ->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow)
             .ok());
   }
-  {
-    // Damaged while granaryd was down, after the file was synced or not.
-    const auto files = testing::DataFiles(options);
-    ASSERT_EQ(files.size(), 1u);
-    const int fd = ::open(files[0].c_str(), O_RDWR | O_CLOEXEC);
-    ASSERT_GE(fd, 0);
-    const char bad = static_cast<char>(~SourceFile()[5]);
-    ASSERT_EQ(::pwrite(fd, &bad, 1, 5), 1);
-    ::close(fd);
-  }
+  // Damaged while granaryd was down, after the file was synced or not.
+  ASSERT_NO_FATAL_FAILURE(FlipDataFileByte(options, 5));
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
   auto whole =

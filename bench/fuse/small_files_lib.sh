@@ -1,0 +1,48 @@
+# Shared by the small-file benchmarks of this folder (sourced, not run): a
+# scratch directory with a source of FILES files of 110 KB, a granaryd and a
+# mount to stop, and the readers and counters they time with.
+#
+# After sourcing: $work (removed at exit), $work/src, $mount_dir, $files,
+# $threads, and $server to set to granaryd's pid once it runs.
+files=${FILES:-3000} threads=${THREADS:-4}
+work=$(mktemp -d /var/tmp/granary-small-files.XXXXXX)
+export GRANARY_SERVER="unix:$work/g.sock"
+server="" mount_dir="$work/mnt"
+# Unmounts and stops granaryd, if they run.
+stop() {
+  if mountpoint -q "$mount_dir"; then fusermount3 -u "$mount_dir"; fi
+  if [[ -n $server ]]; then kill "$server" && wait "$server" || true; fi
+  server=""
+}
+trap 'stop; rm -rf "$work"' EXIT
+mkdir -p "$work/src" "$mount_dir"
+python3 - "$work/src" "$files" <<'PY'
+import os, sys
+for i in range(int(sys.argv[2])):
+    with open(os.path.join(sys.argv[1], "f%06d" % i), "wb") as f:
+        f.write(os.urandom(110_000))
+PY
+
+# Reads every file under $1 whole with $threads threads, in name order, or
+# shuffled with "shuffled" as $2; prints the files, megabytes and seconds.
+read_all() {
+  python3 - "$1" "$threads" "${2:-}" <<'PY'
+import concurrent.futures, os, random, sys, time
+root, threads, order = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+if order == "shuffled":
+    random.Random(len(paths)).shuffle(paths)
+def read(path):
+    with open(path, "rb") as f:
+        return len(f.read())
+started = time.perf_counter()
+with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+    total = sum(pool.map(read, paths))
+print("%d files %.1f MB %.3f s" % (len(paths), total / 1e6, time.perf_counter() - started), end="")
+PY
+}
+
+# CPU time of process $1 so far, in clock ticks (user + system).
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+drop_caches() { sync && echo 3 >/proc/sys/vm/drop_caches; }
