@@ -34,10 +34,11 @@ absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> ConnectToPeer(
 // As ConnectToPeer, but UNAVAILABLE as soon as a connection attempt fails
 // (refused or reset: the channel is in TRANSIENT_FAILURE), for answers that
 // report a peer as unreachable rather than wait for it (Status, Locate): a
-// dead peer costs them one refused fresh attempt, not the whole wait. That
-// attempt is made at once and, while it connects, has until `deadline`, so a
-// peer that has just restarted is found up. A peer never reached before that does not answer a
-// connection at all still costs up to `deadline`.
+// dead peer costs them one refused TCP connection, not the whole wait. A
+// fresh attempt is made at once and, when the peer's host accepts a
+// connection, has until `deadline`, so a peer that has just restarted is
+// found up. A peer never reached before that does not answer a connection at
+// all still costs up to `deadline`.
 absl::StatusOr<std::unique_ptr<v1::Granary::Stub>> ConnectToPeerUnlessRefused(
     MemberClients& clients, const Member& peer, std::chrono::system_clock::time_point deadline);
 

@@ -8,7 +8,7 @@
 // A peer that refuses the connection, or does not answer within
 // kPeerAnswerWait (connecting included), is reported "unreachable" by Status
 // and left out of Locate, so one dead peer never holds up the answer (one
-// that refuses connections costs one refused fresh attempt, not the wait;
+// that refuses connections costs one refused connection, not the wait;
 // ConnectToPeerUnlessRefused); members known to be down are reported "down". Locate ignores peers
 // that hold another version of the dataset (a refresh not yet replicated), sums each group's cached
 // bytes, and gives every node and group its share of the dataset with LocalityShare, the formula
