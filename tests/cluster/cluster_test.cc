@@ -156,7 +156,7 @@ class StaticClusterTest : public ClusterTest {
 
 TEST_F(StaticClusterTest, ADatasetRegisteredOnOneNodeIsOnEveryNode) {
   for (size_t i = 0; i < cluster_->size(); ++i) {
-    auto dataset = DatasetOn(i);
+    auto dataset = EventuallyDatasetOn(i);
     ASSERT_TRUE(dataset.ok()) << cluster_->spec(i).id << ": " << dataset.status() << "\n"
                               << cluster_->node(i).log();
     EXPECT_EQ(dataset->version(), info_.version());
