@@ -116,8 +116,7 @@ std::vector<PassthroughFiles::Ahead> PassthroughFiles::RegisterAhead(
     if (!StillVerified(held.file.fd.get(), held.file.verified_ctime_ns)) continue;
     absl::StatusOr<int32_t> backing_id = channel_->RegisterBacking(held.file.fd.get());
     if (!backing_id.ok()) continue;
-    registered.push_back(
-        {held.file_id, std::move(held.file.fd), held.file.verified_ctime_ns, *backing_id});
+    registered.push_back({std::move(held), *backing_id});
   }
   return registered;
 }
@@ -128,17 +127,18 @@ void PassthroughFiles::KeepAheadLocked(const OpenFile& file, std::span<const Ahe
     asked_ahead_.erase(file.dataset->InodeOf(asked_file.file_id + 1));
   }
   const uint64_t version = file.dataset->snapshot().manifest.version();
-  for (Ahead& held : ahead) {
+  for (Ahead& registered : ahead) {
+    AheadWholeFile& held = registered.held;
     const uint64_t inode = file.dataset->InodeOf(held.file_id + 1);
     if (closed_ || withdrawals_ != withdrawals || states_.contains(inode)) {
-      channel_->UnregisterBacking(held.backing_id);
+      channel_->UnregisterBacking(registered.backing_id);
       continue;
     }
     State& state = states_[inode];
     state.file = {version, held.file_id};
-    state.fd = std::move(held.fd);
-    state.verified_ctime_ns = held.verified_ctime_ns;
-    state.backing_id = held.backing_id;
+    state.fd = std::move(held.file.fd);
+    state.verified_ctime_ns = held.file.verified_ctime_ns;
+    state.backing_id = registered.backing_id;
     inodes_[state.file] = inode;
     IdleLocked(inode, state);
   }

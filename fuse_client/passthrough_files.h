@@ -131,9 +131,7 @@ class PassthroughFiles {
   // A file asked for ahead that granaryd answered, checked and registered
   // with the kernel.
   struct Ahead {
-    uint64_t file_id = 0;
-    UniqueFd fd;
-    int64_t verified_ctime_ns = 0;
+    AheadWholeFile held;
     int32_t backing_id = 0;
   };
 

@@ -66,20 +66,6 @@ class ClusterTest : public ::testing::Test {
                     .ok());
   }
 
-  // The dataset as node `i` lists it once it has it (a joining node serves
-  // while its first catalog exchange runs); NOT_FOUND if it still does not
-  // after `attempts` tries 100 ms apart.
-  absl::StatusOr<v1::DatasetInfo> EventuallyDatasetOn(size_t i, const std::string& name = "images",
-                                                      int attempts = 100) {
-    absl::StatusOr<v1::DatasetInfo> dataset;
-    for (int attempt = 0; attempt < attempts; ++attempt) {
-      dataset = DatasetOn(i, name);
-      if (dataset.ok()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return dataset;
-  }
-
   // The dataset as node `i` lists it; NOT_FOUND if it does not.
   absl::StatusOr<v1::DatasetInfo> DatasetOn(size_t i, const std::string& name = "images") {
     auto client = DatasetClient::Connect(cluster_->node(i).socket_address());
@@ -94,7 +80,8 @@ class ClusterTest : public ::testing::Test {
   // registration (it waits for peers kPushWait at most, so a loaded peer may
   // get it later); returns the last progress.
   v1::PrewarmProgress Prewarm(size_t via, const std::string& group) {
-    EXPECT_TRUE(EventuallyDatasetOn(via).ok()) << "node " << via << " never got 'images'";
+    EXPECT_TRUE(cluster_->WaitForDataset(via, "images").ok())
+        << "node " << via << " never got 'images'";
     v1::PrewarmRequest request;
     request.set_name("images");
     request.set_group(group);
@@ -156,7 +143,7 @@ class StaticClusterTest : public ClusterTest {
 
 TEST_F(StaticClusterTest, ADatasetRegisteredOnOneNodeIsOnEveryNode) {
   for (size_t i = 0; i < cluster_->size(); ++i) {
-    auto dataset = EventuallyDatasetOn(i);
+    auto dataset = cluster_->WaitForDataset(i, "images");
     ASSERT_TRUE(dataset.ok()) << cluster_->spec(i).id << ": " << dataset.status() << "\n"
                               << cluster_->node(i).log();
     EXPECT_EQ(dataset->version(), info_.version());
@@ -206,7 +193,7 @@ TEST_F(StaticClusterTest, AJoiningNodeCopiesItsShareFromTheOldOwners) {
   for (size_t i = 0; i < cluster_->size(); ++i) {
     ASSERT_TRUE(cluster_->WaitForMembers(i, {"a1", "a2", "a3", "b1", "b2"}).ok());
   }
-  ASSERT_TRUE(EventuallyDatasetOn(*joined).ok());
+  ASSERT_TRUE(cluster_->WaitForDataset(*joined, "images").ok());
   v1::PrewarmProgress again = Prewarm(0, "rack-a");
   EXPECT_EQ(again.nodes(), 3u) << "the coordinator's log:\n"
                                << cluster_->node(0).log() << "\nthe joining node's log:\n"
@@ -413,7 +400,7 @@ TEST_F(StaticClusterTest, TheCatalogSurvivesANodeAndReachesAJoiningOne) {
   ASSERT_TRUE(cluster_->node(0).Kill().ok());
   auto joined = cluster_->AddNode({"a3", "rack-a"});
   ASSERT_TRUE(joined.ok()) << joined.status();
-  auto dataset = EventuallyDatasetOn(*joined);
+  auto dataset = cluster_->WaitForDataset(*joined, "images");
   ASSERT_TRUE(dataset.ok()) << dataset.status() << "\n" << cluster_->node(*joined).log();
   EXPECT_EQ(dataset->version(), info_.version());
 
@@ -458,7 +445,7 @@ TEST_F(StaticClusterTest, ARegistrationDoesNotWaitOnAStoppedPeerWhichGetsItOnWak
   // A bound far from the 120 s the registration used to wait, not a timing.
   EXPECT_LT(waited, std::chrono::seconds(30));
   for (size_t i : {1, 2, 3}) {
-    auto dataset = EventuallyDatasetOn(i, "second");
+    auto dataset = cluster_->WaitForDataset(i, "second");
     ASSERT_TRUE(dataset.ok()) << cluster_->spec(i).id << ": " << dataset.status() << "\n"
                               << cluster_->node(i).log();
     EXPECT_EQ(dataset->version(), second.version());
@@ -486,7 +473,8 @@ TEST_F(StaticClusterTest, APeerBackFromDownGetsTheNextRegistrationWithoutWaiting
       AddDataset(cluster_->node(0).SocketStub().get(), "third", source_.path(), kChunkSize, &third);
   ASSERT_TRUE(added.ok()) << added.error_message();
   // Within a1's reconnection to b2 (at most 2 s), well before that retry.
-  absl::StatusOr<v1::DatasetInfo> on_b2 = EventuallyDatasetOn(3, "third", 41);
+  absl::StatusOr<v1::DatasetInfo> on_b2 =
+      cluster_->WaitForDataset(3, "third", 0, std::chrono::milliseconds(4100));
   ASSERT_TRUE(on_b2.ok()) << on_b2.status() << "\n" << cluster_->node(0).log();
   EXPECT_EQ(on_b2->version(), third.version());
 }
@@ -514,7 +502,7 @@ TEST_F(EtcdClusterTest, ALeaseExpiryRemovesANodeAndAJoiningNodeGetsTheCatalog) {
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_TRUE(cluster_->WaitForMembers(i, {"a1", "a2", "b1", "b3"}).ok());
   }
-  auto dataset = EventuallyDatasetOn(*joined);
+  auto dataset = cluster_->WaitForDataset(*joined, "images");
   ASSERT_TRUE(dataset.ok()) << dataset.status();
   EXPECT_EQ(dataset->version(), info_.version());
 

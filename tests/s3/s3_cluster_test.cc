@@ -7,12 +7,10 @@
 // after an object is overwritten gives every node the new version.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -85,29 +83,6 @@ class S3ClusterTest : public ::testing::Test {
     return *std::move(client);
   }
 
-  // Dataset `name` as node `i` lists it; NOT_FOUND if it does not.
-  absl::StatusOr<v1::DatasetInfo> DatasetOn(size_t i, const std::string& name) {
-    GRANARY_ASSIGN_OR_RETURN(std::vector<v1::DatasetInfo> datasets, ClientOf(i)->ListDatasets());
-    for (const v1::DatasetInfo& dataset : datasets) {
-      if (dataset.name() == name) return dataset;
-    }
-    return absl::NotFoundError(absl::StrCat("no dataset '", name, "' on ", cluster_->spec(i).id));
-  }
-
-  // The same once node `i` has `version` of it (any, when 0), within 10 s: a
-  // registration or refresh waits for each peer a bounded time, and a loaded
-  // peer gets it later.
-  absl::StatusOr<v1::DatasetInfo> EventuallyDatasetOn(size_t i, const std::string& name,
-                                                      uint64_t version = 0) {
-    absl::StatusOr<v1::DatasetInfo> dataset;
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      dataset = DatasetOn(i, name);
-      if (dataset.ok() && (version == 0 || dataset->version() == version)) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return dataset;
-  }
-
   DatasetSnapshot Snapshot(const std::string& name) {
     auto snapshot = ClientOf(0)->GetManifest(name);
     EXPECT_TRUE(snapshot.ok()) << snapshot.status();
@@ -156,7 +131,7 @@ class S3ClusterTest : public ::testing::Test {
 TEST_F(S3ClusterTest, ADatasetRegisteredOnOneNodeIsInEveryNodesCatalog) {
   EXPECT_EQ(info_.file_count(), kFiles);
   for (size_t i = 0; i < cluster_->size(); ++i) {
-    absl::StatusOr<v1::DatasetInfo> dataset = EventuallyDatasetOn(i, "train");
+    absl::StatusOr<v1::DatasetInfo> dataset = cluster_->WaitForDataset(i, "train");
     ASSERT_TRUE(dataset.ok()) << dataset.status() << "\n" << cluster_->node(i).log();
     EXPECT_EQ(dataset->version(), info_.version());
     EXPECT_EQ(dataset->source(), info_.source());
@@ -264,7 +239,8 @@ TEST_F(S3ClusterTest, ARefreshAfterAnObjectIsOverwrittenGivesEveryNodeTheNewVers
   ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << cluster_->node(1).log();
   ASSERT_NE(refreshed.version(), info_.version());
   for (size_t i = 0; i < cluster_->size(); ++i) {
-    absl::StatusOr<v1::DatasetInfo> dataset = EventuallyDatasetOn(i, "train", refreshed.version());
+    absl::StatusOr<v1::DatasetInfo> dataset =
+        cluster_->WaitForDataset(i, "train", refreshed.version());
     ASSERT_TRUE(dataset.ok()) << dataset.status();
     EXPECT_EQ(dataset->version(), refreshed.version()) << cluster_->spec(i).id;
   }

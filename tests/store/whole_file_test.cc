@@ -44,6 +44,11 @@ void Insert(ChunkStore& store, uint32_t chunk) {
   ASSERT_TRUE(*store.Insert(Key(chunk), kChunkSize, ChunkBytes(Key(chunk), LengthOf(chunk))));
 }
 
+// Every chunk of the file, in order.
+void InsertWholeFile(ChunkStore& store) {
+  for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(store, chunk));
+}
+
 std::string ReadAll(int fd) {
   struct stat st;
   EXPECT_EQ(::fstat(fd, &st), 0);
@@ -105,7 +110,7 @@ TEST(WholeFile, ABadByteOnDiskIsCaughtBeforeTheFileIsHandedOut) {
   const StoreOptions options = SmallStoreOptions(dir, 8 << 20, kChunkSize);
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
-  for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
+  ASSERT_NO_FATAL_FAILURE(InsertWholeFile(**store));
   ASSERT_NO_FATAL_FAILURE(FlipDataFileByte(options, kChunkSize + 7));
   auto whole =
       (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
@@ -125,7 +130,7 @@ TEST(WholeFile, AByteWrittenAfterItWasVerifiedIsCaughtAtTheNextRequest) {
   const StoreOptions options = SmallStoreOptions(dir, 8 << 20, kChunkSize);
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
-  for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
+  ASSERT_NO_FATAL_FAILURE(InsertWholeFile(**store));
   ASSERT_TRUE((*store)
                   ->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow)
                   .ok());
@@ -168,7 +173,7 @@ TEST(WholeFile, AFileAskedAheadIsHandedOutOnlyVerifiedAndIsNotAUse) {
   const StoreOptions options = SmallStoreOptions(dir, 8 << 20, kChunkSize);
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
-  for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
+  ASSERT_NO_FATAL_FAILURE(InsertWholeFile(**store));
   const StoreStats before = (*store)->Stats();
   auto ahead =
       (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kAhead);
@@ -216,7 +221,7 @@ TEST(WholeFile, IsVerifiedAgainAfterTheStoreIsReopened) {
   {
     auto store = ChunkStore::Open(options);
     ASSERT_TRUE(store.ok()) << store.status();
-    for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
+    ASSERT_NO_FATAL_FAILURE(InsertWholeFile(**store));
     ASSERT_TRUE(
         (*store)
             ->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow)
@@ -238,7 +243,7 @@ TEST(WholeFile, PaddedDirectIoFilesAreNeverHandedOut) {
   options.direct_io = true;
   auto store = ChunkStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
-  for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
+  ASSERT_NO_FATAL_FAILURE(InsertWholeFile(**store));
   auto whole =
       (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
   EXPECT_TRUE(absl::IsNotFound(whole.status())) << whole.status();
@@ -256,7 +261,7 @@ TEST(WholeFile, ReadersThatKeepDescriptorsLearnWhichFilesWereWithdrawn) {
   ChunkStore::Withdrawn first = (*store)->WithdrawnSince(0);
   EXPECT_FALSE(first.complete);
   EXPECT_TRUE(first.files.empty());
-  for (uint32_t chunk = 0; chunk < 3; ++chunk) ASSERT_NO_FATAL_FAILURE(Insert(**store, chunk));
+  ASSERT_NO_FATAL_FAILURE(InsertWholeFile(**store));
   ASSERT_TRUE(*(*store)->Insert({kVersion + 1, kFileId, 0}, kChunkSize, "other version"));
   ChunkStore::Withdrawn none = (*store)->WithdrawnSince(first.through);
   EXPECT_TRUE(none.complete);

@@ -120,6 +120,32 @@ absl::Status GranaryCluster::WaitForMembers(size_t i, std::vector<std::string> i
   }
 }
 
+absl::StatusOr<v1::DatasetInfo> GranaryCluster::WaitForDataset(size_t i, const std::string& name,
+                                                               uint64_t version,
+                                                               std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string seen = "no such dataset";
+  while (true) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::ListDatasetsResponse response;
+    grpc::Status listed =
+        node(i).SocketStub()->ListDatasets(&context, v1::ListDatasetsRequest(), &response);
+    if (!listed.ok()) seen = listed.error_message();
+    for (const v1::DatasetInfo& dataset : response.datasets()) {
+      if (dataset.name() != name) continue;
+      if (version == 0 || dataset.version() == version) return dataset;
+      seen = absl::StrCat("version ", dataset.version());
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("node ", spec(i).id, " lists dataset '", name,
+                                                      "' with ", seen, ", not version ", version,
+                                                      " within ", timeout.count(), " ms"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 absl::Status GranaryCluster::WaitForPublishedLocality(size_t i, const std::string& dataset,
                                                       std::chrono::milliseconds timeout) {
   auto bytes_by_node = [&](bool fresh) -> absl::StatusOr<std::map<std::string, uint64_t>> {

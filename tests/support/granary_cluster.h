@@ -63,6 +63,13 @@ class GranaryCluster {
   absl::Status WaitForMembers(size_t i, std::vector<std::string> ids,
                               std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
+  // Node `i`'s record of dataset `name` once it lists it (at `version`,
+  // unless 0): a registration or refresh waits for each peer a bounded time,
+  // so a loaded peer may get it after the call returns.
+  absl::StatusOr<v1::DatasetInfo> WaitForDataset(
+      size_t i, const std::string& name, uint64_t version = 0,
+      std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
   // Waits until node `i`'s Locate of `dataset`, read from what the members
   // published, gives the same nodes the same cached bytes as a fresh one.
   absl::Status WaitForPublishedLocality(
