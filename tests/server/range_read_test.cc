@@ -14,6 +14,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "common/local_read_socket.h"
@@ -258,6 +261,50 @@ TEST_F(RangeReadTest, GarbageOnTheLocalReadSocketIsAnsweredAndTheServerKeepsServ
   ASSERT_TRUE(reader.Read({version_, file_id_, 0}, 0, chunk).ok());
   EXPECT_TRUE(chunk == Expected(0, 0, kChunk));
   ASSERT_TRUE(Read(0, 0, 1).status.ok()) << "gRPC still serves";
+}
+
+// A client may attach descriptors to its requests; granaryd never keeps
+// them: a request with more than a whole-file answer could carry is refused,
+// one with fewer is answered, and either way granaryd closes them at once.
+TEST_F(RangeReadTest, DescriptorsAClientAttachesAreClosedAndTooManyAreRefused) {
+  ASSERT_TRUE(Read(0, 0, 0).status.ok());
+  absl::StatusOr<sockaddr_un> address =
+      UnixSocketAddress(LocalReadSocketPath(server_->socket_path()));
+  ASSERT_TRUE(address.ok()) << address.status();
+  const int socket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(socket, reinterpret_cast<sockaddr*>(&*address), sizeof(*address)), 0);
+  const std::string fds = "/proc/" + std::to_string(server_->pid()) + "/fd";
+  auto open_in_granaryd = [&] {
+    return std::distance(std::filesystem::directory_iterator(fds),
+                         std::filesystem::directory_iterator());
+  };
+  std::vector<UniqueFd> attached;
+  for (size_t i = 0; i < 2 * kMaxAheadFiles; ++i) {
+    attached.emplace_back(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  }
+  std::vector<int> too_many;
+  for (const UniqueFd& fd : attached) too_many.push_back(fd.get());
+  const std::span<const int> a_few = std::span<const int>(too_many).first(2);
+  v1::LocalReadRequest request;
+  ChunkKey{version_, file_id_, 0}.ToProto(request.mutable_key());
+  const auto before = open_in_granaryd();
+  for (int round = 0; round < 50; ++round) {
+    v1::LocalReadResponse response;
+    std::vector<UniqueFd> passed;
+    ASSERT_TRUE(SendLocalReadMessage(socket, request, too_many).ok());
+    ASSERT_TRUE(ReceiveLocalReadMessage(socket, &response, &passed).ok());
+    EXPECT_EQ(response.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+    EXPECT_NE(response.message().find("over the size limit"), std::string::npos)
+        << response.message();
+    ASSERT_TRUE(SendLocalReadMessage(socket, request, a_few).ok());
+    ASSERT_TRUE(ReceiveLocalReadMessage(socket, &response, &passed).ok());
+    EXPECT_EQ(response.code(), 0) << response.message();
+    EXPECT_EQ(passed.size(), 1u) << "the chunk's data file";
+  }
+  ::close(socket);
+  // 50 rounds sent 3,400 descriptors; a few more may be open for other
+  // reasons (a data file, a connection).
+  EXPECT_LT(open_in_granaryd(), before + 10);
 }
 
 TEST_F(RangeReadTest, ALocalReaderKeepsReadingAcrossAGranarydRestart) {
