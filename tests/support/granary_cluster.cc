@@ -120,6 +120,33 @@ absl::Status GranaryCluster::WaitForMembers(size_t i, std::vector<std::string> i
   }
 }
 
+absl::Status GranaryCluster::WaitForPeersReachable(size_t i, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<std::string> down;
+  while (true) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::StatusResponse response;
+    grpc::Status asked = node(i).SocketStub()->Status(&context, v1::StatusRequest(), &response);
+    down.clear();
+    if (asked.ok()) {
+      for (const v1::NodeStatus& member : response.nodes()) {
+        if (member.state() != "up") down.push_back(member.node_id());
+      }
+      if (down.empty() && static_cast<size_t>(response.nodes_size()) == size()) {
+        return absl::OkStatus();
+      }
+    } else {
+      down.push_back(asked.error_message());
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("node ", spec(i).id, " cannot reach [", absl::StrJoin(down, ", "), "]"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 absl::StatusOr<v1::DatasetInfo> GranaryCluster::WaitForDataset(size_t i, const std::string& name,
                                                                uint64_t version,
                                                                std::chrono::milliseconds timeout) {
