@@ -73,6 +73,11 @@ void FillScheduler::OnMiss(const std::shared_ptr<const Manifest>& manifest, cons
           [read_through, parallelism = options_.parallelism](unsigned worker) {
             return worker + static_cast<unsigned>(read_through->ReadersWaiting()) >= parallelism;
           },
+      // While readers miss, only the neighbours of their misses: the rest of
+      // the dataset (another directory, a shard far from what they read)
+      // would take the source's bandwidth from them.
+      .readers_active =
+          [read_through] { return read_through->ReadersMissedWithin(kReadersQuietPeriod); },
       .wanted = [this, name, version = key.dataset_version] { return Current(name, version); },
   };
   GRANARY_LOG(INFO) << "filling dataset '" << name << "' (this node's share) behind its readers "

@@ -7,6 +7,9 @@
 // source), with:
 //  - the chunks after each miss first (the rest of the file, then the files
 //    after it in its directory: what readers that walk a directory open next);
+//  - while readers miss (or did within kReadersQuietPeriod), only those
+//    chunks: the rest of the dataset waits until they stop missing, since
+//    fetching it then would only share the source's bandwidth with them;
 //  - as many workers held back as readers wait on misses of their own (but
 //    one that always runs), so that fill and readers together keep no more
 //    reads at the source than the fill's parallelism: the fill never starves
@@ -23,6 +26,7 @@
 #define GRANARY_CACHE_SERVER_PREWARM_FILL_SCHEDULER_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -47,6 +51,9 @@ class FillScheduler {
     // For datasets registered without a policy of their own.
     v1::FillPolicy default_policy = v1::FILL_ON_READ;
   };
+
+  // How long after readers' last miss they count as reading still.
+  static constexpr std::chrono::milliseconds kReadersQuietPeriod{200};
 
   // Everything must outlive the scheduler.
   FillScheduler(Catalog* catalog, ReadThrough* read_through, store::ChunkStore* store,

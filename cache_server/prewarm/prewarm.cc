@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <thread>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "common/chunk_math.h"
@@ -52,12 +51,32 @@ absl::StatusOr<std::vector<uint64_t>> SelectFiles(const Manifest& manifest,
 
 namespace {
 
-// Chunks after a reader's miss that a fill fetches before going on in order.
-constexpr size_t kPreferredChunks = 64;
 // How often a job asks whether it is still wanted.
 constexpr std::chrono::milliseconds kWantedCheckInterval{100};
 // How long a worker held back by `yield` waits before asking again.
 constexpr std::chrono::milliseconds kYieldWait{2};
+// How long a worker with nothing preferred to fetch while readers are active
+// waits for a reader's miss before asking again whether they still are.
+constexpr std::chrono::milliseconds kReadersActiveWait{50};
+
+// The chunks of `file_ids` (sorted here) that pass `filter`, in order.
+std::vector<ChunkWalk::Chunk> PlanChunks(const Manifest& manifest, std::vector<uint64_t> file_ids,
+                                         const PrewarmJob::ChunkFilter& filter) {
+  std::sort(file_ids.begin(), file_ids.end());
+  const uint32_t chunk_size = manifest.chunk_size();
+  std::vector<ChunkWalk::Chunk> chunks;
+  for (uint64_t file_id : file_ids) {
+    uint64_t size = manifest.entries()[file_id].size;
+    for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
+      if (filter && !filter(ChunkKey{manifest.version(), file_id, static_cast<uint32_t>(index)})) {
+        continue;
+      }
+      chunks.push_back(
+          {file_id, static_cast<uint32_t>(index), ChunkLength(size, chunk_size, index)});
+    }
+  }
+  return chunks;
+}
 
 }  // namespace
 
@@ -70,26 +89,12 @@ PrewarmJob::PrewarmJob(std::shared_ptr<const Manifest> manifest, std::vector<uin
       metrics_(metrics),
       hooks_(std::move(hooks)),
       started_(std::chrono::steady_clock::now()),
-      failed_(manifest->entries().size(), false) {
-  std::sort(file_ids.begin(), file_ids.end());
-  uint32_t chunk_size = manifest->chunk_size();
-  for (uint64_t file_id : file_ids) {
-    uint64_t size = manifest->entries()[file_id].size;
-    for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
-      if (hooks_.filter &&
-          !hooks_.filter(ChunkKey{manifest->version(), file_id, static_cast<uint32_t>(index)})) {
-        continue;
-      }
-      uint32_t length = ChunkLength(size, chunk_size, index);
-      chunks_.push_back({file_id, static_cast<uint32_t>(index), length});
-      bytes_total_ += length;
-    }
-  }
-  taken_.assign(chunks_.size(), false);
+      walk_(PlanChunks(*manifest, std::move(file_ids), hooks_.filter), manifest->entries().size()) {
+  for (size_t i = 0; i < walk_.size(); ++i) bytes_total_ += walk_.chunk(i).length;
   manifest_ = std::move(manifest);
   metrics_->running.fetch_add(1);
   metrics_->bytes_remaining.fetch_add(static_cast<int64_t>(bytes_total_));
-  unsigned workers = std::max(1u, std::min<unsigned>(parallelism, chunks_.size()));
+  unsigned workers = std::max(1u, std::min<unsigned>(parallelism, walk_.size()));
   running_workers_ = workers;
   for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this, i] { Work(i); });
 }
@@ -108,30 +113,10 @@ bool PrewarmJob::WaitFor(std::chrono::milliseconds timeout) {
 }
 
 void PrewarmJob::Prefer(const ChunkKey& key) {
-  const PlannedChunk probe{key.file_id, key.chunk_index, 0};
-  auto after = std::upper_bound(
-      chunks_.begin(), chunks_.end(), probe, [](const PlannedChunk& a, const PlannedChunk& b) {
-        return std::tie(a.file_id, a.chunk_index) < std::tie(b.file_id, b.chunk_index);
-      });
   MutexLock lock(&mu_);
-  preferred_ = static_cast<size_t>(after - chunks_.begin());
-  preferred_left_ = kPreferredChunks;
-}
-
-std::optional<size_t> PrewarmJob::Next() {
-  MutexLock lock(&mu_);
-  for (; preferred_left_ > 0 && preferred_ < chunks_.size(); ++preferred_) {
-    if (taken_[preferred_] || failed_[chunks_[preferred_].file_id]) continue;
-    taken_[preferred_] = true;
-    preferred_left_--;
-    return preferred_++;
-  }
-  for (; next_chunk_ < chunks_.size(); ++next_chunk_) {
-    if (taken_[next_chunk_] || failed_[chunks_[next_chunk_].file_id]) continue;
-    taken_[next_chunk_] = true;
-    return next_chunk_++;
-  }
-  return std::nullopt;
+  if (manifest_ == nullptr) return;
+  walk_.Prefer(*manifest_, key);
+  preferred_.SignalAll();
 }
 
 void PrewarmJob::Work(unsigned worker) {
@@ -153,9 +138,20 @@ void PrewarmJob::Work(unsigned worker) {
       std::this_thread::sleep_for(kYieldWait);
       continue;
     }
-    std::optional<size_t> next = Next();
+    const bool readers_active = hooks_.readers_active && hooks_.readers_active();
+    std::optional<size_t> next;
+    {
+      MutexLock lock(&mu_);
+      next = walk_.Next(readers_active ? ChunkWalk::Order::kPreferredOnly : ChunkWalk::Order::kAny);
+      if (!next.has_value() && readers_active && !walk_.Exhausted()) {
+        preferred_.WaitFor(&mu_, kReadersActiveWait, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return cancelled_.load() || walk_.HasPreferred();
+        });
+        continue;
+      }
+    }
     if (!next.has_value()) break;
-    const PlannedChunk& chunk = chunks_[*next];
+    const ChunkWalk::Chunk& chunk = walk_.chunk(*next);
     ChunkKey key{manifest->version(), chunk.file_id, chunk.chunk_index};
     if (store_->Contains(key)) {
       chunks_already_cached_.fetch_add(1);
@@ -190,8 +186,7 @@ void PrewarmJob::Work(unsigned worker) {
 void PrewarmJob::RecordFailure(const Manifest& manifest, uint64_t file_id,
                                const absl::Status& status) {
   MutexLock lock(&mu_);
-  if (failed_[file_id]) return;
-  failed_[file_id] = true;
+  if (!walk_.MarkFailed(file_id)) return;
   v1::FileFailure* failure = &failures_.emplace_back();
   failure->set_path(manifest.entries()[file_id].path);
   failure->set_error(std::string(status.message()));
@@ -204,7 +199,7 @@ v1::PrewarmProgress PrewarmJob::Progress() const {
   progress.set_bytes_done(bytes_done_.load());
   progress.set_bytes_total(bytes_total_);
   progress.set_chunks_done(chunks_done_.load());
-  progress.set_chunks_total(chunks_.size());
+  progress.set_chunks_total(walk_.size());
   progress.set_chunks_already_cached(chunks_already_cached_.load());
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();

@@ -8,7 +8,8 @@
 // The same job serves fills, which a cold read starts (fill_scheduler.h):
 // Prefer() moves the chunks after one a reader just missed to the front of
 // the walk (the rest of its file, then the files after it in its directory),
-// `yield` holds workers back while readers wait on misses of their own, and
+// `yield` holds workers back while readers wait on misses of their own,
+// `readers_active` keeps them to those chunks while readers are missing, and
 // `wanted` ends the job once its version is removed or refreshed.
 //
 // A file whose chunk cannot be fetched is recorded as failed once, with the
@@ -35,6 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "cache_server/metrics.h"
+#include "cache_server/prewarm/chunk_walk.h"
 #include "cache_server/read_path/read_through.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/manifest.h"
@@ -58,6 +60,9 @@ class PrewarmJob {
     ChunkFilter filter;  // Every chunk when empty.
     // While true for a worker (numbered from 0), it waits; worker 0 never does.
     std::function<bool(unsigned worker)> yield;
+    // While true, workers fetch only the chunks Prefer() put first, and wait
+    // for more rather than walk on.
+    std::function<bool()> readers_active;
     std::function<bool()> wanted;  // Asked now and then; false cancels the job.
   };
 
@@ -84,13 +89,6 @@ class PrewarmJob {
   const std::string& dataset_name() const { return dataset_name_; }
 
  private:
-  struct PlannedChunk {
-    uint64_t file_id;
-    uint32_t chunk_index;
-    uint32_t length;
-  };
-  // The next chunk to fetch (by index into chunks_), or nullopt when none is left.
-  std::optional<size_t> Next();
   void Work(unsigned worker);
   void RecordFailure(const Manifest& manifest, uint64_t file_id, const absl::Status& status);
 
@@ -100,7 +98,8 @@ class PrewarmJob {
   PrewarmMetrics* const metrics_;
   const Hooks hooks_;
   const std::chrono::steady_clock::time_point started_;
-  std::vector<PlannedChunk> chunks_;  // In file id order, then chunk order.
+  // The plan is fixed at construction: chunk() and size() need no lock.
+  ChunkWalk walk_;
   uint64_t bytes_total_ = 0;
 
   std::atomic<bool> cancelled_{false};
@@ -110,15 +109,11 @@ class PrewarmJob {
   std::atomic<uint64_t> chunks_already_cached_{0};
 
   mutable Mutex mu_;
-  CondVar finished_;                                // The last worker finished.
-  size_t next_chunk_ ABSL_GUARDED_BY(mu_) = 0;      // The walk in order.
-  size_t preferred_ ABSL_GUARDED_BY(mu_) = 0;       // Where Prefer() points.
-  size_t preferred_left_ ABSL_GUARDED_BY(mu_) = 0;  // Chunks it still covers.
-  std::vector<bool> taken_ ABSL_GUARDED_BY(mu_);    // By chunk.
+  CondVar finished_;   // The last worker finished.
+  CondVar preferred_;  // Prefer() gave the walk a new run.
   unsigned running_workers_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<const Manifest> manifest_ ABSL_GUARDED_BY(mu_);  // Null once finished.
   std::vector<v1::FileFailure> failures_ ABSL_GUARDED_BY(mu_);
-  std::vector<bool> failed_ ABSL_GUARDED_BY(mu_);  // By file id.
   std::vector<std::thread> workers_;
 };
 

@@ -86,7 +86,8 @@ absl::Status PrewarmCoordinator::RunLocalShare(const v1::PrewarmRequest& request
                     << request.name() << "' (this node's share) with " << parallelism << " workers";
   parts_.activity->Touch(version);
   PrewarmJob job(plan.manifest, std::move(plan.file_ids), parallelism, parts_.read_through,
-                 parts_.store, parts_.metrics, {.filter = owned, .yield = {}, .wanted = {}});
+                 parts_.store, parts_.metrics,
+                 {.filter = owned, .yield = {}, .readers_active = {}, .wanted = {}});
   while (true) {
     const bool finished = job.WaitFor(kProgressInterval);
     parts_.activity->Touch(version);

@@ -78,12 +78,7 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32
   if (sourcing == ChunkSourcing::kCacheOnly) {
     return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached here"));
   }
-  metrics_->misses.fetch_add(1, std::memory_order_relaxed);
-  readers_waiting_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<ChunkData> fetched = Fetch(*manifest, key, sourcing, Storing::kBehind);
-  readers_waiting_.fetch_sub(1, std::memory_order_relaxed);
-  if (miss_listener_) miss_listener_(manifest, key);
-  GRANARY_ASSIGN_OR_RETURN(ChunkData data, std::move(fetched));
+  GRANARY_ASSIGN_OR_RETURN(ChunkData data, FetchMiss(manifest, key, sourcing, Storing::kBehind));
   if (offset == 0 && end == data->size()) return Chunk{std::move(data), false, chunk_length};
   return Chunk{std::make_shared<const std::string>(data->substr(offset, end - offset)), false,
                chunk_length};
@@ -178,12 +173,8 @@ absl::Status ReadThrough::FetchWhole(const ChunkKey& file, uint64_t size, uint32
   for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
     const ChunkKey key{file.dataset_version, file.file_id, static_cast<uint32_t>(index)};
     if (store_->Contains(key)) continue;
-    metrics_->misses.fetch_add(1, std::memory_order_relaxed);
-    readers_waiting_.fetch_add(1, std::memory_order_relaxed);
     absl::StatusOr<ChunkData> fetched =
-        Fetch(*manifest, key, ChunkSourcing::kReadThrough, Storing::kBeforeReturn);
-    readers_waiting_.fetch_sub(1, std::memory_order_relaxed);
-    if (miss_listener_) miss_listener_(manifest, key);
+        FetchMiss(manifest, key, ChunkSourcing::kReadThrough, Storing::kBeforeReturn);
     GRANARY_RETURN_IF_ERROR(fetched.status());
     // Fetched a moment earlier by a reader's miss, it may still wait to be
     // stored behind: stored now (a second insert of a key is a no-op).
@@ -208,6 +199,26 @@ store::ChunkStore::Withdrawn ReadThrough::RecordUses(const v1::UseReport& report
     metrics_->bytes_from_cache.fetch_add(use.bytes(), std::memory_order_relaxed);
   }
   return store_->WithdrawnSince(report.withdrawn_after());
+}
+
+bool ReadThrough::ReadersMissedWithin(std::chrono::steady_clock::duration window) const {
+  if (readers_waiting_.load(std::memory_order_relaxed) > 0) return true;
+  const std::chrono::steady_clock::time_point last{
+      std::chrono::steady_clock::duration(last_reader_miss_.load(std::memory_order_relaxed))};
+  return std::chrono::steady_clock::now() - last < window;
+}
+
+absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchMiss(
+    const std::shared_ptr<const Manifest>& manifest, const ChunkKey& key, ChunkSourcing sourcing,
+    Storing storing) {
+  metrics_->misses.fetch_add(1, std::memory_order_relaxed);
+  readers_waiting_.fetch_add(1, std::memory_order_relaxed);
+  absl::StatusOr<ChunkData> fetched = Fetch(*manifest, key, sourcing, storing);
+  last_reader_miss_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                          std::memory_order_relaxed);
+  readers_waiting_.fetch_sub(1, std::memory_order_relaxed);
+  if (miss_listener_) miss_listener_(manifest, key);
+  return fetched;
 }
 
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::Fetch(const Manifest& manifest,

@@ -24,6 +24,7 @@
 #define GRANARY_CACHE_SERVER_READ_PATH_READ_THROUGH_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -128,8 +129,13 @@ class ReadThrough {
 
   // How many readers wait on misses now.
   int ReadersWaiting() const { return readers_waiting_.load(std::memory_order_relaxed); }
+  // Whether a reader waits on a miss now or has within `window`.
+  bool ReadersMissedWithin(std::chrono::steady_clock::duration window) const;
 
  private:
+  // A reader's miss of `key`: counted, fetched, and told to the miss listener.
+  absl::StatusOr<ChunkData> FetchMiss(const std::shared_ptr<const Manifest>& manifest,
+                                      const ChunkKey& key, ChunkSourcing sourcing, Storing storing);
   absl::StatusOr<ChunkData> FetchOnce(const Manifest& manifest, const ChunkKey& key,
                                       ChunkSourcing sourcing, Storing storing);
   // The manifest of `file`'s version, when `size` and `chunk_size` are its
@@ -169,6 +175,8 @@ class ReadThrough {
   Sources* const sources_;
   MissListener miss_listener_;
   std::atomic<int> readers_waiting_{0};
+  // When the last reader's miss was answered (steady_clock ticks).
+  std::atomic<int64_t> last_reader_miss_{0};
   SingleFlight<ChunkKey, absl::StatusOr<ChunkData>> flights_;
   FetchSpeeds speeds_;
 };
