@@ -835,8 +835,10 @@ class Granary(System):
         self.cli = self.node_cli(0)
         drop_caches()
         start = time.perf_counter()
-        run(self.cli + ["dataset", "add", DATASET, b.source, "--chunk-size",
-                        b.args.chunk_size], capture_output=True)
+        add = self.cli + ["dataset", "add", DATASET, b.source, "--chunk-size", b.args.chunk_size]
+        if b.args.fill:
+            add += ["--fill", b.args.fill]
+        run(add, capture_output=True)
         for i in range(1, self.servers):
             wait_for(lambda i=i: self._has_dataset(i), 60,
                      "the catalog on granaryd %s" % self.nodes[i]["id"])
@@ -1488,6 +1490,8 @@ def main():
     p.add_argument("--fuse-args", default="",
                    help="more flags for granary-fuse, space-separated (e.g. "
                    "--fuse-args=--cold-open-memory=0)")
+    p.add_argument("--fill", choices=("on-read", "none"), default="",
+                   help="the dataset's fill policy (default: granaryd's, on-read)")
     p.add_argument("--cluster-servers", type=int, default=3,
                    help="granaryd in the granary-cluster-* systems' cache group (on loopback)")
     p.add_argument("--profile", action="store_true",
