@@ -435,14 +435,16 @@ def client_main(argv):
 
         def __getitem__(self, index):
             if index < 0:  # the warm-up pass that starts the workers
-                return index, 0, 1
+                return index, 0, 1, 0.0
             rel, offset, length, digest = rows[index]
+            start = time.perf_counter()
             with open(os.path.join(a.root, rel), "rb", buffering=0) as f:
                 if offset:
                     f.seek(offset)
                 data = f.read(length) if offset else f.read()
+            seconds = time.perf_counter() - start
             ok = len(data) == length and xxhash.xxh3_64_hexdigest(data) == digest
-            return index, len(data), int(ok)
+            return index, len(data), int(ok), seconds
 
     class EpochSampler(Sampler):
         """torch.randperm with a seed per epoch, as RandomSampler draws it; `order`
@@ -478,22 +480,35 @@ def client_main(argv):
         server0 = granary_counters(a.metrics_url)
         start = time.perf_counter()
         seen = nbytes = bad = 0
-        for indices, lengths, oks in loader:
+        latencies = []
+        for indices, lengths, oks, seconds in loader:
             seen += len(indices)
             nbytes += int(lengths.sum())
             bad += int((oks == 0).sum())
+            latencies += seconds.tolist()
         wall = time.perf_counter() - start
+        latencies.sort()
         client_cpu, client_peak = client_usage.finish()
         system_cpu, system_peak = system_usage.finish()
         print(json.dumps({"epoch": epoch + 1, "samples": seen, "bytes": nbytes, "bad": bad,
                           "wall": wall, "client_cpu": client_cpu, "client_peak": client_peak,
                           "system_cpu": system_cpu, "system_peak": system_peak,
                           "source_bytes": source_bytes() - read0,
+                          "read_p50": percentile(latencies, 0.50),
+                          "read_p99": percentile(latencies, 0.99),
                           "server": counter_delta(server0, granary_counters(a.metrics_url))}),
               flush=True)
         if seen != len(rows):
             raise RuntimeError("epoch %d saw %d of %d samples" % (epoch + 1, seen, len(rows)))
     return 0
+
+
+def percentile(sorted_values, fraction):
+    """The value `fraction` of the way through `sorted_values` (nearest rank)."""
+    if not sorted_values:
+        return None
+    rank = max(0, min(len(sorted_values) - 1, int(round(fraction * len(sorted_values))) - 1))
+    return sorted_values[rank]
 
 
 def make_source_counter(stat_path, device):
@@ -1218,8 +1233,8 @@ def write_report(bench, out):
     lines.append("| system | workload | epoch | kind | wall s | samples/s | MiB/s | / direct | "
                  "/ local copy | / rclone same epoch | source MiB read | client CPU s | system "
                  "CPU s | client peak RSS MiB | system peak RSS MiB | granaryd chunk reads | "
-                 "granaryd bytes read / bytes delivered | checked |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                 "granaryd bytes read / bytes delivered | sample read p50, p99 ms | checked |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         if r["label"] == "profiled":
             continue
@@ -1230,7 +1245,7 @@ def write_report(bench, out):
         rclone = throughput([x for x in group(results, "rclone", r["workload"])
                              if x["epoch"] == r["epoch"]])
         lines.append("| %s | %s | %d | %s | %.1f | %.0f | %.1f | %s | %s | %s | %.0f | %.1f | "
-                     "%.1f | %.0f | %.0f | %s | %s | %s |" % (
+                     "%.1f | %.0f | %.0f | %s | %s | %s | %s |" % (
                          r["system"], r["workload"], r["epoch"], r["label"], r["wall"],
                          r["samples"] / r["wall"], mibs,
                          fmt(mibs / direct if direct else None),
@@ -1240,6 +1255,8 @@ def write_report(bench, out):
                          r["client_peak"] / MIB, r["system_peak"] / MIB,
                          "%.0f" % server["reads"] if server else "–",
                          "%.2f" % (server["bytes"] / r["bytes"]) if server else "–",
+                         "%.2f, %.2f" % (r["read_p50"] * 1e3, r["read_p99"] * 1e3)
+                         if r.get("read_p99") is not None else "–",
                          "all %d ok" % r["samples"] if r["bad"] == 0 else
                          "**%s**" % ("FAILED" if r["bad"] < 0 else "%d WRONG" % r["bad"])))
     lines.append("")
@@ -1252,7 +1269,8 @@ def write_report(bench, out):
                  "read\": bytes read from the throttled device in the epoch. granaryd chunk "
                  "reads and bytes read: from the servers' /metrics, summed (hits + misses; "
                  "bytes from cache + source + peers), against the bytes the client "
-                 "received." % getattr(a, "cluster_servers", 3))
+                 "received. Sample read: a DataLoader worker's open and read of one sample." %
+                 getattr(a, "cluster_servers", 3))
     lines.append("")
 
     # Setup phases.

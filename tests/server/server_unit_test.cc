@@ -24,6 +24,7 @@
 #include "cache_server/read_path/single_flight.h"
 #include "cache_server/read_path/write_behind.h"
 #include "cache_server/store/chunk_store.h"
+#include "common/chunk_math.h"
 #include "common/source_path.h"
 #include "proto/granary.pb.h"
 #include "source/posix_scanner.h"
@@ -346,7 +347,32 @@ TEST(Prewarm, SelectFilesTakesDirectoriesWholeAndOnlyThem) {
   EXPECT_EQ(SelectFiles(*manifest, {"../a"}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// The paths of the files `walk` hands out, in order, until it has no more.
+// A manifest of `files` (path, size), in chunks of 1 MiB.
+Manifest FilesManifest(const std::vector<std::pair<std::string, uint64_t>>& files) {
+  ManifestEntries entries;
+  for (const auto& [path, size] : files) {
+    ManifestEntry entry;
+    entry.path = path;
+    entry.size = size;
+    entries.push_back(std::move(entry));
+  }
+  absl::StatusOr<Manifest> manifest = Manifest::Build({"d", "/src", 1 << 20}, std::move(entries));
+  EXPECT_TRUE(manifest.ok()) << manifest.status();
+  return *std::move(manifest);
+}
+
+// A walk of every chunk of every file of `manifest`.
+ChunkWalk WalkOfEveryChunk(const Manifest& manifest) {
+  std::vector<ChunkWalk::Chunk> chunks;
+  for (uint64_t id = 0; id < manifest.entries().size(); ++id) {
+    for (uint32_t index = 0; index < ChunkCount(manifest.entries()[id].size, 1 << 20); ++index) {
+      chunks.push_back({id, index, 0});
+    }
+  }
+  return ChunkWalk(std::move(chunks), manifest.entries().size());
+}
+
+// What `walk` hands out until it has no more, as "path#chunk".
 std::vector<std::string> WalkPaths(const Manifest& manifest, ChunkWalk& walk) {
   std::vector<std::string> paths;
   for (std::optional<size_t> next = walk.Next(); next.has_value(); next = walk.Next()) {
@@ -357,107 +383,73 @@ std::vector<std::string> WalkPaths(const Manifest& manifest, ChunkWalk& walk) {
 }
 
 TEST(Prewarm, AMissPutsTheRestOfItsDirectoryFirstButNoOtherDirectory) {
-  ManifestEntries entries;
-  auto add = [&](std::string path, uint64_t size) {
-    ManifestEntry entry;
-    entry.path = std::move(path);
-    entry.size = size;
-    entries.push_back(std::move(entry));
-  };
-  add("images/a/1", 10);
-  add("images/a/2", 10);
-  add("images/a/3", 10);
-  add("images/b/1", 10);
-  add("shards/s0", 3 << 20);  // Three chunks.
-  auto manifest = Manifest::Build({"d", "/src", 1 << 20}, entries);
-  ASSERT_TRUE(manifest.ok()) << manifest.status();
-  auto plan = [&] {
-    std::vector<ChunkWalk::Chunk> chunks;
-    for (uint64_t id = 0; id < manifest->entries().size(); ++id) {
-      for (uint32_t index = 0; index * (1u << 20) < manifest->entries()[id].size; ++index) {
-        chunks.push_back({id, index, 0});
-      }
-    }
-    return ChunkWalk(std::move(chunks), manifest->entries().size());
-  };
-  const uint64_t version = manifest->version();
+  const Manifest manifest = FilesManifest({{"images/a/1", 10},
+                                           {"images/a/2", 10},
+                                           {"images/a/3", 10},
+                                           {"images/b/1", 10},
+                                           {"shards/s0", 3 << 20}});  // Three chunks.
+  const uint64_t version = manifest.version();
 
-  ChunkWalk in_order = plan();
+  ChunkWalk in_order = WalkOfEveryChunk(manifest);
   EXPECT_EQ(
-      WalkPaths(*manifest, in_order),
+      WalkPaths(manifest, in_order),
       (std::vector<std::string>{"images/a/1#0", "images/a/2#0", "images/a/3#0", "images/b/1#0",
                                 "shards/s0#0", "shards/s0#1", "shards/s0#2"}));
 
-  ChunkWalk after_a_miss = plan();
-  after_a_miss.Prefer(*manifest, {version, *manifest->Find("images/a/2"), 0});
+  ChunkWalk after_a_miss = WalkOfEveryChunk(manifest);
+  after_a_miss.Prefer(manifest, {version, *manifest.Find("images/a/2"), 0});
   EXPECT_EQ(
-      WalkPaths(*manifest, after_a_miss),
+      WalkPaths(manifest, after_a_miss),
       (std::vector<std::string>{"images/a/3#0", "images/a/1#0", "images/a/2#0", "images/b/1#0",
                                 "shards/s0#0", "shards/s0#1", "shards/s0#2"}));
 
   // The last file of the images: the shards after it are not its neighbours.
-  ChunkWalk at_the_end = plan();
+  ChunkWalk at_the_end = WalkOfEveryChunk(manifest);
   ASSERT_EQ(at_the_end.Next(), 0u);
-  at_the_end.Prefer(*manifest, {version, *manifest->Find("images/b/1"), 0});
-  EXPECT_EQ(WalkPaths(*manifest, at_the_end),
+  at_the_end.Prefer(manifest, {version, *manifest.Find("images/b/1"), 0});
+  EXPECT_EQ(WalkPaths(manifest, at_the_end),
             (std::vector<std::string>{"images/a/2#0", "images/a/3#0", "images/b/1#0", "shards/s0#0",
                                       "shards/s0#1", "shards/s0#2"}));
 
   // Within a file, the chunks after the miss come first; a failed file's
   // chunks are skipped.
-  ChunkWalk in_a_shard = plan();
-  in_a_shard.Prefer(*manifest, {version, *manifest->Find("shards/s0"), 0});
+  ChunkWalk in_a_shard = WalkOfEveryChunk(manifest);
+  in_a_shard.Prefer(manifest, {version, *manifest.Find("shards/s0"), 0});
   ASSERT_EQ(in_a_shard.Next(), 5u);
-  EXPECT_TRUE(in_a_shard.MarkFailed(*manifest->Find("shards/s0")));
-  EXPECT_FALSE(in_a_shard.MarkFailed(*manifest->Find("shards/s0")));
+  EXPECT_TRUE(in_a_shard.MarkFailed(*manifest.Find("shards/s0")));
+  EXPECT_FALSE(in_a_shard.MarkFailed(*manifest.Find("shards/s0")));
   EXPECT_EQ(
-      WalkPaths(*manifest, in_a_shard),
+      WalkPaths(manifest, in_a_shard),
       (std::vector<std::string>{"images/a/1#0", "images/a/2#0", "images/a/3#0", "images/b/1#0"}));
 }
 
 TEST(Prewarm, WhileReadersMissAFillIsHandedOnlyTheirNeighbours) {
-  ManifestEntries entries;
-  for (std::string path : {"a/1", "a/2", "a/3", "b/1"}) {
-    ManifestEntry entry;
-    entry.path = path;
-    entry.size = 1;
-    entries.push_back(std::move(entry));
-  }
-  auto manifest = Manifest::Build({"d", "/src", 1 << 20}, entries);
-  ASSERT_TRUE(manifest.ok()) << manifest.status();
-  std::vector<ChunkWalk::Chunk> chunks;
-  for (uint64_t id = 0; id < manifest->entries().size(); ++id) chunks.push_back({id, 0, 1});
-  ChunkWalk walk(std::move(chunks), manifest->entries().size());
+  const Manifest manifest = FilesManifest({{"a/1", 1}, {"a/2", 1}, {"a/3", 1}, {"b/1", 1}});
+  ChunkWalk walk = WalkOfEveryChunk(manifest);
   const auto only_preferred = ChunkWalk::Order::kPreferredOnly;
 
   EXPECT_FALSE(walk.HasPreferred());
   EXPECT_EQ(walk.Next(only_preferred), std::nullopt) << "no miss yet";
-  walk.Prefer(*manifest, {manifest->version(), *manifest->Find("a/1"), 0});
+  walk.Prefer(manifest, {manifest.version(), *manifest.Find("a/1"), 0});
   EXPECT_TRUE(walk.HasPreferred());
-  EXPECT_EQ(walk.Next(only_preferred), *manifest->Find("a/2"));
-  EXPECT_EQ(walk.Next(only_preferred), *manifest->Find("a/3"));
+  EXPECT_EQ(walk.Next(only_preferred), *manifest.Find("a/2"));
+  EXPECT_EQ(walk.Next(only_preferred), *manifest.Find("a/3"));
   EXPECT_EQ(walk.Next(only_preferred), std::nullopt) << "b/ is not a/'s neighbour";
   EXPECT_FALSE(walk.Exhausted());
-  EXPECT_EQ(walk.Next(), *manifest->Find("a/1")) << "the walk in order, once readers stop";
-  EXPECT_EQ(walk.Next(), *manifest->Find("b/1"));
+  EXPECT_EQ(walk.Next(), *manifest.Find("a/1")) << "the walk in order, once readers stop";
+  EXPECT_EQ(walk.Next(), *manifest.Find("b/1"));
   EXPECT_TRUE(walk.Exhausted());
   EXPECT_EQ(walk.Next(), std::nullopt);
 }
 
 TEST(Prewarm, AMissPrefersAtMostKPreferredChunksOfItsDirectory) {
-  ManifestEntries entries;
+  std::vector<std::pair<std::string, uint64_t>> files;
   for (size_t i = 0; i < ChunkWalk::kPreferredChunks + 10; ++i) {
-    ManifestEntry entry;
-    entry.path = absl::StrFormat("d/%04d", i);
-    entry.size = 1;
-    entries.push_back(std::move(entry));
+    files.emplace_back(absl::StrFormat("d/%04d", i), 1);
   }
-  auto manifest = Manifest::Build({"d", "/src", 1 << 20}, entries);
-  ASSERT_TRUE(manifest.ok()) << manifest.status();
-  std::vector<ChunkWalk::Chunk> chunks;
-  for (uint64_t id = 0; id < manifest->entries().size(); ++id) chunks.push_back({id, 0, 1});
-  ChunkWalk walk(std::move(chunks), manifest->entries().size());
-  walk.Prefer(*manifest, {manifest->version(), 2, 0});
+  const Manifest manifest = FilesManifest(files);
+  ChunkWalk walk = WalkOfEveryChunk(manifest);
+  walk.Prefer(manifest, {manifest.version(), 2, 0});
   for (size_t i = 0; i < ChunkWalk::kPreferredChunks; ++i) EXPECT_EQ(walk.Next(), 3 + i);
   EXPECT_EQ(walk.Next(), 0u) << "then the walk in order";
 }
