@@ -1,5 +1,6 @@
 #include "fuse_client/page_store.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -24,6 +25,7 @@ void PageStore::Detach() {
     MutexLock lock(&mutex_);
     attached_ = false;
     queue_.clear();
+    awaiting_answers_.clear();
     worker = std::move(worker_);
   }
   wake_.SignalAll();
@@ -33,13 +35,11 @@ void PageStore::Detach() {
 void PageStore::Store(uint64_t inode, uint64_t offset, std::shared_ptr<const Chunk> chunk) {
   {
     MutexLock lock(&mutex_);
-    if (!attached_ || queue_.size() >= max_queued_) {
+    if (!attached_ || queue_.size() + awaiting_answers_.size() >= max_queued_) {
       ++dropped_;
       return;
     }
-    for (const Task& queued : queue_) {
-      if (queued.inode == inode && queued.offset == offset) return;
-    }
+    if (WaitingLocked(inode, offset)) return;
     queue_.push_back(Task{inode, offset, std::move(chunk)});
   }
   wake_.Signal();
@@ -51,8 +51,27 @@ PageStore::Answering PageStore::BeginAnswer(uint64_t inode, uint64_t offset, uin
 }
 
 void PageStore::EndAnswer(Answering answering) {
-  MutexLock lock(&mutex_);
-  answering_.erase(answering);
+  bool requeued = false;
+  {
+    MutexLock lock(&mutex_);
+    answering_.erase(answering);
+    for (auto it = awaiting_answers_.begin(); it != awaiting_answers_.end();) {
+      if (AnsweringLocked(*it)) {
+        ++it;
+        continue;
+      }
+      queue_.push_back(std::move(*it));
+      it = awaiting_answers_.erase(it);
+      requeued = true;
+    }
+  }
+  if (requeued) wake_.Signal();
+}
+
+bool PageStore::WaitingLocked(uint64_t inode, uint64_t offset) const {
+  auto same = [&](const Task& task) { return task.inode == inode && task.offset == offset; };
+  return std::any_of(queue_.begin(), queue_.end(), same) ||
+         std::any_of(awaiting_answers_.begin(), awaiting_answers_.end(), same);
 }
 
 bool PageStore::AnsweringLocked(const Task& task) const {
@@ -84,7 +103,7 @@ void PageStore::Work(fuse_session* session) {
       task = std::move(queue_.front());
       queue_.pop_front();
       if (AnsweringLocked(task)) {
-        ++dropped_;
+        awaiting_answers_.push_back(std::move(task));
         continue;
       }
     }

@@ -12,8 +12,10 @@
 // on a read one of its workers had taken, the store would never end and the
 // process never exit, so no successor would start to answer the read. So a
 // chunk whose store is due while a read of it is being answered
-// (BeginAnswer()) is dropped; what is left is a read taken in the moment
-// between that check and the store.
+// (BeginAnswer()) waits until that read is answered (EndAnswer()); what is
+// left is a read taken in the moment between that check and the store. (The
+// read that fetched a chunk asks for its store while it is being answered
+// itself: without the wait, whether the store happened was a race.)
 // Stores are hints: when the queue is full or the file is no longer known to
 // the kernel, a chunk is simply not stored and the reads come through FUSE.
 //
@@ -30,6 +32,7 @@
 #include <memory>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "common/mutex.h"
 #include "fuse_client/chunk_cache.h"
@@ -56,13 +59,12 @@ class PageStore {
 
   // A FUSE read of `size` bytes at `offset` of inode `inode` is being
   // answered until the returned token is given to EndAnswer(); stores that
-  // overlap it are dropped meanwhile.
+  // overlap it wait meanwhile.
   using Answering = std::multimap<uint64_t, std::pair<uint64_t, uint64_t>>::iterator;
   Answering BeginAnswer(uint64_t inode, uint64_t offset, uint64_t size);
   void EndAnswer(Answering answering);
 
-  // Chunks stored, and chunks dropped (queue full, a read of them in flight,
-  // or the kernel refused).
+  // Chunks stored, and chunks dropped (queue full, or the kernel refused).
   uint64_t stored() const;
   uint64_t dropped() const;
 
@@ -75,11 +77,15 @@ class PageStore {
 
   void Work(fuse_session* session);
   bool AnsweringLocked(const Task& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool WaitingLocked(uint64_t inode, uint64_t offset) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const size_t max_queued_;
   mutable Mutex mutex_;
   CondVar wake_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mutex_);
+  // Taken from the queue while a read they overlap was being answered; back
+  // in the queue once no such read is.
+  std::vector<Task> awaiting_answers_ ABSL_GUARDED_BY(mutex_);
   bool attached_ ABSL_GUARDED_BY(mutex_) = false;
   // Reads being answered: inode -> [begin, end) of the file.
   std::multimap<uint64_t, std::pair<uint64_t, uint64_t>> answering_ ABSL_GUARDED_BY(mutex_);
