@@ -4,7 +4,7 @@
 # as the baseline of each round.
 #
 # Per round and setup (in turn first): a fresh granaryd (fresh data directory) and mount, a
-# dataset of FILES files of 110 KB (fill off), the page cache dropped, every
+# dataset of FILES files of 110 KB (fill off unless FILL says), the page cache dropped, every
 # file read whole by THREADS threads; then the source read the same way.
 # Prints one line per read: seconds, and granaryd's and granary-fuse's CPU
 # in clock ticks.
@@ -12,7 +12,8 @@
 # Usage (root): bench/fuse/cold_small_files.sh BUILD_DIR ROUNDS SETUP...
 #   SETUP: a granaryd binary, or GRANARYD::FLAGS with granary-fuse's flags
 #   after the two colons, e.g. build/granaryd::--cold-open-memory=0
-#   (FILES=3000 THREADS=4 in the environment to change them)
+#   (FILES=3000 THREADS=4 SIZES=MIN-MAX FILL=none in the environment to change
+#   them; FILL=on-read lets the fill run)
 set -euo pipefail
 build=$1 rounds=$2
 shift 2
@@ -34,7 +35,7 @@ for ((round = 1; round <= rounds; round++)); do
       --metrics-listen 127.0.0.1:0 >"$work/granaryd.log" 2>&1 &
     server=$!
     for _ in $(seq 100); do "$build/granary" status >/dev/null 2>&1 && break; sleep 0.1; done
-    "$build/granary" dataset add cold "$work/src" --fill none >/dev/null
+    "$build/granary" dataset add cold "$work/src" --fill "${FILL:-none}" >/dev/null
     "$build/granary-fuse" "$mount_dir" "${fuse_flags[@]}" 2>"$work/granary-fuse.log"
     fuse=$(pgrep -n -x granary-fuse)
     for _ in $(seq 100); do [[ -d $mount_dir/cold ]] && break; sleep 0.1; done

@@ -1,10 +1,11 @@
 # Shared by the small-file benchmarks of this folder (sourced, not run): a
-# scratch directory with a source of FILES files of 110 KB, a granaryd and a
-# mount to stop, and the readers and counters they time with.
+# scratch directory with a source of FILES files of 110 KB (or of sizes drawn
+# uniformly from SIZES, "MIN-MAX" bytes), a granaryd and a mount to stop, and
+# the readers and counters they time with.
 #
 # After sourcing: $work (removed at exit), $work/src, $mount_dir, $files,
 # $threads, and $server to set to granaryd's pid once it runs.
-files=${FILES:-3000} threads=${THREADS:-4}
+files=${FILES:-3000} threads=${THREADS:-4} sizes=${SIZES:-110000-110000}
 work=$(mktemp -d /var/tmp/granary-small-files.XXXXXX)
 export GRANARY_SERVER="unix:$work/g.sock"
 server="" mount_dir="$work/mnt"
@@ -16,11 +17,13 @@ stop() {
 }
 trap 'stop; rm -rf "$work"' EXIT
 mkdir -p "$work/src" "$mount_dir"
-python3 - "$work/src" "$files" <<'PY'
-import os, sys
+python3 - "$work/src" "$files" "$sizes" <<'PY'
+import os, random, sys
+low, high = (int(x) for x in sys.argv[3].split("-"))
+sizes = random.Random(int(sys.argv[2]))
 for i in range(int(sys.argv[2])):
     with open(os.path.join(sys.argv[1], "f%06d" % i), "wb") as f:
-        f.write(os.urandom(110_000))
+        f.write(os.urandom(sizes.randint(low, high)))
 PY
 
 # Reads every file under $1 whole with $threads threads, in name order, or
