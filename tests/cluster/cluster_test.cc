@@ -62,10 +62,8 @@ class ClusterTest : public ::testing::Test {
     for (size_t i = 0; i < cluster_->size(); ++i) {
       ASSERT_TRUE(cluster_->WaitForMembers(i, {"a1", "a2", "b1", "b2"}).ok());
     }
-    for (size_t i = 0; i < cluster_->size(); ++i) {
-      absl::Status reached = cluster_->WaitForPeersReachable(i);
-      ASSERT_TRUE(reached.ok()) << reached;
-    }
+    absl::Status reached = cluster_->WaitForPeersReachable();
+    ASSERT_TRUE(reached.ok()) << reached;
     ASSERT_TRUE(AddDataset(cluster_->node(0).SocketStub().get(), "images", source_.path(),
                            kChunkSize, &info_, replicas)
                     .ok());

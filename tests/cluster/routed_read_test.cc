@@ -54,10 +54,8 @@ class RoutedReadTest : public ::testing::Test {
          .extra_args = {"--token-file", token_file_}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    for (size_t i = 0; i < cluster_->size(); ++i) {
-      absl::Status reached = cluster_->WaitForPeersReachable(i);
-      ASSERT_TRUE(reached.ok()) << reached;
-    }
+    absl::Status reached = cluster_->WaitForPeersReachable();
+    ASSERT_TRUE(reached.ok()) << reached;
     v1::DatasetInfo info;
     ASSERT_TRUE(AddDataset(cluster_->node(0).SocketStub().get(), "images", source_.path(),
                            kChunkSize, &info)

@@ -65,10 +65,8 @@ class S3ClusterTest : public ::testing::Test {
     for (size_t i = 0; i < cluster_->size(); ++i) {
       ASSERT_TRUE(cluster_->WaitForMembers(i, {"n1", "n2", "n3"}).ok());
     }
-    for (size_t i = 0; i < cluster_->size(); ++i) {
-      absl::Status reached = cluster_->WaitForPeersReachable(i);
-      ASSERT_TRUE(reached.ok()) << reached;
-    }
+    absl::Status reached = cluster_->WaitForPeersReachable();
+    ASSERT_TRUE(reached.ok()) << reached;
     grpc::Status added = AddDataset(cluster_->node(0).SocketStub().get(), "train",
                                     S3SourceOf(kBucket, endpoint(), "train"), kChunkSize, &info_);
     ASSERT_TRUE(added.ok()) << added.error_message() << "\n" << cluster_->node(0).log();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -94,83 +96,97 @@ absl::StatusOr<size_t> GranaryCluster::AddNode(ClusterNode spec) {
   return nodes_.size() - 1;
 }
 
+namespace {
+
+// Calls `done` every 100 ms until it returns true or `timeout` has passed;
+// returns whether it did.
+bool PollUntil(std::chrono::milliseconds timeout, const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::Status GranaryCluster::WaitForMembers(size_t i, std::vector<std::string> ids,
                                             std::chrono::milliseconds timeout) {
   std::sort(ids.begin(), ids.end());
-  auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<std::string> seen;
-  while (true) {
+  const bool listed = PollUntil(timeout, [&] {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     v1::GetMembersResponse response;
     seen.clear();
-    if (node(i).SocketStub()->GetMembers(&context, v1::GetMembersRequest(), &response).ok()) {
-      for (const v1::MemberInfo& member : response.members()) {
-        if (member.up()) seen.push_back(member.id());
-      }
-      std::sort(seen.begin(), seen.end());
-      if (seen == ids) return absl::OkStatus();
+    if (!node(i).SocketStub()->GetMembers(&context, v1::GetMembersRequest(), &response).ok()) {
+      return false;
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("node ", spec(i).id, " sees members [",
-                                                      absl::StrJoin(seen, ", "), "], not [",
-                                                      absl::StrJoin(ids, ", "), "]"));
+    for (const v1::MemberInfo& member : response.members()) {
+      if (member.up()) seen.push_back(member.id());
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+    std::sort(seen.begin(), seen.end());
+    return seen == ids;
+  });
+  if (listed) return absl::OkStatus();
+  return absl::DeadlineExceededError(absl::StrCat("node ", spec(i).id, " sees members [",
+                                                  absl::StrJoin(seen, ", "), "], not [",
+                                                  absl::StrJoin(ids, ", "), "]"));
 }
 
-absl::Status GranaryCluster::WaitForPeersReachable(size_t i, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::vector<std::string> down;
-  while (true) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    v1::StatusResponse response;
-    grpc::Status asked = node(i).SocketStub()->Status(&context, v1::StatusRequest(), &response);
-    down.clear();
-    if (asked.ok()) {
+absl::Status GranaryCluster::WaitForPeersReachable(std::chrono::milliseconds timeout) {
+  for (size_t i = 0; i < size(); ++i) {
+    std::vector<std::string> down;
+    const bool reached = PollUntil(timeout, [&] {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::StatusResponse response;
+      grpc::Status asked = node(i).SocketStub()->Status(&context, v1::StatusRequest(), &response);
+      down.clear();
+      if (!asked.ok()) {
+        down.push_back(asked.error_message());
+        return false;
+      }
       for (const v1::NodeStatus& member : response.nodes()) {
         if (member.state() != "up") down.push_back(member.node_id());
       }
-      if (down.empty() && static_cast<size_t>(response.nodes_size()) == size()) {
-        return absl::OkStatus();
-      }
-    } else {
-      down.push_back(asked.error_message());
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
+      return down.empty() && static_cast<size_t>(response.nodes_size()) == size();
+    });
+    if (!reached) {
       return absl::DeadlineExceededError(
           absl::StrCat("node ", spec(i).id, " cannot reach [", absl::StrJoin(down, ", "), "]"));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<v1::DatasetInfo> GranaryCluster::WaitForDataset(size_t i, const std::string& name,
                                                                uint64_t version,
                                                                std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string seen = "no such dataset";
-  while (true) {
+  std::optional<v1::DatasetInfo> found;
+  const bool listed = PollUntil(timeout, [&] {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     v1::ListDatasetsResponse response;
-    grpc::Status listed =
+    grpc::Status asked =
         node(i).SocketStub()->ListDatasets(&context, v1::ListDatasetsRequest(), &response);
-    if (!listed.ok()) seen = listed.error_message();
+    if (!asked.ok()) seen = asked.error_message();
     for (const v1::DatasetInfo& dataset : response.datasets()) {
       if (dataset.name() != name) continue;
-      if (version == 0 || dataset.version() == version) return dataset;
+      if (version == 0 || dataset.version() == version) {
+        found = dataset;
+        return true;
+      }
       seen = absl::StrCat("version ", dataset.version());
     }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("node ", spec(i).id, " lists dataset '", name,
-                                                      "' with ", seen, ", not version ", version,
-                                                      " within ", timeout.count(), " ms"));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+    return false;
+  });
+  if (listed) return *std::move(found);
+  return absl::DeadlineExceededError(absl::StrCat("node ", spec(i).id, " lists dataset '", name,
+                                                  "' with ", seen, ", not version ", version,
+                                                  " within ", timeout.count(), " ms"));
 }
 
 absl::Status GranaryCluster::WaitForPublishedLocality(size_t i, const std::string& dataset,
@@ -190,18 +206,19 @@ absl::Status GranaryCluster::WaitForPublishedLocality(size_t i, const std::strin
     }
     return bytes;
   };
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    GRANARY_ASSIGN_OR_RETURN(auto fresh, bytes_by_node(true));
-    GRANARY_ASSIGN_OR_RETURN(auto published, bytes_by_node(false));
-    if (published == fresh) return absl::OkStatus();
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "node ", spec(i).id, " has published figures of ", published.size(), " nodes for '",
-          dataset, "' that differ from a fresh Locate's ", fresh.size()));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  absl::Status failed;
+  absl::StatusOr<std::map<std::string, uint64_t>> fresh, published;
+  const bool matched = PollUntil(timeout, [&] {
+    fresh = bytes_by_node(true);
+    published = bytes_by_node(false);
+    failed = !fresh.ok() ? fresh.status() : published.status();
+    return !failed.ok() || *published == *fresh;
+  });
+  GRANARY_RETURN_IF_ERROR(failed);
+  if (matched) return absl::OkStatus();
+  return absl::DeadlineExceededError(
+      absl::StrCat("node ", spec(i).id, " has published figures of ", published->size(),
+                   " nodes for '", dataset, "' that differ from a fresh Locate's ", fresh->size()));
 }
 
 std::map<std::string, int> ChunksPerOwner(const Manifest& manifest, const ClusterMap& map,

@@ -63,11 +63,11 @@ class GranaryCluster {
   absl::Status WaitForMembers(size_t i, std::vector<std::string> ids,
                               std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
-  // Waits until node `i`'s Status reaches every member. A node that tried a
-  // peer before the peer listened keeps failing calls to it for gRPC's
-  // reconnection backoff; Status tries such a peer again at once.
-  absl::Status WaitForPeersReachable(size_t i,
-                                     std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  // Waits until every node's Status reaches every member (`timeout` per
+  // node). A node that tried a peer before the peer listened keeps failing
+  // calls to it for gRPC's reconnection backoff; Status tries such a peer
+  // again at once.
+  absl::Status WaitForPeersReachable(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   // Node `i`'s record of dataset `name` once it lists it (at `version`,
   // unless 0): a registration or refresh waits for each peer a bounded time,
