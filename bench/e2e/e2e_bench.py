@@ -167,11 +167,12 @@ def metric_value(url, name):
 
 
 def granary_counters(urls):
-    """Chunk reads the granaryd of `urls` (comma-separated /metrics addresses) answered
-    and the bytes they read for them (whole chunks), summed over the servers."""
+    """Chunk reads the granaryd of `urls` (comma-separated /metrics addresses) answered,
+    the bytes they read for them (whole chunks), and the chunks they read from the
+    source (readers' misses and fills alike), summed over the servers."""
     if not urls:
         return None
-    total = {"reads": 0.0, "bytes": 0.0}
+    total = {"reads": 0.0, "bytes": 0.0, "source_reads": 0.0}
     for url in urls.split(","):
         values = metrics(url)
         total["reads"] += values.get("granary_cache_hits_total", 0) + \
@@ -179,6 +180,7 @@ def granary_counters(urls):
         total["bytes"] += values.get("granary_bytes_from_cache_total", 0) + \
             values.get("granary_bytes_from_source_total", 0) + \
             values.get("granary_bytes_from_peers_total", 0)
+        total["source_reads"] += values.get("granary_source_reads_total", 0)
     return total
 
 
@@ -1233,8 +1235,9 @@ def write_report(bench, out):
     lines.append("| system | workload | epoch | kind | wall s | samples/s | MiB/s | / direct | "
                  "/ local copy | / rclone same epoch | source MiB read | client CPU s | system "
                  "CPU s | client peak RSS MiB | system peak RSS MiB | granaryd chunk reads | "
-                 "granaryd bytes read / bytes delivered | sample read p50, p99 ms | checked |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+                 "granaryd bytes read / bytes delivered | granaryd chunks read from the source | "
+                 "sample read p50, p99 ms | checked |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         if r["label"] == "profiled":
             continue
@@ -1245,7 +1248,7 @@ def write_report(bench, out):
         rclone = throughput([x for x in group(results, "rclone", r["workload"])
                              if x["epoch"] == r["epoch"]])
         lines.append("| %s | %s | %d | %s | %.1f | %.0f | %.1f | %s | %s | %s | %.0f | %.1f | "
-                     "%.1f | %.0f | %.0f | %s | %s | %s | %s |" % (
+                     "%.1f | %.0f | %.0f | %s | %s | %s | %s | %s |" % (
                          r["system"], r["workload"], r["epoch"], r["label"], r["wall"],
                          r["samples"] / r["wall"], mibs,
                          fmt(mibs / direct if direct else None),
@@ -1255,6 +1258,8 @@ def write_report(bench, out):
                          r["client_peak"] / MIB, r["system_peak"] / MIB,
                          "%.0f" % server["reads"] if server else "–",
                          "%.2f" % (server["bytes"] / r["bytes"]) if server else "–",
+                         "%.0f" % server["source_reads"]
+                         if server and "source_reads" in server else "–",
                          "%.2f, %.2f" % (r["read_p50"] * 1e3, r["read_p99"] * 1e3)
                          if r.get("read_p99") is not None else "–",
                          "all %d ok" % r["samples"] if r["bad"] == 0 else
