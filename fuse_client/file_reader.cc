@@ -80,15 +80,12 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
       std::memcpy(assembled->bytes.get() + slice.offset_in_range, bytes.data(), bytes.size());
       continue;
     }
-    // A random read reads only its bytes; its whole chunk is then fetched in
-    // the background, for the reads near it that usually follow. Asked for
-    // after the read's own bytes, since granaryd answers a miss of part of a
-    // chunk with that part and reads the rest behind it, while a fetch of the
-    // whole chunk under way would make the read wait for all of it.
+    // A random read: its whole chunk is fetched in the background (for the
+    // reads near it that usually follow), while it reads only its bytes.
+    context_.readahead->Schedule(file_, slice.chunk_index, /*into_page_cache=*/true);
     absl::Status status = context_.fetcher->Fetch(file_->ref(), slice.chunk_index,
                                                   slice.offset_in_chunk, output_of(slice));
     if (!status.ok()) return status;
-    context_.readahead->Schedule(file_, slice.chunk_index, /*into_page_cache=*/true);
   }
   return Reply{assembled, assembled->span()};
 }

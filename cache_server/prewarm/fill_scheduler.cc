@@ -66,11 +66,13 @@ void FillScheduler::OnMiss(const std::shared_ptr<const Manifest>& manifest, cons
   PrewarmJob::Hooks hooks{
       .filter = [cluster, group, replicas](
                     const ChunkKey& chunk) { return cluster->Owns(chunk, group, {}, replicas); },
-      // While a reader waits on a miss, one fill read at most: a source
-      // queues reads in the order they come, so every fill read ahead of a
-      // reader's miss delays it by a whole chunk.
-      .yield = [read_through](
-                   unsigned worker) { return worker > 0 && read_through->ReadersWaiting() > 0; },
+      // The fill and the readers' own misses together keep at most
+      // `parallelism` reads at the source, so that a reader's miss waits
+      // behind no more fill reads than that.
+      .yield =
+          [read_through, parallelism = options_.parallelism](unsigned worker) {
+            return worker + static_cast<unsigned>(read_through->ReadersWaiting()) >= parallelism;
+          },
       // While readers miss, only the neighbours of their misses: the rest of
       // the dataset (another directory, a shard far from what they read)
       // would take the source's bandwidth from them.

@@ -10,9 +10,10 @@
 //  - while readers miss (or did within kReadersQuietPeriod), only those
 //    chunks: the rest of the dataset waits until they stop missing, since
 //    fetching it then would only share the source's bandwidth with them;
-//  - while a reader waits on a miss of its own, one fill worker only, so
-//    that a reader's miss queues at the source behind one fill read at most:
-//    the fill never starves the readers;
+//  - as many workers held back as readers wait on misses of their own (but
+//    one that always runs), so that fill and readers together keep no more
+//    reads at the source than the fill's parallelism: the fill never starves
+//    the readers;
 //  - an end when the version is removed or refreshed away.
 // The policy is the dataset's (`granary dataset add --fill on-read|none`),
 // else the node's default (config `fill`). A fill runs once per version per

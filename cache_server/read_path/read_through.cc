@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "common/chunk_math.h"
@@ -78,14 +77,6 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32
   }
   if (sourcing == ChunkSourcing::kCacheOnly) {
     return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached here"));
-  }
-  if (end - offset < chunk_length) {
-    std::optional<absl::StatusOr<ChunkData>> part =
-        ReadPartFirst(manifest, *entry, key, offset, end, sourcing);
-    if (part.has_value()) {
-      GRANARY_ASSIGN_OR_RETURN(ChunkData data, *std::move(part));
-      return Chunk{std::move(data), false, chunk_length};
-    }
   }
   GRANARY_ASSIGN_OR_RETURN(ChunkData data, FetchMiss(manifest, key, sourcing, Storing::kBehind));
   if (offset == 0 && end == data->size()) return Chunk{std::move(data), false, chunk_length};
@@ -220,79 +211,14 @@ bool ReadThrough::ReadersMissedWithin(std::chrono::steady_clock::duration window
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchMiss(
     const std::shared_ptr<const Manifest>& manifest, const ChunkKey& key, ChunkSourcing sourcing,
     Storing storing) {
-  return CountMiss(manifest, key, [&] { return Fetch(*manifest, key, sourcing, storing); });
-}
-
-absl::StatusOr<ReadThrough::ChunkData> ReadThrough::CountMiss(
-    const std::shared_ptr<const Manifest>& manifest, const ChunkKey& key,
-    const std::function<absl::StatusOr<ChunkData>()>& fetch) {
   metrics_->misses.fetch_add(1, std::memory_order_relaxed);
   readers_waiting_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<ChunkData> fetched = fetch();
+  absl::StatusOr<ChunkData> fetched = Fetch(*manifest, key, sourcing, storing);
   last_reader_miss_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                           std::memory_order_relaxed);
   readers_waiting_.fetch_sub(1, std::memory_order_relaxed);
   if (miss_listener_) miss_listener_(manifest, key);
   return fetched;
-}
-
-std::optional<absl::StatusOr<ReadThrough::ChunkData>> ReadThrough::ReadPartFirst(
-    const std::shared_ptr<const Manifest>& manifest, const ManifestEntry& entry,
-    const ChunkKey& key, uint32_t offset, uint32_t end, ChunkSourcing sourcing) {
-  const bool owner_reads_source =
-      sourcing == ChunkSourcing::kOwnerFetch || !cluster_->OwnerElsewhere(key).has_value();
-  if (!owner_reads_source || speeds_.PreferPeers()) return std::nullopt;
-  auto flight = flights_.Join(key);
-  auto* lead = std::get_if<Flights::Lead>(&flight);
-  // Another fetch of the chunk is under way: the miss waits for it.
-  if (lead == nullptr) return std::nullopt;
-  return CountMiss(manifest, key, [&]() -> absl::StatusOr<ChunkData> {
-    // A flight that ended a moment ago may have left the chunk pending or
-    // stored: FetchOnce finds it there.
-    if (write_behind_->Pending(key) != nullptr || store_->Contains(key)) {
-      absl::StatusOr<ChunkData> whole = FetchOnce(*manifest, key, sourcing, Storing::kBehind);
-      std::move(*lead).Finish(whole);
-      GRANARY_RETURN_IF_ERROR(whole.status());
-      return std::make_shared<const std::string>((*whole)->substr(offset, end - offset));
-    }
-    metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
-    const FetchSpeeds::Fetch timing = speeds_.Begin(FetchSpeeds::Path::kSource);
-    absl::StatusOr<std::string> part = ReadSource(*manifest, entry, key, offset, end - offset);
-    if (!part.ok()) {
-      speeds_.End(timing, 0);
-      std::move(*lead).Finish(part.status());
-      return part.status();
-    }
-    auto answer = std::make_shared<const std::string>(*std::move(part));
-    remainders_.Post([this, manifest, &entry, key, offset, answer, timing,
-                      finish = std::make_shared<Flights::Lead>(std::move(*lead))] {
-      absl::StatusOr<ChunkData> whole = ReadRemainder(*manifest, entry, key, offset, *answer);
-      speeds_.End(timing, whole.ok() ? (*whole)->size() : 0);
-      if (whole.ok()) write_behind_->Store(key, manifest->chunk_size(), *whole);
-      std::move(*finish).Finish(std::move(whole));
-    });
-    return answer;
-  });
-}
-
-absl::StatusOr<ReadThrough::ChunkData> ReadThrough::ReadRemainder(const Manifest& manifest,
-                                                                  const ManifestEntry& entry,
-                                                                  const ChunkKey& key,
-                                                                  uint32_t offset,
-                                                                  const std::string& part) {
-  const uint32_t length = ChunkLength(entry.size, manifest.chunk_size(), key.chunk_index);
-  const uint32_t end = offset + static_cast<uint32_t>(part.size());
-  std::string whole;
-  if (offset > 0) {
-    GRANARY_ASSIGN_OR_RETURN(whole, ReadSource(manifest, entry, key, 0, offset));
-  }
-  whole.reserve(length);
-  whole += part;
-  if (end < length) {
-    GRANARY_ASSIGN_OR_RETURN(std::string rest, ReadSource(manifest, entry, key, end, length - end));
-    whole += rest;
-  }
-  return std::make_shared<const std::string>(std::move(whole));
 }
 
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::Fetch(const Manifest& manifest,
@@ -320,11 +246,7 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
     metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
   } else {
-    metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
-    const FetchSpeeds::Fetch timing = speeds_.Begin(FetchSpeeds::Path::kSource);
-    data = ReadSource(manifest, *entry, key, 0, length);
-    speeds_.End(timing, data.ok() ? data->size() : 0);
-    GRANARY_RETURN_IF_ERROR(data.status());
+    GRANARY_ASSIGN_OR_RETURN(data, ReadSource(manifest, *entry, key));
   }
   auto fetched = std::make_shared<const std::string>(*std::move(data));
   if (storing == Storing::kBehind) {
@@ -378,13 +300,18 @@ absl::StatusOr<std::string> ReadThrough::ReadFromPeer(const Member& peer, const 
 }
 
 absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
-                                                    const ManifestEntry& entry, const ChunkKey& key,
-                                                    uint32_t offset, uint32_t length) {
+                                                    const ManifestEntry& entry,
+                                                    const ChunkKey& key) {
+  uint32_t chunk_size = manifest.chunk_size();
+  metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
+  const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kSource);
   absl::StatusOr<std::shared_ptr<const Source>> source =
       sources_->OpenToRead(manifest.identity().source);
-  const uint64_t chunk_start = static_cast<uint64_t>(key.chunk_index) * manifest.chunk_size();
   absl::StatusOr<std::string> data =
-      source.ok() ? (*source)->ReadRange(entry, chunk_start + offset, length) : source.status();
+      source.ok() ? (*source)->ReadRange(entry, static_cast<uint64_t>(key.chunk_index) * chunk_size,
+                                         ChunkLength(entry.size, chunk_size, key.chunk_index))
+                  : source.status();
+  speeds_.End(fetch, data.ok() ? data->size() : 0);
   if (!data.ok()) {
     metrics_->source_errors.fetch_add(1, std::memory_order_relaxed);
     return absl::Status(data.status().code(), absl::StrCat("dataset '", manifest.identity().name,

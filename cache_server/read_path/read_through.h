@@ -28,7 +28,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -45,7 +44,6 @@
 #include "common/chunk_key.h"
 #include "common/local_read_socket.h"
 #include "common/manifest.h"
-#include "common/task_threads.h"
 #include "common/unique_fd.h"
 
 namespace granary {
@@ -66,11 +64,7 @@ class ReadThrough {
   // Bytes [offset, offset + length) of chunk `key`: length 0 reads to the
   // chunk's end, a range ending past it is cut there, an offset past it is
   // OUT_OF_RANGE. A hit reads and verifies only the store's checksum blocks
-  // covering the range; a miss fetches and stores the whole chunk. A miss of
-  // part of a chunk this node reads from the source itself is answered once
-  // that part is read: the rest of the chunk is read behind the answer (so
-  // each byte is still read from the source once), and concurrent misses of
-  // the chunk wait for all of it.
+  // covering the range; a miss fetches, stores and slices the whole chunk.
   // With kCacheOnly a chunk this node does not hold is
   // NOT_FOUND (how peers copy from each other without loops); with
   // kOwnerFetch a miss is never forwarded to the owner.
@@ -142,22 +136,6 @@ class ReadThrough {
   // A reader's miss of `key`: counted, fetched, and told to the miss listener.
   absl::StatusOr<ChunkData> FetchMiss(const std::shared_ptr<const Manifest>& manifest,
                                       const ChunkKey& key, ChunkSourcing sourcing, Storing storing);
-  // Counts a reader's miss of `key` around `fetch` and tells the listener.
-  absl::StatusOr<ChunkData> CountMiss(const std::shared_ptr<const Manifest>& manifest,
-                                      const ChunkKey& key,
-                                      const std::function<absl::StatusOr<ChunkData>()>& fetch);
-  // A reader's miss of bytes [offset, end) of chunk `key` (`entry`'s), read
-  // from the source first when this node reads the chunk there and no other
-  // fetch of it is under way; nullopt otherwise (the miss then waits for the
-  // whole chunk).
-  std::optional<absl::StatusOr<ChunkData>> ReadPartFirst(
-      const std::shared_ptr<const Manifest>& manifest, const ManifestEntry& entry,
-      const ChunkKey& key, uint32_t offset, uint32_t end, ChunkSourcing sourcing);
-  // The whole chunk `key`: its bytes before and after `part` (which starts at
-  // `offset`) read from the source, around it.
-  absl::StatusOr<ChunkData> ReadRemainder(const Manifest& manifest, const ManifestEntry& entry,
-                                          const ChunkKey& key, uint32_t offset,
-                                          const std::string& part);
   absl::StatusOr<ChunkData> FetchOnce(const Manifest& manifest, const ChunkKey& key,
                                       ChunkSourcing sourcing, Storing storing);
   // The manifest of `file`'s version, when `size` and `chunk_size` are its
@@ -185,9 +163,8 @@ class ReadThrough {
   // give) is counted, logged, and makes the peer a suspect.
   absl::StatusOr<std::string> ReadFromPeer(const Member& peer, const ChunkKey& key, uint32_t length,
                                            ChunkSourcing sourcing);
-  // Bytes [offset, offset + length) of chunk `key` from the dataset's source.
   absl::StatusOr<std::string> ReadSource(const Manifest& manifest, const ManifestEntry& entry,
-                                         const ChunkKey& key, uint32_t offset, uint32_t length);
+                                         const ChunkKey& key);
 
   Catalog* const catalog_;
   store::ChunkStore* const store_;
@@ -200,15 +177,8 @@ class ReadThrough {
   std::atomic<int> readers_waiting_{0};
   // When the last reader's miss was answered (steady_clock ticks).
   std::atomic<int64_t> last_reader_miss_{0};
-  using Flights = SingleFlight<ChunkKey, absl::StatusOr<ChunkData>>;
-  Flights flights_;
+  SingleFlight<ChunkKey, absl::StatusOr<ChunkData>> flights_;
   FetchSpeeds speeds_;
-  // Threads that read the rest of a chunk after part of it answered a reader
-  // (ReadPartFirst). Few, so that readers' own misses, not these reads, make
-  // most of the source's queue. Last: destroyed first, finishing their reads
-  // while the rest exists.
-  static constexpr int kRemainderThreads = 2;
-  TaskThreads remainders_{kRemainderThreads};
 };
 
 // Checks that `key` names an existing chunk of a file of `manifest`, and

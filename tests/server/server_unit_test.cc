@@ -12,10 +12,8 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <future>
 #include <map>
 #include <thread>
-#include <variant>
 
 #include "absl/strings/str_format.h"
 #include "cache_server/catalog/catalog.h"
@@ -313,22 +311,6 @@ TEST(SingleFlight, ConcurrentCallersShareOneCall) {
   for (int result : results) EXPECT_EQ(result, 100);
   // Once done, a new call runs again.
   EXPECT_EQ(flights.Do(7, [&] { return ++calls * 100; }), 200);
-}
-
-TEST(SingleFlight, ALeadHandedToAnotherThreadEndsTheFlightForEveryWaiter) {
-  using Flights = SingleFlight<int, int>;
-  Flights flights;
-  auto flight = flights.Join(7);
-  ASSERT_TRUE(std::holds_alternative<Flights::Lead>(flight));
-  // Joined while the flight is led elsewhere: waits for its result.
-  auto waiting = flights.Join(7);
-  ASSERT_TRUE(std::holds_alternative<std::shared_future<int>>(waiting));
-  std::thread finisher([lead = std::move(std::get<SingleFlight<int, int>::Lead>(
-                            flight))]() mutable { std::move(lead).Finish(42); });
-  EXPECT_EQ(std::get<std::shared_future<int>>(waiting).get(), 42);
-  finisher.join();
-  // Ended: the next caller leads a flight of its own.
-  EXPECT_EQ(flights.Do(7, [] { return 43; }), 43);
 }
 
 TEST(Prewarm, SelectFilesTakesDirectoriesWholeAndOnlyThem) {
