@@ -1,4 +1,5 @@
-// The read path under concurrency and crashes: single-flight misses, prewarm
+// The read path under concurrency and crashes: single-flight misses (of
+// whole chunks and of parts of one), prewarm
 // progress, prewarm resumed after kill -9, whole files handed to a local
 // reader in memory before they are stored, and files held whole handed out
 // ahead of their opens.
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <set>
 #include <thread>
@@ -97,6 +99,55 @@ TEST_F(ReadPathTest, SixteenConcurrentMissesOfOneChunkReadTheSourceOnce) {
   }
   EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 1);
   EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), content.size());
+}
+
+TEST_F(ReadPathTest, MissesOfPartsOfAChunkGetTheirPartsAndTheChunkIsReadOnceAndStoredWhole) {
+  StartServer();
+  constexpr uint32_t kBigChunk = 16u << 20;
+  std::string content = PatternBytes(kBigChunk, 5);
+  WriteSourceFile(root_, "big.bin", content);
+  auto entries = Register("big", kBigChunk);
+  uint64_t id = FileId(entries, "big.bin");
+  std::unique_ptr<v1::Granary::Stub> stub = server_->SocketStub();
+  // A miss of a part, then misses at once of parts at the start, in the
+  // middle and at the end, and of the whole chunk: each gets its bytes, and
+  // the chunk is read from the source once.
+  ReadResult first = ReadChunk(stub.get(), version_, id, 0, 5u << 20, 64u << 10);
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  EXPECT_TRUE(first.data == content.substr(5u << 20, 64u << 10));
+  EXPECT_FALSE(first.from_cache);
+  struct Part {
+    uint32_t offset;
+    uint32_t length;  // 0: to the chunk's end.
+  };
+  const std::vector<Part> parts = {
+      {0, 4096}, {kBigChunk - 100, 100}, {3u << 20, 1u << 20}, {0, 0}, {9u << 20, 0}};
+  std::vector<ReadResult> results(parts.size());
+  std::vector<std::thread> readers;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    readers.emplace_back([&, i] {
+      std::unique_ptr<v1::Granary::Stub> own = server_->SocketStub();
+      results[i] = ReadChunk(own.get(), version_, id, 0, parts[i].offset, parts[i].length);
+    });
+  }
+  for (std::thread& reader : readers) reader.join();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    ASSERT_TRUE(results[i].status.ok()) << results[i].status.error_message();
+    const size_t length = parts[i].length == 0 ? std::string::npos : parts[i].length;
+    EXPECT_TRUE(results[i].data == content.substr(parts[i].offset, length)) << "part " << i;
+  }
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 1);
+  EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), content.size());
+  // Stored whole behind the answers (write-behind): a later part is a hit.
+  ReadResult later;
+  for (int attempt = 0; attempt < 200 && !later.from_cache; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    later = ReadChunk(stub.get(), version_, id, 0, 7u << 20, 4096);
+    ASSERT_TRUE(later.status.ok()) << later.status.error_message();
+  }
+  EXPECT_TRUE(later.from_cache);
+  EXPECT_TRUE(later.data == content.substr(7u << 20, 4096));
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 1);
 }
 
 TEST_F(ReadPathTest, PrewarmProgressIsMonotoneAndEndsAtExactlyOneHundredPercent) {
