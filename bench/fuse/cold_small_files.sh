@@ -9,16 +9,23 @@
 # Prints one line per read: seconds, and granaryd's and granary-fuse's CPU
 # in clock ticks.
 #
+# With READ=random, each read is READS reads of PIECE_KIB KiB at random
+# offsets of the files instead (large files: SIZES, and FILES a few).
+#
 # Usage (root): bench/fuse/cold_small_files.sh BUILD_DIR ROUNDS SETUP...
 #   SETUP: a granaryd binary, or GRANARYD::FLAGS with granary-fuse's flags
-#   after the two colons, e.g. build/granaryd::--cold-open-memory=0
-#   (FILES=3000 THREADS=4 SIZES=MIN-MAX FILL=none in the environment to change
-#   them; FILL=on-read lets the fill run)
+#   after the two colons, e.g. build/granaryd::--cold-open-memory=0; the
+#   granary-fuse beside the granaryd binary mounts, else BUILD_DIR's
+#   (FILES=3000 THREADS=4 SIZES=MIN-MAX FILL=none READ=whole READS=2000
+#   PIECE_KIB=64 in the environment to change them; FILL=on-read lets the
+#   fill run)
 set -euo pipefail
 build=$1 rounds=$2
 shift 2
 source "$(dirname "$0")/small_files_lib.sh"
 setups=("$@")
+reader=read_all
+if [[ ${READ:-whole} == random ]]; then reader=read_random; fi
 for ((round = 1; round <= rounds; round++)); do
   # The setups take turns going first: a read that follows another can be
   # slowed by the disk still writing back the one before.
@@ -36,14 +43,16 @@ for ((round = 1; round <= rounds; round++)); do
     server=$!
     for _ in $(seq 100); do "$build/granary" status >/dev/null 2>&1 && break; sleep 0.1; done
     "$build/granary" dataset add cold "$work/src" --fill "${FILL:-none}" >/dev/null
-    "$build/granary-fuse" "$mount_dir" "${fuse_flags[@]}" 2>"$work/granary-fuse.log"
+    fuse_binary=$(dirname "$granaryd")/granary-fuse
+    if [[ ! -x $fuse_binary ]]; then fuse_binary=$build/granary-fuse; fi
+    "$fuse_binary" "$mount_dir" "${fuse_flags[@]}" 2>"$work/granary-fuse.log"
     fuse=$(pgrep -n -x granary-fuse)
     for _ in $(seq 100); do [[ -d $mount_dir/cold ]] && break; sleep 0.1; done
     drop_caches
     g0=$(cpu "$server") f0=$(cpu "$fuse")
-    echo "round $round $setup: $(read_all "$mount_dir/cold") granaryd_cpu $(($(cpu "$server") - g0)) fuse_cpu $(($(cpu "$fuse") - f0))"
+    echo "round $round $setup: $($reader "$mount_dir/cold") granaryd_cpu $(($(cpu "$server") - g0)) fuse_cpu $(($(cpu "$fuse") - f0))"
     stop
   done
   drop_caches
-  echo "round $round source: $(read_all "$work/src")"
+  echo "round $round source: $($reader "$work/src")"
 done

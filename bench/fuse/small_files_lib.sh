@@ -4,8 +4,10 @@
 # the readers and counters they time with.
 #
 # After sourcing: $work (removed at exit), $work/src, $mount_dir, $files,
-# $threads, and $server to set to granaryd's pid once it runs.
+# $threads, $reads and $piece_kib (read_random), and $server to set to
+# granaryd's pid once it runs.
 files=${FILES:-3000} threads=${THREADS:-4} sizes=${SIZES:-110000-110000}
+reads=${READS:-2000} piece_kib=${PIECE_KIB:-64}
 work=$(mktemp -d /var/tmp/granary-small-files.XXXXXX)
 export GRANARY_SERVER="unix:$work/g.sock"
 server="" mount_dir="$work/mnt"
@@ -42,6 +44,27 @@ started = time.perf_counter()
 with concurrent.futures.ThreadPoolExecutor(threads) as pool:
     total = sum(pool.map(read, paths))
 print("%d files %.1f MB %.3f s" % (len(paths), total / 1e6, time.perf_counter() - started), end="")
+PY
+}
+
+# Reads $reads pieces of $piece_kib KiB at random offsets of the files under
+# $1 (seeded, so every setup reads the same pieces), with $threads threads;
+# prints the reads, megabytes and seconds.
+read_random() {
+  python3 - "$1" "$threads" "$reads" "$piece_kib" <<'PY'
+import concurrent.futures, os, random, sys, time
+root, threads, reads, piece = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) << 10
+paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
+sizes = {p: os.path.getsize(p) for p in paths}
+pick = random.Random(reads)
+pieces = [(p, pick.randrange(0, max(1, sizes[p] - piece))) for p in (pick.choice(paths) for _ in range(reads))]
+fds = {p: os.open(p, os.O_RDONLY) for p in paths}
+def read(item):
+    return len(os.pread(fds[item[0]], piece, item[1]))
+started = time.perf_counter()
+with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+    total = sum(pool.map(read, pieces))
+print("%d reads %.1f MB %.3f s" % (len(pieces), total / 1e6, time.perf_counter() - started), end="")
 PY
 }
 
