@@ -41,6 +41,12 @@ bool VersionActivity::UsedWithin(uint64_t version, std::chrono::milliseconds win
   return it != uses_.end() && Clock::now() - it->second.last_use < window;
 }
 
+bool VersionActivity::TouchedWithin(uint64_t version, std::chrono::milliseconds window) {
+  MutexLock lock(&mu_);
+  auto it = uses_.find(version);
+  return it != uses_.end() && Clock::now() - it->second.last_touch < window;
+}
+
 void VersionActivity::Forget(uint64_t version) {
   MutexLock lock(&mu_);
   uses_.erase(version);

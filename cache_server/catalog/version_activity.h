@@ -38,6 +38,8 @@ class VersionActivity {
   void Keep(uint64_t version);
   // Whether `version` was touched or kept within the last `window`.
   bool UsedWithin(uint64_t version, std::chrono::milliseconds window);
+  // Whether `version` was touched (read or prewarmed) within the last `window`.
+  bool TouchedWithin(uint64_t version, std::chrono::milliseconds window);
   // Stops tracking a removed version.
   void Forget(uint64_t version);
 

@@ -75,9 +75,14 @@ void FillScheduler::OnMiss(const std::shared_ptr<const Manifest>& manifest, cons
           },
       // While readers miss, only the neighbours of their misses: the rest of
       // the dataset (another directory, a shard far from what they read)
-      // would take the source's bandwidth from them.
+      // would take the source's bandwidth from them; and while they read the
+      // version from the cache, the fill's reads and writes would take the
+      // disk and CPUs from them.
       .readers_active =
-          [read_through] { return read_through->ReadersMissedWithin(kReadersQuietPeriod); },
+          [read_through, version = key.dataset_version] {
+            return read_through->ReadersMissedWithin(kReadersQuietPeriod) ||
+                   read_through->VersionReadWithin(version, kReadersReadingPeriod);
+          },
       .wanted = [this, name, version = key.dataset_version] { return Current(name, version); },
   };
   GRANARY_LOG(INFO) << "filling dataset '" << name << "' (this node's share) behind its readers "

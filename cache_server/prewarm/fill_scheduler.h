@@ -10,6 +10,10 @@
 //  - while readers miss (or did within kReadersQuietPeriod), only those
 //    chunks: the rest of the dataset waits until they stop missing, since
 //    fetching it then would only share the source's bandwidth with them;
+//    and the same while they read the version from the cache (or did within
+//    kReadersReadingPeriod), whose disk and CPUs a fill would share: a
+//    dataset holding more than a job reads is filled once the job stops
+//    reading it, not beside its next epochs;
 //  - as many workers held back as readers wait on misses of their own (but
 //    one that always runs), so that fill and readers together keep no more
 //    reads at the source than the fill's parallelism: the fill never starves
@@ -54,6 +58,10 @@ class FillScheduler {
 
   // How long after readers' last miss they count as reading still.
   static constexpr std::chrono::milliseconds kReadersQuietPeriod{200};
+  // How long after readers last read a version they count as reading it
+  // still: longer than a mount's use reports are apart (one a second), which
+  // are all granaryd hears of reads the kernel serves from kept files.
+  static constexpr std::chrono::milliseconds kReadersReadingPeriod{2500};
 
   // Everything must outlive the scheduler.
   FillScheduler(Catalog* catalog, ReadThrough* read_through, store::ChunkStore* store,

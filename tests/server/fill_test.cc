@@ -1,6 +1,7 @@
 // Fills over a real granaryd: a cold read of a dataset starts filling the rest
 // of it in the background, each chunk read from the source once, visible in
-// Status and Locate; datasets whose policy (their own, or the node's default)
+// Status and Locate; it waits while its version is read from the cache;
+// datasets whose policy (their own, or the node's default)
 // is "none" cache only what is read; a fill ends when its version is
 // refreshed away or its dataset removed.
 #include <gtest/gtest.h>
@@ -134,6 +135,46 @@ TEST_F(FillTest, AColdReadFillsTheRestOfTheDatasetReadingEachChunkOnce) {
   ASSERT_EQ(locate.nodes_size(), 1);
   EXPECT_TRUE(locate.nodes(0).has_fill());
   EXPECT_TRUE(locate.nodes(0).fill().progress().finished());
+}
+
+TEST_F(FillTest, AFillWaitsWhileItsVersionIsReadFromTheCacheAndGoesOnWhenTheReadsStop) {
+  // A job reads "a/" only; "b/" is the rest of the dataset.
+  for (int i = 0; i < 8; ++i) {
+    WriteSourceFile(source_.path(), "a/f" + std::to_string(i), PatternBytes(kChunk, i));
+  }
+  for (int i = 0; i < 40; ++i) {
+    WriteSourceFile(source_.path(), "b/f" + std::to_string(i), PatternBytes(kChunk, 100 + i));
+  }
+  auto server = StartServer("on-read", 4);
+  ASSERT_NE(server, nullptr);
+  const v1::DatasetInfo info = Register(*server, "ds", source_.path(), kChunk, v1::FILL_DEFAULT);
+  std::vector<uint64_t> job_files;
+  for (int i = 0; i < 8; ++i) job_files.push_back(FileId(*server, "ds", "a/f" + std::to_string(i)));
+  auto read_job_files = [&] {
+    for (uint64_t id : job_files) {
+      ReadResult read = ReadChunk(server->SocketStub().get(), info.version(), id, 0);
+      ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+    }
+  };
+  read_job_files();  // Cold: the fill starts, with the rest of "a/" first.
+  read_job_files();  // Now from the cache.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double source_reads = Metric(*server, "granary_source_reads_total");
+  EXPECT_LT(source_reads, 48) << "the fill went on beside the job's first epoch";
+  // Further epochs from the cache, for longer than the reading period: the
+  // fill reads nothing meanwhile.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  while (std::chrono::steady_clock::now() < until) {
+    read_job_files();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(Metric(*server, "granary_source_reads_total"), source_reads)
+      << "the fill read the source while the version was being read from the cache";
+  // The job stops: the fill goes on with "b/" and ends.
+  EXPECT_TRUE(
+      Await([&] { return Describe(*server, "ds").cached_bytes() == info.total_bytes(); }, 30))
+      << Describe(*server, "ds").cached_bytes() << " of " << info.total_bytes() << " cached";
+  EXPECT_EQ(Metric(*server, "granary_source_reads_total"), 48) << "each chunk read once";
 }
 
 TEST_F(FillTest, DatasetsWhosePolicyIsNoneCacheOnlyWhatIsRead) {
