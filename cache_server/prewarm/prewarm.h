@@ -9,7 +9,7 @@
 // Prefer() moves the chunks after one a reader just missed to the front of
 // the walk (the rest of its file, then the files after it in its directory),
 // `yield` holds workers back while readers wait on misses of their own,
-// `readers_active` keeps them to those chunks while readers are missing, and
+// `readers_active` keeps them to those chunks while readers are reading, and
 // `wanted` ends the job once its version is removed or refreshed.
 //
 // A file whose chunk cannot be fetched is recorded as failed once, with the
