@@ -337,8 +337,8 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
       parts->catalog.get(), parts->store.get(), &parts->metrics, parts->activity.get(),
       parts->cluster.get(), parts->write_behind.get(), parts->sources.get());
   parts->fills = std::make_unique<FillScheduler>(
-      parts->catalog.get(), parts->read_through.get(), parts->store.get(), &parts->metrics,
-      parts->cluster.get(),
+      parts->catalog.get(), parts->read_through.get(), parts->activity.get(), parts->store.get(),
+      &parts->metrics, parts->cluster.get(),
       FillScheduler::Options{.parallelism = c.prewarm_parallelism,
                              .default_policy = c.fill_on_read ? v1::FILL_ON_READ : v1::FILL_NONE});
   FillScheduler* fills = parts->fills.get();

@@ -247,6 +247,17 @@ std::optional<uint64_t> Manifest::Find(std::string_view path) const {
   return static_cast<uint64_t>(it - entries_.begin());
 }
 
+std::string_view ParentPath(std::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
+}
+
+bool IsBelow(std::string_view path, std::string_view directory) {
+  if (directory.empty()) return !path.empty();
+  return path.size() > directory.size() && path.starts_with(directory) &&
+         path[directory.size()] == '/';
+}
+
 bool IsCleanDatasetPath(std::string_view path) {
   if (path.empty()) return true;
   size_t start = 0;

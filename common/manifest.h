@@ -154,6 +154,11 @@ class Manifest {
 absl::StatusOr<std::string> CleanDatasetPath(std::string_view path);
 // Whether `path` is already clean: CleanDatasetPath would return it unchanged.
 bool IsCleanDatasetPath(std::string_view path);
+// The directory holding the entry at clean path `path`: "" (the root) for an
+// entry of the root.
+std::string_view ParentPath(std::string_view path);
+// Whether the entry at clean path `path` lies below directory `directory`.
+bool IsBelow(std::string_view path, std::string_view directory);
 
 }  // namespace granary
 

@@ -64,11 +64,6 @@ int64_t CoarseNowNs() {
   return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
 }
 
-std::string_view ParentOf(std::string_view path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
-}
-
 }  // namespace
 
 MountedDataset::MountedDataset(uint32_t slot, DatasetSnapshot snapshot)
@@ -84,7 +79,7 @@ MountedDataset::MountedDataset(uint32_t slot, DatasetSnapshot snapshot)
     std::string_view last_parent_path;
     uint64_t last_parent = 0;
     for (uint64_t i = manifest_has_root_ ? 1 : 0; i < entries.size(); ++i) {
-      std::string_view parent_path = ParentOf(entries[i].path);
+      std::string_view parent_path = ParentPath(entries[i].path);
       if (parent_path != last_parent_path || i == 0) {
         if (parent_path.empty()) {
           last_parent = 0;

@@ -24,8 +24,8 @@ build=$1 rounds=$2
 shift 2
 source "$(dirname "$0")/small_files_lib.sh"
 setups=("$@")
-reader=read_all
-if [[ ${READ:-whole} == random ]]; then reader=read_random; fi
+read_order=""
+if [[ ${READ:-whole} == random ]]; then read_order=random; fi
 for ((round = 1; round <= rounds; round++)); do
   # The setups take turns going first: a read that follows another can be
   # slowed by the disk still writing back the one before.
@@ -50,9 +50,9 @@ for ((round = 1; round <= rounds; round++)); do
     for _ in $(seq 100); do [[ -d $mount_dir/cold ]] && break; sleep 0.1; done
     drop_caches
     g0=$(cpu "$server") f0=$(cpu "$fuse")
-    echo "round $round $setup: $($reader "$mount_dir/cold") granaryd_cpu $(($(cpu "$server") - g0)) fuse_cpu $(($(cpu "$fuse") - f0))"
+    echo "round $round $setup: $(read_all "$mount_dir/cold" $read_order) granaryd_cpu $(($(cpu "$server") - g0)) fuse_cpu $(($(cpu "$fuse") - f0))"
     stop
   done
   drop_caches
-  echo "round $round source: $($reader "$work/src")"
+  echo "round $round source: $(read_all "$work/src" $read_order)"
 done

@@ -4,7 +4,7 @@
 # the readers and counters they time with.
 #
 # After sourcing: $work (removed at exit), $work/src, $mount_dir, $files,
-# $threads, $reads and $piece_kib (read_random), and $server to set to
+# $threads, $reads and $piece_kib (read_all random), and $server to set to
 # granaryd's pid once it runs.
 files=${FILES:-3000} threads=${THREADS:-4} sizes=${SIZES:-110000-110000}
 reads=${READS:-2000} piece_kib=${PIECE_KIB:-64}
@@ -28,43 +28,34 @@ for i in range(int(sys.argv[2])):
         f.write(os.urandom(sizes.randint(low, high)))
 PY
 
-# Reads every file under $1 whole with $threads threads, in name order, or
-# shuffled with "shuffled" as $2; prints the files, megabytes and seconds.
+# Reads the files under $1 with $threads threads, as $2 says: every file whole
+# in name order (""), or shuffled ("shuffled"), or $reads pieces of
+# $piece_kib KiB at random offsets ("random"; seeded, so every setup reads the
+# same pieces). Prints the reads, megabytes and seconds.
 read_all() {
-  python3 - "$1" "$threads" "${2:-}" <<'PY'
+  python3 - "$1" "$threads" "${2:-}" "$reads" "$piece_kib" <<'PY'
 import concurrent.futures, os, random, sys, time
 root, threads, order = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+reads, piece = int(sys.argv[4]), int(sys.argv[5]) << 10
 paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
-if order == "shuffled":
-    random.Random(len(paths)).shuffle(paths)
-def read(path):
-    with open(path, "rb") as f:
-        return len(f.read())
+if order == "random":
+    fds = {p: os.open(p, os.O_RDONLY) for p in paths}
+    pick = random.Random(reads)
+    work = [(p, pick.randrange(0, max(1, os.path.getsize(p) - piece)))
+            for p in (pick.choice(paths) for _ in range(reads))]
+    def read(item):
+        return len(os.pread(fds[item[0]], piece, item[1]))
+else:
+    work = paths
+    if order == "shuffled":
+        random.Random(len(paths)).shuffle(work)
+    def read(path):
+        with open(path, "rb") as f:
+            return len(f.read())
 started = time.perf_counter()
 with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-    total = sum(pool.map(read, paths))
-print("%d files %.1f MB %.3f s" % (len(paths), total / 1e6, time.perf_counter() - started), end="")
-PY
-}
-
-# Reads $reads pieces of $piece_kib KiB at random offsets of the files under
-# $1 (seeded, so every setup reads the same pieces), with $threads threads;
-# prints the reads, megabytes and seconds.
-read_random() {
-  python3 - "$1" "$threads" "$reads" "$piece_kib" <<'PY'
-import concurrent.futures, os, random, sys, time
-root, threads, reads, piece = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]) << 10
-paths = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)
-sizes = {p: os.path.getsize(p) for p in paths}
-pick = random.Random(reads)
-pieces = [(p, pick.randrange(0, max(1, sizes[p] - piece))) for p in (pick.choice(paths) for _ in range(reads))]
-fds = {p: os.open(p, os.O_RDONLY) for p in paths}
-def read(item):
-    return len(os.pread(fds[item[0]], piece, item[1]))
-started = time.perf_counter()
-with concurrent.futures.ThreadPoolExecutor(threads) as pool:
-    total = sum(pool.map(read, pieces))
-print("%d reads %.1f MB %.3f s" % (len(pieces), total / 1e6, time.perf_counter() - started), end="")
+    total = sum(pool.map(read, work))
+print("%d reads %.1f MB %.3f s" % (len(work), total / 1e6, time.perf_counter() - started), end="")
 PY
 }
 

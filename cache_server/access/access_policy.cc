@@ -29,11 +29,6 @@ bool Grants(const ManifestEntry& entry, const PeerCredentials& credentials, uint
   return (bits & wanted) == wanted;
 }
 
-std::string_view Parent(std::string_view path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string_view::npos ? std::string_view() : path.substr(0, slash);
-}
-
 }  // namespace
 
 bool AccessPolicy::ChecksFiles(const Caller& caller) {
@@ -86,7 +81,7 @@ absl::Status AccessPolicy::AllowRead(const Caller& caller, const Manifest& manif
   if (!Grants(file, caller.credentials, S_IROTH)) return refuse("is not readable");
   std::string_view directory = file.path;
   do {
-    directory = Parent(directory);
+    directory = ParentPath(directory);
     std::optional<uint64_t> id = manifest.Find(directory);
     if (!id || !Grants(entries[*id], caller.credentials, S_IXOTH)) {
       return refuse(

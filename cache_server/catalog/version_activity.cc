@@ -36,15 +36,18 @@ void VersionActivity::Keep(uint64_t version) {
 }
 
 bool VersionActivity::UsedWithin(uint64_t version, std::chrono::milliseconds window) {
-  MutexLock lock(&mu_);
-  auto it = uses_.find(version);
-  return it != uses_.end() && Clock::now() - it->second.last_use < window;
+  return Within(version, window, &Use::last_use);
 }
 
 bool VersionActivity::TouchedWithin(uint64_t version, std::chrono::milliseconds window) {
+  return Within(version, window, &Use::last_touch);
+}
+
+bool VersionActivity::Within(uint64_t version, std::chrono::milliseconds window,
+                             Clock::time_point Use::*last) {
   MutexLock lock(&mu_);
   auto it = uses_.find(version);
-  return it != uses_.end() && Clock::now() - it->second.last_touch < window;
+  return it != uses_.end() && Clock::now() - it->second.*last < window;
 }
 
 void VersionActivity::Forget(uint64_t version) {

@@ -50,6 +50,8 @@ class VersionActivity {
     Clock::time_point last_use;    // Touched or kept.
     bool active = false;
   };
+  // Whether `version`'s `last` time is within the last `window`.
+  bool Within(uint64_t version, std::chrono::milliseconds window, Clock::time_point Use::*last);
   void DemoteIdle();
 
   store::ChunkStore* const store_;

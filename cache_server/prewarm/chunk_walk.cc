@@ -15,17 +15,13 @@ void ChunkWalk::Prefer(const Manifest& manifest, const ChunkKey& missed) {
         return std::tie(key.file_id, key.chunk_index) < std::tie(chunk.file_id, chunk.chunk_index);
       });
   const ManifestEntries& entries = manifest.entries();
-  std::string_view directory;
-  if (missed.file_id < entries.size()) {
-    std::string_view path = entries[missed.file_id].path;
-    size_t slash = path.rfind('/');
-    directory = slash == std::string_view::npos ? "" : path.substr(0, slash + 1);
-  }
+  const std::string_view directory =
+      missed.file_id < entries.size() ? ParentPath(entries[missed.file_id].path) : "";
   preferred_ = static_cast<size_t>(after - chunks_.begin());
   preferred_end_ = preferred_;
   preferred_left_ = kPreferredChunks;
   while (preferred_end_ < chunks_.size() && preferred_end_ - preferred_ < kPreferredReach &&
-         std::string_view(entries[chunks_[preferred_end_].file_id].path).starts_with(directory)) {
+         IsBelow(entries[chunks_[preferred_end_].file_id].path, directory)) {
     ++preferred_end_;
   }
 }

@@ -6,10 +6,12 @@
 
 namespace granary {
 
-FillScheduler::FillScheduler(Catalog* catalog, ReadThrough* read_through, store::ChunkStore* store,
-                             ServerMetrics* metrics, ClusterView* cluster, Options options)
+FillScheduler::FillScheduler(Catalog* catalog, ReadThrough* read_through, VersionActivity* activity,
+                             store::ChunkStore* store, ServerMetrics* metrics, ClusterView* cluster,
+                             Options options)
     : catalog_(catalog),
       read_through_(read_through),
+      activity_(activity),
       store_(store),
       metrics_(metrics),
       cluster_(cluster),
@@ -63,6 +65,7 @@ void FillScheduler::OnMiss(const std::shared_ptr<const Manifest>& manifest, cons
   const std::string group = cluster_->self().group;
   ClusterView* cluster = cluster_;
   ReadThrough* read_through = read_through_;
+  VersionActivity* activity = activity_;
   PrewarmJob::Hooks hooks{
       .filter = [cluster, group, replicas](
                     const ChunkKey& chunk) { return cluster->Owns(chunk, group, {}, replicas); },
@@ -79,9 +82,9 @@ void FillScheduler::OnMiss(const std::shared_ptr<const Manifest>& manifest, cons
       // version from the cache, the fill's reads and writes would take the
       // disk and CPUs from them.
       .readers_active =
-          [read_through, version = key.dataset_version] {
+          [read_through, activity, version = key.dataset_version] {
             return read_through->ReadersMissedWithin(kReadersQuietPeriod) ||
-                   read_through->VersionReadWithin(version, kReadersReadingPeriod);
+                   activity->TouchedWithin(version, kReadersReadingPeriod);
           },
       .wanted = [this, name, version = key.dataset_version] { return Current(name, version); },
   };

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "cache_server/catalog/catalog.h"
+#include "cache_server/catalog/version_activity.h"
 #include "cache_server/cluster/cluster_view.h"
 #include "cache_server/metrics.h"
 #include "cache_server/prewarm/prewarm.h"
@@ -64,8 +65,9 @@ class FillScheduler {
   static constexpr std::chrono::milliseconds kReadersReadingPeriod{2500};
 
   // Everything must outlive the scheduler.
-  FillScheduler(Catalog* catalog, ReadThrough* read_through, store::ChunkStore* store,
-                ServerMetrics* metrics, ClusterView* cluster, Options options);
+  FillScheduler(Catalog* catalog, ReadThrough* read_through, VersionActivity* activity,
+                store::ChunkStore* store, ServerMetrics* metrics, ClusterView* cluster,
+                Options options);
   // Cancels and joins running fills.
   ~FillScheduler();
   FillScheduler(const FillScheduler&) = delete;
@@ -90,6 +92,7 @@ class FillScheduler {
 
   Catalog* const catalog_;
   ReadThrough* const read_through_;
+  VersionActivity* const activity_;
   store::ChunkStore* const store_;
   ServerMetrics* const metrics_;
   ClusterView* const cluster_;

@@ -24,12 +24,11 @@ absl::StatusOr<std::vector<uint64_t>> SelectFiles(const Manifest& manifest,
     chosen[*id] = true;
     if (entries[*id].type == EntryType::kDirectory) {
       // Entries are sorted by path, so a directory's descendants follow it.
-      std::string prefix = clean.empty() ? "" : clean + "/";
       for (uint64_t i = *id + 1; i < entries.size(); ++i) {
-        if (entries[i].path.compare(0, prefix.size(), prefix) != 0) {
+        if (!IsBelow(entries[i].path, clean)) {
           // '/' sorts before most characters but not all ("a-b" < "a/b"):
           // keep looking past siblings that share the directory's name.
-          if (entries[i].path.compare(0, clean.size(), clean) == 0) continue;
+          if (entries[i].path.starts_with(clean)) continue;
           break;
         }
         chosen[i] = true;

@@ -208,10 +208,6 @@ bool ReadThrough::ReadersMissedWithin(std::chrono::steady_clock::duration window
   return std::chrono::steady_clock::now() - last < window;
 }
 
-bool ReadThrough::VersionReadWithin(uint64_t version, std::chrono::milliseconds window) const {
-  return activity_->TouchedWithin(version, window);
-}
-
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchMiss(
     const std::shared_ptr<const Manifest>& manifest, const ChunkKey& key, ChunkSourcing sourcing,
     Storing storing) {

@@ -131,10 +131,6 @@ class ReadThrough {
   int ReadersWaiting() const { return readers_waiting_.load(std::memory_order_relaxed); }
   // Whether a reader waits on a miss now or has within `window`.
   bool ReadersMissedWithin(std::chrono::steady_clock::duration window) const;
-  // Whether readers read `version` (or a prewarm fetched it) within `window`,
-  // from the store, a kept descriptor (as a mount's use reports say) or the
-  // source.
-  bool VersionReadWithin(uint64_t version, std::chrono::milliseconds window) const;
 
  private:
   // A reader's miss of `key`: counted, fetched, and told to the miss listener.

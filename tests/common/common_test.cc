@@ -103,6 +103,18 @@ TEST(SliceRange, SplitsAtChunkBoundariesAndClipsAtEnd) {
   EXPECT_EQ(ChunkLength(3000, kChunk, 3), 0u);
 }
 
+TEST(DatasetPath, ParentsAndWhatLiesBelowADirectory) {
+  EXPECT_EQ(ParentPath("a/b/c"), "a/b");
+  EXPECT_EQ(ParentPath("a"), "");
+  EXPECT_TRUE(IsBelow("a/b", "a"));
+  EXPECT_TRUE(IsBelow("a/b/c", "a"));
+  EXPECT_FALSE(IsBelow("a-b", "a")) << "a sibling sharing the name";
+  EXPECT_FALSE(IsBelow("ab/c", "a"));
+  EXPECT_FALSE(IsBelow("a", "a"));
+  EXPECT_TRUE(IsBelow("a", "")) << "everything lies below the root";
+  EXPECT_FALSE(IsBelow("", ""));
+}
+
 TEST(CleanDatasetPath, NormalisesAndRejectsEscapes) {
   EXPECT_EQ(*CleanDatasetPath("a/b//c/"), "a/b/c");
   EXPECT_EQ(*CleanDatasetPath(""), "");
