@@ -7,11 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -179,6 +182,36 @@ TEST_F(PolicyTest, ReadsFollowTheSourcesOwnersAndModes) {
     EXPECT_EQ(Cli(&bob_, {"cat", "ds/public.txt"}).stdout_text, "public\n");
     EXPECT_EQ(Cli(nullptr, {"cat", "ds/secret.txt"}).stdout_text, kSecret);
   }
+}
+
+TEST_F(PolicyTest, RefusedReadsDoNotHoldBackTheFill) {
+  // A permitted read starts the dataset's fill, which waits while the
+  // dataset is being read (fill_scheduler.h).
+  ASSERT_EQ(Cli(nullptr, {"dataset", "add", "filled", source_, "--fill", "on-read"}).exit_code, 0);
+  EXPECT_EQ(Cli(nullptr, {"cat", "filled/public.txt"}).stdout_text, "public\n");
+  // A user refused every read keeps trying meanwhile: refused reads are not
+  // reads of the dataset, so the fill still caches all five files.
+  std::atomic<bool> stop = false;
+  std::atomic<int> refused = 0;
+  std::thread attacker([&] {
+    while (!stop) {
+      if (Cli(&alice_, {"cat", "filled/secret.txt"}).exit_code != 0) ++refused;
+    }
+  });
+  bool filled = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (!filled && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    absl::StatusOr<double> chunks = server_->Metric("granary_store_chunks");
+    filled = chunks.ok() && *chunks == 5;
+  }
+  stop = true;
+  attacker.join();
+  EXPECT_TRUE(filled) << "the fill waited on refused reads";
+  EXPECT_GT(refused.load(), 0);
+  ReportAttack({"new", "a user refused every read keeps reading to hold a dataset's fill back",
+                "Unix socket", "refused reads do not count as reads; the fill ends",
+                filled ? "the fill cached every file meanwhile" : "the fill waited"});
 }
 
 TEST_F(PolicyTest, CachedBytesAreReadableByGranarydAlone) {
