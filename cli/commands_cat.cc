@@ -54,7 +54,7 @@ absl::StatusOr<uint64_t> FindFile(const DatasetSnapshot& snapshot, const std::st
       case EntryType::kSymlink: {
         // Resolved under a stand-in root "/" so that ".." cannot climb above it.
         std::filesystem::path link_dir = std::filesystem::path("/" + current).parent_path();
-        std::string resolved = (link_dir / entry.symlink_target).lexically_normal().string();
+        std::string resolved = (link_dir / entry.symlink_target()).lexically_normal().string();
         GRANARY_ASSIGN_OR_RETURN(current, CleanDatasetPath(resolved.substr(1)));
         break;
       }

@@ -72,6 +72,12 @@ absl::StatusOr<DatasetSnapshot> DatasetClient::GetManifest(std::string_view name
       first = false;
     }
     for (v1::ManifestEntry& proto : *page.mutable_entries()) {
+      if (entries.size() == kMaxManifestEntries) {
+        bad_entry = absl::OutOfRangeError(absl::StrCat("manifest of dataset '", AsAbsl(name),
+                                                       "' has more than ", kMaxManifestEntries,
+                                                       " entries"));
+        break;
+      }
       absl::StatusOr<ManifestEntry> entry = ManifestEntry::FromProto(std::move(proto));
       if (!entry.ok()) {
         bad_entry = entry.status();

@@ -47,10 +47,11 @@ bool ByName(const ExtendedAttribute& a, const ExtendedAttribute& b) { return a.n
 // them, so that versions of manifests recorded before they were kept, and of
 // entries without them, stay what they were.
 void AppendLinksAndAttributes(const ManifestEntry& entry, std::string* out) {
-  if (entry.nlink <= 1 && entry.xattrs.empty()) return;
+  const std::vector<ExtendedAttribute>& xattrs = entry.xattrs();
+  if (entry.nlink <= 1 && xattrs.empty()) return;
   AppendU64(entry.nlink, out);
-  AppendU64(entry.xattrs.size(), out);
-  for (const ExtendedAttribute& xattr : entry.xattrs) {
+  AppendU64(xattrs.size(), out);
+  for (const ExtendedAttribute& xattr : xattrs) {
     AppendBytes(xattr.name, out);
     AppendBytes(xattr.value, out);
   }
@@ -85,17 +86,70 @@ uint64_t HeapBytesOf(const std::string& text) {
   return text.capacity() > kInPlace ? text.capacity() + 1 : 0;
 }
 
-// The heap bytes `entry` points to.
-uint64_t HeapBytesOf(const ManifestEntry& entry) {
-  uint64_t bytes = HeapBytesOf(entry.path) + HeapBytesOf(entry.symlink_target) +
-                   HeapBytesOf(entry.etag) + entry.xattrs.capacity() * sizeof(ExtendedAttribute);
-  for (const ExtendedAttribute& xattr : entry.xattrs) {
+// What an entry without extras answers.
+const EntryExtras& NoExtras() {
+  static const EntryExtras* const kNone = new EntryExtras();
+  return *kNone;
+}
+
+}  // namespace
+
+ManifestEntry::ManifestEntry(const ManifestEntry& other)
+    : path(other.path),
+      size(other.size),
+      mtime_ns(other.mtime_ns),
+      device(other.device),
+      inode(other.inode),
+      ctime_ns(other.ctime_ns),
+      mode(other.mode),
+      uid(other.uid),
+      gid(other.gid),
+      nlink(other.nlink),
+      type(other.type),
+      extras_(other.extras_ ? std::make_unique<EntryExtras>(*other.extras_) : nullptr) {}
+
+ManifestEntry& ManifestEntry::operator=(const ManifestEntry& other) {
+  if (this != &other) *this = ManifestEntry(other);
+  return *this;
+}
+
+const std::string& ManifestEntry::symlink_target() const {
+  return (extras_ ? *extras_ : NoExtras()).symlink_target;
+}
+
+const std::string& ManifestEntry::etag() const { return (extras_ ? *extras_ : NoExtras()).etag; }
+
+const std::vector<ExtendedAttribute>& ManifestEntry::xattrs() const {
+  return (extras_ ? *extras_ : NoExtras()).xattrs;
+}
+
+EntryExtras& ManifestEntry::MutableExtras() {
+  if (!extras_) extras_ = std::make_unique<EntryExtras>();
+  return *extras_;
+}
+
+void ManifestEntry::set_symlink_target(std::string target) {
+  if (!target.empty() || extras_) MutableExtras().symlink_target = std::move(target);
+}
+
+void ManifestEntry::set_etag(std::string etag) {
+  if (!etag.empty() || extras_) MutableExtras().etag = std::move(etag);
+}
+
+void ManifestEntry::set_xattrs(std::vector<ExtendedAttribute> xattrs) {
+  if (!xattrs.empty() || extras_) MutableExtras().xattrs = std::move(xattrs);
+}
+
+uint64_t ManifestEntry::heap_bytes() const {
+  uint64_t bytes = HeapBytesOf(path);
+  if (!extras_) return bytes;
+  bytes += sizeof(EntryExtras) + HeapBytesOf(extras_->symlink_target) + HeapBytesOf(extras_->etag) +
+           extras_->xattrs.capacity() * sizeof(ExtendedAttribute);
+  for (const ExtendedAttribute& xattr : extras_->xattrs) {
     bytes += HeapBytesOf(xattr.name) + HeapBytesOf(xattr.value);
   }
   return bytes;
 }
-
-}  // namespace
 
 void ManifestEntry::ToProto(v1::ManifestEntry* out) const {
   out->set_path(path);
@@ -103,15 +157,15 @@ void ManifestEntry::ToProto(v1::ManifestEntry* out) const {
   out->set_size(size);
   out->set_mode(mode);
   out->set_mtime_ns(mtime_ns);
-  out->set_symlink_target(symlink_target);
-  out->set_etag(etag);
+  out->set_symlink_target(symlink_target());
+  out->set_etag(etag());
   out->set_uid(uid);
   out->set_gid(gid);
   out->set_device(device);
   out->set_inode(inode);
   out->set_ctime_ns(ctime_ns);
   out->set_nlink(nlink);
-  for (const ExtendedAttribute& xattr : xattrs) {
+  for (const ExtendedAttribute& xattr : xattrs()) {
     v1::ExtendedAttribute* added = out->add_xattrs();
     added->set_name(xattr.name);
     added->set_value(xattr.value);
@@ -133,8 +187,8 @@ absl::StatusOr<ManifestEntry> ManifestEntry::FromProto(v1::ManifestEntry entry) 
   out.size = entry.size();
   out.mode = entry.mode();
   out.mtime_ns = entry.mtime_ns();
-  out.symlink_target = std::move(*entry.mutable_symlink_target());
-  out.etag = std::move(*entry.mutable_etag());
+  out.set_symlink_target(std::move(*entry.mutable_symlink_target()));
+  out.set_etag(std::move(*entry.mutable_etag()));
   out.uid = entry.uid();
   out.gid = entry.gid();
   out.device = entry.device();
@@ -142,12 +196,16 @@ absl::StatusOr<ManifestEntry> ManifestEntry::FromProto(v1::ManifestEntry entry) 
   out.ctime_ns = entry.ctime_ns();
   // Records made before link counts were kept have none.
   out.nlink = std::max(entry.nlink(), 1u);
-  out.xattrs.reserve(entry.xattrs_size());
-  for (v1::ExtendedAttribute& xattr : *entry.mutable_xattrs()) {
-    out.xattrs.push_back({std::move(*xattr.mutable_name()), std::move(*xattr.mutable_value())});
-  }
-  if (!std::is_sorted(out.xattrs.begin(), out.xattrs.end(), ByName)) {
-    std::sort(out.xattrs.begin(), out.xattrs.end(), ByName);
+  if (entry.xattrs_size() > 0) {
+    std::vector<ExtendedAttribute> xattrs;
+    xattrs.reserve(entry.xattrs_size());
+    for (v1::ExtendedAttribute& xattr : *entry.mutable_xattrs()) {
+      xattrs.push_back({std::move(*xattr.mutable_name()), std::move(*xattr.mutable_value())});
+    }
+    if (!std::is_sorted(xattrs.begin(), xattrs.end(), ByName)) {
+      std::sort(xattrs.begin(), xattrs.end(), ByName);
+    }
+    out.set_xattrs(std::move(xattrs));
   }
   return out;
 }
@@ -185,15 +243,15 @@ absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntri
     AppendU64(entry.size, &block);
     AppendU64(entry.mode, &block);
     AppendU64(static_cast<uint64_t>(entry.mtime_ns), &block);
-    AppendBytes(entry.symlink_target, &block);
-    AppendBytes(entry.etag, &block);
+    AppendBytes(entry.symlink_target(), &block);
+    AppendBytes(entry.etag(), &block);
     AppendU64(entry.uid, &block);
     AppendU64(entry.gid, &block);
     AppendU64(entry.device, &block);
     AppendU64(entry.inode, &block);
     AppendU64(static_cast<uint64_t>(entry.ctime_ns), &block);
     AppendLinksAndAttributes(entry, &block);
-    manifest.memory_bytes_ += HeapBytesOf(entry);
+    manifest.memory_bytes_ += entry.heap_bytes();
     if (block.size() >= kHashBlockBytes) {
       hash.Update(block);
       block.clear();

@@ -17,6 +17,7 @@
 #define GRANARY_COMMON_MANIFEST_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,31 +58,66 @@ struct SkippedEntries {
   void Add(std::string path, std::string reason);
 };
 
-struct ManifestEntry {
-  std::string path;  // Relative, '/'-separated, no leading slash; "" is the root.
-  EntryType type = EntryType::kFile;
-  uint64_t size = 0;
-  uint32_t mode = 0;  // st_mode: type and permission bits.
-  int64_t mtime_ns = 0;
+// What few entries have, kept out of line: a symlink's target, an object's
+// ETag, extended attributes. Inline, their two strings and a vector took 88
+// bytes of every entry of a manifest, most of it, since most entries have none.
+struct EntryExtras {
   std::string symlink_target;
   std::string etag;
-  // The source's owner; with `mode`, who may read the entry.
-  uint32_t uid = 0;
-  uint32_t gid = 0;
+  std::vector<ExtendedAttribute> xattrs;  // Sorted by name.
+};
+
+// Fields are ordered by size so that a manifest of ten million entries pays
+// no padding.
+struct ManifestEntry {
+  ManifestEntry() = default;
+  ManifestEntry(const ManifestEntry& other);
+  ManifestEntry& operator=(const ManifestEntry& other);
+  ManifestEntry(ManifestEntry&&) noexcept = default;
+  ManifestEntry& operator=(ManifestEntry&&) noexcept = default;
+
+  std::string path;  // Relative, '/'-separated, no leading slash; "" is the root.
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
   // Identity in the source at scan time (st_dev, st_ino, st_ctim). An inode
   // of 0 is unknown (object stores): such entries are never hard links.
   uint64_t device = 0;
   uint64_t inode = 0;
   int64_t ctime_ns = 0;
-  uint32_t nlink = 1;                          // st_nlink in the source.
-  std::vector<ExtendedAttribute> xattrs = {};  // Sorted by name.
+  uint32_t mode = 0;  // st_mode: type and permission bits.
+  // The source's owner; with `mode`, who may read the entry.
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t nlink = 1;  // st_nlink in the source.
+  EntryType type = EntryType::kFile;
+
+  // Empty when the entry has none.
+  const std::string& symlink_target() const;
+  const std::string& etag() const;
+  const std::vector<ExtendedAttribute>& xattrs() const;  // Sorted by name.
+  // Setting an empty value to an entry without extras allocates nothing.
+  void set_symlink_target(std::string target);
+  void set_etag(std::string etag);
+  void set_xattrs(std::vector<ExtendedAttribute> xattrs);
+  // The heap bytes the entry points to, which memory budgets count.
+  uint64_t heap_bytes() const;
 
   void ToProto(v1::ManifestEntry* out) const;
   // Fails with INVALID_ARGUMENT on an unknown entry type or a path that is not
   // clean. Takes `entry` by value so that a caller done with it can move its
   // strings in.
   static absl::StatusOr<ManifestEntry> FromProto(v1::ManifestEntry entry);
+
+ private:
+  EntryExtras& MutableExtras();
+
+  std::unique_ptr<EntryExtras> extras_;
 };
+
+// No manifest holds more entries: granaryd's max_dataset_entries cannot be
+// set higher, readers refuse to load a larger one, and the mount counts a
+// dataset's nodes in 32 bits.
+inline constexpr uint64_t kMaxManifestEntries = 1'000'000'000;
 
 // A manifest's entries. A million of them take over 100 MiB, which huge pages
 // fill with a few hundred page faults instead of tens of thousands (the larger

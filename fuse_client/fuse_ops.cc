@@ -127,7 +127,7 @@ struct Ops {
       fuse_reply_err(req, EINVAL);
       return;
     }
-    fuse_reply_readlink(req, entry->symlink_target.c_str());
+    fuse_reply_readlink(req, entry->symlink_target().c_str());
   }
 
   // The handle of directory `ino`, or null when its version is gone.
@@ -356,7 +356,7 @@ struct Ops {
     static const std::vector<ExtendedAttribute> kNone;
     InodeTable::Node node = Fs(req).table_->Resolve(ino);
     const ManifestEntry* entry = node.dataset ? node.dataset->EntryOf(node.node) : nullptr;
-    if (entry != nullptr) return &entry->xattrs;
+    if (entry != nullptr) return &entry->xattrs();
     return ino == kRootInode || node.dataset != nullptr ? &kNone : nullptr;
   }
 

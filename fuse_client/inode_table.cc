@@ -117,13 +117,13 @@ const ManifestEntry* MountedDataset::EntryOf(uint64_t node) const {
 
 uint64_t MountedDataset::memory_bytes() const {
   return snapshot_.manifest.memory_bytes() +
-         (child_begin_.capacity() + children_.capacity() + child_keys_.capacity()) *
-             sizeof(uint64_t);
+         (child_begin_.capacity() + children_.capacity()) * sizeof(uint32_t) +
+         child_keys_.capacity() * sizeof(uint64_t);
 }
 
-std::span<const uint64_t> MountedDataset::Children(uint64_t node) const {
+std::span<const uint32_t> MountedDataset::Children(uint64_t node) const {
   if (node >= node_count()) return {};
-  return std::span<const uint64_t>(children_).subspan(child_begin_[node],
+  return std::span<const uint32_t>(children_).subspan(child_begin_[node],
                                                       child_begin_[node + 1] - child_begin_[node]);
 }
 
@@ -170,7 +170,7 @@ void MountedDataset::Stat(uint64_t node, struct stat* out) const {
     *out = {};
     out->st_mode = (entry->type == EntryType::kSymlink ? S_IFLNK : S_IFREG) | (entry->mode & 07777);
     out->st_size = static_cast<off_t>(
-        entry->type == EntryType::kSymlink ? entry->symlink_target.size() : entry->size);
+        entry->type == EntryType::kSymlink ? entry->symlink_target().size() : entry->size);
   }
   if (entry != nullptr) {
     // Access times are not kept (reading the source changes them); they show

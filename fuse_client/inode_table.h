@@ -88,7 +88,7 @@ class MountedDataset {
   // Child `name` of directory `node`.
   std::optional<uint64_t> Lookup(uint64_t node, std::string_view name) const;
   // The children of directory `node`, in name order.
-  std::span<const uint64_t> Children(uint64_t node) const;
+  std::span<const uint32_t> Children(uint64_t node) const;
   // The last path component of `node`.
   std::string_view NameOf(uint64_t node) const;
 
@@ -105,10 +105,12 @@ class MountedDataset {
   uint32_t slot_;
   DatasetSnapshot snapshot_;
   bool manifest_has_root_ = false;
-  // Per node, into children_; one extra at the end. Huge pages, like the
+  // Per node, into children_; one extra at the end. Nodes are counted in 32
+  // bits: granaryd refuses a dataset of more than max_dataset_entries, at most
+  // a billion, and ten million entries then take 80 MB less. Huge pages, like the
   // manifest's: a lookup in a large directory touches a few of them at random.
-  std::vector<uint64_t, HugePageAllocator<uint64_t>> child_begin_;
-  std::vector<uint64_t, HugePageAllocator<uint64_t>> children_;
+  std::vector<uint32_t, HugePageAllocator<uint32_t>> child_begin_;
+  std::vector<uint32_t, HugePageAllocator<uint32_t>> children_;
   // Per child, the first 8 bytes of its name as a big-endian number: a lookup
   // searches these, 8 children to a cache line, and reads a manifest entry
   // (a cache miss each) only where names share those bytes and to confirm.

@@ -280,7 +280,7 @@ class Scan {
         }
         entry.type = EntryType::kSymlink;
         entry.size = kept->size();
-        entry.symlink_target = *std::move(kept);
+        entry.set_symlink_target(*std::move(kept));
       } else {
         skipped->push_back(
             {std::move(entry.path),
@@ -293,7 +293,7 @@ class Scan {
         status = xattrs.status();
         break;
       }
-      entry.xattrs = *std::move(xattrs);
+      entry.set_xattrs(*std::move(xattrs));
       found->push_back(std::move(entry));
     }
     ::closedir(stream);
@@ -388,7 +388,9 @@ absl::StatusOr<ScannedTree> ScanPosixTree(const std::string& root, int threads,
   ManifestEntry root_entry;
   root_entry.type = EntryType::kDirectory;
   RecordStat(st, &root_entry);
-  GRANARY_ASSIGN_OR_RETURN(root_entry.xattrs, UserXattrs(root_fd.get(), ".", root));
+  GRANARY_ASSIGN_OR_RETURN(std::vector<ExtendedAttribute> root_xattrs,
+                           UserXattrs(root_fd.get(), ".", root));
+  root_entry.set_xattrs(std::move(root_xattrs));
   tree.entries.push_back(std::move(root_entry));
   return tree;
 }

@@ -36,7 +36,7 @@ absl::StatusOr<std::string> S3Source::ReadRange(const ManifestEntry& entry, uint
                                                 uint32_t length) const {
   std::string data(length, '\0');
   GRANARY_RETURN_IF_ERROR(client_->GetRange(absl::StrCat(client_->location().prefix, entry.path),
-                                            entry.etag, entry.size, offset, data));
+                                            entry.etag(), entry.size, offset, data));
   return data;
 }
 

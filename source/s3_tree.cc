@@ -102,7 +102,7 @@ ScannedTree TreeOfObjects(const std::vector<S3Object>& objects, const S3Location
     entry.mode = file_mode;
     entry.gid = gid;
     entry.mtime_ns = entry.ctime_ns = object->last_modified_ns;
-    entry.etag = object->etag;
+    entry.set_etag(object->etag);
   }
   return tree;
 }

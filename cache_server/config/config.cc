@@ -12,6 +12,7 @@
 #include "common/absl_compat.h"
 #include "common/defaults.h"
 #include "common/file_util.h"
+#include "common/manifest.h"
 #include "common/size.h"
 #include "common/status.h"
 #include "common/yaml_status.h"
@@ -177,7 +178,7 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"admin_group", StringKey(&GranarydConfig::admin_group)},
       {"max_datasets", WholeNumberKey(&GranarydConfig::max_datasets, 1, 1'000'000)},
       {"max_dataset_entries",
-       WholeNumberKey(&GranarydConfig::max_dataset_entries, 1, 1'000'000'000)},
+       WholeNumberKey(&GranarydConfig::max_dataset_entries, 1, kMaxManifestEntries)},
       {"max_prewarm_paths", WholeNumberKey(&GranarydConfig::max_prewarm_paths, 1, 10'000'000)},
       {"manifest_memory_mib", WholeNumberKey(&GranarydConfig::manifest_memory_mib, 1, 1 << 20)},
   };

@@ -127,13 +127,24 @@ TEST(CleanDatasetPath, NormalisesAndRejectsEscapes) {
   }
 }
 
+ManifestEntry Entry(std::string path, EntryType type, uint64_t size, uint32_t mode,
+                    int64_t mtime_ns) {
+  ManifestEntry entry;
+  entry.path = std::move(path);
+  entry.type = type;
+  entry.size = size;
+  entry.mode = mode;
+  entry.mtime_ns = mtime_ns;
+  return entry;
+}
+
 ManifestEntries SampleEntries() {
-  return {
-      {"b.txt", EntryType::kFile, 5000, 0100644, 1, "", ""},
-      {"", EntryType::kDirectory, 0, 040755, 1, "", ""},
-      {"a", EntryType::kDirectory, 0, 040755, 1, "", ""},
-      {"a/x.bin", EntryType::kFile, 1024, 0100600, 2, "", ""},
-  };
+  ManifestEntries entries;
+  entries.push_back(Entry("b.txt", EntryType::kFile, 5000, 0100644, 1));
+  entries.push_back(Entry("", EntryType::kDirectory, 0, 040755, 1));
+  entries.push_back(Entry("a", EntryType::kDirectory, 0, 040755, 1));
+  entries.push_back(Entry("a/x.bin", EntryType::kFile, 1024, 0100600, 2));
+  return entries;
 }
 
 TEST(Manifest, SortsCountsAndFinds) {
@@ -167,7 +178,9 @@ TEST(Manifest, VersionFollowsContentAndIdentity) {
 // manifest must never change.
 TEST(Manifest, VersionIsStable) {
   auto entries = SampleEntries();
-  entries.push_back({"a/l", EntryType::kSymlink, 0, 0120777, 3, "x.bin", "etag"});
+  ManifestEntry& link = entries.emplace_back(Entry("a/l", EntryType::kSymlink, 0, 0120777, 3));
+  link.set_symlink_target("x.bin");
+  link.set_etag("etag");
   auto manifest = Manifest::Build({"ds", "/src", 1024}, entries);
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   EXPECT_EQ(manifest->version(), 0x2fc523e57e46296du);
@@ -177,8 +190,8 @@ TEST(Manifest, VersionIsStable) {
 // bytes, the others name it and are not counted twice.
 TEST(Manifest, HardLinksShareTheFirstPathsChunks) {
   ManifestEntries entries = SampleEntries();
-  entries.push_back({"z/third", EntryType::kFile, 5000, 0100644, 1, "", ""});
-  entries.push_back({"z", EntryType::kDirectory, 0, 040755, 1, "", ""});
+  entries.push_back(Entry("z/third", EntryType::kFile, 5000, 0100644, 1));
+  entries.push_back(Entry("z", EntryType::kDirectory, 0, 040755, 1));
   for (ManifestEntry& entry : entries) {
     if (entry.path == "b.txt" || entry.path == "z/third") {
       entry.device = 7;
@@ -208,9 +221,9 @@ TEST(Manifest, HardLinksShareTheFirstPathsChunks) {
 }
 
 TEST(Manifest, AttributesAndLinkCountsSurviveTheWire) {
-  ManifestEntry entry{"a/\xe9", EntryType::kFile, 3, 0100644, -1'750'000'000, "", ""};
+  ManifestEntry entry = Entry("a/\xe9", EntryType::kFile, 3, 0100644, -1'750'000'000);
   entry.nlink = 4;
-  entry.xattrs = {{"user.a", std::string("\0\xff", 2)}, {"user.b", ""}};
+  entry.set_xattrs({{"user.a", std::string("\0\xff", 2)}, {"user.b", ""}});
   v1::ManifestEntry wire;
   entry.ToProto(&wire);
   auto back = ManifestEntry::FromProto(wire);
@@ -218,10 +231,31 @@ TEST(Manifest, AttributesAndLinkCountsSurviveTheWire) {
   EXPECT_EQ(back->path, entry.path);
   EXPECT_EQ(back->nlink, 4u);
   EXPECT_EQ(back->mtime_ns, -1'750'000'000);
-  EXPECT_EQ(back->xattrs, entry.xattrs);
+  EXPECT_EQ(back->xattrs(), entry.xattrs());
   // A record from before link counts were kept reads as one link.
   wire.clear_nlink();
   EXPECT_EQ(ManifestEntry::FromProto(wire)->nlink, 1u);
+}
+
+TEST(Manifest, EntriesWithoutExtrasCarryNone) {
+  ManifestEntry plain = Entry("short", EntryType::kFile, 1, 0100644, 1);
+  plain.set_symlink_target("");
+  plain.set_etag("");
+  plain.set_xattrs({});
+  EXPECT_EQ(plain.heap_bytes(), 0u);
+  // Ten million entries of a manifest in a gigabyte, paths included.
+  EXPECT_LE(sizeof(ManifestEntry), 104u);
+
+  ManifestEntry link = Entry("link", EntryType::kSymlink, 0, 0120777, 1);
+  link.set_symlink_target("a/target/longer/than/a/string/holds/in/place");
+  ManifestEntry copy = link;
+  link.set_symlink_target("elsewhere");
+  EXPECT_EQ(copy.symlink_target(), "a/target/longer/than/a/string/holds/in/place");
+  EXPECT_EQ(link.symlink_target(), "elsewhere");
+  EXPECT_GT(copy.heap_bytes(), sizeof(EntryExtras));
+  copy = plain;
+  EXPECT_EQ(copy.symlink_target(), "");
+  EXPECT_EQ(copy.heap_bytes(), 0u);
 }
 
 TEST(Manifest, CleanPathsAreRecognised) {

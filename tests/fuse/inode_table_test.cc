@@ -18,11 +18,20 @@
 namespace granary::fuse {
 namespace {
 
+ManifestEntry Entry(std::string path, EntryType type, uint64_t size, uint32_t mode) {
+  ManifestEntry entry;
+  entry.path = std::move(path);
+  entry.type = type;
+  entry.size = size;
+  entry.mode = mode;
+  entry.mtime_ns = 1;
+  return entry;
+}
 ManifestEntry Dir(std::string path) {
-  return {std::move(path), EntryType::kDirectory, 0, 040755, 1, "", ""};
+  return Entry(std::move(path), EntryType::kDirectory, 0, 040755);
 }
 ManifestEntry File(std::string path) {
-  return {std::move(path), EntryType::kFile, 1, 0100644, 1, "", ""};
+  return Entry(std::move(path), EntryType::kFile, 1, 0100644);
 }
 
 MountedDataset Mount(ManifestEntries entries) {

@@ -139,7 +139,7 @@ TEST(S3TreeTest, KeysBecomeFilesInDirectories) {
   EXPECT_EQ(entries["a/b"].mode, S_IFDIR | 0550u);
   EXPECT_EQ(entries["marker"].type, EntryType::kDirectory);
   EXPECT_EQ(entries["a/b/c.jpg"].size, 3u);
-  EXPECT_EQ(entries["a/b/c.jpg"].etag, "\"e\"");
+  EXPECT_EQ(entries["a/b/c.jpg"].etag(), "\"e\"");
   EXPECT_EQ(entries["a/b/c.jpg"].mode, S_IFREG | 0440u);
   EXPECT_EQ(entries["a/b/c.jpg"].gid, 44u);
   EXPECT_EQ(entries[""].mtime_ns, 9);

@@ -252,12 +252,12 @@ TEST_F(FillTest, AFillEndsWhenItsVersionIsRefreshedAwayAndWhenItsDatasetIsRemove
 }
 
 // A finished fill is listed until its version goes, but does not hold the
-// version's manifest: with a budget of 1 MiB, under two manifests of 3,500
+// version's manifest: with a budget of 1 MiB, under two manifests of 6,000
 // files, reading another dataset after the fill pushes the filled one's
 // manifest out of memory.
 TEST_F(FillTest, AFinishedFillLetsTheCatalogDropItsManifest) {
   for (const char* name : {"filled", "read"}) {
-    for (int i = 0; i < 3500; ++i) {
+    for (int i = 0; i < 6000; ++i) {
       WriteSourceFile(absl::StrCat(source_.path(), "/", name), absl::StrCat("f", i), "x");
     }
   }

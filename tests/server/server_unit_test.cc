@@ -226,14 +226,14 @@ TEST(PosixScanner, RecordsLinksAttributesAndWhatItSkips) {
   EXPECT_EQ(by_path["a/file"].nlink, 2u);
   EXPECT_EQ(by_path["linked"].inode, by_path["a/file"].inode);
   EXPECT_EQ(by_path["linked"].mtime_ns, -1'750'000'000);
-  EXPECT_EQ(by_path["a/file"].xattrs, (std::vector<ExtendedAttribute>{{"user.origin", "cam1"}}));
-  EXPECT_EQ(by_path["a"].xattrs, (std::vector<ExtendedAttribute>{{"user.label", ""}}));
+  EXPECT_EQ(by_path["a/file"].xattrs(), (std::vector<ExtendedAttribute>{{"user.origin", "cam1"}}));
+  EXPECT_EQ(by_path["a"].xattrs(), (std::vector<ExtendedAttribute>{{"user.label", ""}}));
   struct stat st;
   ASSERT_EQ(::stat((root + "/a").c_str(), &st), 0);
   EXPECT_EQ(by_path["a"].size, static_cast<uint64_t>(st.st_size));
   EXPECT_EQ(by_path["a"].nlink, st.st_nlink);
   ASSERT_EQ(by_path.count("a/absolute"), 1u);
-  EXPECT_EQ(by_path["a/absolute"].symlink_target, "file");
+  EXPECT_EQ(by_path["a/absolute"].symlink_target(), "file");
   EXPECT_EQ(by_path.count("outside"), 0u);
   EXPECT_EQ(by_path.count("a/pipe"), 0u);
 
@@ -516,8 +516,11 @@ constexpr Catalog::Options kAmpleMemory{.manifest_memory_bytes = 1 << 30};
 // A manifest of dataset "ds" whose one file has `size` bytes: each size
 // makes another version.
 std::shared_ptr<const Manifest> ManifestOfSize(uint64_t size) {
-  ManifestEntries entries;
-  entries.push_back({"f", EntryType::kFile, size, 0100644, 1, "", ""});
+  ManifestEntries entries(1);
+  entries[0].path = "f";
+  entries[0].size = size;
+  entries[0].mode = 0100644;
+  entries[0].mtime_ns = 1;
   auto manifest = Manifest::Build({"ds", "/src", 1 << 20}, std::move(entries));
   EXPECT_TRUE(manifest.ok()) << manifest.status();
   return std::make_shared<const Manifest>(*std::move(manifest));
@@ -588,8 +591,11 @@ std::shared_ptr<const Manifest> ManyFilesManifest(const std::string& name, int f
   ManifestEntries entries;
   entries.reserve(files);
   for (int i = 0; i < files; ++i) {
-    entries.push_back({absl::StrFormat("%s/file-%06d.bin", name, i), EntryType::kFile,
-                       static_cast<uint64_t>(i), 0100644, i, "", ""});
+    ManifestEntry& entry = entries.emplace_back();
+    entry.path = absl::StrFormat("%s/file-%06d.bin", name, i);
+    entry.size = static_cast<uint64_t>(i);
+    entry.mode = 0100644;
+    entry.mtime_ns = i;
   }
   auto manifest = Manifest::Build({name, "/src/" + name, 1 << 20}, std::move(entries));
   EXPECT_TRUE(manifest.ok()) << manifest.status();
