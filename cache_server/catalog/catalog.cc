@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
 #include "common/chunk_key.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
@@ -31,6 +32,18 @@ std::string ManifestPrefix(uint64_t version) {
   std::string key(1, kManifestPrefix);
   AppendBigEndian(version, 8, &key);
   return key;
+}
+
+// Page keys are the prefix and 4 more bytes, so this bound is past them all.
+std::string PastManifestPages(uint64_t version) {
+  return ManifestPrefix(version) + std::string(5, '\xff');
+}
+
+// The version a manifest page's key names.
+uint64_t VersionOfPageKey(std::string_view key) {
+  uint64_t version = 0;
+  for (char byte : key.substr(1, 8)) version = version << 8 | static_cast<uint8_t>(byte);
+  return version;
 }
 
 std::string ManifestPageKey(uint64_t version, uint32_t page) {
@@ -104,7 +117,29 @@ absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path, 
     catalog->Install(record, {});
   }
   GRANARY_RETURN_IF_ERROR(RocksStatus(it->status(), "reading datasets"));
+  GRANARY_RETURN_IF_ERROR(catalog->DeleteUnnamedManifestsLocked());
   return catalog;
+}
+
+absl::Status Catalog::DeleteUnnamedManifestsLocked() {
+  rocksdb::WriteBatch batch;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(std::string(1, kManifestPrefix));
+       it->Valid() && it->key().starts_with(std::string_view(&kManifestPrefix, 1));) {
+    const uint64_t version = VersionOfPageKey(it->key().ToStringView());
+    if (!version_owner_.contains(version)) {
+      GRANARY_LOG(WARNING) << "catalog: deleting the manifest pages of version "
+                           << FormatVersion(version)
+                           << ", which no dataset names (a change cut short)";
+      batch.DeleteRange(ManifestPrefix(version), PastManifestPages(version));
+    }
+    it->Seek(PastManifestPages(version));
+  }
+  GRANARY_RETURN_IF_ERROR(RocksStatus(it->status(), "reading manifest pages"));
+  if (batch.Count() == 0) return absl::OkStatus();
+  rocksdb::WriteOptions options;
+  options.sync = true;
+  return RocksStatus(db_->Write(options, &batch), "deleting unnamed manifest pages");
 }
 
 void Catalog::Install(const v1::CatalogDataset& record,
@@ -130,19 +165,38 @@ absl::Status Catalog::WriteDataset(const v1::CatalogDataset& record,
                                    const std::vector<const Manifest*>& new_manifests,
                                    const std::vector<uint64_t>& dropped_versions) {
   rocksdb::WriteBatch batch;
+  absl::Status pages_written;
   for (const Manifest* new_manifest : new_manifests) {
     const ManifestEntries& entries = new_manifest->entries();
     uint32_t page_index = 0;
-    for (size_t start = 0; start < entries.size(); start += kManifestPageEntries) {
+    for (size_t start = 0; start < entries.size() && pages_written.ok();
+         start += kManifestPageEntries) {
       v1::ManifestPage page;
       size_t end = std::min(entries.size(), start + kManifestPageEntries);
       for (size_t i = start; i < end; ++i) entries[i].ToProto(page.add_entries());
       batch.Put(ManifestPageKey(new_manifest->version(), page_index++), page.SerializeAsString());
+      if (batch.GetDataSize() >= options_.manifest_write_batch_bytes) {
+        pages_written = RocksStatus(db_->Write(rocksdb::WriteOptions(), &batch),
+                                    absl::StrCat("writing dataset '", record.name(), "'"));
+        batch.Clear();
+      }
     }
   }
+  if (!pages_written.ok()) {
+    // Pages the record will not name: deleted now if the disk lets us, else at the next Open().
+    for (const Manifest* new_manifest : new_manifests) {
+      batch.DeleteRange(ManifestPrefix(new_manifest->version()),
+                        PastManifestPages(new_manifest->version()));
+    }
+    rocksdb::Status deleted = db_->Write(rocksdb::WriteOptions(), &batch);
+    if (!deleted.ok()) {
+      GRANARY_LOG(WARNING) << "catalog: pages of dataset '" << record.name()
+                           << "' left for the next start to delete: " << deleted.ToString();
+    }
+    return pages_written;
+  }
   for (uint64_t version : dropped_versions) {
-    // Page keys are the prefix and 4 more bytes, so this bound is past them all.
-    batch.DeleteRange(ManifestPrefix(version), ManifestPrefix(version) + std::string(5, '\xff'));
+    batch.DeleteRange(ManifestPrefix(version), PastManifestPages(version));
   }
   batch.Put(DatasetKey(record.name()), record.SerializeAsString());
   rocksdb::WriteOptions options;

@@ -4,8 +4,13 @@
 //
 // Layout: "d" + name -> v1::CatalogDataset; "m" + version (8 bytes, big-endian)
 // + page (4 bytes) -> v1::ManifestPage holding up to kManifestPageEntries
-// entries, in file-id order. A dataset and its manifests are written in one
-// synced batch, so a crash leaves either all of a registration or none.
+// entries, in file-id order. A new version's pages are written first, in
+// batches of at most `manifest_write_batch_bytes` (RocksDB holds a batch in
+// memory whole, and again at a restart that replays it: one batch of a
+// ten-million-entry manifest held half a gigabyte both times), and then the
+// dataset's record, in a synced batch with whatever the change deletes. A
+// crash thus leaves all of a change or pages that no record names, which
+// Open() deletes.
 //
 // Removing a dataset leaves a tombstone (a record with `removed` set and no
 // versions), and every record carries the time it last changed, so that
@@ -64,6 +69,8 @@ class Catalog {
   struct Options {
     // The budget of the manifests kept in memory, in bytes.
     uint64_t manifest_memory_bytes;
+    // The most bytes of manifest pages written in one batch.
+    uint64_t manifest_write_batch_bytes = 32 << 20;
   };
 
   // Opens or creates the catalog at `path`.
@@ -147,6 +154,8 @@ class Catalog {
   absl::Status WriteDataset(const v1::CatalogDataset& record,
                             const std::vector<const Manifest*>& new_manifests,
                             const std::vector<uint64_t>& dropped_versions);
+  // Deletes the pages of manifests whose version no record names.
+  absl::Status DeleteUnnamedManifestsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The live record or tombstone of `name`, or null.
   const v1::CatalogDataset* Held(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Whether `record` changed later than what is held under its name.

@@ -27,6 +27,7 @@
 #include "common/chunk_math.h"
 #include "common/source_path.h"
 #include "proto/granary.pb.h"
+#include "rocksdb/db.h"
 #include "source/posix_scanner.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
@@ -641,6 +642,63 @@ TEST(Catalog, ManifestsInMemoryStayWithinTheBudgetAndDroppedOnesLoadAgain) {
     EXPECT_LE((*catalog)->ManifestMemory().bytes, budget);
   }
   EXPECT_GT((*catalog)->ManifestMemory().loads, 0u);
+}
+
+// A manifest of three pages, written a page to a batch, comes back whole
+// after the catalog is opened again.
+TEST(Catalog, AManifestWrittenInSeveralBatchesLoadsBackWhole) {
+  TempDir dir;
+  const std::string path = dir.path() + "/catalog";
+  constexpr int kThreePages = 2 * Catalog::kManifestPageEntries + 1;
+  std::shared_ptr<const Manifest> manifest = ManyFilesManifest("ds", kThreePages);
+  {
+    auto catalog =
+        Catalog::Open(path, {.manifest_memory_bytes = 1, .manifest_write_batch_bytes = 1});
+    ASSERT_TRUE(catalog.ok()) << catalog.status();
+    ASSERT_TRUE((*catalog)->Create(manifest, 1, v1::FILL_DEFAULT, 1000).ok());
+  }
+  auto catalog = Catalog::Open(path, {.manifest_memory_bytes = 1});
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  auto loaded = (*catalog)->GetManifest(manifest->version());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ExpectSameManifest(**loaded, *manifest);
+}
+
+// Pages that no record names (what a crash between a manifest's pages and
+// its record leaves) are deleted when the catalog opens; the named stay.
+TEST(Catalog, ManifestPagesNoRecordNamesAreDeletedAtOpen) {
+  TempDir dir;
+  const std::string path = dir.path() + "/catalog";
+  std::shared_ptr<const Manifest> named = ManyFilesManifest("ds", kManyFiles);
+  {
+    auto catalog = Catalog::Open(path, kAmpleMemory);
+    ASSERT_TRUE(catalog.ok()) << catalog.status();
+    ASSERT_TRUE((*catalog)->Create(named, 1, v1::FILL_DEFAULT, 1000).ok());
+  }
+  // Catalog.h's layout: "m", the version in 8 bytes and the page in 4, big-endian.
+  const std::string unnamed_page = std::string("m\0\0\0\0\0\0\x12\x34\0\0\0\0", 13);
+  auto with_raw_db = [&](auto use) {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), path, &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    use(*db);
+  };
+  with_raw_db([&](rocksdb::DB& db) {
+    v1::ManifestPage page;
+    named->entries()[0].ToProto(page.add_entries());
+    ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), unnamed_page, page.SerializeAsString()).ok());
+  });
+  {
+    auto catalog = Catalog::Open(path, kAmpleMemory);
+    ASSERT_TRUE(catalog.ok()) << catalog.status();
+    auto loaded = (*catalog)->GetManifest(named->version());
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    ExpectSameManifest(**loaded, *named);
+  }
+  with_raw_db([&](rocksdb::DB& db) {
+    std::string value;
+    EXPECT_TRUE(db.Get(rocksdb::ReadOptions(), unnamed_page, &value).IsNotFound());
+  });
 }
 
 // What a caller holds is never dropped, however far over the budget: asking
