@@ -15,13 +15,15 @@ run in turn on the same tree), in order:
     exports it).
 Budgets: --server-budget-mib for granaryd (--manifest-memory-mib) and
 --fuse-budget for granary-fuse (--manifest-memory), passed only to builds
-that take them. Prints one line per figure and a table in Markdown.
+that take them; --max-dataset-entries raises granaryd's limit on a dataset's
+entries (5,000,000 by default) for trees larger than that. Peak figures are
+the processes' VmHWM: the most they held at once, registration included. Prints one line per figure and a table in Markdown.
 
 Usage (as root):
   /usr/bin/python3 bench/fuse/manifest_memory.py --build build \\
       [--baseline OLD_BUILD] [--datasets 8] [--files 250000] \\
       [--server-budget-mib 256] [--fuse-budget 256MiB] \\
-      [--workdir /var/tmp/granary-manifest-memory]
+      [--max-dataset-entries N] [--workdir /var/tmp/granary-manifest-memory]
 """
 import argparse
 import os
@@ -41,12 +43,20 @@ def log(text):
     print(text, flush=True)
 
 
-def rss_mib(pid):
+def memory_mib(pid, field):
     with open("/proc/%d/status" % pid) as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS for pid %d" % pid)
+    raise RuntimeError("no %s for pid %d" % (field, pid))
+
+
+def rss_mib(pid):
+    return memory_mib(pid, "VmRSS")
+
+
+def peak_mib(pid):
+    return memory_mib(pid, "VmHWM")
 
 
 def make_tree(source, files):
@@ -70,7 +80,7 @@ def takes_flag(binary, flag):
 
 
 class Server:
-    def __init__(self, build, work, budget_mib):
+    def __init__(self, build, work, budget_mib, max_entries):
         self.binary = os.path.join(build, "granaryd")
         self.work = work
         self.socket = os.path.join(work, "granaryd.sock")
@@ -78,6 +88,11 @@ class Server:
         self.extra = []
         if takes_flag(self.binary, "--manifest-memory-mib"):
             self.extra = ["--manifest-memory-mib", str(budget_mib)]
+        if max_entries:
+            config = os.path.join(work, "granaryd.yaml")
+            with open(config, "w") as out:
+                out.write("max_dataset_entries: %d\n" % max_entries)
+            self.extra += ["--config", config]
         self.cli = [os.path.join(build, "granary"), "--server", "unix:" + self.socket]
         self.proc = None
 
@@ -125,7 +140,7 @@ def run(label, build, args, source, names):
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     figures = {}
-    server = Server(build, work, args.server_budget_mib)
+    server = Server(build, work, args.server_budget_mib, args.max_dataset_entries)
     server.start()
     start = time.perf_counter()
     for name in names:
@@ -133,6 +148,7 @@ def run(label, build, args, source, names):
                        capture_output=True)
     figures["register_s"] = time.perf_counter() - start
     figures["granaryd_after_register"] = rss_mib(server.proc.pid)
+    figures["granaryd_peak_register"] = peak_mib(server.proc.pid)
     server.stop()
     server.start()
     figures["granaryd_after_restart"] = rss_mib(server.proc.pid)
@@ -160,8 +176,16 @@ def run(label, build, args, source, names):
     figures["first_read_each_s"] = time.perf_counter() - start
     figures["fuse_after_reads"] = rss_mib(pid)
     figures["granaryd_after_reads"] = rss_mib(server.proc.pid)
+    figures["fuse_peak"] = peak_mib(pid)
+    figures["granaryd_peak_after_restart"] = peak_mib(server.proc.pid)
     gauge = server.gauge("granary_manifest_memory_bytes")
     figures["granaryd_manifest_gauge"] = gauge / MIB if gauge is not None else None
+    held = server.gauge("granary_manifests_in_memory")
+    figures["granaryd_manifests_held"] = held
+    # Every dataset's manifest lists the same tree: its files, a directory
+    # per 1,000 of them, and the root.
+    entries = args.files + (args.files + 999) // 1000 + 1
+    figures["granaryd_bytes_per_entry"] = gauge / (held * entries) if gauge and held else None
     unmount(mountpoint)
     server.stop()
     for key, value in figures.items():
@@ -177,6 +201,7 @@ def main():
     parser.add_argument("--files", type=int, default=250000)
     parser.add_argument("--server-budget-mib", type=int, default=256)
     parser.add_argument("--fuse-budget", default="256MiB")
+    parser.add_argument("--max-dataset-entries", type=int, default=0)
     parser.add_argument("--workdir", default="/var/tmp/granary-manifest-memory")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
@@ -190,6 +215,7 @@ def main():
 
     rows = [("register_s", "register %d datasets, s" % args.datasets),
             ("granaryd_after_register", "granaryd RSS after registering, MiB"),
+            ("granaryd_peak_register", "granaryd peak RSS while registering, MiB"),
             ("granaryd_after_restart", "granaryd RSS after a restart, MiB"),
             ("mount_s", "mount of every dataset until ready, s"),
             ("ls_root_s", "`ls` of the mount's root, s"),
@@ -197,7 +223,11 @@ def main():
             ("first_read_each_s", "first read of one file in every dataset, s"),
             ("fuse_after_reads", "granary-fuse RSS after those reads, MiB"),
             ("granaryd_after_reads", "granaryd RSS after those reads, MiB"),
-            ("granaryd_manifest_gauge", "granary_manifest_memory_bytes, MiB")]
+            ("granaryd_peak_after_restart", "granaryd peak RSS from its restart to here, MiB"),
+            ("fuse_peak", "granary-fuse peak RSS, MiB"),
+            ("granaryd_manifest_gauge", "granary_manifest_memory_bytes, MiB"),
+            ("granaryd_manifests_held", "granary_manifests_in_memory"),
+            ("granaryd_bytes_per_entry", "manifest bytes per entry in granaryd")]
     labels = list(results)
     print("\n| %d datasets of %d files | %s |" % (args.datasets, args.files, " | ".join(labels)))
     print("|---|" + "---|" * len(labels))
