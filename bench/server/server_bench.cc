@@ -2,6 +2,9 @@
 // like with like on a noisy machine:
 //   hot:  ReadChunk of cached 4 MiB chunks through gRPC on the Unix socket,
 //         against ChunkStore::Read of the same chunks in-process;
+//   small: ReadChunk of 110 KiB of cached chunks (an image's size), one call
+//         at a time, on the Unix socket and over TCP as peers call: what a
+//         read of a small file a peer holds costs in calls, not bytes;
 //   cold: ReadChunk of chunks granaryd has not cached (read-through from a
 //         posix source in the page cache, then stored), against pread of the
 //         same ranges of the source directly;
@@ -40,6 +43,7 @@ struct Fixture {
   testing::TempDir source;
   std::unique_ptr<testing::GranarydProcess> server;
   std::unique_ptr<v1::Granary::Stub> stub;
+  std::unique_ptr<v1::Granary::Stub> tcp_stub;
   int generation = 0;
 
   Fixture() {
@@ -55,6 +59,7 @@ struct Fixture {
     }
     server = *std::move(started);
     stub = server->SocketStub();
+    tcp_stub = server->TcpStub();
   }
 
   std::string Path(int f) const { return source.path() + "/f" + std::to_string(f); }
@@ -98,18 +103,21 @@ Fixture& Shared() {
   return *shared_fixture;
 }
 
+// Reads `length` bytes at `offset` of a chunk (0: to its end).
 size_t ReadChunkOverGrpc(v1::Granary::Stub* stub, uint64_t version, uint64_t file_id,
-                         uint32_t index) {
+                         uint32_t index, uint32_t offset = 0, uint32_t length = 0) {
   v1::ReadChunkRequest request;
   request.mutable_key()->set_dataset_version(version);
   request.mutable_key()->set_file_id(file_id);
   request.mutable_key()->set_chunk_index(index);
+  request.set_offset(offset);
+  request.set_length(length);
   grpc::ClientContext context;
   auto reader = stub->ReadChunk(&context, request);
   v1::ReadChunkResponse response;
   size_t bytes = 0;
   while (reader->Read(&response)) bytes += response.data().size();
-  if (!reader->Finish().ok() || bytes != kChunk) std::abort();
+  if (!reader->Finish().ok() || bytes != (length == 0 ? kChunk : length)) std::abort();
   return bytes;
 }
 
@@ -130,6 +138,30 @@ void BM_HotReadThroughGrpcUnixSocket(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kChunk);
 }
 BENCHMARK(BM_HotReadThroughGrpcUnixSocket)->UseRealTime()->MinTime(2);
+
+// 110 KiB at a time from cached chunks, walking through them; state.range(0)
+// picks the transport: 0 the Unix socket, 1 TCP on loopback.
+void BM_HotSmallReadThroughGrpc(benchmark::State& state) {
+  constexpr uint32_t kSmallRead = 110 << 10;
+  constexpr uint32_t kReadsPerChunk = kChunk / kSmallRead;
+  Fixture& fixture = Shared();
+  v1::Granary::Stub* stub = state.range(0) == 0 ? fixture.stub.get() : fixture.tcp_stub.get();
+  auto [version, ids] = fixture.FreshDataset();
+  for (int c = 0; c < kChunksPerDataset; ++c) {  // Warm every chunk.
+    ReadChunkOverGrpc(fixture.stub.get(), version, ids[c / kChunksPerFile], c % kChunksPerFile);
+  }
+  uint64_t read = 0;
+  for (auto _ : state) {
+    const uint64_t c = read / kReadsPerChunk % kChunksPerDataset;
+    ReadChunkOverGrpc(stub, version, ids[c / kChunksPerFile], c % kChunksPerFile,
+                      read % kReadsPerChunk * kSmallRead, kSmallRead);
+    ++read;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * kSmallRead);
+  state.SetLabel(state.range(0) == 0 ? "unix socket" : "tcp");
+}
+BENCHMARK(BM_HotSmallReadThroughGrpc)->Arg(0)->Arg(1)->UseRealTime()->MinTime(2);
 
 void BM_HotReadStoreDirect(benchmark::State& state) {
   testing::TempDir dir;
