@@ -94,58 +94,48 @@ const EntryExtras& NoExtras() {
 
 }  // namespace
 
-ManifestEntry::ManifestEntry(const ManifestEntry& other)
-    : path(other.path),
-      size(other.size),
-      mtime_ns(other.mtime_ns),
-      device(other.device),
-      inode(other.inode),
-      ctime_ns(other.ctime_ns),
-      mode(other.mode),
-      uid(other.uid),
-      gid(other.gid),
-      nlink(other.nlink),
-      type(other.type),
-      extras_(other.extras_ ? std::make_unique<EntryExtras>(*other.extras_) : nullptr) {}
+EntryExtrasBox::EntryExtrasBox(const EntryExtrasBox& other)
+    : extras_(other.extras_ ? std::make_unique<EntryExtras>(*other.extras_) : nullptr) {}
 
-ManifestEntry& ManifestEntry::operator=(const ManifestEntry& other) {
-  if (this != &other) *this = ManifestEntry(other);
+EntryExtrasBox& EntryExtrasBox::operator=(const EntryExtrasBox& other) {
+  if (this != &other) *this = EntryExtrasBox(other);
   return *this;
 }
 
-const std::string& ManifestEntry::symlink_target() const {
-  return (extras_ ? *extras_ : NoExtras()).symlink_target;
-}
-
-const std::string& ManifestEntry::etag() const { return (extras_ ? *extras_ : NoExtras()).etag; }
-
-const std::vector<ExtendedAttribute>& ManifestEntry::xattrs() const {
-  return (extras_ ? *extras_ : NoExtras()).xattrs;
-}
-
-EntryExtras& ManifestEntry::MutableExtras() {
+EntryExtras& EntryExtrasBox::GetOrCreate() {
   if (!extras_) extras_ = std::make_unique<EntryExtras>();
   return *extras_;
 }
 
+const EntryExtras& ManifestEntry::extras() const {
+  return extras_.get() != nullptr ? *extras_.get() : NoExtras();
+}
+
+const std::string& ManifestEntry::symlink_target() const { return extras().symlink_target; }
+
+const std::string& ManifestEntry::etag() const { return extras().etag; }
+
+const std::vector<ExtendedAttribute>& ManifestEntry::xattrs() const { return extras().xattrs; }
+
 void ManifestEntry::set_symlink_target(std::string target) {
-  if (!target.empty() || extras_) MutableExtras().symlink_target = std::move(target);
+  if (!target.empty() || extras_.get()) extras_.GetOrCreate().symlink_target = std::move(target);
 }
 
 void ManifestEntry::set_etag(std::string etag) {
-  if (!etag.empty() || extras_) MutableExtras().etag = std::move(etag);
+  if (!etag.empty() || extras_.get()) extras_.GetOrCreate().etag = std::move(etag);
 }
 
 void ManifestEntry::set_xattrs(std::vector<ExtendedAttribute> xattrs) {
-  if (!xattrs.empty() || extras_) MutableExtras().xattrs = std::move(xattrs);
+  if (!xattrs.empty() || extras_.get()) extras_.GetOrCreate().xattrs = std::move(xattrs);
 }
 
 uint64_t ManifestEntry::heap_bytes() const {
   uint64_t bytes = HeapBytesOf(path);
-  if (!extras_) return bytes;
-  bytes += sizeof(EntryExtras) + HeapBytesOf(extras_->symlink_target) + HeapBytesOf(extras_->etag) +
-           extras_->xattrs.capacity() * sizeof(ExtendedAttribute);
-  for (const ExtendedAttribute& xattr : extras_->xattrs) {
+  const EntryExtras* extras = extras_.get();
+  if (extras == nullptr) return bytes;
+  bytes += sizeof(EntryExtras) + HeapBytesOf(extras->symlink_target) + HeapBytesOf(extras->etag) +
+           extras->xattrs.capacity() * sizeof(ExtendedAttribute);
+  for (const ExtendedAttribute& xattr : extras->xattrs) {
     bytes += HeapBytesOf(xattr.name) + HeapBytesOf(xattr.value);
   }
   return bytes;

@@ -67,15 +67,26 @@ struct EntryExtras {
   std::vector<ExtendedAttribute> xattrs;  // Sorted by name.
 };
 
+// An entry's EntryExtras on the heap, or none; a copy copies them.
+class EntryExtrasBox {
+ public:
+  EntryExtrasBox() = default;
+  EntryExtrasBox(const EntryExtrasBox& other);
+  EntryExtrasBox& operator=(const EntryExtrasBox& other);
+  EntryExtrasBox(EntryExtrasBox&&) noexcept = default;
+  EntryExtrasBox& operator=(EntryExtrasBox&&) noexcept = default;
+
+  // Null when there are none.
+  const EntryExtras* get() const { return extras_.get(); }
+  EntryExtras& GetOrCreate();
+
+ private:
+  std::unique_ptr<EntryExtras> extras_;
+};
+
 // Fields are ordered by size so that a manifest of ten million entries pays
 // no padding.
 struct ManifestEntry {
-  ManifestEntry() = default;
-  ManifestEntry(const ManifestEntry& other);
-  ManifestEntry& operator=(const ManifestEntry& other);
-  ManifestEntry(ManifestEntry&&) noexcept = default;
-  ManifestEntry& operator=(ManifestEntry&&) noexcept = default;
-
   std::string path;  // Relative, '/'-separated, no leading slash; "" is the root.
   uint64_t size = 0;
   int64_t mtime_ns = 0;
@@ -109,9 +120,9 @@ struct ManifestEntry {
   static absl::StatusOr<ManifestEntry> FromProto(v1::ManifestEntry entry);
 
  private:
-  EntryExtras& MutableExtras();
+  const EntryExtras& extras() const;
 
-  std::unique_ptr<EntryExtras> extras_;
+  EntryExtrasBox extras_;
 };
 
 // No manifest holds more entries: granaryd's max_dataset_entries cannot be
