@@ -24,7 +24,37 @@
 namespace granary::testing {
 namespace {
 
-class KillTest : public FaultTest {};
+class KillTest : public FaultTest {
+ protected:
+  // Drops the source's pages from the page cache, so that reading it takes
+  // the disk's time.
+  void EvictSourceFromPageCache(const std::vector<SourceFile>& files) {
+    for (const SourceFile& file : files) {
+      int fd = ::open((source_ + "/" + file.path).c_str(), O_RDONLY | O_CLOEXEC);
+      ASSERT_GE(fd, 0) << file.path;
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+    }
+  }
+
+  // Once the kills are over and `readers` stopped: every chunk the store
+  // holds reads back right, and the readers saw no error and no wrong byte.
+  // Sets `held` to the chunks the store holds; returns the readers' tally
+  // with the store's verified reads added, for the table's row.
+  ReadTally ExpectNothingWrong(const std::vector<SourceFile>& files, ReaderPool& readers,
+                               int rounds, uint64_t* held) {
+    ReadTally store;
+    *held = VerifyCachedChunks(files, &store);
+    EXPECT_EQ(store.bytes_wrong, 0u);
+    EXPECT_EQ(Metric("granary_store_checksum_failures_total"), 0);
+    ReadTally tally = readers.Tally();
+    EXPECT_EQ(tally.errors, 0u) << tally.first_errors.front();
+    EXPECT_EQ(tally.bytes_wrong, 0u);
+    EXPECT_GT(tally.reads_verified, static_cast<uint64_t>(rounds));
+    tally.reads_verified += store.reads_verified;
+    return tally;
+  }
+};
 
 TEST_F(KillTest, SigkillMidPrewarmAndMidReadLosesNothingAndServesNoWrongByte) {
   const int rounds = EnvInt("GRANARY_FAULT_ROUNDS", 10);
@@ -53,12 +83,8 @@ TEST_F(KillTest, SigkillMidPrewarmAndMidReadLosesNothingAndServesNoWrongByte) {
 
     // From the disk, not the page cache, so that a prewarm is still running
     // when the kill comes.
-    for (const SourceFile& file : files) {
-      int fd = ::open((source_ + "/" + file.path).c_str(), O_RDONLY | O_CLOEXEC);
-      ASSERT_GE(fd, 0) << file.path;
-      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-      ::close(fd);
-    }
+    EvictSourceFromPageCache(files);
+    if (HasFatalFailure()) return;
     // Kill once the prewarm has fetched something in this life.
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
@@ -92,16 +118,9 @@ TEST_F(KillTest, SigkillMidPrewarmAndMidReadLosesNothingAndServesNoWrongByte) {
   EXPECT_EQ(last.chunks_already_cached(), cached);
   EXPECT_EQ(Metric("granary_source_reads_total") - fetched_before, last.chunks_total() - cached);
 
-  ReadTally store;
-  EXPECT_EQ(VerifyCachedChunks(files, &store), last.chunks_total());
-  EXPECT_EQ(store.bytes_wrong, 0u);
-  EXPECT_EQ(Metric("granary_store_checksum_failures_total"), 0);
-
-  ReadTally tally = readers.Tally();
-  EXPECT_EQ(tally.errors, 0u) << tally.first_errors.front();
-  EXPECT_EQ(tally.bytes_wrong, 0u);
-  EXPECT_GT(tally.reads_verified, static_cast<uint64_t>(rounds));
-  tally.reads_verified += store.reads_verified;
+  uint64_t held = 0;
+  ReadTally tally = ExpectNothingWrong(files, readers, rounds, &held);
+  EXPECT_EQ(held, last.chunks_total());
   ReportFaultRow({"SIGKILL granaryd mid-prewarm and mid-read (4 readers through the mount)", rounds,
                   tally,
                   absl::StrFormat("reads never failed; granaryd serving again %.2f s after "
@@ -116,12 +135,8 @@ TEST_F(KillTest, SigkillWithChunksWaitingToBeStoredServesNoWrongByte) {
   StartServerAndRegister();
   Mount({"--rpc-timeout-ms", "2000", "--retry-server-ms", "200"});
   if (HasFatalFailure()) return;
-  for (const SourceFile& file : files) {
-    int fd = ::open((source_ + "/" + file.path).c_str(), O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(fd, 0) << file.path;
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
-  }
+  EvictSourceFromPageCache(files);
+  if (HasFatalFailure()) return;
   ReaderPool readers(mounted_, files, 4, /*seed=*/2);
 
   std::mt19937_64 random(11);
@@ -145,15 +160,9 @@ TEST_F(KillTest, SigkillWithChunksWaitingToBeStoredServesNoWrongByte) {
   EXPECT_GE(killed_with_chunks_queued, rounds / 2) << "the write-behind queue was seldom busy";
   readers.Stop();
 
-  ReadTally store;
-  EXPECT_GT(VerifyCachedChunks(files, &store), 0u);
-  EXPECT_EQ(store.bytes_wrong, 0u);
-  EXPECT_EQ(Metric("granary_store_checksum_failures_total"), 0);
-  ReadTally tally = readers.Tally();
-  EXPECT_EQ(tally.errors, 0u) << tally.first_errors.front();
-  EXPECT_EQ(tally.bytes_wrong, 0u);
-  EXPECT_GT(tally.reads_verified, static_cast<uint64_t>(rounds));
-  tally.reads_verified += store.reads_verified;
+  uint64_t held = 0;
+  ReadTally tally = ExpectNothingWrong(files, readers, rounds, &held);
+  EXPECT_GT(held, 0u);
   ReportFaultRow({"SIGKILL granaryd with missed chunks waiting in write-behind (4 readers)", rounds,
                   tally,
                   absl::StrFormat("%d/%d kills came with chunks queued (up to %.1f MiB); every "
