@@ -7,22 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/absl_compat.h"
+#include "common/big_endian.h"
 #include "proto/granary.pb.h"
 
 namespace granary {
-namespace {
-
-void PutBigEndian(uint64_t value, int bytes, char* out) {
-  for (int i = 0; i < bytes; ++i) out[i] = static_cast<char>(value >> (8 * (bytes - 1 - i)));
-}
-
-uint64_t GetBigEndian(std::string_view in, int bytes) {
-  uint64_t value = 0;
-  for (int i = 0; i < bytes; ++i) value = (value << 8) | static_cast<uint8_t>(in[i]);
-  return value;
-}
-
-}  // namespace
 
 std::string ChunkKey::Encode() const {
   char out[kEncodedSize];
@@ -42,9 +30,9 @@ absl::StatusOr<ChunkKey> ChunkKey::Decode(std::string_view encoded) {
         absl::StrCat("chunk key must be ", kEncodedSize, " bytes, got ", encoded.size()));
   }
   ChunkKey key;
-  key.dataset_version = GetBigEndian(encoded.substr(0, 8), 8);
-  key.file_id = GetBigEndian(encoded.substr(8, 8), 8);
-  key.chunk_index = static_cast<uint32_t>(GetBigEndian(encoded.substr(16, 4), 4));
+  key.dataset_version = ReadBigEndian(encoded.substr(0, 8), 8);
+  key.file_id = ReadBigEndian(encoded.substr(8, 8), 8);
+  key.chunk_index = static_cast<uint32_t>(ReadBigEndian(encoded.substr(16, 4), 4));
   return key;
 }
 

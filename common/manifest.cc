@@ -92,6 +92,13 @@ const EntryExtras& NoExtras() {
   return *kNone;
 }
 
+// Sets one field of `box`'s extras; an empty value given to no extras
+// allocates none.
+template <typename Field>
+void SetExtra(EntryExtrasBox& box, Field EntryExtras::*field, Field value) {
+  if (!value.empty() || box.get() != nullptr) box.GetOrCreate().*field = std::move(value);
+}
+
 }  // namespace
 
 EntryExtrasBox::EntryExtrasBox(const EntryExtrasBox& other)
@@ -118,15 +125,15 @@ const std::string& ManifestEntry::etag() const { return extras().etag; }
 const std::vector<ExtendedAttribute>& ManifestEntry::xattrs() const { return extras().xattrs; }
 
 void ManifestEntry::set_symlink_target(std::string target) {
-  if (!target.empty() || extras_.get()) extras_.GetOrCreate().symlink_target = std::move(target);
+  SetExtra(extras_, &EntryExtras::symlink_target, std::move(target));
 }
 
 void ManifestEntry::set_etag(std::string etag) {
-  if (!etag.empty() || extras_.get()) extras_.GetOrCreate().etag = std::move(etag);
+  SetExtra(extras_, &EntryExtras::etag, std::move(etag));
 }
 
 void ManifestEntry::set_xattrs(std::vector<ExtendedAttribute> xattrs) {
-  if (!xattrs.empty() || extras_.get()) extras_.GetOrCreate().xattrs = std::move(xattrs);
+  SetExtra(extras_, &EntryExtras::xattrs, std::move(xattrs));
 }
 
 uint64_t ManifestEntry::heap_bytes() const {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
+#include "common/big_endian.h"
 #include "common/chunk_key.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -17,10 +18,7 @@ namespace {
 
 constexpr char kDatasetPrefix = 'd';
 constexpr char kManifestPrefix = 'm';
-
-void AppendBigEndian(uint64_t value, int bytes, std::string* out) {
-  for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>(value >> (8 * i)));
-}
+constexpr char kPendingPrefix = 'p';
 
 std::string DatasetKey(std::string_view name) {
   std::string key(1, kDatasetPrefix);
@@ -39,11 +37,11 @@ std::string PastManifestPages(uint64_t version) {
   return ManifestPrefix(version) + std::string(5, '\xff');
 }
 
-// The version a manifest page's key names.
-uint64_t VersionOfPageKey(std::string_view key) {
-  uint64_t version = 0;
-  for (char byte : key.substr(1, 8)) version = version << 8 | static_cast<uint8_t>(byte);
-  return version;
+// Marks `version`'s pages as written before the record that names them.
+std::string PendingKey(uint64_t version) {
+  std::string key(1, kPendingPrefix);
+  AppendBigEndian(version, 8, &key);
+  return key;
 }
 
 std::string ManifestPageKey(uint64_t version, uint32_t page) {
@@ -124,18 +122,18 @@ absl::StatusOr<std::unique_ptr<Catalog>> Catalog::Open(const std::string& path, 
 absl::Status Catalog::DeleteUnnamedManifestsLocked() {
   rocksdb::WriteBatch batch;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
-  for (it->Seek(std::string(1, kManifestPrefix));
-       it->Valid() && it->key().starts_with(std::string_view(&kManifestPrefix, 1));) {
-    const uint64_t version = VersionOfPageKey(it->key().ToStringView());
+  for (it->Seek(std::string(1, kPendingPrefix));
+       it->Valid() && it->key().starts_with(std::string_view(&kPendingPrefix, 1)); it->Next()) {
+    const uint64_t version = ReadBigEndian(it->key().ToStringView().substr(1), 8);
     if (!version_owner_.contains(version)) {
       GRANARY_LOG(WARNING) << "catalog: deleting the manifest pages of version "
                            << FormatVersion(version)
                            << ", which no dataset names (a change cut short)";
       batch.DeleteRange(ManifestPrefix(version), PastManifestPages(version));
     }
-    it->Seek(PastManifestPages(version));
+    batch.Delete(it->key());
   }
-  GRANARY_RETURN_IF_ERROR(RocksStatus(it->status(), "reading manifest pages"));
+  GRANARY_RETURN_IF_ERROR(RocksStatus(it->status(), "reading pending manifests"));
   if (batch.Count() == 0) return absl::OkStatus();
   rocksdb::WriteOptions options;
   options.sync = true;
@@ -167,6 +165,9 @@ absl::Status Catalog::WriteDataset(const v1::CatalogDataset& record,
   rocksdb::WriteBatch batch;
   absl::Status pages_written;
   for (const Manifest* new_manifest : new_manifests) {
+    // Goes out with the first pages and is deleted with the record: a crash
+    // between them leaves it for Open() to find.
+    batch.Put(PendingKey(new_manifest->version()), "");
     const ManifestEntries& entries = new_manifest->entries();
     uint32_t page_index = 0;
     for (size_t start = 0; start < entries.size() && pages_written.ok();
@@ -187,6 +188,7 @@ absl::Status Catalog::WriteDataset(const v1::CatalogDataset& record,
     for (const Manifest* new_manifest : new_manifests) {
       batch.DeleteRange(ManifestPrefix(new_manifest->version()),
                         PastManifestPages(new_manifest->version()));
+      batch.Delete(PendingKey(new_manifest->version()));
     }
     rocksdb::Status deleted = db_->Write(rocksdb::WriteOptions(), &batch);
     if (!deleted.ok()) {
@@ -194,6 +196,9 @@ absl::Status Catalog::WriteDataset(const v1::CatalogDataset& record,
                            << "' left for the next start to delete: " << deleted.ToString();
     }
     return pages_written;
+  }
+  for (const Manifest* new_manifest : new_manifests) {
+    batch.Delete(PendingKey(new_manifest->version()));
   }
   for (uint64_t version : dropped_versions) {
     batch.DeleteRange(ManifestPrefix(version), PastManifestPages(version));

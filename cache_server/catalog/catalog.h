@@ -8,9 +8,9 @@
 // batches of at most `manifest_write_batch_bytes` (RocksDB holds a batch in
 // memory whole, and again at a restart that replays it: one batch of a
 // ten-million-entry manifest held half a gigabyte both times), and then the
-// dataset's record, in a synced batch with whatever the change deletes. A
-// crash thus leaves all of a change or pages that no record names, which
-// Open() deletes.
+// dataset's record, in a synced batch with whatever the change deletes. While
+// no record names them, "p" + version marks them: a crash thus leaves all of
+// a change, or marked pages, which Open() deletes (reading only the marks).
 //
 // Removing a dataset leaves a tombstone (a record with `removed` set and no
 // versions), and every record carries the time it last changed, so that
@@ -154,7 +154,7 @@ class Catalog {
   absl::Status WriteDataset(const v1::CatalogDataset& record,
                             const std::vector<const Manifest*>& new_manifests,
                             const std::vector<uint64_t>& dropped_versions);
-  // Deletes the pages of manifests whose version no record names.
+  // Deletes the marked pages of manifests that no record came to name.
   absl::Status DeleteUnnamedManifestsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The live record or tombstone of `name`, or null.
   const v1::CatalogDataset* Held(const std::string& name) const ABSL_SHARED_LOCKS_REQUIRED(mu_);

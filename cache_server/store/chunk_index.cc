@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
+#include "common/big_endian.h"
 #include "common/chunk_key.h"
 #include "common/file_util.h"
 #include "common/logging.h"
@@ -24,15 +25,9 @@ constexpr char kSyncedTag = 's';
 constexpr char kVersionTag = 'v';
 
 std::string BigEndian64(uint64_t value) {
-  std::string out(8, '\0');
-  for (int i = 7; i >= 0; --i, value >>= 8) out[i] = static_cast<char>(value & 0xff);
+  std::string out;
+  AppendBigEndian(value, 8, &out);
   return out;
-}
-
-uint64_t ParseBigEndian64(std::string_view bytes) {
-  uint64_t value = 0;
-  for (unsigned char c : bytes.substr(0, 8)) value = value << 8 | c;
-  return value;
 }
 
 rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
@@ -176,7 +171,7 @@ absl::StatusOr<std::set<uint64_t>> ChunkIndex::SyncedFiles() const {
   std::set<uint64_t> synced;
   GRANARY_RETURN_IF_ERROR(ScanPrefix(*db_, meta_, std::string(1, kSyncedTag),
                                      [&](std::string_view key, std::string_view) {
-                                       synced.insert(ParseBigEndian64(key.substr(1)));
+                                       synced.insert(ReadBigEndian(key.substr(1), 8));
                                      }));
   return synced;
 }
@@ -197,7 +192,7 @@ absl::StatusOr<std::map<uint64_t, VersionState>> ChunkIndex::VersionStates() con
         if (value.size() != 1) return;
         const auto state = static_cast<VersionState>(value[0]);
         if (state == VersionState::kActive || state == VersionState::kPinned) {
-          states[ParseBigEndian64(key.substr(1))] = state;
+          states[ReadBigEndian(key.substr(1), 8)] = state;
         }
       }));
   return states;

@@ -664,8 +664,8 @@ TEST(Catalog, AManifestWrittenInSeveralBatchesLoadsBackWhole) {
   ExpectSameManifest(**loaded, *manifest);
 }
 
-// Pages that no record names (what a crash between a manifest's pages and
-// its record leaves) are deleted when the catalog opens; the named stay.
+// Marked pages that no record names (what a crash between a manifest's pages
+// and its record leaves) are deleted when the catalog opens; the named stay.
 TEST(Catalog, ManifestPagesNoRecordNamesAreDeletedAtOpen) {
   TempDir dir;
   const std::string path = dir.path() + "/catalog";
@@ -675,8 +675,10 @@ TEST(Catalog, ManifestPagesNoRecordNamesAreDeletedAtOpen) {
     ASSERT_TRUE(catalog.ok()) << catalog.status();
     ASSERT_TRUE((*catalog)->Create(named, 1, v1::FILL_DEFAULT, 1000).ok());
   }
-  // Catalog.h's layout: "m", the version in 8 bytes and the page in 4, big-endian.
+  // Catalog.h's layout: "m", the version in 8 bytes and the page in 4,
+  // big-endian; "p" and the version mark it as written before its record.
   const std::string unnamed_page = std::string("m\0\0\0\0\0\0\x12\x34\0\0\0\0", 13);
+  const std::string pending_mark = std::string("p\0\0\0\0\0\0\x12\x34", 9);
   auto with_raw_db = [&](auto use) {
     rocksdb::DB* raw = nullptr;
     ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), path, &raw).ok());
@@ -687,6 +689,7 @@ TEST(Catalog, ManifestPagesNoRecordNamesAreDeletedAtOpen) {
     v1::ManifestPage page;
     named->entries()[0].ToProto(page.add_entries());
     ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), unnamed_page, page.SerializeAsString()).ok());
+    ASSERT_TRUE(db.Put(rocksdb::WriteOptions(), pending_mark, "").ok());
   });
   {
     auto catalog = Catalog::Open(path, kAmpleMemory);
