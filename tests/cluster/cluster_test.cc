@@ -2,7 +2,8 @@
 // membership (a members file) and with etcd: the catalog on every node,
 // chunks where the ring puts them, group prewarm reading the source once per
 // chunk, a second group warming from the first, a miss on a node that is not
-// the owner read through the owner, two replicas per group, reads surviving a
+// the owner read through the owner, a cold read filling each node's share of
+// its group, two replicas per group, reads surviving a
 // dead node, a lease expiry removing a node, a joining node receiving the
 // catalog, and a stopped peer holding no registration.
 #include <gtest/gtest.h>
@@ -289,6 +290,71 @@ TEST_F(StaticClusterTest, AMissOnANodeThatIsNotTheOwnerIsReadThroughTheOwner) {
   EXPECT_EQ(Metric(cluster_->node(1), "granary_source_reads_total"), 1);
   auto a2 = DatasetClient::Connect(cluster_->node(1).socket_address());
   EXPECT_TRUE((*a2)->ReadChunk(*owned_by_a2, 0, data, ChunkSourcing::kCacheOnly).ok());
+}
+
+// A dataset filled on read, read cold once through a1 (a chunk a2 owns): a1
+// asks a2, and each node of rack-a, having seen a miss, fills its own share
+// from the source, every chunk read once in the group; rack-b, where nobody
+// read, reads nothing.
+TEST_F(StaticClusterTest, AColdReadHasEachNodeOfTheGroupFillItsOwnShareOnce) {
+  v1::AddDatasetRequest add;
+  add.set_name("filled");
+  add.set_source(source_.path());
+  add.set_chunk_size(kChunkSize);
+  add.set_fill(v1::FILL_ON_READ);
+  v1::DatasetInfo filled;
+  grpc::ClientContext context;
+  ASSERT_TRUE(cluster_->node(0).SocketStub()->AddDataset(&context, add, &filled).ok());
+  for (size_t i = 0; i < cluster_->size(); ++i) {
+    ASSERT_TRUE(cluster_->WaitForDataset(i, "filled").ok()) << cluster_->spec(i).id;
+  }
+  auto a1 = DatasetClient::Connect(cluster_->node(0).socket_address());
+  DatasetSnapshot snapshot = *(*a1)->GetManifest("filled");
+  std::shared_ptr<const ClusterMap> map = *ClusterMap::Build(cluster_->Members());
+  const std::map<std::string, int> shares =
+      testing::ChunksPerOwner(snapshot.manifest, *map, "rack-a");
+  std::optional<ChunkKey> owned_by_a2;
+  int file = 0;
+  for (; file < kFiles && !owned_by_a2; ++file) {
+    ChunkKey key{filled.version(), *snapshot.manifest.Find("file" + std::to_string(file)), 0};
+    if (map->Owners(key, "rack-a", 1).front()->id == "a2") owned_by_a2 = key;
+  }
+  ASSERT_TRUE(owned_by_a2.has_value());
+  std::string data(kChunkSize, '\0');
+  ASSERT_TRUE((*a1)->ReadChunk(*owned_by_a2, 0, data).ok());
+  EXPECT_TRUE(data == FileBytes(file - 1).substr(0, kChunkSize));
+
+  // Each node then holds its share (a1 also the chunk it copied from a2).
+  auto share_held = [&](size_t i) {
+    const auto share = shares.find(cluster_->spec(i).id);
+    return Metric(cluster_->node(i), "granary_store_chunks") >=
+           (share == shares.end() ? 0 : share->second);
+  };
+  bool filled_rack_a = false;
+  for (int poll = 0; poll < 300 && !filled_rack_a; ++poll) {
+    if (poll > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    filled_rack_a = share_held(0) && share_held(1);
+  }
+  EXPECT_TRUE(filled_rack_a) << "a1 holds " << Metric(cluster_->node(0), "granary_store_chunks")
+                             << ", a2 " << Metric(cluster_->node(1), "granary_store_chunks");
+  auto a2 = DatasetClient::Connect(cluster_->node(1).socket_address());
+  for (int f = 0; f < kFiles; ++f) {
+    const uint64_t id = *snapshot.manifest.Find("file" + std::to_string(f));
+    for (uint32_t index = 0; index < 3; ++index) {
+      const ChunkKey key{filled.version(), id, index};
+      const bool on_a2 = map->Owners(key, "rack-a", 1).front()->id == "a2";
+      std::string chunk(std::min<size_t>(kChunkSize, kFileSize - index * kChunkSize), '\0');
+      EXPECT_TRUE((on_a2 ? *a2 : *a1)->ReadChunk(key, 0, chunk, ChunkSourcing::kCacheOnly).ok())
+          << "file" << f << " chunk " << index << " is not at its owner";
+    }
+  }
+  EXPECT_EQ(Metric(cluster_->node(0), "granary_source_reads_total") +
+                Metric(cluster_->node(1), "granary_source_reads_total"),
+            kChunks);
+  for (size_t i : {2, 3}) {
+    EXPECT_EQ(Metric(cluster_->node(i), "granary_source_reads_total"), 0) << cluster_->spec(i).id;
+    EXPECT_EQ(Metric(cluster_->node(i), "granary_store_chunks"), 0) << cluster_->spec(i).id;
+  }
 }
 
 // Locate without `fresh` reads the reports the nodes gossip (LocalityBoard),
