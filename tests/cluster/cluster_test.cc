@@ -43,6 +43,19 @@ const std::vector<ClusterNode> kFourNodes = {
 
 std::string FileBytes(int file) { return PatternBytes(kFileSize, file); }
 
+// The first chunk of a file (whole: kChunkSize bytes) that `owner` owns in
+// `group` by the ring, and the file's number; nullopt if `owner` owns none.
+std::optional<std::pair<ChunkKey, int>> FirstChunkOwnedBy(const Manifest& manifest,
+                                                          const ClusterMap& map,
+                                                          const std::string& group,
+                                                          const std::string& owner) {
+  for (int file = 0; file < kFiles; ++file) {
+    ChunkKey key{manifest.version(), *manifest.Find("file" + std::to_string(file)), 0};
+    if (map.Owners(key, group, 1).front()->id == owner) return std::pair(key, file);
+  }
+  return std::nullopt;
+}
+
 double Metric(testing::GranarydProcess& node, std::string_view name) {
   auto value = node.Metric(name);
   EXPECT_TRUE(value.ok()) << value.status();
@@ -273,23 +286,17 @@ TEST_F(StaticClusterTest, RoutedReadsSurviveAKilledOwnerWithNoWrongByte) {
 TEST_F(StaticClusterTest, AMissOnANodeThatIsNotTheOwnerIsReadThroughTheOwner) {
   DatasetSnapshot snapshot = Snapshot();
   std::shared_ptr<const ClusterMap> map = *ClusterMap::Build(cluster_->Members());
-  // A first chunk (whole: kChunkSize bytes) that a2 owns in rack-a.
-  std::optional<ChunkKey> owned_by_a2;
-  int file = 0;
-  for (; file < kFiles && !owned_by_a2; ++file) {
-    ChunkKey key{info_.version(), *snapshot.manifest.Find("file" + std::to_string(file)), 0};
-    if (map->Owners(key, "rack-a", 1).front()->id == "a2") owned_by_a2 = key;
-  }
+  const auto owned_by_a2 = FirstChunkOwnedBy(snapshot.manifest, *map, "rack-a", "a2");
   ASSERT_TRUE(owned_by_a2.has_value());
   auto a1 = DatasetClient::Connect(cluster_->node(0).socket_address());
   std::string data(kChunkSize, '\0');
-  ASSERT_TRUE((*a1)->ReadChunk(*owned_by_a2, 0, data).ok());
-  EXPECT_TRUE(data == FileBytes(file - 1).substr(0, kChunkSize));
+  ASSERT_TRUE((*a1)->ReadChunk(owned_by_a2->first, 0, data).ok());
+  EXPECT_TRUE(data == FileBytes(owned_by_a2->second).substr(0, kChunkSize));
   EXPECT_EQ(Metric(cluster_->node(0), "granary_source_reads_total"), 0);
   EXPECT_EQ(Metric(cluster_->node(0), "granary_peer_copies_total"), 1);
   EXPECT_EQ(Metric(cluster_->node(1), "granary_source_reads_total"), 1);
   auto a2 = DatasetClient::Connect(cluster_->node(1).socket_address());
-  EXPECT_TRUE((*a2)->ReadChunk(*owned_by_a2, 0, data, ChunkSourcing::kCacheOnly).ok());
+  EXPECT_TRUE((*a2)->ReadChunk(owned_by_a2->first, 0, data, ChunkSourcing::kCacheOnly).ok());
 }
 
 // A dataset filled on read, read cold once through a1 (a chunk a2 owns): a1
@@ -313,16 +320,11 @@ TEST_F(StaticClusterTest, AColdReadHasEachNodeOfTheGroupFillItsOwnShareOnce) {
   std::shared_ptr<const ClusterMap> map = *ClusterMap::Build(cluster_->Members());
   const std::map<std::string, int> shares =
       testing::ChunksPerOwner(snapshot.manifest, *map, "rack-a");
-  std::optional<ChunkKey> owned_by_a2;
-  int file = 0;
-  for (; file < kFiles && !owned_by_a2; ++file) {
-    ChunkKey key{filled.version(), *snapshot.manifest.Find("file" + std::to_string(file)), 0};
-    if (map->Owners(key, "rack-a", 1).front()->id == "a2") owned_by_a2 = key;
-  }
+  const auto owned_by_a2 = FirstChunkOwnedBy(snapshot.manifest, *map, "rack-a", "a2");
   ASSERT_TRUE(owned_by_a2.has_value());
   std::string data(kChunkSize, '\0');
-  ASSERT_TRUE((*a1)->ReadChunk(*owned_by_a2, 0, data).ok());
-  EXPECT_TRUE(data == FileBytes(file - 1).substr(0, kChunkSize));
+  ASSERT_TRUE((*a1)->ReadChunk(owned_by_a2->first, 0, data).ok());
+  EXPECT_TRUE(data == FileBytes(owned_by_a2->second).substr(0, kChunkSize));
 
   // Each node then holds its share (a1 also the chunk it copied from a2).
   auto share_held = [&](size_t i) {
