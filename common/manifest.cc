@@ -1,6 +1,9 @@
 #include "common/manifest.h"
 
+#include <sys/sysmacros.h>
+
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <utility>
 
@@ -30,15 +33,29 @@ void AppendBytes(std::string_view bytes, std::string* out) {
 
 // Sorts an order of indexes and then moves each entry once: swapping the
 // entries themselves moves three strings per swap.
+// Sorts through a table of positions, then moves the entries into place one
+// cycle of the permutation at a time: each entry moves once, and no second
+// array of entries is needed, which at ten million entries would be another
+// gigabyte at the peak of a registration.
 void SortByPath(ManifestEntries& entries) {
-  std::vector<size_t> order(entries.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return entries[a].path < entries[b].path; });
-  ManifestEntries sorted;
-  sorted.reserve(entries.size());
-  for (size_t i : order) sorted.push_back(std::move(entries[i]));
-  entries = std::move(sorted);
+  // Build() takes at most kMaxManifestEntries, which 32 bits count.
+  std::vector<uint32_t> source_of(entries.size());
+  std::iota(source_of.begin(), source_of.end(), 0u);
+  std::sort(source_of.begin(), source_of.end(),
+            [&](uint32_t a, uint32_t b) { return entries[a].path < entries[b].path; });
+  for (uint32_t start = 0; start < source_of.size(); ++start) {
+    if (source_of[start] == start) continue;
+    ManifestEntry displaced = std::move(entries[start]);
+    uint32_t at = start;
+    while (source_of[at] != start) {
+      const uint32_t from = source_of[at];
+      entries[at] = std::move(entries[from]);
+      source_of[at] = at;
+      at = from;
+    }
+    entries[at] = std::move(displaced);
+    source_of[at] = at;
+  }
 }
 
 bool ByName(const ExtendedAttribute& a, const ExtendedAttribute& b) { return a.name < b.name; }
@@ -65,7 +82,7 @@ std::vector<std::pair<uint64_t, uint64_t>> FindHardLinks(const ManifestEntries& 
     const ManifestEntry& entry = entries[i];
     if (entry.type == EntryType::kFile && entry.nlink > 1 && entry.inode != 0) linked.push_back(i);
   }
-  auto identity = [&](uint64_t id) { return std::pair(entries[id].device, entries[id].inode); };
+  auto identity = [&](uint64_t id) { return std::pair(entries[id].device(), entries[id].inode); };
   // Stable, so each group keeps path order and its first is the canonical one.
   std::stable_sort(linked.begin(), linked.end(),
                    [&](uint64_t a, uint64_t b) { return identity(a) < identity(b); });
@@ -148,6 +165,17 @@ uint64_t ManifestEntry::heap_bytes() const {
   return bytes;
 }
 
+// What a manifest of ten million entries costs per entry (bench/RESULTS.md).
+static_assert(sizeof(ManifestEntry) <= 96);
+
+uint64_t ManifestEntry::device() const { return makedev(device_ >> 20, device_ & 0xfffff); }
+
+bool ManifestEntry::set_device(uint64_t device) {
+  if (major(device) >= (1u << 12) || minor(device) >= (1u << 20)) return false;
+  device_ = major(device) << 20 | minor(device);
+  return true;
+}
+
 void ManifestEntry::ToProto(v1::ManifestEntry* out) const {
   out->set_path(path);
   out->set_type(static_cast<v1::EntryType>(type));
@@ -158,7 +186,7 @@ void ManifestEntry::ToProto(v1::ManifestEntry* out) const {
   out->set_etag(etag());
   out->set_uid(uid);
   out->set_gid(gid);
-  out->set_device(device);
+  out->set_device(device());
   out->set_inode(inode);
   out->set_ctime_ns(ctime_ns);
   out->set_nlink(nlink);
@@ -188,7 +216,10 @@ absl::StatusOr<ManifestEntry> ManifestEntry::FromProto(v1::ManifestEntry entry) 
   out.set_etag(std::move(*entry.mutable_etag()));
   out.uid = entry.uid();
   out.gid = entry.gid();
-  out.device = entry.device();
+  if (!out.set_device(entry.device())) {
+    return absl::InvalidArgumentError(absl::StrCat("manifest entry '", out.path, "' has device ",
+                                                   entry.device(), ", no Linux device number"));
+  }
   out.inode = entry.inode();
   out.ctime_ns = entry.ctime_ns();
   // Records made before link counts were kept have none.
@@ -217,6 +248,10 @@ absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntri
   if (identity.chunk_size == 0) {
     return absl::InvalidArgumentError("manifest chunk size must be positive");
   }
+  if (entries.size() > kMaxManifestEntries) {
+    return absl::OutOfRangeError(
+        absl::StrCat("manifest of ", entries.size(), " entries; at most ", kMaxManifestEntries));
+  }
   auto by_path = [](const ManifestEntry& a, const ManifestEntry& b) { return a.path < b.path; };
   // Scans and servers hand over sorted entries, and sorting a million of them
   // in place costs more than building the rest of the manifest.
@@ -244,7 +279,7 @@ absl::StatusOr<Manifest> Manifest::Build(DatasetIdentity identity, ManifestEntri
     AppendBytes(entry.etag(), &block);
     AppendU64(entry.uid, &block);
     AppendU64(entry.gid, &block);
-    AppendU64(entry.device, &block);
+    AppendU64(entry.device(), &block);
     AppendU64(entry.inode, &block);
     AppendU64(static_cast<uint64_t>(entry.ctime_ns), &block);
     AppendLinksAndAttributes(entry, &block);

@@ -90,9 +90,9 @@ struct ManifestEntry {
   std::string path;  // Relative, '/'-separated, no leading slash; "" is the root.
   uint64_t size = 0;
   int64_t mtime_ns = 0;
-  // Identity in the source at scan time (st_dev, st_ino, st_ctim). An inode
-  // of 0 is unknown (object stores): such entries are never hard links.
-  uint64_t device = 0;
+  // Identity in the source at scan time (st_dev, st_ino, st_ctim; the device
+  // through device() and set_device()). An inode of 0 is unknown (object
+  // stores): such entries are never hard links.
   uint64_t inode = 0;
   int64_t ctime_ns = 0;
   uint32_t mode = 0;  // st_mode: type and permission bits.
@@ -100,8 +100,20 @@ struct ManifestEntry {
   uint32_t uid = 0;
   uint32_t gid = 0;
   uint32_t nlink = 1;  // st_nlink in the source.
+
+ private:
+  // The kernel's own 32-bit form of st_dev (12 bits of major, 20 of minor):
+  // a 64-bit field would cost 8 bytes of every entry, padding included.
+  uint32_t device_ = 0;
+
+ public:
   EntryType type = EntryType::kFile;
 
+  // st_dev as stat() returns it.
+  uint64_t device() const;
+  // False, changing nothing, when `device` is no Linux device number (a major
+  // of 4096 or more, or a minor of 2^20 or more): stat() never returns one.
+  [[nodiscard]] bool set_device(uint64_t device);
   // Empty when the entry has none.
   const std::string& symlink_target() const;
   const std::string& etag() const;

@@ -36,7 +36,7 @@ absl::Status CheckSameFile(const struct stat& st, const ManifestEntry& entry) {
       changes.push_back(absl::StrCat(AsAbsl(field), " ", recorded, " -> ", now));
     }
   };
-  compare("device", entry.device, static_cast<uint64_t>(st.st_dev));
+  compare("device", entry.device(), static_cast<uint64_t>(st.st_dev));
   compare("inode", entry.inode, static_cast<uint64_t>(st.st_ino));
   compare("size", entry.size, static_cast<uint64_t>(st.st_size));
   compare("mtime_ns", entry.mtime_ns, Nanoseconds(st.st_mtim));

@@ -41,17 +41,24 @@ int64_t Nanoseconds(const struct timespec& time) {
 }
 
 // What the manifest keeps of every entry's stat: mode, owner, link count,
-// mtime and identity; a directory's size too, as ls and du show it.
-void RecordStat(const struct stat& st, ManifestEntry* entry) {
+// mtime and identity; a directory's size too, as ls and du show it. False if
+// the stat's device is none the manifest can hold (UnknownDevice says so).
+bool RecordStat(const struct stat& st, ManifestEntry* entry) {
+  if (!entry->set_device(st.st_dev)) return false;
   entry->mode = st.st_mode;
   entry->mtime_ns = Nanoseconds(st.st_mtim);
   entry->uid = st.st_uid;
   entry->gid = st.st_gid;
-  entry->device = st.st_dev;
   entry->inode = st.st_ino;
   entry->ctime_ns = Nanoseconds(st.st_ctim);
   entry->nlink = static_cast<uint32_t>(std::min<nlink_t>(st.st_nlink, UINT32_MAX));
   if (S_ISDIR(st.st_mode)) entry->size = static_cast<uint64_t>(st.st_size);
+  return true;
+}
+
+absl::Status UnknownDevice(std::string_view path, const struct stat& st) {
+  return absl::InternalError(absl::StrCat("stat of ", AsAbsl(path), " gave device ", st.st_dev,
+                                          ", which is no Linux device number"));
 }
 
 constexpr absl::string_view kUserNamespace = "user.";
@@ -162,7 +169,16 @@ class Scan {
   absl::StatusOr<ScannedTree> Result() && {
     MutexLock lock(&mu_);
     if (!error_.ok()) return error_;
-    return std::move(tree_);
+    ScannedTree tree;
+    tree.skipped = std::move(skipped_);
+    // One block at a time is moved and freed: the entries are held once,
+    // and one block twice.
+    tree.entries.reserve(entry_count_ + 1);  // And the root's, added after.
+    for (ManifestEntries& block : blocks_) {
+      std::move(block.begin(), block.end(), std::back_inserter(tree.entries));
+      ManifestEntries().swap(block);
+    }
+    return tree;
   }
 
  private:
@@ -188,14 +204,20 @@ class Scan {
       --busy_;
       if (!listed.ok() && error_.ok()) error_ = listed;
       for (std::string& subdir : subdirs) queue_.push_back(std::move(subdir));
-      std::move(found.begin(), found.end(), std::back_inserter(tree_.entries));
+      for (ManifestEntry& entry : found) {
+        if (blocks_.empty() || blocks_.back().size() == kBlockEntries) {
+          blocks_.emplace_back().reserve(kBlockEntries);
+        }
+        blocks_.back().push_back(std::move(entry));
+      }
+      entry_count_ += found.size();
       for (SkippedEntry& entry : skipped) {
-        tree_.skipped.Add(std::move(entry.path), std::move(entry.reason));
+        skipped_.Add(std::move(entry.path), std::move(entry.reason));
       }
       // Checked as entries arrive, so a tree far over the limit stops the
       // scan early instead of first filling memory with it. The root's own
       // entry is added after the scan: one more than these.
-      if (tree_.entries.size() >= max_entries_ && error_.ok()) {
+      if (entry_count_ >= max_entries_ && error_.ok()) {
         error_ = absl::ResourceExhaustedError(absl::StrCat(
             "source ", root_, " has more than ", max_entries_,
             " files, directories and links, the most one dataset may have (max_dataset_entries); "
@@ -256,7 +278,10 @@ class Scan {
       }
       ManifestEntry entry;
       entry.path = JoinPath(dir, item->d_name);
-      RecordStat(st, &entry);
+      if (!RecordStat(st, &entry)) {
+        status = UnknownDevice(absl::StrCat(full, "/", item->d_name), st);
+        break;
+      }
       if (S_ISREG(st.st_mode)) {
         entry.type = EntryType::kFile;
         entry.size = static_cast<uint64_t>(st.st_size);
@@ -309,7 +334,13 @@ class Scan {
   std::deque<std::string> queue_ ABSL_GUARDED_BY(mu_);
   int busy_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
-  ScannedTree tree_ ABSL_GUARDED_BY(mu_);
+  // Entries as found, in blocks rather than one growing array: an array that
+  // doubles holds its entries twice while it moves them, and a registration
+  // of ten million entries then peaked at twice its manifest.
+  static constexpr size_t kBlockEntries = 1 << 16;
+  std::vector<ManifestEntries> blocks_ ABSL_GUARDED_BY(mu_);
+  size_t entry_count_ ABSL_GUARDED_BY(mu_) = 0;
+  SkippedEntries skipped_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -387,7 +418,7 @@ absl::StatusOr<ScannedTree> ScanPosixTree(const std::string& root, int threads,
             [](const SkippedEntry& a, const SkippedEntry& b) { return a.path < b.path; });
   ManifestEntry root_entry;
   root_entry.type = EntryType::kDirectory;
-  RecordStat(st, &root_entry);
+  if (!RecordStat(st, &root_entry)) return UnknownDevice(root, st);
   GRANARY_ASSIGN_OR_RETURN(std::vector<ExtendedAttribute> root_xattrs,
                            UserXattrs(root_fd.get(), ".", root));
   root_entry.set_xattrs(std::move(root_xattrs));

@@ -138,7 +138,7 @@ ManifestEntries GeneratedEntries(uint64_t files) {
     file.mtime_ns = kScanTimeNs + static_cast<int64_t>(i);
     file.uid = 1000;
     file.gid = 1000;
-    file.device = 2049;
+    if (!file.set_device(2049)) std::exit(1);  // 8:1, a real device number.
     file.inode = 1'000'000 + i;
     file.ctime_ns = kScanTimeNs + static_cast<int64_t>(i);
     entries.push_back(std::move(file));

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/sysmacros.h>
 
 #include <cstdint>
 #include <fstream>
@@ -184,6 +185,12 @@ TEST(Manifest, VersionIsStable) {
   auto manifest = Manifest::Build({"ds", "/src", 1024}, entries);
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   EXPECT_EQ(manifest->version(), 0x2fc523e57e46296du);
+  // A device is hashed as stat() gave it, however the entry holds it.
+  ASSERT_TRUE(entries[0].set_device(makedev(259, 70000)));
+  entries[0].inode = 12;
+  auto on_a_device = Manifest::Build({"ds", "/src", 1024}, entries);
+  ASSERT_TRUE(on_a_device.ok()) << on_a_device.status();
+  EXPECT_EQ(on_a_device->version(), 0x53ce2b380ee77002u);
 }
 
 // Files of one device and inode are one file: the first path holds the
@@ -194,7 +201,7 @@ TEST(Manifest, HardLinksShareTheFirstPathsChunks) {
   entries.push_back(Entry("z", EntryType::kDirectory, 0, 040755, 1));
   for (ManifestEntry& entry : entries) {
     if (entry.path == "b.txt" || entry.path == "z/third") {
-      entry.device = 7;
+      ASSERT_TRUE(entry.set_device(7));
       entry.inode = 42;
       entry.nlink = 2;
     }
@@ -237,6 +244,25 @@ TEST(Manifest, AttributesAndLinkCountsSurviveTheWire) {
   EXPECT_EQ(ManifestEntry::FromProto(wire)->nlink, 1u);
 }
 
+TEST(Manifest, DevicesSurviveTheWireAndOnlyLinuxOnesAreTaken) {
+  ManifestEntry entry = Entry("f", EntryType::kFile, 3, 0100644, 1);
+  const uint64_t nvme_partition = makedev(259, 70000);
+  ASSERT_TRUE(entry.set_device(nvme_partition));
+  v1::ManifestEntry wire;
+  entry.ToProto(&wire);
+  EXPECT_EQ(wire.device(), nvme_partition);
+  EXPECT_EQ(ManifestEntry::FromProto(wire)->device(), nvme_partition);
+
+  EXPECT_FALSE(entry.set_device(makedev(4096, 0)));
+  EXPECT_FALSE(entry.set_device(makedev(0, 1u << 20)));
+  EXPECT_EQ(entry.device(), nvme_partition);
+  wire.set_device(makedev(4096, 1));
+  absl::StatusOr<ManifestEntry> foreign = ManifestEntry::FromProto(wire);
+  EXPECT_EQ(foreign.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(foreign.status().message().find("'f' has device"), std::string::npos)
+      << foreign.status();
+}
+
 TEST(Manifest, EntriesWithoutExtrasCarryNone) {
   ManifestEntry plain = Entry("short", EntryType::kFile, 1, 0100644, 1);
   plain.set_symlink_target("");
@@ -244,7 +270,7 @@ TEST(Manifest, EntriesWithoutExtrasCarryNone) {
   plain.set_xattrs({});
   EXPECT_EQ(plain.heap_bytes(), 0u);
   // Ten million entries of a manifest in a gigabyte, paths included.
-  EXPECT_LE(sizeof(ManifestEntry), 104u);
+  EXPECT_LE(sizeof(ManifestEntry), 96u);
 
   ManifestEntry link = Entry("link", EntryType::kSymlink, 0, 0120777, 1);
   link.set_symlink_target("a/target/longer/than/a/string/holds/in/place");

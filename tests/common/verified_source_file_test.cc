@@ -44,7 +44,7 @@ class VerifiedSourceFileTest : public ::testing::Test {
     entry.mtime_ns = Nanoseconds(st.st_mtim);
     entry.uid = st.st_uid;
     entry.gid = st.st_gid;
-    entry.device = st.st_dev;
+    EXPECT_TRUE(entry.set_device(st.st_dev));
     entry.inode = st.st_ino;
     entry.ctime_ns = Nanoseconds(st.st_ctim);
     return entry;

@@ -54,7 +54,7 @@ void CheckManifest(const Manifest& manifest, const ManifestEntries& decoded) {
     const uint64_t canonical = manifest.CanonicalFileId(i);
     if (canonical != i) {
       GRANARY_FUZZ_CHECK(canonical < i && entries[canonical].type == EntryType::kFile &&
-                             entries[canonical].device == entry.device &&
+                             entries[canonical].device() == entry.device() &&
                              entries[canonical].inode == entry.inode && entry.inode != 0,
                          entry.path);
       continue;
