@@ -46,16 +46,6 @@ void StatDirectory(int64_t mtime_ns, uint32_t mode, struct stat* out) {
   out->st_mtim = out->st_ctim = out->st_atim = TimespecOf(mtime_ns);
 }
 
-// Orders like the names it is taken from, ties aside: names hold no NUL, so
-// the zero padding of a short name sorts before any longer name's bytes.
-uint64_t NameKey(std::string_view name) {
-  uint64_t key = 0;
-  for (size_t i = 0; i < 8; ++i) {
-    key = key << 8 | (i < name.size() ? static_cast<unsigned char>(name[i]) : 0);
-  }
-  return key;
-}
-
 // For least-recently-used order: a few milliseconds of precision suffice,
 // and the coarse clock is the cheapest on a hot path.
 int64_t CoarseNowNs() {
@@ -94,20 +84,64 @@ MountedDataset::MountedDataset(uint32_t slot, DatasetSnapshot snapshot)
   };
   // The parents are found twice rather than kept in a table of a node each:
   // fresh memory costs more than the second pass.
-  child_begin_.assign(nodes + 1, 0);
-  for_each_child([&](uint64_t parent, uint64_t) { ++child_begin_[parent + 1]; });
-  for (uint64_t n = 0; n < nodes; ++n) child_begin_[n + 1] += child_begin_[n];
-  children_.resize(child_begin_[nodes]);
-  child_keys_.resize(child_begin_[nodes]);
-  // Placing a child advances its parent's begin to the next one's, so the
-  // begins are shifted back afterwards.
+  absl::flat_hash_map<uint32_t, uint32_t> child_counts;
+  for_each_child([&](uint64_t parent, uint64_t) { ++child_counts[static_cast<uint32_t>(parent)]; });
+  directories_.reserve(child_counts.size() + 1);
+  for (const auto& [node, count] : child_counts) directories_.push_back({node, count, 0});
+  std::sort(directories_.begin(), directories_.end(),
+            [](const Directory& a, const Directory& b) { return a.node < b.node; });
+  // Counts become positions; each directory's is advanced past its children
+  // as they are placed, which leaves it at the next one's, so the positions
+  // are taken again from the end marker backwards afterwards.
+  absl::flat_hash_map<uint32_t, uint32_t> index_of;
+  index_of.reserve(directories_.size());
+  uint32_t placed = 0;
+  for (size_t i = 0; i < directories_.size(); ++i) {
+    index_of[directories_[i].node] = static_cast<uint32_t>(i);
+    placed += std::exchange(directories_[i].first_child, placed);
+  }
+  directories_.push_back({static_cast<uint32_t>(nodes), placed, 0});
+  child_counts = {};
+  children_.resize(placed);
   for_each_child([&](uint64_t parent, uint64_t child) {
-    uint64_t at = child_begin_[parent]++;
-    children_[at] = child;
-    child_keys_[at] = NameKey(NameOf(child));
+    children_[directories_[index_of.at(static_cast<uint32_t>(parent))].first_child++] =
+        static_cast<uint32_t>(child);
   });
-  for (uint64_t n = nodes; n > 0; --n) child_begin_[n] = child_begin_[n - 1];
-  child_begin_[0] = 0;
+  for (size_t i = directories_.size() - 1; i > 0; --i) {
+    directories_[i].first_child = directories_[i - 1].first_child;
+  }
+  if (directories_.size() > 1) directories_[0].first_child = 0;
+  child_keys_.resize(placed);
+  for (size_t i = 0; i + 1 < directories_.size(); ++i) {
+    Directory& directory = directories_[i];
+    const uint32_t end = directories_[i + 1].first_child;
+    // Children are in name order: what the first and last share, all share.
+    const std::string_view first = NameOf(children_[directory.first_child]);
+    const std::string_view last = NameOf(children_[end - 1]);
+    directory.prefix = static_cast<uint32_t>(
+        std::mismatch(first.begin(), first.begin() + std::min(first.size(), last.size()),
+                      last.begin())
+            .first -
+        first.begin());
+    for (uint32_t at = directory.first_child; at < end; ++at) {
+      child_keys_[at] = NameKey(NameOf(children_[at]), directory.prefix);
+    }
+  }
+}
+
+uint32_t MountedDataset::NameKey(std::string_view name, uint32_t prefix) {
+  uint32_t key = 0;
+  for (size_t i = prefix; i < prefix + 4; ++i) {
+    key = key << 8 | (i < name.size() ? static_cast<unsigned char>(name[i]) : 0);
+  }
+  return key;
+}
+
+std::optional<size_t> MountedDataset::DirectoryIndex(uint64_t node) const {
+  auto found = std::lower_bound(directories_.begin(), directories_.end() - 1, node,
+                                [](const Directory& d, uint64_t n) { return d.node < n; });
+  if (found == directories_.end() - 1 || found->node != node) return std::nullopt;
+  return found - directories_.begin();
 }
 
 const ManifestEntry* MountedDataset::EntryOf(uint64_t node) const {
@@ -116,15 +150,16 @@ const ManifestEntry* MountedDataset::EntryOf(uint64_t node) const {
 }
 
 uint64_t MountedDataset::memory_bytes() const {
-  return snapshot_.manifest.memory_bytes() +
-         (child_begin_.capacity() + children_.capacity()) * sizeof(uint32_t) +
-         child_keys_.capacity() * sizeof(uint64_t);
+  return snapshot_.manifest.memory_bytes() + directories_.capacity() * sizeof(Directory) +
+         (children_.capacity() + child_keys_.capacity()) * sizeof(uint32_t);
 }
 
 std::span<const uint32_t> MountedDataset::Children(uint64_t node) const {
-  if (node >= node_count()) return {};
-  return std::span<const uint32_t>(children_).subspan(child_begin_[node],
-                                                      child_begin_[node + 1] - child_begin_[node]);
+  std::optional<size_t> index = DirectoryIndex(node);
+  if (!index) return {};
+  const uint32_t begin = directories_[*index].first_child;
+  return std::span<const uint32_t>(children_).subspan(begin,
+                                                      directories_[*index + 1].first_child - begin);
 }
 
 std::string_view MountedDataset::NameOf(uint64_t node) const {
@@ -135,14 +170,17 @@ std::string_view MountedDataset::NameOf(uint64_t node) const {
 }
 
 std::optional<uint64_t> MountedDataset::Lookup(uint64_t node, std::string_view name) const {
-  if (node >= node_count()) return std::nullopt;
-  const uint64_t key = NameKey(name);
+  std::optional<size_t> index = DirectoryIndex(node);
+  if (!index) return std::nullopt;
+  // A name without the prefix all children share has a key that fits
+  // nowhere; the search then stops anywhere and the last check fails.
+  const uint32_t key = NameKey(name, directories_[*index].prefix);
   // The children of `node` sit in children_ in name order, so their keys
   // are in order too: a binary search over their positions finds the first
   // that is not before `name`. Written out, not std::ranges::partition_point
   // over std::views::iota, because clang 14 rejects libstdc++ 12's iota_view.
-  const uint64_t end = child_begin_[node + 1];
-  uint64_t low = child_begin_[node];
+  const uint64_t end = directories_[*index + 1].first_child;
+  uint64_t low = directories_[*index].first_child;
   uint64_t high = end;
   while (low < high) {
     const uint64_t middle = low + (high - low) / 2;

@@ -71,7 +71,7 @@ class MountedDataset {
   uint32_t slot() const { return slot_; }
   const DatasetSnapshot& snapshot() const { return snapshot_; }
   const std::string& name() const { return snapshot_.info.name(); }
-  uint64_t node_count() const { return child_begin_.size() - 1; }
+  uint64_t node_count() const { return snapshot_.manifest.entries().size() + 1; }
 
   uint64_t InodeOf(uint64_t node) const { return InodeNumber(slot_, node); }
   // The manifest entry of `node`, or nullptr for a dataset root the manifest
@@ -102,19 +102,34 @@ class MountedDataset {
   uint64_t memory_bytes() const;
 
  private:
+  // The position of directory `node` in directories_, if it has children.
+  std::optional<size_t> DirectoryIndex(uint64_t node) const;
+  // The bytes of `name` past the `prefix` bytes its directory's children all
+  // begin with, as a big-endian number (zero-padded): ordered like the
+  // children's names, ties aside.
+  static uint32_t NameKey(std::string_view name, uint32_t prefix);
+
   uint32_t slot_;
   DatasetSnapshot snapshot_;
   bool manifest_has_root_ = false;
-  // Per node, into children_; one extra at the end. Nodes are counted in 32
-  // bits: granaryd refuses a dataset of more than max_dataset_entries, at most
-  // a billion, and ten million entries then take 80 MB less. Huge pages, like the
+  // Nodes are counted in 32 bits: granaryd refuses a dataset of more than
+  // max_dataset_entries, at most a billion. A few directories hold most
+  // nodes, so what is kept per directory costs little, and what is kept per
+  // node is two 32-bit numbers (ten million entries: 76 MiB).
+  struct Directory {
+    uint32_t node;
+    uint32_t first_child;  // Into children_; the next directory's is its end.
+    uint32_t prefix;       // The bytes all its children's names begin with.
+  };
+  // Directories with children, by node, and one past the last to end it.
+  std::vector<Directory> directories_;
+  // Per directory, its children in name order. Huge pages, like the
   // manifest's: a lookup in a large directory touches a few of them at random.
-  std::vector<uint32_t, HugePageAllocator<uint32_t>> child_begin_;
   std::vector<uint32_t, HugePageAllocator<uint32_t>> children_;
-  // Per child, the first 8 bytes of its name as a big-endian number: a lookup
-  // searches these, 8 children to a cache line, and reads a manifest entry
-  // (a cache miss each) only where names share those bytes and to confirm.
-  std::vector<uint64_t, HugePageAllocator<uint64_t>> child_keys_;
+  // Per child, NameKey of its name: a lookup searches these, 16 children to a
+  // cache line, and reads a manifest entry (a cache miss each) only where the
+  // keys tie and to confirm.
+  std::vector<uint32_t, HugePageAllocator<uint32_t>> child_keys_;
 };
 
 // Where an InodeTable records the slots it numbers and releases, so that a

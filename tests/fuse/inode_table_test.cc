@@ -44,9 +44,10 @@ std::string PathOf(const MountedDataset& dataset, std::optional<uint64_t> node) 
   return node ? dataset.EntryOf(*node)->path : "(none)";
 }
 
-// Lookups search the first 8 bytes of names before whole names: names that
-// share those bytes, or are shorter, must still be told apart.
-TEST(MountedDataset, LooksUpNamesSharingTheirFirstEightBytes) {
+// Lookups search 4 bytes of names (past what a directory's children all
+// begin with) before whole names: names that share those bytes, or are
+// shorter, must still be told apart.
+TEST(MountedDataset, LooksUpNamesSharingTheirFirstBytes) {
   std::vector<std::string> names = {"abcdefg",     "abcdefgh", "abcdefgh1",        "abcdefgh2",
                                     "abcdefghzzz", "b c",      "\xc3\xa9t\xc3\xa9"};
   ManifestEntries entries = {Dir(""),         Dir("a"),    Dir("a/sub"),
@@ -72,6 +73,40 @@ TEST(MountedDataset, LooksUpNamesSharingTheirFirstEightBytes) {
   expected.insert(expected.begin() + 6, "sub");
   EXPECT_EQ(listed, expected);
   EXPECT_EQ(dataset.Children(0).size(), 2u);  // "a" and "top".
+  EXPECT_TRUE(dataset.Children(*dataset.Lookup(*dir, "abcdefg")).empty());
+}
+
+// Generated names share a long prefix ("img-0000"): the keys start past it, and
+// names without it, shorter than it or equal to it are still found or not.
+TEST(MountedDataset, LooksUpNamesPastTheirDirectorysCommonPrefix) {
+  ManifestEntries entries = {Dir(""), Dir("imgs"), Dir("one"), File("one/only-child"),
+                             Dir("empty")};
+  std::vector<std::string> names = {"img-0000"};
+  for (int i = 0; i < 300; ++i) names.push_back(absl::StrCat("img-0000", 1000 + i * 7, ".jpg"));
+  for (const std::string& name : names) entries.push_back(File("imgs/" + name));
+  MountedDataset dataset = Mount(entries);
+
+  std::optional<uint64_t> dir = dataset.Lookup(0, "imgs");
+  ASSERT_TRUE(dir.has_value());
+  for (const std::string& name : names) {
+    EXPECT_EQ(PathOf(dataset, dataset.Lookup(*dir, name)), "imgs/" + name);
+  }
+  for (const char* absent : {"", "i", "img-000", "img-00001001.jpg", "img-00001000.jpe",
+                             "img-00001000.jpgx", "jmg-00001000.jpg", "\xff"}) {
+    EXPECT_EQ(dataset.Lookup(*dir, absent), std::nullopt) << absent;
+  }
+  EXPECT_EQ(dataset.Children(*dir).size(), names.size());
+
+  std::optional<uint64_t> one = dataset.Lookup(0, "one");
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(PathOf(dataset, dataset.Lookup(*one, "only-child")), "one/only-child");
+  for (const char* absent : {"only", "only-chile", "only-child2", "a"}) {
+    EXPECT_EQ(dataset.Lookup(*one, absent), std::nullopt) << absent;
+  }
+  std::optional<uint64_t> empty = dataset.Lookup(0, "empty");
+  ASSERT_TRUE(empty.has_value());
+  EXPECT_TRUE(dataset.Children(*empty).empty());
+  EXPECT_EQ(dataset.Lookup(*empty, "x"), std::nullopt);
 }
 
 // Every node shows its source's owner, group and mode: the kernel checks
