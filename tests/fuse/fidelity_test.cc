@@ -335,7 +335,7 @@ TEST(BrokenDataset, TheMountServesEveryOtherDatasetAndStatusNamesIt) {
 // byte is right throughout.
 TEST(ManifestBudget, AMountLoadsWhatIsReadAndRereadsDroppedDatasetsWithinItsBudget) {
   constexpr int kDatasets = 3;
-  constexpr int kFiles = 5000;  // Over 500 kB of manifest and tables each.
+  constexpr int kFiles = 6000;  // Over 600 kB of manifest and tables each.
   TempDir sources;
   auto started = GranarydProcess::Start();
   ASSERT_TRUE(started.ok()) << started.status();
