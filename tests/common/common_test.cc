@@ -1,12 +1,16 @@
 #include <gtest/gtest.h>
 #include <sys/sysmacros.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/chunk_key.h"
 #include "common/chunk_math.h"
 #include "common/hash.h"
@@ -159,6 +163,35 @@ TEST(Manifest, SortsCountsAndFinds) {
   EXPECT_EQ(manifest->chunk_count(), 5u + 1u);
   EXPECT_EQ(manifest->Find("a/x.bin"), 2u);
   EXPECT_EQ(manifest->Find("missing"), std::nullopt);
+}
+
+// The sort moves each entry into place along the cycles of its permutation:
+// every field must travel with its path, whatever the cycles' lengths.
+TEST(Manifest, SortingMovesWholeEntries) {
+  constexpr int kEntries = 5000;
+  ManifestEntries entries;
+  entries.push_back(Entry("", EntryType::kDirectory, 0, 040755, 1));
+  for (int i = 0; i < kEntries; ++i) {
+    ManifestEntry& entry = entries.emplace_back(
+        Entry(absl::StrFormat("file-%05d-with-a-name-no-string-holds-in-place", i),
+              EntryType::kFile, static_cast<uint64_t>(i), 0100644, i));
+    entry.inode = static_cast<uint64_t>(i) + 1;
+    if (i % 7 == 0) entry.set_etag(absl::StrCat("etag-", i));
+  }
+  std::mt19937 random(23);
+  std::shuffle(entries.begin(), entries.end(), random);
+  auto manifest = Manifest::Build({"ds", "/src", 1024}, std::move(entries));
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  ASSERT_EQ(manifest->entries().size(), kEntries + 1u);
+  EXPECT_EQ(manifest->entries()[0].path, "");
+  for (int i = 0; i < kEntries; ++i) {
+    const ManifestEntry& entry = manifest->entries()[i + 1];
+    ASSERT_EQ(entry.path, absl::StrFormat("file-%05d-with-a-name-no-string-holds-in-place", i));
+    EXPECT_EQ(entry.size, static_cast<uint64_t>(i));
+    EXPECT_EQ(entry.mtime_ns, i);
+    EXPECT_EQ(entry.inode, static_cast<uint64_t>(i) + 1);
+    EXPECT_EQ(entry.etag(), i % 7 == 0 ? absl::StrCat("etag-", i) : "");
+  }
 }
 
 TEST(Manifest, VersionFollowsContentAndIdentity) {
