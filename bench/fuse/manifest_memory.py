@@ -2,7 +2,8 @@
 """Memory of many large datasets in granaryd and granary-fuse, and what a
 mount of them costs before anything is read.
 
-One source tree of FILES empty files (in directories of 1,000) is registered
+One source tree of FILES empty files (in directories of 1,000; paths of 13-14
+bytes, or of 37 with --long-names) is registered
 as DATASETS datasets (each name makes another version, so every one has a
 manifest of its own). For each build given (--build, and --baseline if given,
 run in turn on the same tree), in order:
@@ -23,7 +24,8 @@ Usage (as root):
   /usr/bin/python3 bench/fuse/manifest_memory.py --build build \\
       [--baseline OLD_BUILD] [--datasets 8] [--files 250000] \\
       [--server-budget-mib 256] [--fuse-budget 256MiB] \\
-      [--max-dataset-entries N] [--workdir /var/tmp/granary-manifest-memory]
+      [--max-dataset-entries N] [--workdir /var/tmp/granary-manifest-memory] \\
+      [--long-names]
 """
 import argparse
 import os
@@ -59,18 +61,32 @@ def peak_mib(pid):
     return memory_mib(pid, "VmHWM")
 
 
-def make_tree(source, files):
-    marker = os.path.join(source, ".complete-%d" % files)
+def tree_paths(files, long_names):
+    """(directory, file) of every file: d0001/f001234, or, with long_names,
+    paths as long as an image dataset's (train/n00000001/n00000001_001234.JPEG,
+    37 bytes, which no string holds in place)."""
+    for i in range(files):
+        if long_names:
+            directory = "train/n%08d" % (i // 1000)
+            yield directory, "%s/n%08d_%06d.JPEG" % (directory, i // 1000, i)
+        else:
+            directory = "d%04d" % (i // 1000)
+            yield directory, "%s/f%06d" % (directory, i)
+
+
+def make_tree(source, files, long_names):
+    marker = os.path.join(source, ".complete-%d%s" % (files, "-long" if long_names else ""))
     if os.path.exists(marker):
         return
     shutil.rmtree(source, ignore_errors=True)
-    for i in range(files):
-        directory = os.path.join(source, "d%04d" % (i // 1000))
+    first = None
+    for i, (directory, path) in enumerate(tree_paths(files, long_names)):
         if i % 1000 == 0:
-            os.makedirs(directory)
-        os.close(os.open(os.path.join(directory, "f%06d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
-    with open(os.path.join(source, "d0000", "f000000"), "w") as first:
-        first.write("granary\n")
+            os.makedirs(os.path.join(source, directory))
+        os.close(os.open(os.path.join(source, path), os.O_CREAT | os.O_WRONLY, 0o644))
+        first = first or path
+    with open(os.path.join(source, first), "w") as out:
+        out.write("granary\n")
     open(marker, "w").close()
 
 
@@ -171,7 +187,8 @@ def run(label, build, args, source, names):
 
     start = time.perf_counter()
     for name in names:
-        with open(os.path.join(mountpoint, name, "d0000", "f000000")) as first:
+        _, first_path = next(tree_paths(1, args.long_names))
+        with open(os.path.join(mountpoint, name, first_path)) as first:
             assert first.read() == "granary\n"
     figures["first_read_each_s"] = time.perf_counter() - start
     figures["fuse_after_reads"] = rss_mib(pid)
@@ -203,11 +220,13 @@ def main():
     parser.add_argument("--fuse-budget", default="256MiB")
     parser.add_argument("--max-dataset-entries", type=int, default=0)
     parser.add_argument("--workdir", default="/var/tmp/granary-manifest-memory")
+    parser.add_argument("--long-names", action="store_true",
+                        help="paths of 37 bytes, as an image dataset has, not 13-14")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     source = os.path.join(args.workdir, "source")
     start = time.perf_counter()
-    make_tree(source, args.files)
+    make_tree(source, args.files, args.long_names)
     log("source of %d files ready in %.1f s" % (args.files, time.perf_counter() - start))
     names = ["ds%02d" % i for i in range(args.datasets)]
     builds = [("after", args.build)] + ([("before", args.baseline)] if args.baseline else [])
