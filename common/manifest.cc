@@ -97,10 +97,15 @@ std::vector<std::pair<uint64_t, uint64_t>> FindHardLinks(const ManifestEntries& 
   return aliases;
 }
 
+// What an allocation of `bytes` takes from the heap: glibc's malloc adds 8
+// bytes and rounds up to 16, 32 at least, so a 37-byte path takes 48, and a
+// budget that counted 38 ran 7% under the resident memory.
+uint64_t AllocatedBytes(uint64_t bytes) { return std::max<uint64_t>(32, (bytes + 8 + 15) & ~15); }
+
 // The heap bytes a string holds beyond itself: none while it fits in place.
 uint64_t HeapBytesOf(const std::string& text) {
   static const size_t kInPlace = std::string().capacity();
-  return text.capacity() > kInPlace ? text.capacity() + 1 : 0;
+  return text.capacity() > kInPlace ? AllocatedBytes(text.capacity() + 1) : 0;
 }
 
 // What an entry without extras answers.
@@ -157,8 +162,11 @@ uint64_t ManifestEntry::heap_bytes() const {
   uint64_t bytes = HeapBytesOf(path);
   const EntryExtras* extras = extras_.get();
   if (extras == nullptr) return bytes;
-  bytes += sizeof(EntryExtras) + HeapBytesOf(extras->symlink_target) + HeapBytesOf(extras->etag) +
-           extras->xattrs.capacity() * sizeof(ExtendedAttribute);
+  bytes += AllocatedBytes(sizeof(EntryExtras)) + HeapBytesOf(extras->symlink_target) +
+           HeapBytesOf(extras->etag);
+  if (extras->xattrs.capacity() > 0) {
+    bytes += AllocatedBytes(extras->xattrs.capacity() * sizeof(ExtendedAttribute));
+  }
   for (const ExtendedAttribute& xattr : extras->xattrs) {
     bytes += HeapBytesOf(xattr.name) + HeapBytesOf(xattr.value);
   }
