@@ -18,7 +18,9 @@ inline void PutBigEndian(uint64_t value, int bytes, char* out) {
 
 // Appends the low `bytes` bytes of `value` (at most 8) to `out`.
 inline void AppendBigEndian(uint64_t value, int bytes, std::string* out) {
-  for (int i = bytes - 1; i >= 0; --i) out->push_back(static_cast<char>(value >> (8 * i)));
+  const size_t at = out->size();
+  out->resize(at + bytes);
+  PutBigEndian(value, bytes, out->data() + at);
 }
 
 // The number the first `bytes` bytes of `in` (at most 8, and at most its

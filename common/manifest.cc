@@ -31,12 +31,11 @@ void AppendBytes(std::string_view bytes, std::string* out) {
   AppendU64(bytes.size(), out);
 }
 
-// Sorts an order of indexes and then moves each entry once: swapping the
-// entries themselves moves three strings per swap.
 // Sorts through a table of positions, then moves the entries into place one
 // cycle of the permutation at a time: each entry moves once, and no second
 // array of entries is needed, which at ten million entries would be another
-// gigabyte at the peak of a registration.
+// gigabyte at the peak of a registration. (Swapping the entries themselves
+// would move a string per swap.)
 void SortByPath(ManifestEntries& entries) {
   // Build() takes at most kMaxManifestEntries, which 32 bits count.
   std::vector<uint32_t> source_of(entries.size());

@@ -93,19 +93,21 @@ MountedDataset::MountedDataset(uint32_t slot, DatasetSnapshot snapshot)
   // Counts become positions; each directory's is advanced past its children
   // as they are placed, which leaves it at the next one's, so the positions
   // are taken again from the end marker backwards afterwards.
-  absl::flat_hash_map<uint32_t, uint32_t> index_of;
-  index_of.reserve(directories_.size());
   uint32_t placed = 0;
-  for (size_t i = 0; i < directories_.size(); ++i) {
-    index_of[directories_[i].node] = static_cast<uint32_t>(i);
-    placed += std::exchange(directories_[i].first_child, placed);
+  for (Directory& directory : directories_) {
+    placed += std::exchange(directory.first_child, placed);
   }
   directories_.push_back({static_cast<uint32_t>(nodes), placed, 0});
   child_counts = {};
   children_.resize(placed);
+  uint64_t last_parent = nodes;  // No node: the first child looks its parent up.
+  size_t parent_index = 0;
   for_each_child([&](uint64_t parent, uint64_t child) {
-    children_[directories_[index_of.at(static_cast<uint32_t>(parent))].first_child++] =
-        static_cast<uint32_t>(child);
+    if (parent != last_parent) {
+      parent_index = *DirectoryIndex(parent);
+      last_parent = parent;
+    }
+    children_[directories_[parent_index].first_child++] = static_cast<uint32_t>(child);
   });
   for (size_t i = directories_.size() - 1; i > 0; --i) {
     directories_[i].first_child = directories_[i - 1].first_child;
