@@ -23,6 +23,7 @@
 #include "common/absl_compat.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "common/server_address.h"
 
 namespace granary {
 namespace {
@@ -482,20 +483,6 @@ HttpServer::~HttpServer() { Stop(); }
 
 void HttpServer::Handle(std::string_view method, std::string_view path, Handler handler) {
   impl_->routes[std::string(path)][std::string(method)] = std::move(handler);
-}
-
-absl::Status SplitHostPort(std::string_view host_port, std::string* host, int* port) {
-  size_t colon = host_port.rfind(':');
-  if (colon == std::string_view::npos || colon == 0 ||
-      !absl::SimpleAtoi(AsAbsl(host_port.substr(colon + 1)), port) || *port < 0 || *port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("address '", AsAbsl(host_port), "' is not HOST:PORT"));
-  }
-  host->assign(host_port.substr(0, colon));
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
-    *host = host->substr(1, host->size() - 2);
-  }
-  return absl::OkStatus();
 }
 
 namespace {

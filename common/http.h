@@ -90,9 +90,6 @@ class HttpServer {
 // cannot connect, and with the status text on a non-2xx answer.
 absl::StatusOr<std::string> HttpGet(std::string_view host_port, std::string_view path);
 
-// Splits "HOST:PORT"; fails with INVALID_ARGUMENT naming the text otherwise.
-absl::Status SplitHostPort(std::string_view host_port, std::string* host, int* port);
-
 }  // namespace granary
 
 #endif  // GRANARY_COMMON_HTTP_H_

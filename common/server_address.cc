@@ -1,8 +1,13 @@
 #include "common/server_address.h"
 
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -18,6 +23,73 @@
 #include "grpcpp/support/client_interceptor.h"
 
 namespace granary {
+
+absl::Status SplitHostPort(std::string_view host_port, std::string* host, int* port) {
+  size_t colon = host_port.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(AsAbsl(host_port.substr(colon + 1)), port) || *port < 0 || *port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address '", AsAbsl(host_port), "' is not HOST:PORT"));
+  }
+  host->assign(host_port.substr(0, colon));
+  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status ConnectError(std::string_view address, std::string_view why) {
+  return absl::UnavailableError(
+      absl::StrCat("cannot connect to ", AsAbsl(address), ": ", AsAbsl(why)));
+}
+
+}  // namespace
+
+absl::StatusOr<UniqueFd> ConnectTcp(std::string_view host_port, std::chrono::milliseconds timeout) {
+  std::string host;
+  int port = 0;
+  if (absl::Status split = SplitHostPort(host_port, &host, &port); !split.ok()) return split;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (int error = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); error != 0) {
+    return ConnectError(host_port, ::gai_strerror(error));
+  }
+  absl::Status last = ConnectError(host_port, "no address");
+  UniqueFd connected;
+  for (addrinfo* candidate = found; candidate != nullptr && !connected.valid();
+       candidate = candidate->ai_next) {
+    UniqueFd fd(::socket(candidate->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    int error = fd.valid() ? 0 : errno;
+    if (fd.valid() && ::connect(fd.get(), candidate->ai_addr, candidate->ai_addrlen) != 0) {
+      error = errno;
+      if (error == EINPROGRESS) {
+        pollfd connecting{fd.get(), POLLOUT, 0};
+        socklen_t length = sizeof(error);
+        if (::poll(&connecting, 1, static_cast<int>(timeout.count())) != 1) {
+          error = ETIMEDOUT;
+        } else if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) != 0) {
+          error = errno;
+        }
+      }
+    }
+    if (error != 0) {
+      last = ConnectError(host_port, std::strerror(error));
+      continue;
+    }
+    connected = std::move(fd);
+  }
+  ::freeaddrinfo(found);
+  if (!connected.valid()) return last;
+  const int flags = ::fcntl(connected.get(), F_GETFL);
+  ::fcntl(connected.get(), F_SETFL, flags & ~O_NONBLOCK);
+  return connected;
+}
 
 std::string ResolveServerAddress(std::string_view explicit_address) {
   if (!explicit_address.empty()) return std::string(explicit_address);

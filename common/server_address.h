@@ -10,11 +10,13 @@
 
 #include <sys/un.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
 
 namespace grpc {
 class Channel;
@@ -29,6 +31,15 @@ inline constexpr int kMaxMessageBytes = 72 << 20;
 // The address of the Unix socket at `path`; INVALID_ARGUMENT naming it when
 // it is too long for one.
 absl::StatusOr<sockaddr_un> UnixSocketAddress(std::string_view path);
+
+// Splits "HOST:PORT" ("[::1]:7070" gives "::1"); fails with INVALID_ARGUMENT
+// naming the text otherwise.
+absl::Status SplitHostPort(std::string_view host_port, std::string* host, int* port);
+
+// A blocking TCP socket connected to "HOST:PORT" within `timeout` (each
+// address the host resolves to is tried in turn). UNAVAILABLE naming the
+// address and why when none accepts; INVALID_ARGUMENT for a malformed one.
+absl::StatusOr<UniqueFd> ConnectTcp(std::string_view host_port, std::chrono::milliseconds timeout);
 
 // `explicit_address` if non-empty, else $GRANARY_SERVER, else the default socket.
 std::string ResolveServerAddress(std::string_view explicit_address);

@@ -1,15 +1,9 @@
 #include "cache_server/cluster/peer_stub.h"
 
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-
-#include <cerrno>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/http.h"
-#include "common/unique_fd.h"
+#include "common/server_address.h"
 #include "grpcpp/channel.h"
 
 namespace granary {
@@ -18,36 +12,6 @@ namespace {
 // How long a peer's host may take to accept a TCP connection when asked
 // directly; a dead peer's host refuses at once.
 constexpr std::chrono::milliseconds kAcceptWait{200};
-
-// Whether something accepts a TCP connection at `address` (HOST:PORT) within
-// kAcceptWait.
-bool AcceptsConnections(const std::string& address) {
-  std::string host;
-  int port = 0;
-  if (!SplitHostPort(address, &host, &port).ok()) return false;
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
-  bool accepted = false;
-  for (addrinfo* candidate = found; candidate != nullptr && !accepted;
-       candidate = candidate->ai_next) {
-    UniqueFd fd(::socket(candidate->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd.valid()) continue;
-    if (::connect(fd.get(), candidate->ai_addr, candidate->ai_addrlen) == 0) {
-      accepted = true;
-    } else if (errno == EINPROGRESS) {
-      pollfd connecting{fd.get(), POLLOUT, 0};
-      int error = 0;
-      socklen_t length = sizeof(error);
-      accepted = ::poll(&connecting, 1, static_cast<int>(kAcceptWait.count())) == 1 &&
-                 ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
-    }
-  }
-  ::freeaddrinfo(found);
-  return accepted;
-}
 
 // Whether `channel`, to the peer at `address`, is connected by `deadline`.
 // With `refused_is_down`, a channel that failed earlier gets one fresh
@@ -67,7 +31,7 @@ bool WaitUntilConnected(grpc::Channel& channel, const std::string& address,
       if (retried) return false;
       retried = true;
       grpc::experimental::ChannelResetConnectionBackoff(&channel);
-      if (!AcceptsConnections(address)) return false;
+      if (!ConnectTcp(address, kAcceptWait).ok()) return false;
     }
     if (!channel.WaitForStateChange(state, deadline)) return false;
     state = channel.GetState(/*try_to_connect=*/true);
