@@ -33,26 +33,7 @@ void LocalReadServer::Shutdown() {
   ::shutdown(listen_fd_, SHUT_RDWR);
   acceptor_.join();
   ::close(listen_fd_);
-  std::list<Connection> connections;
-  {
-    MutexLock lock(&mutex_);
-    for (Connection& connection : connections_) {
-      if (!connection.done) ::shutdown(connection.fd, SHUT_RDWR);
-    }
-    connections.swap(connections_);
-  }
-  for (Connection& connection : connections) connection.thread.join();
-}
-
-void LocalReadServer::ReapLocked() {
-  for (auto it = connections_.begin(); it != connections_.end();) {
-    if (it->done) {
-      it->thread.join();
-      it = connections_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  connections_.Shutdown();
 }
 
 void LocalReadServer::Accept() {
@@ -71,23 +52,15 @@ void LocalReadServer::Accept() {
     backoff.Reset();
     absl::StatusOr<SocketPeer> peer = PeerOf(connection);
     bool trusted = peer.ok() && (peer->uid == 0 || peer->uid == ::geteuid());
-    MutexLock lock(&mutex_);
-    ReapLocked();
-    if (stopping_ || connections_.size() >= kMaxConnections) {
+    if (!connections_.Run(connection, [this, trusted](int served) { Serve(served, trusted); }) &&
+        !stopping_) {
       GRANARY_LOG_FIRST_N(WARNING, 5)
-          << "local read socket: over " << kMaxConnections << " connections; closing a new one";
-      ::close(connection);
-      continue;
+          << "local read socket: over " << kMaxConnections << " connections; closed a new one";
     }
-    Connection& served = connections_.emplace_back();
-    served.fd = connection;
-    served.trusted = trusted;
-    served.thread = std::thread([this, &served] { Serve(&served); });
   }
 }
 
-void LocalReadServer::Serve(Connection* served) {
-  const int connection = served->fd;
+void LocalReadServer::Serve(int connection, bool trusted) {
   for (;;) {
     v1::LocalReadRequest request;
     std::vector<UniqueFd> ignored;
@@ -95,15 +68,12 @@ void LocalReadServer::Serve(Connection* served) {
     ignored.clear();
     if (absl::IsUnavailable(received) || (!received.ok() && stopping_)) break;
     std::vector<UniqueFd> passed;
-    v1::LocalReadResponse response = Answer(received, request, served->trusted, &passed);
+    v1::LocalReadResponse response = Answer(received, request, trusted, &passed);
     std::vector<int> passed_fds;
     for (const UniqueFd& fd : passed) passed_fds.push_back(fd.get());
     absl::Status sent = SendLocalReadMessage(connection, response, passed_fds);
     if (!sent.ok()) break;
   }
-  MutexLock lock(&mutex_);
-  ::close(connection);
-  served->done = true;
 }
 
 v1::LocalReadResponse LocalReadServer::Answer(const absl::Status& received,

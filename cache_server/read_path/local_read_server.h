@@ -29,15 +29,14 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <list>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cache_server/connection_threads.h"
 #include "cache_server/read_path/read_through.h"
-#include "common/mutex.h"
 #include "common/unique_fd.h"
 
 namespace granary {
@@ -61,29 +60,19 @@ class LocalReadServer {
  private:
   LocalReadServer(int listen_fd, ReadThrough* reads) : listen_fd_(listen_fd), reads_(reads) {}
 
-  struct Connection {
-    int fd = -1;
-    // Whether the peer may be handed data file descriptors (uid 0 or ours).
-    bool trusted = false;
-    std::thread thread;
-    bool done = false;  // Guarded by mutex_; its thread has closed fd and may be joined.
-  };
-
   void Accept();
-  void Serve(Connection* connection);
+  // Answers the requests on `connection` in turn until it closes.
+  void Serve(int connection, bool trusted);
   // The answer to one request (`received` says whether it was read whole)
   // on a connection whose peer is `trusted`; `*passed` gets the descriptors
   // to pass with it.
   v1::LocalReadResponse Answer(const absl::Status& received, const v1::LocalReadRequest& request,
                                bool trusted, std::vector<UniqueFd>* passed);
-  // Joins the threads of connections that have closed.
-  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const int listen_fd_;
   ReadThrough* const reads_;
   std::atomic<bool> stopping_{false};
-  Mutex mutex_;
-  std::list<Connection> connections_ ABSL_GUARDED_BY(mutex_);
+  ConnectionThreads connections_{kMaxConnections};
   std::thread acceptor_;
 };
 
