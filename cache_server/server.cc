@@ -38,6 +38,7 @@
 #include "cache_server/prewarm/fill_scheduler.h"
 #include "cache_server/prewarm/prewarm_coordinator.h"
 #include "cache_server/read_path/local_read_server.h"
+#include "cache_server/read_path/peer_read_server.h"
 #include "cache_server/read_path/read_through.h"
 #include "cache_server/read_path/stream_watchdog.h"
 #include "cache_server/read_path/write_behind.h"
@@ -259,6 +260,7 @@ struct GranaryServer::Parts {
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<ConnectionAcceptor> acceptor;
   std::unique_ptr<LocalReadServer> local_reads;
+  std::unique_ptr<PeerReadServer> peer_reads;  // With a TCP listener.
   HttpServer metrics_http;
   // Last, so it stops reporting changes before anything it reports to goes.
   std::unique_ptr<MembershipSource> membership;
@@ -426,8 +428,17 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
     return absl::InternalError("cannot start the gRPC server");
   }
   parts->running = true;
-  absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> acceptor = ConnectionAcceptor::Start(
-      std::move(listeners), parts->connections.get(), parts->grpc_server.get());
+  ConnectionAcceptor::PeerReadHandler peer_read_handler;
+  if (!c.listen.empty()) {
+    parts->peer_reads =
+        std::make_unique<PeerReadServer>(token, parts->read_through.get(), &parts->metrics);
+    peer_read_handler = [peer_reads = parts->peer_reads.get()](int fd, const Caller& caller) {
+      peer_reads->Serve(fd, caller.address);
+    };
+  }
+  absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> acceptor =
+      ConnectionAcceptor::Start(std::move(listeners), parts->connections.get(),
+                                parts->grpc_server.get(), std::move(peer_read_handler));
   if (!acceptor.ok()) {
     close_listeners();
     GranaryServer cleanup(std::move(parts));
@@ -466,6 +477,7 @@ void GranaryServer::Shutdown() {
   // routing here while the last calls drain.
   parts_->membership.reset();
   if (parts_->acceptor != nullptr) parts_->acceptor->Shutdown();
+  if (parts_->peer_reads != nullptr) parts_->peer_reads->Shutdown();
   parts_->grpc_server->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
   parts_->grpc_server->Wait();
   parts_->local_reads->Shutdown();

@@ -27,11 +27,6 @@ void Audit(const Caller& caller, std::string_view change, const absl::Status& re
                     << (result.ok() ? std::string("OK") : result.ToString());
 }
 
-ChunkSourcing SourcingOf(const v1::ReadChunkRequest& request) {
-  if (request.cache_only()) return ChunkSourcing::kCacheOnly;
-  return request.owner_fetch() ? ChunkSourcing::kOwnerFetch : ChunkSourcing::kReadThrough;
-}
-
 }  // namespace
 
 GranaryService::GranaryService(ServiceParts parts) : parts_(parts) {}
@@ -184,42 +179,28 @@ absl::Status GranaryService::AllowRead(const Caller& caller, const v1::ReadChunk
 absl::Status GranaryService::StreamChunk(const v1::ReadChunkRequest& request,
                                          grpc::ServerWriter<v1::ReadChunkResponse>* writer) {
   if (!request.has_key()) return absl::InvalidArgumentError("read request names no chunk key");
-  const ChunkKey key = ChunkKey::FromProto(request.key());
-  const ChunkSourcing sourcing = SourcingOf(request);
-  auto started = std::chrono::steady_clock::now();
-  // One message's worth at a time: a reader that stops reading holds one
-  // piece of its range here, not the whole range.
-  const uint32_t first = request.length() == 0
-                             ? kMaxReadMessageBytes
-                             : std::min<uint32_t>(request.length(), kMaxReadMessageBytes);
-  GRANARY_ASSIGN_OR_RETURN(ReadThrough::Chunk chunk,
-                           parts_.read_through->Read(key, request.offset(), first, sourcing));
-  parts_.metrics->read_latency.Observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  const uint64_t end =
-      request.length() == 0
-          ? chunk.chunk_length
-          : std::min<uint64_t>(chunk.chunk_length, uint64_t{request.offset()} + request.length());
-  uint64_t position = request.offset();
-  ReadThrough::ChunkData piece = std::move(chunk.data);
-  v1::ReadChunkResponse response;
-  response.set_from_cache(chunk.from_cache);
-  while (true) {
-    response.set_data(*piece);
-    position += piece->size();
-    piece.reset();
-    if (!writer->Write(response)) return absl::CancelledError("the client went away");
-    if (position >= end) return absl::OkStatus();
-    response.clear_from_cache();
-    const uint32_t length =
-        static_cast<uint32_t>(std::min<uint64_t>(kMaxReadMessageBytes, end - position));
-    GRANARY_ASSIGN_OR_RETURN(piece, parts_.read_through->ReadMore(
-                                        key, static_cast<uint32_t>(position), length, sourcing));
-    if (piece->empty()) {
-      return absl::InternalError(
-          absl::StrCat("chunk ", key.ToString(), " ended at ", position, " of ", end, " bytes"));
+  // One message a piece: the first says whether the range came from the cache.
+  class Messages : public ReadThrough::RangeSink {
+   public:
+    explicit Messages(grpc::ServerWriter<v1::ReadChunkResponse>* writer) : writer_(writer) {}
+    bool Begin(uint64_t, bool from_cache) override {
+      response_.set_from_cache(from_cache);
+      return true;
     }
-  }
+    bool Write(std::string_view piece) override {
+      response_.set_data(std::string(piece));
+      bool written = writer_->Write(response_);
+      response_.clear_from_cache();
+      return written;
+    }
+
+   private:
+    grpc::ServerWriter<v1::ReadChunkResponse>* const writer_;
+    v1::ReadChunkResponse response_;
+  } messages(writer);
+  return parts_.read_through->Serve(ChunkKey::FromProto(request.key()), request.offset(),
+                                    request.length(), SourcingOf(request), kMaxReadMessageBytes,
+                                    messages);
 }
 
 grpc::Status GranaryService::Prewarm(grpc::ServerContext* context,

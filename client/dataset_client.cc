@@ -14,11 +14,31 @@
 namespace granary {
 namespace {
 
+// How long reads go over gRPC after a server did not speak the peer read
+// protocol (an older granaryd, until it is upgraded).
+constexpr std::chrono::nanoseconds kGrpcReadsAfterRefusal = std::chrono::minutes(1);
+
 void SetDeadline(grpc::ClientContext* context, std::chrono::milliseconds timeout) {
   context->set_deadline(std::chrono::system_clock::now() + timeout);
 }
 
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
+
+void SetSourcing(ChunkSourcing sourcing, v1::ReadChunkRequest* request) {
+  request->set_cache_only(sourcing == ChunkSourcing::kCacheOnly);
+  request->set_owner_fetch(sourcing == ChunkSourcing::kOwnerFetch);
+}
+
+ChunkSourcing SourcingOf(const v1::ReadChunkRequest& request) {
+  if (request.cache_only()) return ChunkSourcing::kCacheOnly;
+  return request.owner_fetch() ? ChunkSourcing::kOwnerFetch : ChunkSourcing::kReadThrough;
+}
 
 absl::StatusOr<std::unique_ptr<DatasetClient>> DatasetClient::Connect(std::string_view address,
                                                                       Options options) {
@@ -37,7 +57,12 @@ DatasetClient::DatasetClient(std::string address, Options options,
     : address_(std::move(address)),
       options_(options),
       channel_(std::move(channel)),
-      stub_(v1::Granary::NewStub(channel_)) {}
+      stub_(v1::Granary::NewStub(channel_)) {
+  if (!address_.starts_with("unix:")) {
+    peer_reads_ = std::make_unique<PeerReadConnections>(address_, options_.cluster_token,
+                                                        options_.read_timeout);
+  }
+}
 
 DatasetClient::~DatasetClient() = default;
 
@@ -137,8 +162,15 @@ absl::Status DatasetClient::ReadChunk(const ChunkKey& key, uint32_t offset_in_ch
   key.ToProto(request.mutable_key());
   request.set_offset(offset_in_chunk);
   request.set_length(static_cast<uint32_t>(out.size()));
-  request.set_cache_only(sourcing == ChunkSourcing::kCacheOnly);
-  request.set_owner_fetch(sourcing == ChunkSourcing::kOwnerFetch);
+  SetSourcing(sourcing, &request);
+  if (peer_reads_ != nullptr) {
+    const int64_t now = NowNs();
+    if (now >= grpc_reads_until_ns_.load(std::memory_order_relaxed)) {
+      std::optional<absl::Status> read = peer_reads_->Read(request, out);
+      if (read) return *std::move(read);
+      grpc_reads_until_ns_.store(now + kGrpcReadsAfterRefusal.count(), std::memory_order_relaxed);
+    }
+  }
   std::unique_ptr<grpc::ClientReader<v1::ReadChunkResponse>> reader =
       stub_->ReadChunk(&context, request);
 

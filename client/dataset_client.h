@@ -4,6 +4,11 @@
 // ReadChunk. It holds no policy: no retries, no fallback to the source, no
 // caching; callers decide what to do with an error.
 //
+// Over TCP, chunk reads go over the peer read protocol on the same port
+// (peer_read_protocol.h), which costs a small read a fraction of a gRPC call;
+// a server that does not speak it is read over gRPC, and asked again a
+// minute later.
+//
 // Every RPC carries a deadline (Options). Errors are the server's status code
 // and message, or the transport's (UNAVAILABLE when the server is unreachable,
 // DEADLINE_EXCEEDED when it does not answer in time); a response that breaks
@@ -14,6 +19,7 @@
 #ifndef GRANARY_CLIENT_DATASET_CLIENT_H_
 #define GRANARY_CLIENT_DATASET_CLIENT_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -24,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/peer_read_connections.h"
 #include "common/chunk_key.h"
 #include "common/manifest.h"
 #include "proto/granary.grpc.pb.h"
@@ -43,6 +50,10 @@ enum class ChunkSourcing {
   kOwnerFetch,   // A non-owner asking the owner: a miss is fetched by the owner itself.
   kCacheOnly,    // Peers copying a chunk: a miss is NOT_FOUND.
 };
+
+// How a read request carries its sourcing, both ways.
+void SetSourcing(ChunkSourcing sourcing, v1::ReadChunkRequest* request);
+ChunkSourcing SourcingOf(const v1::ReadChunkRequest& request);
 
 class DatasetClient {
  public:
@@ -101,6 +112,11 @@ class DatasetClient {
   const Options options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Granary::Stub> stub_;
+  // Null on a Unix socket.
+  std::unique_ptr<PeerReadConnections> peer_reads_;
+  // steady_clock ns before which reads go over gRPC (the server did not speak
+  // the peer read protocol).
+  mutable std::atomic<int64_t> grpc_reads_until_ns_{0};
 };
 
 }  // namespace granary

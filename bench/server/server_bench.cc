@@ -3,7 +3,8 @@
 //   hot:  ReadChunk of cached 4 MiB chunks through gRPC on the Unix socket,
 //         against ChunkStore::Read of the same chunks in-process;
 //   small: ReadChunk of 110 KiB of cached chunks (an image's size), one call
-//         at a time, on the Unix socket and over TCP as peers call: what a
+//         at a time, on the Unix socket and over TCP through gRPC, and over
+//         TCP as peers read (DatasetClient: the peer read protocol): what a
 //         read of a small file a peer holds costs in calls, not bytes;
 //   cold: ReadChunk of chunks granaryd has not cached (read-through from a
 //         posix source in the page cache, then stored), against pread of the
@@ -24,6 +25,7 @@
 #include <string>
 
 #include "cache_server/store/chunk_store.h"
+#include "client/dataset_client.h"
 #include "common/chunk_key.h"
 #include "grpcpp/client_context.h"
 #include "tests/support/granaryd_process.h"
@@ -162,6 +164,34 @@ void BM_HotSmallReadThroughGrpc(benchmark::State& state) {
   state.SetLabel(state.range(0) == 0 ? "unix socket" : "tcp");
 }
 BENCHMARK(BM_HotSmallReadThroughGrpc)->Arg(0)->Arg(1)->UseRealTime()->MinTime(2);
+
+// The same reads as a peer makes them: DatasetClient over TCP, with the
+// cluster token, which speaks the peer read protocol.
+void BM_HotSmallReadAsPeer(benchmark::State& state) {
+  constexpr uint32_t kSmallRead = 110 << 10;
+  constexpr uint32_t kReadsPerChunk = kChunk / kSmallRead;
+  Fixture& fixture = Shared();
+  auto [version, ids] = fixture.FreshDataset();
+  for (int c = 0; c < kChunksPerDataset; ++c) {  // Warm every chunk.
+    ReadChunkOverGrpc(fixture.stub.get(), version, ids[c / kChunksPerFile], c % kChunksPerFile);
+  }
+  DatasetClient::Options options;
+  options.cluster_token = fixture.server->cluster_token();
+  auto client = DatasetClient::Connect(fixture.server->tcp_address(), options);
+  if (!client.ok()) std::abort();
+  std::string buffer(kSmallRead, '\0');
+  uint64_t read = 0;
+  for (auto _ : state) {
+    const uint64_t c = read / kReadsPerChunk % kChunksPerDataset;
+    const ChunkKey key{version, ids[c / kChunksPerFile], static_cast<uint32_t>(c % kChunksPerFile)};
+    if (!(*client)->ReadChunk(key, read % kReadsPerChunk * kSmallRead, buffer).ok()) std::abort();
+    ++read;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * kSmallRead);
+  state.SetLabel("tcp, peer read protocol");
+}
+BENCHMARK(BM_HotSmallReadAsPeer)->UseRealTime()->MinTime(2);
 
 void BM_HotReadStoreDirect(benchmark::State& state) {
   testing::TempDir dir;

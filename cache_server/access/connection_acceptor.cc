@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/listening_socket.h"
+#include "client/peer_read_protocol.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "grpcpp/server_posix.h"
@@ -79,7 +80,8 @@ absl::StatusOr<Caller> CallerOn(int fd, Caller::Channel channel) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> ConnectionAcceptor::Start(
-    std::vector<Listener> listeners, ConnectionTable* table, grpc::Server* server) {
+    std::vector<Listener> listeners, ConnectionTable* table, grpc::Server* server,
+    PeerReadHandler peer_reads) {
   // Non-blocking, so that taking every waiting connection ends at EAGAIN.
   for (const Listener& listener : listeners) {
     int flags = ::fcntl(listener.fd, F_GETFL);
@@ -90,7 +92,7 @@ absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> ConnectionAcceptor::Start(
   int wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd < 0) return ErrnoStatus(errno, "creating the acceptor's eventfd");
   std::unique_ptr<ConnectionAcceptor> acceptor(
-      new ConnectionAcceptor(std::move(listeners), table, server, wake_fd));
+      new ConnectionAcceptor(std::move(listeners), table, server, std::move(peer_reads), wake_fd));
   acceptor->thread_ = std::thread([raw = acceptor.get()] { raw->Run(); });
   return acceptor;
 }
@@ -105,7 +107,39 @@ void ConnectionAcceptor::Shutdown() {
   }
   thread_.join();
   for (const Listener& listener : listeners_) ::close(listener.fd);
+  for (const Undecided& connection : undecided_) ::close(connection.fd);
   ::close(wake_fd_);
+}
+
+void ConnectionAcceptor::Route(int fd, Caller caller) {
+  if (peer_reads_ == nullptr || caller.channel != Caller::Channel::kTcp) {
+    grpc::AddInsecureChannelFromFd(server_, fd);
+    return;
+  }
+  undecided_.push_back(
+      {fd, std::move(caller), std::chrono::steady_clock::now() + kFirstByteTimeout});
+}
+
+void ConnectionAcceptor::Decide(std::span<const pollfd> polled) {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<Undecided> waiting;
+  for (size_t i = 0; i < undecided_.size(); ++i) {
+    Undecided& connection = undecided_[i];
+    const bool readable = i < polled.size() && polled[i].revents != 0;
+    char first = 0;
+    ssize_t peeked = readable ? ::recv(connection.fd, &first, 1, MSG_PEEK | MSG_DONTWAIT) : -1;
+    if (peeked == 1 && first == kPeerReadMagic[0]) {
+      peer_reads_(connection.fd, connection.caller);
+    } else if (peeked == 1) {
+      grpc::AddInsecureChannelFromFd(server_, connection.fd);
+    } else if (peeked == 0 || (readable && errno != EAGAIN && errno != EINTR) ||
+               now >= connection.deadline) {
+      ::close(connection.fd);
+    } else {
+      waiting.push_back(std::move(connection));
+    }
+  }
+  undecided_ = std::move(waiting);
 }
 
 void ConnectionAcceptor::Run() {
@@ -115,7 +149,10 @@ void ConnectionAcceptor::Run() {
   AcceptBackoff backoff("gRPC listener");
   auto next_sweep = std::chrono::steady_clock::now() + kSweepPeriod;
   std::chrono::steady_clock::time_point last_refusal_log{};
+  const size_t fixed = polled.size();
   while (!stopping_) {
+    polled.resize(fixed);
+    for (const Undecided& connection : undecided_) polled.push_back({connection.fd, POLLIN, 0});
     int ready = ::poll(polled.data(), polled.size(),
                        static_cast<int>(std::chrono::milliseconds(kSweepPeriod).count()));
     if (ready < 0 && errno != EINTR) {
@@ -144,9 +181,10 @@ void ConnectionAcceptor::Run() {
           ::close(accepted);
           continue;
         }
-        grpc::AddInsecureChannelFromFd(server_, accepted);
+        Route(accepted, *std::move(caller));
       }
     }
+    if (!undecided_.empty()) Decide(std::span<const pollfd>(polled).subspan(fixed));
     if (auto now = std::chrono::steady_clock::now(); now >= next_sweep) {
       table_->Sweep();
       next_sweep = now + kSweepPeriod;

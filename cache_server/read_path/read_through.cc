@@ -96,6 +96,35 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::ReadMore(const ChunkKey& key
   return std::move(chunk.data);
 }
 
+absl::Status ReadThrough::Serve(const ChunkKey& key, uint32_t offset, uint32_t length,
+                                ChunkSourcing sourcing, uint32_t piece_bytes, RangeSink& sink) {
+  const auto started = std::chrono::steady_clock::now();
+  const uint32_t first = length == 0 ? piece_bytes : std::min(length, piece_bytes);
+  GRANARY_ASSIGN_OR_RETURN(Chunk chunk, Read(key, offset, first, sourcing));
+  metrics_->read_latency.Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  const uint64_t end = length == 0
+                           ? chunk.chunk_length
+                           : std::min<uint64_t>(chunk.chunk_length, uint64_t{offset} + length);
+  if (!sink.Begin(end - offset, chunk.from_cache)) {
+    return absl::CancelledError("the reader went away");
+  }
+  uint64_t position = offset;
+  ChunkData piece = std::move(chunk.data);
+  while (true) {
+    position += piece->size();
+    if (!sink.Write(*piece)) return absl::CancelledError("the reader went away");
+    piece.reset();
+    if (position >= end) return absl::OkStatus();
+    const uint32_t next = static_cast<uint32_t>(std::min<uint64_t>(piece_bytes, end - position));
+    GRANARY_ASSIGN_OR_RETURN(piece, ReadMore(key, static_cast<uint32_t>(position), next, sourcing));
+    if (piece->empty()) {
+      return absl::InternalError(
+          absl::StrCat("chunk ", key.ToString(), " ended at ", position, " of ", end, " bytes"));
+    }
+  }
+}
+
 absl::StatusOr<store::ChunkStore::Extent> ReadThrough::Locate(const ChunkKey& key,
                                                               uint64_t read_bytes) {
   activity_->Touch(key.dataset_version);

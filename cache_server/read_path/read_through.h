@@ -79,6 +79,23 @@ class ReadThrough {
   absl::StatusOr<ChunkData> ReadMore(const ChunkKey& key, uint32_t offset, uint32_t length,
                                      ChunkSourcing sourcing);
 
+  // Where Serve() sends a range: Begin() once, with the range's length and
+  // whether it came from the cache, then its bytes piece by piece. A false
+  // return stops the read (the reader went away).
+  class RangeSink {
+   public:
+    virtual ~RangeSink() = default;
+    virtual bool Begin(uint64_t length, bool from_cache) = 0;
+    virtual bool Write(std::string_view piece) = 0;
+  };
+  // Serves a read of bytes [offset, offset + length) of chunk `key` (as
+  // Read() cuts it) to `sink`, at most `piece_bytes` at a time, so that a
+  // slow reader holds one piece in memory, not the range; the first piece's
+  // latency is observed as the read's. Errors as Read(); CANCELLED when the
+  // sink stops.
+  absl::Status Serve(const ChunkKey& key, uint32_t offset, uint32_t length, ChunkSourcing sourcing,
+                     uint32_t piece_bytes, RangeSink& sink);
+
   // Where a cached chunk lies, for a reader on this host that reads it
   // itself (store::ChunkStore::Locate); counted as a hit serving `read_bytes`,
   // unless that is 0 (a prefetch). NOT_FOUND on a miss, which is not read

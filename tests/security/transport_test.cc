@@ -22,6 +22,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/dataset_client.h"
+#include "client/peer_read_connections.h"
 #include "common/file_util.h"
 #include "common/local_read_socket.h"
 #include "common/server_address.h"
@@ -171,6 +173,34 @@ TEST(Transport, TcpCallsWithoutTheTokenAreUnauthenticated) {
   auto token = testing::RunAs(*user, {"/bin/cat", (*server)->data_dir() + "/../token"});
   ASSERT_TRUE(token.ok());
   EXPECT_NE(token->exit_code, 0);
+}
+
+TEST(Transport, PeerReadsWithoutTheTokenAreUnauthenticated) {
+  auto user = testing::EnsureTestUser(kUser);
+  ASSERT_TRUE(user.ok()) << user.status();
+  auto server = GranarydProcess::Start();
+  ASSERT_TRUE(server.ok()) << server.status();
+  // The user guesses a token and asks for a chunk of any version, over the
+  // peer read protocol on the TCP port.
+  std::optional<absl::Status> read;
+  AsUserOnThread(*user, {user->gid}, [&] {
+    PeerReadConnections reader((*server)->tcp_address(), "guessed-token", std::chrono::seconds(5));
+    v1::ReadChunkRequest request;
+    ChunkKey{1, 0, 0}.ToProto(request.mutable_key());
+    request.set_length(16);
+    std::string out(16, '\0');
+    read = reader.Read(request, out);
+  });
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->code(), absl::StatusCode::kUnauthenticated) << *read;
+  EXPECT_NE(read->message().find("wrong cluster token"), absl::string_view::npos) << *read;
+  ReportAttack({"new", "user with a guessed token reads a chunk over the peer read protocol", "TCP",
+                "UNAUTHENTICATED, connection closed", std::string(read->message())});
+  // Members still read.
+  auto member = DatasetClient::Connect((*server)->tcp_address(),
+                                       {.cluster_token = (*server)->cluster_token()});
+  ASSERT_TRUE(member.ok());
+  EXPECT_TRUE((*member)->ListDatasets().ok());
 }
 
 TEST(Transport, WeakOrExposedTokenFilesAreRefusedAtStart) {

@@ -1,0 +1,122 @@
+#include "client/peer_read_connections.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "client/peer_read_protocol.h"
+#include "common/absl_compat.h"
+#include "common/server_address.h"
+#include "common/status.h"
+
+namespace granary {
+namespace {
+
+// Connects to `address` within `timeout`, with `timeout` as the socket's send
+// and receive timeouts and no Nagle delay.
+absl::StatusOr<UniqueFd> ConnectForReads(const std::string& address,
+                                         std::chrono::milliseconds timeout) {
+  GRANARY_ASSIGN_OR_RETURN(UniqueFd connected, ConnectTcp(address, timeout));
+  int one = 1;
+  ::setsockopt(connected.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  const timeval limit{static_cast<time_t>(timeout.count() / 1000),
+                      static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+  ::setsockopt(connected.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  ::setsockopt(connected.get(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+  return connected;
+}
+
+}  // namespace
+
+PeerReadConnections::PeerReadConnections(std::string address, std::string cluster_token,
+                                         std::chrono::milliseconds timeout)
+    : address_(std::move(address)), cluster_token_(std::move(cluster_token)), timeout_(timeout) {}
+
+std::optional<absl::StatusOr<UniqueFd>> PeerReadConnections::Connect() {
+  absl::StatusOr<UniqueFd> fd = ConnectForReads(address_, timeout_);
+  if (!fd.ok()) return fd.status();
+  const std::string what = absl::StrCat("peer read hello to ", address_);
+  const std::string hello = EncodePeerReadHello(cluster_token_);
+  const std::string_view parts[] = {hello};
+  if (absl::Status sent = SendAll(fd->get(), parts, what); !sent.ok()) return sent;
+  char reply[sizeof(kPeerReadMagic) + kPeerReadAnswerHeaderBytes];
+  absl::Status received = ReceiveExactly(fd->get(), reply, what);
+  // A server that does not speak the protocol answers with HTTP/2 frames or
+  // closes the connection.
+  if (absl::IsUnavailable(received) ||
+      (received.ok() && std::memcmp(reply, kPeerReadMagic, sizeof(kPeerReadMagic)) != 0)) {
+    return std::nullopt;
+  }
+  if (!received.ok()) return received;
+  absl::StatusOr<PeerReadAnswerHeader> header =
+      DecodePeerReadAnswer(std::span<const char, kPeerReadAnswerHeaderBytes>(
+          reply + sizeof(kPeerReadMagic), kPeerReadAnswerHeaderBytes));
+  if (!header.ok()) return std::nullopt;
+  std::string message(header->message_bytes, '\0');
+  if (absl::Status read = ReceiveExactly(fd->get(), message, what); !read.ok()) return read;
+  if (header->code != absl::StatusCode::kOk) {
+    return absl::Status(header->code, absl::StrCat(address_, ": ", message));
+  }
+  return std::move(*fd);
+}
+
+PeerReadConnections::Exchanged PeerReadConnections::Exchange(int fd,
+                                                             const v1::ReadChunkRequest& request,
+                                                             std::span<char> out) {
+  const std::string what = absl::StrCat("peer read from ", address_);
+  const std::string body = request.SerializeAsString();
+  char length[4];
+  EncodePeerReadRequestLength(static_cast<uint32_t>(body.size()), length);
+  const std::string_view parts[] = {std::string_view(length, sizeof(length)), body};
+  if (absl::Status sent = SendAll(fd, parts, what); !sent.ok()) return {sent};
+  char header_bytes[kPeerReadAnswerHeaderBytes];
+  if (absl::Status got = ReceiveExactly(fd, header_bytes, what); !got.ok()) return {got};
+  absl::StatusOr<PeerReadAnswerHeader> header = DecodePeerReadAnswer(header_bytes);
+  if (!header.ok())
+    return {absl::DataLossError(absl::StrCat(AsAbsl(what), ": ", header.status().message()))};
+  std::string message(header->message_bytes, '\0');
+  if (absl::Status got = ReceiveExactly(fd, message, what); !got.ok()) return {got};
+  if (header->code != absl::StatusCode::kOk) return {absl::Status(header->code, message), true};
+  if (header->byte_count != out.size()) {
+    return {absl::DataLossError(absl::StrCat("server ", address_, " sent ", header->byte_count,
+                                             " bytes where ", out.size(), " were asked for"))};
+  }
+  if (absl::Status got = ReceiveExactly(fd, out, what); !got.ok()) return {got};
+  return {absl::OkStatus(), true};
+}
+
+std::optional<absl::Status> PeerReadConnections::Read(const v1::ReadChunkRequest& request,
+                                                      std::span<char> out) {
+  for (int attempt = 0;; ++attempt) {
+    UniqueFd fd;
+    {
+      MutexLock lock(&mutex_);
+      if (!idle_.empty()) {
+        fd = std::move(idle_.back());
+        idle_.pop_back();
+      }
+    }
+    const bool kept = fd.valid();
+    if (!kept) {
+      std::optional<absl::StatusOr<UniqueFd>> connected = Connect();
+      if (!connected) return std::nullopt;
+      if (!connected->ok()) return connected->status();
+      fd = **std::move(connected);
+    }
+    Exchanged exchanged = Exchange(fd.get(), request, out);
+    if (exchanged.reusable) {
+      MutexLock lock(&mutex_);
+      idle_.push_back(std::move(fd));
+      return exchanged.status;
+    }
+    // A kept connection may have been closed by the server while idle.
+    if (!(kept && attempt == 0 && absl::IsUnavailable(exchanged.status))) return exchanged.status;
+  }
+}
+
+}  // namespace granary

@@ -1,0 +1,247 @@
+// The peer read protocol on a real granaryd's TCP port: reads through it give
+// the bytes and the errors gRPC's ReadChunk gives, gRPC keeps working on the
+// same port, a reader without the cluster token is refused, and malformed
+// hellos and requests get an answer naming what was wrong while the server
+// keeps serving everyone else.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "client/dataset_client.h"
+#include "client/peer_read_connections.h"
+#include "client/peer_read_protocol.h"
+#include "common/big_endian.h"
+#include "common/server_address.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "tests/server/server_test_util.h"
+#include "tests/support/granaryd_process.h"
+
+namespace granary::testing {
+namespace {
+
+constexpr uint32_t kChunk = 1 << 20;
+
+class PeerReadTest : public GranarydTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(StartServer());
+    content_ = PatternBytes(kChunk + 5000, 9);
+    WriteSourceFile(source_.path(), "f.bin", content_);
+    v1::DatasetInfo info;
+    grpc::Status added = AddDataset(stub_.get(), "d", source_.path(), kChunk, &info);
+    ASSERT_TRUE(added.ok()) << added.error_message();
+    version_ = info.version();
+    std::vector<v1::ManifestEntry> entries;
+    ASSERT_TRUE(GetManifest(stub_.get(), "d", 0, &entries).ok());
+    for (uint64_t id = 0; id < entries.size(); ++id) {
+      if (entries[id].path() == "f.bin") file_id_ = id;
+    }
+  }
+
+  std::unique_ptr<DatasetClient> TcpClient(std::string token) {
+    DatasetClient::Options options;
+    options.cluster_token = std::move(token);
+    auto client = DatasetClient::Connect(server_->tcp_address(), options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+
+  v1::ReadChunkRequest Request(uint32_t chunk, uint32_t offset, uint32_t length) const {
+    v1::ReadChunkRequest request;
+    ChunkKey{version_, file_id_, chunk}.ToProto(request.mutable_key());
+    request.set_offset(offset);
+    request.set_length(length);
+    return request;
+  }
+
+  // A raw connection to the TCP port, past a hello with the right token.
+  int Connected() {
+    auto fd = ConnectTcp(server_->tcp_address(), std::chrono::seconds(5));
+    EXPECT_TRUE(fd.ok()) << fd.status();
+    if (!fd.ok()) return -1;
+    const timeval limit{10, 0};
+    ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    return fd->Release();
+  }
+  void Send(int fd, std::string_view bytes) {
+    const std::string_view parts[] = {bytes};
+    ASSERT_TRUE(SendAll(fd, parts, "test").ok());
+  }
+  // The next answer on `fd`: its status, after `magic` first when asked.
+  absl::Status Answer(int fd, bool magic = false) {
+    if (magic) {
+      char got[sizeof(kPeerReadMagic)];
+      if (absl::Status read = ReceiveExactly(fd, got, "test"); !read.ok()) return read;
+      EXPECT_EQ(std::memcmp(got, kPeerReadMagic, sizeof(got)), 0);
+    }
+    char header[kPeerReadAnswerHeaderBytes];
+    if (absl::Status read = ReceiveExactly(fd, header, "test"); !read.ok()) return read;
+    auto decoded = DecodePeerReadAnswer(header);
+    EXPECT_TRUE(decoded.ok()) << decoded.status();
+    std::string message(decoded->message_bytes, '\0');
+    EXPECT_TRUE(ReceiveExactly(fd, message, "test").ok());
+    std::string bytes(decoded->byte_count, '\0');
+    EXPECT_TRUE(ReceiveExactly(fd, bytes, "test").ok());
+    return absl::Status(decoded->code, message);
+  }
+  std::string Framed(const v1::ReadChunkRequest& request) {
+    const std::string body = request.SerializeAsString();
+    std::string framed;
+    AppendBigEndian(body.size(), 4, &framed);
+    return framed + body;
+  }
+  // Whether the server closed `fd` (within the receive timeout); a reset
+  // when it closed with bytes of ours unread.
+  static bool Closed(int fd) {
+    char byte;
+    ssize_t got = ::recv(fd, &byte, 1, 0);
+    return got == 0 || (got < 0 && errno == ECONNRESET);
+  }
+
+  std::string content_;
+  uint64_t version_ = 0;
+  uint64_t file_id_ = 0;
+};
+
+TEST_F(PeerReadTest, ReadsGiveTheBytesAndErrorsOfGrpcOnTheSamePort) {
+  auto client = TcpClient(server_->cluster_token());
+  ASSERT_NE(client, nullptr);
+  for (auto [chunk, offset, length] : std::vector<std::tuple<uint32_t, uint32_t, uint32_t>>{
+           {0, 0, kChunk}, {0, 12345, 110 << 10}, {1, 0, 5000}, {1, 4999, 1}}) {
+    std::string out(length, '\0');
+    ASSERT_TRUE(client->ReadChunk({version_, file_id_, chunk}, offset, out).ok());
+    EXPECT_EQ(out, content_.substr(uint64_t{chunk} * kChunk + offset, length));
+  }
+  // Past the file's end, an unknown version, a short chunk: as over gRPC.
+  std::string out(10, '\0');
+  EXPECT_EQ(client->ReadChunk({version_, file_id_, 2}, 0, out).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(client->ReadChunk({version_ + 1, file_id_, 0}, 0, out).code(),
+            absl::StatusCode::kNotFound);
+  std::string longer(6000, '\0');
+  absl::Status short_read = client->ReadChunk({version_, file_id_, 1}, 0, longer);
+  EXPECT_EQ(short_read.code(), absl::StatusCode::kDataLoss) << short_read;
+  // gRPC on the same port, on the same client.
+  auto datasets = client->ListDatasets();
+  ASSERT_TRUE(datasets.ok()) << datasets.status();
+  EXPECT_EQ(datasets->size(), 1u);
+  // Each read above went over the protocol, none over gRPC.
+  PeerReadConnections direct(server_->tcp_address(), server_->cluster_token(),
+                             std::chrono::seconds(5));
+  std::string piece(100, '\0');
+  std::optional<absl::Status> read = direct.Read(Request(0, 7, 100), piece);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_TRUE(read->ok()) << *read;
+  EXPECT_EQ(piece, content_.substr(7, 100));
+}
+
+TEST_F(PeerReadTest, ReadersWithoutTheClusterTokenAreRefused) {
+  for (const std::string& token : {std::string(), std::string("not the token")}) {
+    auto client = TcpClient(token);
+    ASSERT_NE(client, nullptr);
+    std::string out(100, '\0');
+    absl::Status read = client->ReadChunk({version_, file_id_, 0}, 0, out);
+    EXPECT_EQ(read.code(), absl::StatusCode::kUnauthenticated) << read;
+    EXPECT_NE(read.message().find("cluster token"), absl::string_view::npos) << read;
+  }
+  // The server goes on serving members.
+  auto member = TcpClient(server_->cluster_token());
+  std::string out(100, '\0');
+  EXPECT_TRUE(member->ReadChunk({version_, file_id_, 0}, 0, out).ok());
+}
+
+TEST_F(PeerReadTest, MalformedHellosAndRequestsAreAnsweredAndOthersStillServed) {
+  // A version this server does not speak.
+  int fd = Connected();
+  std::string hello = EncodePeerReadHello(server_->cluster_token());
+  hello[4] = 9;
+  Send(fd, hello);
+  absl::Status answer = Answer(fd, /*magic=*/true);
+  EXPECT_EQ(answer.code(), absl::StatusCode::kInvalidArgument) << answer;
+  EXPECT_NE(answer.message().find("version 9"), absl::string_view::npos) << answer;
+  EXPECT_TRUE(Closed(fd));
+  ::close(fd);
+
+  // A token longer than any.
+  fd = Connected();
+  hello = EncodePeerReadHello(std::string(kMaxPeerReadTokenBytes + 1, 'x'));
+  Send(fd, hello.substr(0, kPeerReadHelloHeaderBytes));
+  answer = Answer(fd, /*magic=*/true);
+  EXPECT_EQ(answer.code(), absl::StatusCode::kInvalidArgument) << answer;
+  EXPECT_TRUE(Closed(fd));
+  ::close(fd);
+
+  // After a good hello: a body that is no request, then a request with no
+  // key, each answered on a connection that still serves the next read.
+  fd = Connected();
+  Send(fd, EncodePeerReadHello(server_->cluster_token()));
+  ASSERT_TRUE(Answer(fd, /*magic=*/true).ok());
+  std::string garbage;
+  AppendBigEndian(3, 4, &garbage);
+  garbage += "\xff\xff\xff";
+  Send(fd, garbage);
+  answer = Answer(fd);
+  EXPECT_EQ(answer.code(), absl::StatusCode::kInvalidArgument) << answer;
+  Send(fd, Framed(v1::ReadChunkRequest()));
+  answer = Answer(fd);
+  EXPECT_EQ(answer.code(), absl::StatusCode::kInvalidArgument) << answer;
+  EXPECT_NE(answer.message().find("no chunk key"), absl::string_view::npos) << answer;
+  Send(fd, Framed(Request(0, 0, 64)));
+  EXPECT_TRUE(Answer(fd).ok());
+  // A request longer than any: answered, and the connection closed (its
+  // framing is lost).
+  std::string huge;
+  AppendBigEndian(kMaxPeerReadRequestBytes + 1, 4, &huge);
+  Send(fd, huge);
+  answer = Answer(fd);
+  EXPECT_EQ(answer.code(), absl::StatusCode::kInvalidArgument) << answer;
+  EXPECT_TRUE(Closed(fd));
+  ::close(fd);
+
+  auto member = TcpClient(server_->cluster_token());
+  std::string out(100, '\0');
+  EXPECT_TRUE(member->ReadChunk({version_, file_id_, 0}, 0, out).ok());
+}
+
+TEST_F(PeerReadTest, ConnectionsThatStopMidHelloAreClosed) {
+  int fd = Connected();
+  Send(fd, std::string_view(kPeerReadMagic, sizeof(kPeerReadMagic)));
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_TRUE(Closed(fd));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(9));
+  ::close(fd);
+}
+
+TEST_F(PeerReadTest, AServerThatDoesNotSpeakTheProtocolIsReadOverGrpc) {
+  // A gRPC server without the protocol (as a granaryd before it), whose
+  // Granary service implements no method.
+  const int port = FreeTcpPort();
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  v1::Granary::Service unimplemented;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+  builder.RegisterService(&unimplemented);
+  std::unique_ptr<grpc::Server> other = builder.BuildAndStart();
+  ASSERT_NE(other, nullptr);
+  PeerReadConnections direct(address, "", std::chrono::seconds(5));
+  std::string out(10, '\0');
+  EXPECT_FALSE(direct.Read(Request(0, 0, 10), out).has_value());
+  // DatasetClient then asks over gRPC, which this server does not implement.
+  auto client = DatasetClient::Connect(address);
+  ASSERT_TRUE(client.ok());
+  absl::Status read = (*client)->ReadChunk({version_, file_id_, 0}, 0, out);
+  EXPECT_EQ(read.code(), absl::StatusCode::kUnimplemented) << read;
+  other->Shutdown();
+}
+
+}  // namespace
+}  // namespace granary::testing
