@@ -15,8 +15,6 @@
 #include "client/cluster_reader.h"
 #include "client/dataset_client.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granary_cluster.h"
 
@@ -25,6 +23,7 @@ namespace {
 
 using testing::AddDataset;
 using testing::PatternBytes;
+using testing::ServerWithoutMethods;
 
 using testing::ClusterNode;
 using testing::GranaryCluster;
@@ -82,12 +81,8 @@ TEST(MemberWatcherTest, AServerWithoutGetMembersLeavesTheReaderOnItAlone) {
   // granaryd older than GetMembers does.
   TempDir dir;
   const std::string address = "unix:" + dir.path() + "/older.sock";
-  v1::Granary::Service unimplemented;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials());
-  builder.RegisterService(&unimplemented);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
+  ServerWithoutMethods server(address);
+  ASSERT_TRUE(server.started());
 
   auto client = DatasetClient::Connect(address);
   ASSERT_TRUE(client.ok());
@@ -105,7 +100,6 @@ TEST(MemberWatcherTest, AServerWithoutGetMembersLeavesTheReaderOnItAlone) {
   EXPECT_EQ(views[0].group, kDefaultGroup);
   ASSERT_EQ(views[0].members->members().size(), 1u);
   EXPECT_EQ(views[0].members->members()[0].address, address);
-  server->Shutdown();
 }
 
 TEST(MemberWatcherTest, AJoiningMemberReachesTheListenerAndNothingElseDoes) {

@@ -19,9 +19,6 @@
 #include "client/peer_read_protocol.h"
 #include "common/big_endian.h"
 #include "common/server_address.h"
-#include "grpcpp/security/server_credentials.h"
-#include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
 
@@ -35,16 +32,7 @@ class PeerReadTest : public GranarydTest {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(StartServer());
     content_ = PatternBytes(kChunk + 5000, 9);
-    WriteSourceFile(source_.path(), "f.bin", content_);
-    v1::DatasetInfo info;
-    grpc::Status added = AddDataset(stub_.get(), "d", source_.path(), kChunk, &info);
-    ASSERT_TRUE(added.ok()) << added.error_message();
-    version_ = info.version();
-    std::vector<v1::ManifestEntry> entries;
-    ASSERT_TRUE(GetManifest(stub_.get(), "d", 0, &entries).ok());
-    for (uint64_t id = 0; id < entries.size(); ++id) {
-      if (entries[id].path() == "f.bin") file_id_ = id;
-    }
+    ASSERT_NO_FATAL_FAILURE(RegisterOneFile("d", "f.bin", content_, kChunk, &version_, &file_id_));
   }
 
   std::unique_ptr<DatasetClient> TcpClient(std::string token) {
@@ -224,14 +212,9 @@ TEST_F(PeerReadTest, ConnectionsThatStopMidHelloAreClosed) {
 TEST_F(PeerReadTest, AServerThatDoesNotSpeakTheProtocolIsReadOverGrpc) {
   // A gRPC server without the protocol (as a granaryd before it), whose
   // Granary service implements no method.
-  const int port = FreeTcpPort();
-  const std::string address = "127.0.0.1:" + std::to_string(port);
-  v1::Granary::Service unimplemented;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials());
-  builder.RegisterService(&unimplemented);
-  std::unique_ptr<grpc::Server> other = builder.BuildAndStart();
-  ASSERT_NE(other, nullptr);
+  const std::string address = "127.0.0.1:" + std::to_string(FreeTcpPort());
+  ServerWithoutMethods other(address);
+  ASSERT_TRUE(other.started());
   PeerReadConnections direct(address, "", std::chrono::seconds(5));
   std::string out(10, '\0');
   EXPECT_FALSE(direct.Read(Request(0, 0, 10), out).has_value());
@@ -240,7 +223,6 @@ TEST_F(PeerReadTest, AServerThatDoesNotSpeakTheProtocolIsReadOverGrpc) {
   ASSERT_TRUE(client.ok());
   absl::Status read = (*client)->ReadChunk({version_, file_id_, 0}, 0, out);
   EXPECT_EQ(read.code(), absl::StatusCode::kUnimplemented) << read;
-  other->Shutdown();
 }
 
 }  // namespace

@@ -38,16 +38,7 @@ class RangeReadTest : public GranarydTest {
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(StartServer());
     content_ = PatternBytes(kChunk + kTail, 4);
-    WriteSourceFile(source_.path(), "f.bin", content_);
-    v1::DatasetInfo info;
-    grpc::Status added = AddDataset(stub_.get(), "d", source_.path(), kChunk, &info);
-    ASSERT_TRUE(added.ok()) << added.error_message();
-    version_ = info.version();
-    std::vector<v1::ManifestEntry> entries;
-    ASSERT_TRUE(GetManifest(stub_.get(), "d", 0, &entries).ok());
-    for (uint64_t id = 0; id < entries.size(); ++id) {
-      if (entries[id].path() == "f.bin") file_id_ = id;
-    }
+    ASSERT_NO_FATAL_FAILURE(RegisterOneFile("d", "f.bin", content_, kChunk, &version_, &file_id_));
   }
 
   ReadResult Read(uint32_t chunk, uint32_t offset, uint32_t length) {

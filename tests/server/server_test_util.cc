@@ -6,6 +6,8 @@
 
 #include "common/chunk_math.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
 
 namespace granary::testing {
 
@@ -102,6 +104,32 @@ grpc::Status Prewarm(v1::Granary::Stub* stub, const v1::PrewarmRequest& request,
   v1::PrewarmProgress message;
   while (reader->Read(&message)) progress->push_back(message);
   return reader->Finish();
+}
+
+ServerWithoutMethods::ServerWithoutMethods(const std::string& address) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+  builder.RegisterService(&service_);
+  server_ = builder.BuildAndStart();
+}
+
+ServerWithoutMethods::~ServerWithoutMethods() {
+  if (server_ != nullptr) server_->Shutdown();
+}
+
+void GranarydTest::RegisterOneFile(const std::string& name, const std::string& relative,
+                                   const std::string& content, uint32_t chunk_size,
+                                   uint64_t* version, uint64_t* file_id) {
+  WriteSourceFile(source_.path(), relative, content);
+  v1::DatasetInfo info;
+  grpc::Status added = AddDataset(stub_.get(), name, source_.path(), chunk_size, &info);
+  ASSERT_TRUE(added.ok()) << added.error_message();
+  *version = info.version();
+  std::vector<v1::ManifestEntry> entries;
+  ASSERT_TRUE(GetManifest(stub_.get(), name, 0, &entries).ok());
+  for (uint64_t id = 0; id < entries.size(); ++id) {
+    if (entries[id].path() == relative) *file_id = id;
+  }
 }
 
 }  // namespace granary::testing

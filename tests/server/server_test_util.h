@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "grpcpp/server.h"
 #include "proto/granary.grpc.pb.h"
 #include "tests/support/granaryd_process.h"
 
@@ -50,6 +51,20 @@ grpc::Status GetManifest(v1::Granary::Stub* stub, const std::string& name, uint6
 grpc::Status Prewarm(v1::Granary::Stub* stub, const v1::PrewarmRequest& request,
                      std::vector<v1::PrewarmProgress>* progress);
 
+// A real gRPC server whose Granary service implements no method: what a
+// granaryd older than a call or protocol answers (UNIMPLEMENTED).
+class ServerWithoutMethods {
+ public:
+  // Listens at `address` ("unix:PATH" or "HOST:PORT"); started() says whether it could.
+  explicit ServerWithoutMethods(const std::string& address);
+  ~ServerWithoutMethods();
+  bool started() const { return server_ != nullptr; }
+
+ private:
+  v1::Granary::Service service_;
+  std::unique_ptr<grpc::Server> server_;
+};
+
 // A fixture with a source directory and a real granaryd, started by
 // StartServer(), with a stub over its Unix socket.
 class GranarydTest : public ::testing::Test {
@@ -60,6 +75,13 @@ class GranarydTest : public ::testing::Test {
     server_ = *std::move(server);
     stub_ = server_->SocketStub();
   }
+
+  // Writes `content` to the source as `relative`, registers the source as
+  // dataset `name` in chunks of `chunk_size`, and sets `*version` and
+  // `*file_id` to the version and the file's id in it.
+  void RegisterOneFile(const std::string& name, const std::string& relative,
+                       const std::string& content, uint32_t chunk_size, uint64_t* version,
+                       uint64_t* file_id);
 
   TempDir source_;
   std::unique_ptr<GranarydProcess> server_;
