@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -130,6 +131,19 @@ TEST_F(PeerReadTest, ReadsGiveTheBytesAndErrorsOfGrpcOnTheSamePort) {
   ASSERT_TRUE(read.has_value());
   EXPECT_TRUE(read->ok()) << *read;
   EXPECT_EQ(piece, content_.substr(7, 100));
+}
+
+TEST_F(PeerReadTest, AKeptConnectionCutByARestartIsReplacedUnseen) {
+  auto client = TcpClient(server_->cluster_token());
+  ASSERT_NE(client, nullptr);
+  std::string out(4096, '\0');
+  ASSERT_TRUE(client->ReadChunk({version_, file_id_, 0}, 100, out).ok());
+  // The connection the read kept dies with the server.
+  ASSERT_TRUE(server_->Restart().ok());
+  std::fill(out.begin(), out.end(), '\0');
+  absl::Status read = client->ReadChunk({version_, file_id_, 0}, 100, out);
+  ASSERT_TRUE(read.ok()) << read;
+  EXPECT_EQ(out, content_.substr(100, out.size()));
 }
 
 TEST_F(PeerReadTest, ReadersWithoutTheClusterTokenAreRefused) {
