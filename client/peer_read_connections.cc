@@ -44,12 +44,17 @@ std::optional<absl::StatusOr<UniqueFd>> PeerReadConnections::Connect() {
   const std::string hello = EncodePeerReadHello(cluster_token_);
   const std::string_view parts[] = {hello};
   if (absl::Status sent = SendAll(fd->get(), parts, what); !sent.ok()) return sent;
+  // A server that does not speak the protocol answers with HTTP/2 frames of
+  // its own (gRPC sends its settings first); a connection that closes before
+  // any byte is a server going away, and so a transport error.
   char reply[sizeof(kPeerReadMagic) + kPeerReadAnswerHeaderBytes];
-  absl::Status received = ReceiveExactly(fd->get(), reply, what);
-  // A server that does not speak the protocol answers with HTTP/2 frames or
-  // closes the connection.
-  if (absl::IsUnavailable(received) ||
-      (received.ok() && std::memcmp(reply, kPeerReadMagic, sizeof(kPeerReadMagic)) != 0)) {
+  if (absl::Status received = ReceiveExactly(fd->get(), std::span(reply, 1), what);
+      !received.ok()) {
+    return received;
+  }
+  if (reply[0] != kPeerReadMagic[0]) return std::nullopt;
+  absl::Status received = ReceiveExactly(fd->get(), std::span(reply + 1, sizeof(reply) - 1), what);
+  if (received.ok() && std::memcmp(reply, kPeerReadMagic, sizeof(kPeerReadMagic)) != 0) {
     return std::nullopt;
   }
   if (!received.ok()) return received;

@@ -11,8 +11,10 @@
 //
 //   hello    client: magic (4) | version (1) | token length (2) | cluster token
 //            server: magic (4) | an answer with no bytes (OK, or
-//            UNAUTHENTICATED and close); any other reply is a server that does
-//            not speak the protocol (the reader then reads over gRPC)
+//            UNAUTHENTICATED and close); a reply of other bytes is a server
+//            that does not speak the protocol (gRPC sends its HTTP/2 settings
+//            first; the reader then reads over gRPC), a close before any byte
+//            a server going away
 //   request  length (4, at most kMaxPeerReadRequestBytes) | v1::ReadChunkRequest
 //   answer   status code (1) | from cache (1) | message length (2) |
 //            byte count (4) | message | bytes

@@ -4,6 +4,7 @@
 // hellos and requests get an answer naming what was wrong while the server
 // keeps serving everyone else.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/dataset_client.h"
@@ -22,6 +24,7 @@
 #include "common/server_address.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
+#include "tests/support/silent_listener.h"
 
 namespace granary::testing {
 namespace {
@@ -221,6 +224,39 @@ TEST_F(PeerReadTest, ConnectionsThatStopMidHelloAreClosed) {
   EXPECT_TRUE(Closed(fd));
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(9));
   ::close(fd);
+}
+
+TEST_F(PeerReadTest, AServerThatClosesOrStallsInTheHelloIsATransportError) {
+  // A server going away closes the connection before any byte: not a server
+  // without the protocol (which would send reads over gRPC for a minute).
+  const int port = FreeTcpPort();
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  std::thread closer([listener] {
+    int accepted = ::accept(listener, nullptr, nullptr);
+    if (accepted >= 0) ::close(accepted);
+  });
+  PeerReadConnections closing("127.0.0.1:" + std::to_string(port), "", std::chrono::seconds(5));
+  std::string out(10, '\0');
+  std::optional<absl::Status> read = closing.Read(Request(0, 0, 10), out);
+  closer.join();
+  ::close(listener);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->code(), absl::StatusCode::kUnavailable) << *read;
+
+  const int silent_port = FreeTcpPort();
+  SilentListener silent(silent_port);
+  ASSERT_TRUE(silent.listening());
+  PeerReadConnections stalled("127.0.0.1:" + std::to_string(silent_port), "",
+                              std::chrono::milliseconds(300));
+  read = stalled.Read(Request(0, 0, 10), out);
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->code(), absl::StatusCode::kDeadlineExceeded) << *read;
 }
 
 TEST_F(PeerReadTest, AServerThatDoesNotSpeakTheProtocolIsReadOverGrpc) {
