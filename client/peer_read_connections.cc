@@ -97,31 +97,38 @@ PeerReadConnections::Exchanged PeerReadConnections::Exchange(int fd,
 
 std::optional<absl::Status> PeerReadConnections::Read(const v1::ReadChunkRequest& request,
                                                       std::span<char> out) {
-  for (int attempt = 0;; ++attempt) {
-    UniqueFd fd;
-    {
-      MutexLock lock(&mutex_);
-      if (!idle_.empty()) {
-        fd = std::move(idle_.back());
-        idle_.pop_back();
-      }
+  UniqueFd fd;
+  {
+    MutexLock lock(&mutex_);
+    if (!idle_.empty()) {
+      fd = std::move(idle_.back());
+      idle_.pop_back();
     }
-    const bool kept = fd.valid();
-    if (!kept) {
-      std::optional<absl::StatusOr<UniqueFd>> connected = Connect();
-      if (!connected) return std::nullopt;
-      if (!connected->ok()) return connected->status();
-      fd = **std::move(connected);
-    }
+  }
+  if (fd.valid()) {
     Exchanged exchanged = Exchange(fd.get(), request, out);
     if (exchanged.reusable) {
       MutexLock lock(&mutex_);
       idle_.push_back(std::move(fd));
       return exchanged.status;
     }
-    // A kept connection may have been closed by the server while idle.
-    if (!(kept && attempt == 0 && absl::IsUnavailable(exchanged.status))) return exchanged.status;
+    if (!absl::IsUnavailable(exchanged.status)) return exchanged.status;
+    // The server closed a kept connection while it was idle: restarted, most
+    // likely, which closed every other kept connection too.
+    std::vector<UniqueFd> dropped;
+    MutexLock lock(&mutex_);
+    dropped.swap(idle_);
   }
+  std::optional<absl::StatusOr<UniqueFd>> connected = Connect();
+  if (!connected) return std::nullopt;
+  if (!connected->ok()) return connected->status();
+  fd = **std::move(connected);
+  Exchanged exchanged = Exchange(fd.get(), request, out);
+  if (exchanged.reusable) {
+    MutexLock lock(&mutex_);
+    idle_.push_back(std::move(fd));
+  }
+  return exchanged.status;
 }
 
 }  // namespace granary

@@ -1,8 +1,10 @@
 // PeerReadConnections reads chunks from one granaryd over TCP with the peer
 // read protocol (peer_read_protocol.h): connections are made when a read
 // needs one (with the cluster token in the hello) and kept for the next
-// read; a kept connection the server has closed meanwhile (a restart, an
-// idle timeout) is replaced once, since a read can be asked again.
+// read. A kept connection the server has closed meanwhile (a restart, an
+// idle timeout) is replaced by a new one, since a read can be asked again,
+// and the other kept connections, closed by the same restart most likely,
+// are dropped.
 //
 // Thread-safety: Read() may be called concurrently; each read uses a
 // connection of its own.

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -139,9 +140,19 @@ TEST_F(PeerReadTest, ReadsGiveTheBytesAndErrorsOfGrpcOnTheSamePort) {
 TEST_F(PeerReadTest, AKeptConnectionCutByARestartIsReplacedUnseen) {
   auto client = TcpClient(server_->cluster_token());
   ASSERT_NE(client, nullptr);
+  // Reads at once keep a connection each.
+  std::vector<std::thread> readers;
+  std::atomic<int> read_ok{0};
+  for (int i = 0; i < 4; ++i) {
+    readers.emplace_back([&] {
+      std::string piece(kChunk, '\0');
+      if (client->ReadChunk({version_, file_id_, 0}, 0, piece).ok()) ++read_ok;
+    });
+  }
+  for (std::thread& reader : readers) reader.join();
+  ASSERT_EQ(read_ok.load(), 4);
   std::string out(4096, '\0');
-  ASSERT_TRUE(client->ReadChunk({version_, file_id_, 0}, 100, out).ok());
-  // The connection the read kept dies with the server.
+  // The connections the reads kept die with the server.
   ASSERT_TRUE(server_->Restart().ok());
   std::fill(out.begin(), out.end(), '\0');
   absl::Status read = client->ReadChunk({version_, file_id_, 0}, 100, out);
