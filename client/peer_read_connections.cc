@@ -107,12 +107,8 @@ std::optional<absl::Status> PeerReadConnections::Read(const v1::ReadChunkRequest
   }
   if (fd.valid()) {
     Exchanged exchanged = Exchange(fd.get(), request, out);
-    if (exchanged.reusable) {
-      MutexLock lock(&mutex_);
-      idle_.push_back(std::move(fd));
-      return exchanged.status;
-    }
-    if (!absl::IsUnavailable(exchanged.status)) return exchanged.status;
+    if (exchanged.reusable) Keep(std::move(fd));
+    if (exchanged.reusable || !absl::IsUnavailable(exchanged.status)) return exchanged.status;
     // The server closed a kept connection while it was idle: restarted, most
     // likely, which closed every other kept connection too.
     std::vector<UniqueFd> dropped;
@@ -124,11 +120,13 @@ std::optional<absl::Status> PeerReadConnections::Read(const v1::ReadChunkRequest
   if (!connected->ok()) return connected->status();
   fd = **std::move(connected);
   Exchanged exchanged = Exchange(fd.get(), request, out);
-  if (exchanged.reusable) {
-    MutexLock lock(&mutex_);
-    idle_.push_back(std::move(fd));
-  }
+  if (exchanged.reusable) Keep(std::move(fd));
   return exchanged.status;
+}
+
+void PeerReadConnections::Keep(UniqueFd fd) {
+  MutexLock lock(&mutex_);
+  idle_.push_back(std::move(fd));
 }
 
 }  // namespace granary

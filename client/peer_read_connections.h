@@ -52,6 +52,8 @@ class PeerReadConnections {
   // A new connection, past the hello; std::nullopt as Read() says.
   std::optional<absl::StatusOr<UniqueFd>> Connect();
   Exchanged Exchange(int fd, const v1::ReadChunkRequest& request, std::span<char> out);
+  // Keeps `fd`, at a request's start, for the next read.
+  void Keep(UniqueFd fd);
 
   const std::string address_;
   const std::string cluster_token_;

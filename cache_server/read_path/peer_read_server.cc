@@ -50,10 +50,10 @@ class AnswerSink : public ReadThrough::RangeSink {
   }
   bool Write(std::string_view piece) override {
     const std::string_view parts[] = {header_, piece};
-    sent_ = SendAll(fd_, parts, what_);
+    const bool sent = SendAll(fd_, parts, what_).ok();
     header_.clear();
     begun_ = true;
-    return sent_.ok();
+    return sent;
   }
   // Whether the answer's header went out: an error now cannot be answered.
   bool begun() const { return begun_ || !header_.empty(); }
@@ -63,7 +63,6 @@ class AnswerSink : public ReadThrough::RangeSink {
   const std::string_view what_;
   std::string header_;
   bool begun_ = false;
-  absl::Status sent_;
 };
 
 }  // namespace
