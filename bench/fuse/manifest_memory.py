@@ -36,7 +36,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from bench_util import free_port, wait_for  # noqa: E402
+from bench_util import free_port, fuse_server_pid, wait_for  # noqa: E402
 
 MIB = 1 << 20
 
@@ -143,14 +143,6 @@ def unmount(path):
     subprocess.run(["fusermount3", "-u", path], capture_output=True)
 
 
-def fuse_pid(mountpoint):
-    out = subprocess.run(["pgrep", "-f", "granary-fuse %s " % mountpoint], capture_output=True,
-                         text=True).stdout.split()
-    pids = [int(pid) for pid in out]
-    # The mount's server process, not its connection keeper: the larger one.
-    return max(pids, key=rss_mib)
-
-
 def run(label, build, args, source, names):
     work = os.path.join(args.workdir, label)
     shutil.rmtree(work, ignore_errors=True)
@@ -182,7 +174,7 @@ def run(label, build, args, source, names):
     listed = os.listdir(mountpoint)
     figures["ls_root_s"] = time.perf_counter() - start
     assert sorted(listed) == sorted(names), listed
-    pid = fuse_pid(mountpoint)
+    pid = fuse_server_pid(mountpoint)
     figures["fuse_after_mount"] = rss_mib(pid)
 
     start = time.perf_counter()

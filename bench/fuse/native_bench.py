@@ -36,7 +36,7 @@ import tarfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from bench_util import free_port, wait_for  # noqa: E402
+from bench_util import free_port, fuse_server_pid, wait_for  # noqa: E402
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -163,8 +163,7 @@ def main():
         subprocess.run([os.path.join(build, "granary-fuse"), mnt, "--server", "unix:" + sock,
                         "--dataset", "native", "--log-file", os.path.join(work, "fuse.log"),
                         *extra], check=True)
-        fuse_pid = int(subprocess.run(["pgrep", "-n", "-f", "granary-fuse " + mnt],
-                                      capture_output=True, text=True).stdout.split()[0])
+        fuse_pid = fuse_server_pid(mnt)
         mounted = os.path.join(mnt, "native")
         # Opened once: granaryd verifies each file before it hands it out whole.
         for name in ("big.bin", "samples.tar"):
