@@ -20,7 +20,9 @@ Datasets (deterministic, generated once per configuration and reused):
           Megatron-like indexed dataset, listed from fio's write log, each with its
           XXH3-64 recorded by the generator.
 
-Clients, every epoch after `sync; echo 3 > /proc/sys/vm/drop_caches`:
+Clients, every epoch after `sync; echo 3 > /proc/sys/vm/drop_caches` (with
+--drop-caches 1, `echo 1`: only the page cache, as a dataset larger than memory
+evicts it while the kernel keeps its dentries and inodes):
   images:        a PyTorch DataLoader (RandomSampler seeded per epoch, persistent
                  workers); each worker reads a whole file and checks its XXH3-64.
   shards:        fio replaying every document of every shard once, in a seeded
@@ -74,10 +76,14 @@ def run(cmd, **kwargs):
     return subprocess.run(cmd, **kwargs)
 
 
+# What drop_caches() drops: "1" the page cache, "3" dentries and inodes too.
+DROP_CACHES = "3"
+
+
 def drop_caches():
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
+        f.write(DROP_CACHES + "\n")
 
 
 # ---------------------------------------------------------------- processes
@@ -422,7 +428,10 @@ def client_main(argv):
     parser.add_argument("--throttle-stat", default="")
     parser.add_argument("--throttle-device", default="")
     parser.add_argument("--metrics-url", default="")
+    parser.add_argument("--drop-caches", choices=("1", "3"), default="3")
     a = parser.parse_args(argv)
+    global DROP_CACHES
+    DROP_CACHES = a.drop_caches
     import warnings
     import torch
     import xxhash
@@ -540,7 +549,7 @@ def run_dataloader(bench, system, workload, epochs, first_label, later_label):
            "--batch-size", str(bench.args.batch_size), "--seed", str(bench.args.seed),
            "--watch-pids", ",".join(str(p) for p in system.pids()),
            "--throttle-stat", stat, "--throttle-device", bench.throttle.device,
-           "--metrics-url", system.metrics_url()]
+           "--metrics-url", system.metrics_url(), "--drop-caches", DROP_CACHES]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     results = []
     for line in proc.stdout:
@@ -1523,7 +1532,12 @@ def main():
                    help="systems that --profile profiles (those with daemons: rclone, granary-*)")
     p.add_argument("--profile-workloads", default="images,shards",
                    help="workloads that --profile runs an extra epoch of: images, shards")
+    p.add_argument("--drop-caches", choices=("1", "3"), default="3",
+                   help="written to /proc/sys/vm/drop_caches before every epoch: 1 drops the "
+                   "page cache only, 3 dentries and inodes too")
     args = p.parse_args()
+    global DROP_CACHES
+    DROP_CACHES = args.drop_caches
     if os.geteuid() != 0:
         raise SystemExit("e2e_bench: run as root (loop device, cgroup, drop_caches, mounts)")
     for tool in ("fio", "rclone", "perf" if args.profile else "fio"):
