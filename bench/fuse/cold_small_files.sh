@@ -19,6 +19,11 @@
 #   (FILES=3000 THREADS=4 SIZES=MIN-MAX FILL=none READ=whole READS=2000
 #   PIECE_KIB=64 in the environment to change them; FILL=on-read lets the
 #   fill run)
+#
+# With REFERENCE=PASSTHROUGH_HP (libfuse's example daemon, built by
+# bench/fuse/fuse_reference.py --build-reference-only), each round also reads
+# the source through that daemon mounted over it with FUSE passthrough: what
+# any FUSE mount costs these reads before it caches anything.
 set -euo pipefail
 build=$1 rounds=$2
 shift 2
@@ -53,6 +58,16 @@ for ((round = 1; round <= rounds; round++)); do
     echo "round $round $setup: $(read_all "$mount_dir/cold" $read_order) granaryd_cpu $(($(cpu "$server") - g0)) fuse_cpu $(($(cpu "$fuse") - f0))"
     stop
   done
+  if [[ -n ${REFERENCE:-} ]]; then
+    "$REFERENCE" --foreground "$work/src" "$mount_dir" &
+    reference=$!
+    for _ in $(seq 100); do mountpoint -q "$mount_dir" && break; sleep 0.1; done
+    drop_caches
+    r0=$(cpu "$reference")
+    echo "round $round passthrough_hp: $(read_all "$mount_dir" $read_order) daemon_cpu $(($(cpu "$reference") - r0))"
+    fusermount3 -u "$mount_dir"
+    wait "$reference"
+  fi
   drop_caches
   echo "round $round source: $(read_all "$work/src" $read_order)"
 done
