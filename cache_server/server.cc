@@ -341,7 +341,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->fills = std::make_unique<FillScheduler>(
       parts->catalog.get(), parts->read_through.get(), parts->activity.get(), parts->store.get(),
       &parts->metrics, parts->cluster.get(),
-      FillScheduler::Options{.parallelism = c.prewarm_parallelism,
+      FillScheduler::Options{.parallelism = c.fill_parallelism,
                              .default_policy = c.fill_on_read ? v1::FILL_ON_READ : v1::FILL_NONE});
   FillScheduler* fills = parts->fills.get();
   parts->read_through->set_miss_listener(

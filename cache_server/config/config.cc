@@ -94,6 +94,7 @@ const std::map<std::string, KeyParser>& KeyParsers() {
          return absl::OkStatus();
        }},
       {"prewarm_parallelism", WholeNumberKey(&GranarydConfig::prewarm_parallelism, 1, 256)},
+      {"fill_parallelism", WholeNumberKey(&GranarydConfig::fill_parallelism, 1, 256)},
       {"fill",
        [](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
          GRANARY_ASSIGN_OR_RETURN(std::string text, Scalar(node));

@@ -12,7 +12,7 @@
 //   advertise: 10.0.0.7:7070          etcd_lease_ttl: 10
 //   cluster_token_file: /etc/granary/token   insecure_tcp: false
 //   socket_mode: 0660                 socket_group: granary
-//   prewarm_parallelism: 8
+//   prewarm_parallelism: 8            fill_parallelism: 4
 //   source_roots: [/mnt/nfs/datasets, /lustre/ml]   admin_group: granary-admin
 //   s3_endpoints: [https://s3.us-east-1.amazonaws.com, http://10.0.0.5:9000]
 //   s3_connect_timeout_ms: 5000       s3_request_timeout_ms: 60000
@@ -74,6 +74,12 @@ struct GranarydConfig {
   // (CheckTcpPolicy()); granaryd warns on every start.
   bool insecure_tcp = false;
   uint32_t prewarm_parallelism = 8;
+  // Reads at the source that a fill and the readers' own misses keep going
+  // together. Fewer than a prewarm's: a fill runs beside the job that reads,
+  // on the same CPUs, and its reads past what the source needs to be kept
+  // busy take CPU from the readers (bench/RESULTS.md, "A fill with fewer
+  // reads than a prewarm").
+  uint32_t fill_parallelism = 4;
   // For datasets registered without a fill policy of their own: whether a
   // cold read starts filling the rest of the version (`fill: on-read`) or
   // not (`fill: none`).

@@ -30,5 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                      config.metrics_listen);
   GRANARY_FUZZ_CHECK(config.prewarm_parallelism >= 1 && config.prewarm_parallelism <= 256,
                      std::to_string(config.prewarm_parallelism));
+  GRANARY_FUZZ_CHECK(config.fill_parallelism >= 1 && config.fill_parallelism <= 256,
+                     std::to_string(config.fill_parallelism));
   return 0;
 }

@@ -29,7 +29,9 @@ class FillTest : public ::testing::Test {
   std::unique_ptr<GranarydProcess> StartServer(const std::string& fill, int workers,
                                                const std::string& more_config = "") {
     const std::string config = config_dir_.path() + "/granaryd-" + fill + ".yaml";
-    std::ofstream(config) << "prewarm_parallelism: " << workers << "\n" << more_config;
+    std::ofstream(config) << "prewarm_parallelism: " << workers << "\nfill_parallelism: " << workers
+                          << "\n"
+                          << more_config;
     GranarydOptions options;
     options.fill = fill;
     options.extra_args = {"--config", config};

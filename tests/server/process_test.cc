@@ -46,6 +46,7 @@ TEST(GranarydProcessTest, ConfigFileErrorsNameTheKeyAndValue) {
   ExpectConfigRejected("listen: nowhere\n", "'nowhere'");
   ExpectConfigRejected("cache_dirs: {a: b}\n", "'cache_dirs'");
   ExpectConfigRejected("prewarm_parallelism: 0\n", "'prewarm_parallelism'");
+  ExpectConfigRejected("fill_parallelism: 257\n", "'fill_parallelism'");
   ExpectConfigRejected("manifest_memory_mib: 0\n", "'manifest_memory_mib'");
   ExpectConfigRejected("manifest_memory_mib: plenty\n", "'manifest_memory_mib'");
   ExpectConfigRejected("etcd_lease_ttl: 1\n", "'etcd_lease_ttl'");

@@ -43,13 +43,14 @@ TEST(Config, YamlOverridesDefaultsKeyByKey) {
   GranarydConfig config = DefaultGranarydConfig();
   std::string default_socket = config.socket_path;
   ASSERT_TRUE(ApplyConfigYaml("capacity: 2GiB\nlisten: 0.0.0.0:9000\ncache_dirs: /nvme\n"
-                              "prewarm_parallelism: 16\ngroup: rack7\n",
+                              "prewarm_parallelism: 16\nfill_parallelism: 2\ngroup: rack7\n",
                               "test.yaml", &config)
                   .ok());
   EXPECT_EQ(config.capacity_bytes, 2ull << 30);
   EXPECT_EQ(config.listen, "0.0.0.0:9000");
   EXPECT_EQ(config.cache_dirs, std::vector<std::string>{"/nvme"});
   EXPECT_EQ(config.prewarm_parallelism, 16u);
+  EXPECT_EQ(config.fill_parallelism, 2u);
   EXPECT_EQ(config.group, "rack7");
   EXPECT_EQ(config.socket_path, default_socket);
   EXPECT_TRUE(ApplyConfigYaml("", "empty.yaml", &config).ok());
