@@ -53,11 +53,12 @@ std::optional<absl::StatusOr<UniqueFd>> PeerReadConnections::Connect() {
     return received;
   }
   if (reply[0] != kPeerReadMagic[0]) return std::nullopt;
-  absl::Status received = ReceiveExactly(fd->get(), std::span(reply + 1, sizeof(reply) - 1), what);
-  if (received.ok() && std::memcmp(reply, kPeerReadMagic, sizeof(kPeerReadMagic)) != 0) {
-    return std::nullopt;
+  if (absl::Status received =
+          ReceiveExactly(fd->get(), std::span(reply + 1, sizeof(reply) - 1), what);
+      !received.ok()) {
+    return received;
   }
-  if (!received.ok()) return received;
+  if (std::memcmp(reply, kPeerReadMagic, sizeof(kPeerReadMagic)) != 0) return std::nullopt;
   absl::StatusOr<PeerReadAnswerHeader> header =
       DecodePeerReadAnswer(std::span<const char, kPeerReadAnswerHeaderBytes>(
           reply + sizeof(kPeerReadMagic), kPeerReadAnswerHeaderBytes));
@@ -106,8 +107,7 @@ std::optional<absl::Status> PeerReadConnections::Read(const v1::ReadChunkRequest
     }
   }
   if (fd.valid()) {
-    Exchanged exchanged = Exchange(fd.get(), request, out);
-    if (exchanged.reusable) Keep(std::move(fd));
+    Exchanged exchanged = ReadOn(std::move(fd), request, out);
     if (exchanged.reusable || !absl::IsUnavailable(exchanged.status)) return exchanged.status;
     // The server closed a kept connection while it was idle: restarted, most
     // likely, which closed every other kept connection too.
@@ -118,15 +118,18 @@ std::optional<absl::Status> PeerReadConnections::Read(const v1::ReadChunkRequest
   std::optional<absl::StatusOr<UniqueFd>> connected = Connect();
   if (!connected) return std::nullopt;
   if (!connected->ok()) return connected->status();
-  fd = **std::move(connected);
-  Exchanged exchanged = Exchange(fd.get(), request, out);
-  if (exchanged.reusable) Keep(std::move(fd));
-  return exchanged.status;
+  return ReadOn(**std::move(connected), request, out).status;
 }
 
-void PeerReadConnections::Keep(UniqueFd fd) {
-  MutexLock lock(&mutex_);
-  idle_.push_back(std::move(fd));
+PeerReadConnections::Exchanged PeerReadConnections::ReadOn(UniqueFd fd,
+                                                           const v1::ReadChunkRequest& request,
+                                                           std::span<char> out) {
+  Exchanged exchanged = Exchange(fd.get(), request, out);
+  if (exchanged.reusable) {
+    MutexLock lock(&mutex_);
+    idle_.push_back(std::move(fd));
+  }
+  return exchanged;
 }
 
 }  // namespace granary

@@ -52,8 +52,9 @@ class PeerReadConnections {
   // A new connection, past the hello; std::nullopt as Read() says.
   std::optional<absl::StatusOr<UniqueFd>> Connect();
   Exchanged Exchange(int fd, const v1::ReadChunkRequest& request, std::span<char> out);
-  // Keeps `fd`, at a request's start, for the next read.
-  void Keep(UniqueFd fd);
+  // Exchange() on `fd`, which is kept for the next read if it is at a
+  // request's start again.
+  Exchanged ReadOn(UniqueFd fd, const v1::ReadChunkRequest& request, std::span<char> out);
 
   const std::string address_;
   const std::string cluster_token_;

@@ -4,12 +4,10 @@
 // hellos and requests get an answer naming what was wrong while the server
 // keeps serving everyone else.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -154,7 +152,6 @@ TEST_F(PeerReadTest, AKeptConnectionCutByARestartIsReplacedUnseen) {
   std::string out(4096, '\0');
   // The connections the reads kept die with the server.
   ASSERT_TRUE(server_->Restart().ok());
-  std::fill(out.begin(), out.end(), '\0');
   absl::Status read = client->ReadChunk({version_, file_id_, 0}, 100, out);
   ASSERT_TRUE(read.ok()) << read;
   EXPECT_EQ(out, content_.substr(100, out.size()));
@@ -241,22 +238,11 @@ TEST_F(PeerReadTest, AServerThatClosesOrStallsInTheHelloIsATransportError) {
   // A server going away closes the connection before any byte: not a server
   // without the protocol (which would send reads over gRPC for a minute).
   const int port = FreeTcpPort();
-  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  std::thread closer([listener] {
-    int accepted = ::accept(listener, nullptr, nullptr);
-    if (accepted >= 0) ::close(accepted);
-  });
+  SilentListener closer(port, SilentListener::Accepted::kClosed);
+  ASSERT_TRUE(closer.listening());
   PeerReadConnections closing("127.0.0.1:" + std::to_string(port), "", std::chrono::seconds(5));
   std::string out(10, '\0');
   std::optional<absl::Status> read = closing.Read(Request(0, 0, 10), out);
-  closer.join();
-  ::close(listener);
   ASSERT_TRUE(read.has_value());
   EXPECT_EQ(read->code(), absl::StatusCode::kUnavailable) << *read;
 

@@ -7,7 +7,8 @@
 
 namespace granary::testing {
 
-SilentListener::SilentListener(int port) : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+SilentListener::SilentListener(int port, Accepted accepted)
+    : fd_(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)), accepted_mode_(accepted) {
   // The port was another server's a moment ago: its closed connections
   // linger, bound to it.
   const int reuse = 1;
@@ -34,8 +35,12 @@ void SilentListener::AcceptUntilStopped() {
     if (poll(&ready, 1, 20) <= 0) continue;
     const int connection = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (connection < 0) continue;
-    accepted_.push_back(connection);
     ++connections_;
+    if (accepted_mode_ == Accepted::kClosed) {
+      close(connection);
+    } else {
+      accepted_.push_back(connection);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // SilentListener accepts TCP connections on a loopback port and never answers
 // on them: a peer or endpoint that is up but stalled (a stopped process, a
-// hung server), which connection timeouts alone do not catch.
+// hung server), which connection timeouts alone do not catch; or, asked to
+// close them, one that goes away as soon as it is reached.
 //
 // Thread-safety: a thread of its own accepts; connections() may be read from
 // any thread. The destructor stops it and closes every connection.
@@ -15,8 +16,10 @@ namespace granary::testing {
 
 class SilentListener {
  public:
-  // Listens on 127.0.0.1:`port`; listening() says whether it could.
-  explicit SilentListener(int port);
+  enum class Accepted { kHeld, kClosed };
+  // Listens on 127.0.0.1:`port`; listening() says whether it could. Accepted
+  // connections are held open until the destructor, or closed at once.
+  explicit SilentListener(int port, Accepted accepted = Accepted::kHeld);
   ~SilentListener();
   SilentListener(const SilentListener&) = delete;
   SilentListener& operator=(const SilentListener&) = delete;
@@ -29,6 +32,7 @@ class SilentListener {
   void AcceptUntilStopped();
 
   const int fd_;
+  const Accepted accepted_mode_;
   bool listening_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<int> connections_{0};
