@@ -34,7 +34,13 @@ Systems: direct (the source), local-copy (cp first, timed), rclone (mount
 warm), granary-prewarm (`granary prewarm` timed and sampled, then warm epochs),
 granary-cluster-prewarm and (not by default) granary-cluster-cold: the same with
 --cluster-servers granaryd (default 3) on loopback as one cache group, prewarm
-fanned out to all of them, granary-fuse mounted against the first.
+fanned out to all of them, granary-fuse mounted against the first. With
+--reference PASSTHROUGH_HP (libfuse's example daemon, built by
+bench/fuse/fuse_reference.py --build-reference-only), also fuse-passthrough: that
+daemon mounted over the source with FUSE passthrough (the kernel reads the source
+files itself), and fuse-served: the same daemon answering every read itself
+(--nopassthrough); neither caches anything, so every epoch reads the source: what a
+FUSE mount alone costs each workload here.
 
 Usage (root):
   /usr/bin/python3 bench/e2e/e2e_bench.py [--build build-e2e] [--bandwidth-mib 200]
@@ -758,6 +764,39 @@ class Rclone(System):
         shutil.rmtree(self.cache, ignore_errors=True)
 
 
+class FuseReference(System):
+    """libfuse's passthrough_hp over the source: a FUSE mount that caches nothing."""
+    first_label = later_label = "source"
+
+    def __init__(self, bench, served):
+        super().__init__(bench)
+        self.served = served
+        self.name = "fuse-served" if served else "fuse-passthrough"
+
+    def start(self):
+        b = self.bench
+        if not b.args.reference:
+            raise SystemExit("%s needs --reference PASSTHROUGH_HP" % self.name)
+        self.mnt = os.path.join(b.work, self.name + "-mnt")
+        unmount(self.mnt)
+        os.makedirs(self.mnt, exist_ok=True)
+        cmd = [b.args.reference, "--foreground"] + (["--nopassthrough"] if self.served else [])
+        self.proc = subprocess.Popen(cmd + [b.source, self.mnt])
+        wait_for(lambda: os.path.ismount(self.mnt), 30, self.name + " mount")
+        self.root = self.mnt
+        self.setup_info = {"what": " ".join(["passthrough_hp"] + cmd[1:] + ["SOURCE", "MNT"])}
+
+    def pids(self):
+        return [self.proc.pid]
+
+    def pid_names(self):
+        return ["passthrough_hp"]
+
+    def stop(self):
+        unmount(self.mnt)
+        stop_process(self.proc)
+
+
 class Granary(System):
     """Granary on this node: one granaryd, or `servers` granaryd on loopback forming one
     cache group, and granary-fuse mounted against the first (the local) one.
@@ -1010,7 +1049,7 @@ class Bench:
         a = self.args
         os.makedirs(self.work, exist_ok=True)
         os.makedirs(self.meta, exist_ok=True)
-        for leftover in ("rclone-mnt", "granary-mnt"):
+        for leftover in ("rclone-mnt", "granary-mnt", "fuse-passthrough-mnt", "fuse-served-mnt"):
             unmount(os.path.join(self.work, leftover))
         if os.path.ismount(self.source):
             run(["umount", self.source], check=False)
@@ -1070,6 +1109,8 @@ class Bench:
                 systems.append(LocalCopy(self))
             elif name == "rclone":
                 systems.append(Rclone(self))
+            elif name in ("fuse-passthrough", "fuse-served"):
+                systems.append(FuseReference(self, served=name == "fuse-served"))
             elif name == "granary-cold":
                 systems.append(Granary(self, prewarm=False))
             elif name == "granary-prewarm":
@@ -1511,7 +1552,7 @@ def main():
     p.add_argument("--systems", default="direct,local-copy,rclone,granary-cold,granary-prewarm,"
                    "granary-cluster-prewarm",
                    help="direct, local-copy, rclone, granary-cold, granary-prewarm, "
-                   "granary-cluster-cold, granary-cluster-prewarm")
+                   "granary-cluster-cold, granary-cluster-prewarm, fuse-passthrough, fuse-served")
     p.add_argument("--workloads", default="images,shards",
                    help="images (DataLoader), shards (fio), shards-loader (DataLoader)")
     p.add_argument("--profile-prewarm", action="store_true",
@@ -1522,6 +1563,8 @@ def main():
     p.add_argument("--fuse-args", default="",
                    help="more flags for granary-fuse, space-separated (e.g. "
                    "--fuse-args=--cold-open-memory=0)")
+    p.add_argument("--reference", default="",
+                   help="passthrough_hp's path, for the fuse-passthrough and fuse-served systems")
     p.add_argument("--fill", choices=("on-read", "none"), default="",
                    help="the dataset's fill policy (default: granaryd's, on-read)")
     p.add_argument("--cluster-servers", type=int, default=3,
