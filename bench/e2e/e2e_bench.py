@@ -730,8 +730,24 @@ class LocalCopy(System):
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-class Rclone(System):
+class DaemonMount(System):
+    """A system read through a FUSE daemon (self.proc, named `daemon`) mounted at self.mnt."""
+    daemon = ""
+
+    def pids(self):
+        return [self.proc.pid]
+
+    def pid_names(self):
+        return [self.daemon]
+
+    def stop(self):
+        unmount(self.mnt)
+        stop_process(self.proc)
+
+
+class Rclone(DaemonMount):
     name = "rclone"
+    daemon = "rclone"
     first_label = "cold"
     later_label = "warm"
 
@@ -752,21 +768,15 @@ class Rclone(System):
         self.root = self.mnt
         self.setup_info = {"what": " ".join(self.cmd[:2] + ["SOURCE", "MNT"] + self.cmd[4:9])}
 
-    def pids(self):
-        return [self.proc.pid]
-
-    def pid_names(self):
-        return ["rclone"]
-
     def stop(self):
-        unmount(self.mnt)
-        stop_process(self.proc)
+        super().stop()
         shutil.rmtree(self.cache, ignore_errors=True)
 
 
-class FuseReference(System):
+class FuseReference(DaemonMount):
     """libfuse's passthrough_hp over the source: a FUSE mount that caches nothing."""
     first_label = later_label = "source"
+    daemon = "passthrough_hp"
 
     def __init__(self, bench, served):
         super().__init__(bench)
@@ -785,16 +795,6 @@ class FuseReference(System):
         wait_for(lambda: os.path.ismount(self.mnt), 30, self.name + " mount")
         self.root = self.mnt
         self.setup_info = {"what": " ".join(["passthrough_hp"] + cmd[1:] + ["SOURCE", "MNT"])}
-
-    def pids(self):
-        return [self.proc.pid]
-
-    def pid_names(self):
-        return ["passthrough_hp"]
-
-    def stop(self):
-        unmount(self.mnt)
-        stop_process(self.proc)
 
 
 class Granary(System):
