@@ -19,12 +19,14 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/granaryd_process.h"
+#include "tests/support/suite_setup.h"
 
 namespace granary {
 namespace {
 
 using nlohmann::json;
 using testing::GranarydProcess;
+using testing::SuiteSetup;
 using testing::TempDir;
 
 struct CliResult {
@@ -102,7 +104,7 @@ void WriteFile(const std::filesystem::path& path, const std::string& bytes) {
 
 class CliTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  static void StartServer() {
     auto server = GranarydProcess::Start();
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server).release();
@@ -110,10 +112,11 @@ class CliTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete server_;
     server_ = nullptr;
+    suite_setup_ = SuiteSetup();
   }
 
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
+    ASSERT_NO_FATAL_FAILURE(suite_setup_.RunOnce(StartServer));
     // Files of several chunks (1 MiB chunks), an exact chunk, small, empty and
     // nested files.
     files_ = {
@@ -147,11 +150,13 @@ class CliTest : public ::testing::Test {
         Granary({"dataset", "add", name, source().string(), "--chunk-size", "1MiB", "--json"}));
   }
 
+  static SuiteSetup suite_setup_;
   static GranarydProcess* server_;
   TempDir source_dir_;
   std::map<std::string, std::string> files_;
 };
 
+SuiteSetup CliTest::suite_setup_;
 GranarydProcess* CliTest::server_ = nullptr;
 
 TEST_F(CliTest, DatasetAddListShowRefreshRemove) {

@@ -24,6 +24,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/granary_cluster.h"
 #include "tests/support/granaryd_process.h"
+#include "tests/support/suite_setup.h"
 
 namespace granary {
 namespace {
@@ -31,6 +32,7 @@ namespace {
 using nlohmann::json;
 using testing::ExtenderProcess;
 using testing::GranarydProcess;
+using testing::SuiteSetup;
 using testing::TempDir;
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -167,7 +169,9 @@ json Priorities(int a, int b) {
 //   quarter: d.bin 1 (prewarmed), e.bin 3  -> 25%
 class ExtenderTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(suite_setup_.RunOnce(StartServer)); }
+
+  static void StartServer() {
     sources_ = new TempDir();
     testing::GranarydOptions options;
     options.extra_args = {"--node-id", "node-a", "--group", "rack-a"};
@@ -183,12 +187,19 @@ class ExtenderTest : public ::testing::Test {
     delete extender_;
     delete server_;
     delete sources_;
+    extender_ = nullptr;
+    server_ = nullptr;
+    sources_ = nullptr;
+    suite_setup_ = SuiteSetup();  // A suite derived from this one starts its own.
   }
 
+  static SuiteSetup suite_setup_;
   static TempDir* sources_;
   static GranarydProcess* server_;
   static ExtenderProcess* extender_;
 };
+
+SuiteSetup ExtenderTest::suite_setup_;
 
 TempDir* ExtenderTest::sources_ = nullptr;
 GranarydProcess* ExtenderTest::server_ = nullptr;
@@ -342,6 +353,7 @@ TEST_F(ExtenderTest, MalformedRequestsAreRefusedWithTheReason) {
 class ExtenderLocateCallsTest : public ExtenderTest {
  protected:
   void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(ExtenderTest::SetUp());
     auto counter =
         testing::LocateCounter::Start(temp_.path() + "/counter.sock", server_->socket_address());
     ASSERT_TRUE(counter.ok()) << counter.status();
@@ -452,7 +464,9 @@ const std::vector<std::string> kClusterNodeNames = {"a1", "b1", "a2", "gpu-x", "
 
 class ExtenderClusterTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(suite_setup_.RunOnce(StartCluster)); }
+
+  static void StartCluster() {
     temp_ = new TempDir();
     token_file_ = new std::string(temp_->path() + "/token");
     {
@@ -572,6 +586,11 @@ class ExtenderClusterTest : public ::testing::Test {
     delete cluster_;
     delete token_file_;
     delete temp_;
+    extender_ = nullptr;
+    cluster_ = nullptr;
+    token_file_ = nullptr;
+    temp_ = nullptr;
+    suite_setup_ = SuiteSetup();
   }
 
   // The cluster's Locate answer for "images", asked of b1's socket.
@@ -598,12 +617,14 @@ class ExtenderClusterTest : public ::testing::Test {
             {"NodeNames", nullptr}};
   }
 
+  static SuiteSetup suite_setup_;
   static TempDir* temp_;
   static std::string* token_file_;
   static testing::GranaryCluster* cluster_;
   static ExtenderProcess* extender_;
 };
 
+SuiteSetup ExtenderClusterTest::suite_setup_;
 TempDir* ExtenderClusterTest::temp_ = nullptr;
 std::string* ExtenderClusterTest::token_file_ = nullptr;
 testing::GranaryCluster* ExtenderClusterTest::cluster_ = nullptr;
