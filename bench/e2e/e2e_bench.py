@@ -734,6 +734,12 @@ class DaemonMount(System):
     """A system read through a FUSE daemon (self.proc, named `daemon`) mounted at self.mnt."""
     daemon = ""
 
+    def mount(self, cmd):
+        """Starts `cmd`, which mounts the daemon at self.mnt, and reads through it."""
+        self.proc = subprocess.Popen(cmd)
+        wait_for(lambda: os.path.ismount(self.mnt), 30, self.daemon + " mount")
+        self.root = self.mnt
+
     def pids(self):
         return [self.proc.pid]
 
@@ -763,9 +769,7 @@ class Rclone(DaemonMount):
                     "--vfs-cache-max-size", "%dM" % (2 * b.dataset_bytes // MIB + 1024),
                     "--vfs-cache-max-age", "24h", "--config", "/dev/null",
                     "--log-file", os.path.join(b.work, "rclone.log")]
-        self.proc = subprocess.Popen(self.cmd)
-        wait_for(lambda: os.path.ismount(self.mnt), 30, "rclone mount")
-        self.root = self.mnt
+        self.mount(self.cmd)
         self.setup_info = {"what": " ".join(self.cmd[:2] + ["SOURCE", "MNT"] + self.cmd[4:9])}
 
     def stop(self):
@@ -791,9 +795,7 @@ class FuseReference(DaemonMount):
         unmount(self.mnt)
         os.makedirs(self.mnt, exist_ok=True)
         cmd = [b.args.reference, "--foreground"] + (["--nopassthrough"] if self.served else [])
-        self.proc = subprocess.Popen(cmd + [b.source, self.mnt])
-        wait_for(lambda: os.path.ismount(self.mnt), 30, self.name + " mount")
-        self.root = self.mnt
+        self.mount(cmd + [b.source, self.mnt])
         self.setup_info = {"what": " ".join(["passthrough_hp"] + cmd[1:] + ["SOURCE", "MNT"])}
 
 

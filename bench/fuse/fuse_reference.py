@@ -170,8 +170,10 @@ def main():
             for name in order:
                 root, pids = readers[name]
                 speeds, daemon_cpu = epochs(root, samples, args.epochs, pids)
-                measured[name] = {"files_per_s": speeds, "daemon_cpu_s": daemon_cpu}
-            mean = {name: statistics.mean(m["files_per_s"]) for name, m in measured.items()}
+                measured[name] = {"files_per_s": speeds,
+                                  "mean_files_per_s": statistics.mean(speeds),
+                                  "daemon_cpu_s": daemon_cpu}
+            mean = {name: m["mean_files_per_s"] for name, m in measured.items()}
             rounds.append({"order": order, "readers": measured,
                            "granary/local": mean["granary"] / mean["local"],
                            "passthrough_hp/local": mean["passthrough_hp"] / mean["local"],
@@ -194,7 +196,7 @@ def main():
           "| daemons' CPU s: granary, passthrough_hp |")
     print("|---|---|---|---|---|---|---|---|---|")
     for i, r in enumerate(rounds):
-        speeds = {n: statistics.mean(m["files_per_s"]) for n, m in r["readers"].items()}
+        speeds = {n: m["mean_files_per_s"] for n, m in r["readers"].items()}
         print("| %d | %s | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f, %.2f |" % (
             i + 1, ", ".join(r["order"]), speeds["granary"], speeds["passthrough_hp"],
             speeds["local"], r["granary/local"], r["passthrough_hp/local"],

@@ -52,9 +52,9 @@ namespace granary {
 class FillScheduler {
  public:
   struct Options {
-    // Reads at the source of a fill and its readers' misses together
-    // (GranarydConfig::fill_parallelism).
-    unsigned parallelism = 4;
+    // Reads at the source of a fill and its readers' misses together: the
+    // config's fill_parallelism, whose default is the one default.
+    unsigned parallelism;
     // For datasets registered without a policy of their own.
     v1::FillPolicy default_policy = v1::FILL_ON_READ;
   };

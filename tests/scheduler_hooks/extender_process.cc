@@ -19,28 +19,17 @@ namespace granary::testing {
 std::string ExtenderPath() { return GRANARY_TEST_EXTENDER_PATH; }
 
 ExtenderProcess::ExtenderProcess(const std::string& server, std::vector<std::string> extra_args) {
+  port_ = FreeTcpPort();
   log_path_ = temp_.path() + "/extender.log";
-  // A port found free can be taken by another test's process before the
-  // extender binds it, which then exits: it is started again on another.
-  constexpr int kStarts = 3;
-  for (int start = 0; start < kStarts; ++start) {
-    port_ = FreeTcpPort();
-    std::vector<std::string> args = {"--server", server, "--listen", address()};
-    args.insert(args.end(), extra_args.begin(), extra_args.end());
-    auto pid = SpawnChild(ExtenderPath(), args, log_path_);
-    if (!pid.ok()) {
-      ADD_FAILURE() << pid.status();
-      return;
-    }
-    pid_ = *pid;
-    httplib::Client client("127.0.0.1", port_);
-    bool exited = false;
-    for (int i = 0; i < 200 && !exited; ++i) {
-      if (auto result = client.Get("/healthz"); result && result->status == 200) return;
-      exited = WaitForExit(pid_, std::chrono::milliseconds(50)).has_value();
-    }
-    if (!exited) break;
-    pid_ = -1;
+  std::vector<std::string> args = {"--server", server, "--listen", address()};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  auto pid = SpawnChild(ExtenderPath(), args, log_path_);
+  EXPECT_TRUE(pid.ok()) << pid.status();
+  if (pid.ok()) pid_ = *pid;
+  httplib::Client client("127.0.0.1", port_);
+  for (int i = 0; i < 200; ++i) {
+    if (auto result = client.Get("/healthz"); result && result->status == 200) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ADD_FAILURE() << "granary-extender did not answer /healthz: " << log();
 }

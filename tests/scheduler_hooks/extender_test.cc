@@ -200,7 +200,6 @@ class ExtenderTest : public ::testing::Test {
 };
 
 SuiteSetup ExtenderTest::suite_setup_;
-
 TempDir* ExtenderTest::sources_ = nullptr;
 GranarydProcess* ExtenderTest::server_ = nullptr;
 ExtenderProcess* ExtenderTest::extender_ = nullptr;
