@@ -25,9 +25,11 @@ class CorruptionTest : public FaultTest {
   // Flips one byte inside every copy of each chunk in `chunks` found in the
   // data files, found by its first bytes at 4 KiB-aligned offsets (chunks lie
   // at multiples of the chunk size). Returns the number of copies found per
-  // chunk.
+  // chunk. Chunks read through in an earlier round are stored behind their
+  // reads, so it first waits for those stores.
   std::vector<int> FlipChunks(const std::vector<std::pair<const SourceFile*, uint32_t>>& chunks,
                               std::mt19937_64& random) {
+    WaitForWriteBehind();
     std::vector<int> copies(chunks.size(), 0);
     for (const auto& entry : std::filesystem::recursive_directory_iterator(server_->data_dir())) {
       if (entry.path().extension() != ".dat") continue;

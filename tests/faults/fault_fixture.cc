@@ -1,5 +1,8 @@
 #include "tests/faults/fault_fixture.h"
 
+#include <chrono>
+#include <thread>
+
 #include "common/chunk_math.h"
 #include "tests/server/server_test_util.h"
 
@@ -27,6 +30,17 @@ double FaultTest::Metric(const std::string& name) {
   absl::StatusOr<double> value = server_->Metric(name);
   EXPECT_TRUE(value.ok()) << value.status();
   return value.value_or(-1);
+}
+
+void FaultTest::WaitForWriteBehind() {
+  const Clock::time_point start = Clock::now();
+  while (Metric("granary_write_behind_bytes") > 0) {
+    if (SecondsSince(start) > 30) {
+      ADD_FAILURE() << "chunks still waiting to be stored after 30 s";
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 uint64_t FaultTest::FileId(const std::string& path) const {
