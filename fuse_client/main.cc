@@ -431,6 +431,7 @@ int Run(const Flags& flags, int report_fd) {
   GRANARY_LOG(INFO) << "mounted " << table.ListDatasets().size() << " dataset(s) from "
                     << (*client)->address() << " on " << mountpoint
                     << "; chunks are read from their owners in " << servers.view().ToString();
+  if (uses != nullptr) uses->Start();
   if (report_fd >= 0) ReportReady(report_fd, flags.log_file);
   NotifyServiceManagerReady();
 

@@ -18,8 +18,7 @@ UseReporter::UseReporter(LocalChunkReader* local, std::chrono::milliseconds inte
     : local_(local),
       interval_(interval),
       on_withdrawn_(std::move(on_withdrawn)),
-      kept_versions_(std::move(kept_versions)),
-      thread_([this] { Run(); }) {}
+      kept_versions_(std::move(kept_versions)) {}
 
 UseReporter::~UseReporter() {
   {
@@ -27,7 +26,12 @@ UseReporter::~UseReporter() {
     stopping_ = true;
   }
   wake_.SignalAll();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
+}
+
+void UseReporter::Start() {
+  SendPending();
+  thread_ = std::thread([this] { Run(); });
 }
 
 void UseReporter::Record(uint64_t dataset_version, uint64_t file_id, uint64_t bytes,
@@ -75,25 +79,27 @@ bool UseReporter::Send(const absl::flat_hash_map<FileKey, Use>& uses,
 }
 
 void UseReporter::Run() {
-  // The first report goes at once: its answer says where granaryd's
-  // withdrawals stand, so that a file handed out after it and withdrawn is
-  // named by the next answer, rather than that answer closing every kept file.
-  for (bool stopping = false, first = true; !stopping; first = false) {
-    absl::flat_hash_map<FileKey, Use> uses;
+  for (bool stopping = false; !stopping;) {
     {
       MutexLock lock(&mutex_);
-      if (!first) {
-        wake_.WaitFor(&mutex_, interval_,
-                      [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; });
-      }
+      wake_.WaitFor(&mutex_, interval_,
+                    [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; });
       stopping = stopping_;
-      uses.swap(pending_);
     }
-    if (!Send(uses, kept_versions_())) {
-      // What could not be reported is dropped: hits undercounted for one
-      // interval, and those files' last use a little older.
-      on_withdrawn_(v1::WithdrawnFiles());
-    }
+    SendPending();
+  }
+}
+
+void UseReporter::SendPending() {
+  absl::flat_hash_map<FileKey, Use> uses;
+  {
+    MutexLock lock(&mutex_);
+    uses.swap(pending_);
+  }
+  if (!Send(uses, kept_versions_())) {
+    // What could not be reported is dropped: hits undercounted for one
+    // interval, and those files' last use a little older.
+    on_withdrawn_(v1::WithdrawnFiles());
   }
 }
 

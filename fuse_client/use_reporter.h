@@ -11,12 +11,16 @@
 // keeps (`kept_versions`), so that granaryd does not release an older
 // version while this mount still shows it or has files of it open.
 //
-// Reports go out at once (to learn where granaryd's withdrawals stand before
-// anything is kept), then every `interval` from a thread of the reporter's
-// own, and once more when it is destroyed; recording a use is a short critical
-// section on the reader's thread, never a round trip.
+// The first report goes out from Start(), which waits for its answer: it
+// says where granaryd's withdrawals stand, and it closes whatever was kept
+// before it (files taken over from an earlier granary-fuse), so it must come
+// before the mount serves anything, or it would close files handed out since.
+// Then reports go every `interval` from a thread of the reporter's own, and
+// once more when it is destroyed; recording a use is a short critical section
+// on the reader's thread, never a round trip.
 //
-// Thread-safety: Record() may be called concurrently.
+// Thread-safety: Record() may be called concurrently; Start() once, before
+// the mount serves.
 #ifndef GRANARY_FUSE_CLIENT_USE_REPORTER_H_
 #define GRANARY_FUSE_CLIENT_USE_REPORTER_H_
 
@@ -47,6 +51,10 @@ class UseReporter {
   UseReporter(const UseReporter&) = delete;
   UseReporter& operator=(const UseReporter&) = delete;
 
+  // Sends the first report, hands its answer to `on_withdrawn`, and starts
+  // the reporting thread.
+  void Start();
+
   // Counts `bytes` over `chunks` chunks of file `file_id` of `dataset_version`
   // as read from the cache.
   void Record(uint64_t dataset_version, uint64_t file_id, uint64_t bytes, uint64_t chunks);
@@ -62,6 +70,8 @@ class UseReporter {
   };
 
   void Run();
+  // Sends the uses recorded since the last report.
+  void SendPending();
   // Sends `uses` in messages of a bounded size, the first with `kept`; false
   // if one failed.
   bool Send(const absl::flat_hash_map<FileKey, Use>& uses, const std::vector<uint64_t>& kept);
@@ -75,8 +85,8 @@ class UseReporter {
   absl::flat_hash_map<FileKey, Use> pending_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   uint64_t reports_ ABSL_GUARDED_BY(mutex_) = 0;
-  uint64_t withdrawn_through_ = 0;  // The reporter thread's alone.
-  std::thread thread_;              // Last: starts once the rest exists.
+  uint64_t withdrawn_through_ = 0;  // The reporter thread's alone, once started.
+  std::thread thread_;
 };
 
 }  // namespace granary::fuse
