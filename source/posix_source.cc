@@ -1,5 +1,6 @@
 #include "source/posix_source.h"
 
+#include "common/filled_string.h"
 #include "common/status.h"
 #include "common/verified_source_file.h"
 #include "source/posix_scanner.h"
@@ -13,9 +14,7 @@ absl::StatusOr<ScannedTree> PosixSource::Scan(size_t max_entries) const {
 absl::StatusOr<std::string> PosixSource::ReadRange(const ManifestEntry& entry, uint64_t offset,
                                                    uint32_t length) const {
   GRANARY_ASSIGN_OR_RETURN(VerifiedSourceFile file, VerifiedSourceFile::Open(root_, entry));
-  std::string data(length, '\0');
-  GRANARY_RETURN_IF_ERROR(file.ReadExactly(offset, data));
-  return data;
+  return FilledString(length, [&](std::span<char> out) { return file.ReadExactly(offset, out); });
 }
 
 }  // namespace granary

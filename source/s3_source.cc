@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/filled_string.h"
 #include "common/status.h"
 #include "source/s3_tree.h"
 
@@ -34,10 +35,10 @@ absl::StatusOr<ScannedTree> S3Source::Scan(size_t max_entries) const {
 
 absl::StatusOr<std::string> S3Source::ReadRange(const ManifestEntry& entry, uint64_t offset,
                                                 uint32_t length) const {
-  std::string data(length, '\0');
-  GRANARY_RETURN_IF_ERROR(client_->GetRange(absl::StrCat(client_->location().prefix, entry.path),
-                                            entry.etag(), entry.size, offset, data));
-  return data;
+  return FilledString(length, [&](std::span<char> out) {
+    return client_->GetRange(absl::StrCat(client_->location().prefix, entry.path), entry.etag(),
+                             entry.size, offset, out);
+  });
 }
 
 }  // namespace granary

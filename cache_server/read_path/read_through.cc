@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/chunk_math.h"
+#include "common/filled_string.h"
 #include "common/logging.h"
 #include "common/memory_file.h"
 #include "common/status.h"
@@ -316,9 +317,10 @@ absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint3
 absl::StatusOr<std::string> ReadThrough::ReadFromPeer(const Member& peer, const ChunkKey& key,
                                                       uint32_t length, ChunkSourcing sourcing) {
   GRANARY_ASSIGN_OR_RETURN(const DatasetClient* reader, cluster_->clients().Reader(peer));
-  std::string data(length, '\0');
-  absl::Status read = reader->ReadChunk(key, 0, data, sourcing);
-  if (read.ok()) return data;
+  absl::StatusOr<std::string> data = FilledString(
+      length, [&](std::span<char> out) { return reader->ReadChunk(key, 0, out, sourcing); });
+  if (data.ok()) return data;
+  const absl::Status& read = data.status();
   if (!absl::IsNotFound(read) && ShouldTryAnotherOwner(read)) {
     metrics_->peer_copy_errors.fetch_add(1, std::memory_order_relaxed);
     cluster_->clients().MarkSuspect(peer.id);

@@ -79,6 +79,7 @@
 #include "common/block_checksums.h"
 #include "common/chunk_math.h"
 #include "common/file_util.h"
+#include "common/filled_string.h"
 #include "common/hash.h"
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -655,19 +656,9 @@ absl::Status DataFileChunkStore::WriteChunk(DataFile& file, uint64_t offset, std
 
 absl::StatusOr<std::string> DataFileChunkStore::ReadVerified(DataFile& file,
                                                              const v1::ChunkLocation& location) {
-  absl::Status status;
-  std::string data;
-  // Filled in place: zeroing a multi-megabyte string first would cost as
-  // much as a third of a page-cache read. Reserved first: GCC 12's
-  // resize_and_overwrite mis-sizes a string it has to grow by less than
-  // twice (a 24-byte chunk came back as 30 bytes).
-  data.reserve(location.length());
-  data.resize_and_overwrite(location.length(), [&](char* out, size_t length) {
-    status = ReadVerifiedInto(file, location, out);
-    return length;
+  return FilledString(location.length(), [&](std::span<char> out) {
+    return ReadVerifiedInto(file, location, out.data());
   });
-  GRANARY_RETURN_IF_ERROR(status);
-  return data;
 }
 
 absl::Status DataFileChunkStore::ReadVerifiedInto(DataFile& file, const v1::ChunkLocation& location,
