@@ -180,11 +180,12 @@ def metric_value(url, name):
 
 def granary_counters(urls):
     """Chunk reads the granaryd of `urls` (comma-separated /metrics addresses) answered,
-    the bytes they read for them (whole chunks), and the chunks they read from the
-    source (readers' misses and fills alike), summed over the servers."""
+    the bytes they read for them (whole chunks), the chunks they read from the source
+    (readers' misses and fills alike) and the chunks they served but did not store, summed
+    over the servers."""
     if not urls:
         return None
-    total = {"reads": 0.0, "bytes": 0.0, "source_reads": 0.0}
+    total = {"reads": 0.0, "bytes": 0.0, "source_reads": 0.0, "not_stored": 0.0}
     for url in urls.split(","):
         values = metrics(url)
         total["reads"] += values.get("granary_cache_hits_total", 0) + \
@@ -193,7 +194,21 @@ def granary_counters(urls):
             values.get("granary_bytes_from_source_total", 0) + \
             values.get("granary_bytes_from_peers_total", 0)
         total["source_reads"] += values.get("granary_source_reads_total", 0)
+        total["not_stored"] += values.get("granary_write_behind_dropped_total", 0) + \
+            values.get("granary_store_admissions_refused_total", 0) + \
+            values.get("granary_store_insert_errors_total", 0)
     return total
+
+
+def source_reads_cell(server):
+    """The chunks granaryd read from the source, and of them those it served but did not
+    store (write-behind queue full, admission refused, insert failed), when any."""
+    if not server or "source_reads" not in server:
+        return "–"
+    cell = "%.0f" % server["source_reads"]
+    if server.get("not_stored"):
+        cell += " (%.0f not stored)" % server["not_stored"]
+    return cell
 
 
 def counter_delta(before, after):
@@ -1310,8 +1325,7 @@ def write_report(bench, out):
                          r["client_peak"] / MIB, r["system_peak"] / MIB,
                          "%.0f" % server["reads"] if server else "–",
                          "%.2f" % (server["bytes"] / r["bytes"]) if server else "–",
-                         "%.0f" % server["source_reads"]
-                         if server and "source_reads" in server else "–",
+                         source_reads_cell(server),
                          "%.2f, %.2f" % (r["read_p50"] * 1e3, r["read_p99"] * 1e3)
                          if r.get("read_p99") is not None else "–",
                          "all %d ok" % r["samples"] if r["bad"] == 0 else
