@@ -8,7 +8,9 @@ v2 `io.max rbps=` where that is what the machine has. The benchmark moves itself
 into the throttled cgroup before it reads anything, so every process it starts (cp,
 rclone, granaryd, granary-fuse, the DataLoader and its workers, fio) reads the
 source through the same limit. The limit applies to the loop device only: the local
-copy, rclone's cache and Granary's cache live on the root disk and are not limited.
+copy and rclone's cache live on the root disk, and each Granary system's cache on an
+ext4 filesystem of its own (with a journal, on another loop device backed by the root
+disk, made afresh for the system), and are not limited.
 
 Datasets (deterministic, generated once per configuration and reused):
   images: --image-files files (default 20,000) of log-normal sizes (mean
@@ -311,8 +313,13 @@ class Sampler:
         return [(t, b - base) for t, b in self.samples]
 
 
-class LoopSource:
-    """An ext4 filesystem on a loop device (direct I/O to its backing file)."""
+class LoopFilesystem:
+    """An ext4 filesystem, with its journal, on a loop device (direct I/O to its backing
+    file): the emulated shared storage, and each Granary system's cache directory, as on a
+    GPU node's NVMe. The cache is not made on the root disk, whose filesystem here may have
+    no journal: ext4 without one skips, inode by inode, those deleted in the last minute
+    when it creates a file, which the removal of the previous system's data files makes
+    thousands."""
 
     def __init__(self, image, mountpoint, size_bytes, fresh):
         self.image = image
@@ -836,7 +843,7 @@ class Granary(System):
         self.later_label = "warm"
         self.procs = []
         self.nodes = []
-        self.fuse = self.cli = None
+        self.fuse = self.cli = self.cache_fs = None
 
     def node_cli(self, i):
         return [os.path.join(self.bench.build, "granary"), "--server",
@@ -870,10 +877,14 @@ class Granary(System):
         self.data = os.path.join(b.work, "granary-data")
         self.mnt = os.path.join(b.work, "granary-mnt")
         unmount(self.mnt)
+        unmount(self.data)
         shutil.rmtree(self.data, ignore_errors=True)
-        os.makedirs(self.data)
+        capacity_mib = 2 * b.dataset_bytes // MIB + 1024
+        capacity = "%dMiB" % capacity_mib
+        # Room beside the capacity for RocksDB and the filesystem's own metadata.
+        self.cache_fs = LoopFilesystem(os.path.join(b.work, "granary-cache.img"), self.data,
+                                       (capacity_mib + 1024) * MIB, fresh=True)
         os.makedirs(self.mnt, exist_ok=True)
-        capacity = "%dMiB" % (2 * b.dataset_bytes // MIB + 1024)
         for i in range(self.servers):
             node_dir = os.path.join(self.data, "n%d" % i) if self.servers > 1 else self.data
             os.makedirs(node_dir, exist_ok=True)
@@ -1017,7 +1028,9 @@ class Granary(System):
                     f.write(status.stdout)
         for proc in self.procs:
             stop_process(proc)
-        shutil.rmtree(self.data, ignore_errors=True)
+        if self.cache_fs:
+            self.cache_fs.close()
+            os.remove(self.cache_fs.image)
 
 
 # ---------------------------------------------------------------- the benchmark
@@ -1077,7 +1090,7 @@ class Bench:
         image_bytes = sum(image_sizes(a))
         total = image_bytes + a.shards * a.shard_mib * MIB
         img_size = int(total * 1.15) + a.image_files * 8 * KIB + 512 * MIB
-        self.loop = LoopSource(os.path.join(self.work, "source.img"), self.source, img_size,
+        self.loop = LoopFilesystem(os.path.join(self.work, "source.img"), self.source, img_size,
                                fresh)
         if fresh:
             if os.path.exists(stamp_path):
