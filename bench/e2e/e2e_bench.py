@@ -343,13 +343,16 @@ class LoopFilesystem:
         with open("/sys/block/%s/dev" % os.path.basename(self.loop)) as f:
             self.device = f.read().strip()
 
-    def close(self):
+    def close(self, discard=False):
+        """Unmounts and detaches the filesystem; with `discard`, deletes its image too."""
         for _ in range(20):
             if run(["umount", self.mountpoint], check=False,
                    capture_output=True).returncode == 0:
                 break
             time.sleep(0.5)
         run(["losetup", "-d", self.loop], check=False)
+        if discard:
+            os.remove(self.image)
 
 
 # ---------------------------------------------------------------- datasets
@@ -788,7 +791,7 @@ class Rclone(DaemonMount):
         os.makedirs(self.mnt, exist_ok=True)
         self.cmd = ["rclone", "mount", b.source, self.mnt, "--vfs-cache-mode", "full",
                     "--cache-dir", self.cache, "--read-only",
-                    "--vfs-cache-max-size", "%dM" % (2 * b.dataset_bytes // MIB + 1024),
+                    "--vfs-cache-max-size", "%dM" % b.cache_mib,
                     "--vfs-cache-max-age", "24h", "--config", "/dev/null",
                     "--log-file", os.path.join(b.work, "rclone.log")]
         self.mount(self.cmd)
@@ -879,11 +882,10 @@ class Granary(System):
         unmount(self.mnt)
         unmount(self.data)
         shutil.rmtree(self.data, ignore_errors=True)
-        capacity_mib = 2 * b.dataset_bytes // MIB + 1024
-        capacity = "%dMiB" % capacity_mib
+        capacity = "%dMiB" % b.cache_mib
         # Room beside the capacity for RocksDB and the filesystem's own metadata.
         self.cache_fs = LoopFilesystem(os.path.join(b.work, "granary-cache.img"), self.data,
-                                       (capacity_mib + 1024) * MIB, fresh=True)
+                                       (b.cache_mib + 1024) * MIB, fresh=True)
         os.makedirs(self.mnt, exist_ok=True)
         for i in range(self.servers):
             node_dir = os.path.join(self.data, "n%d" % i) if self.servers > 1 else self.data
@@ -1029,8 +1031,7 @@ class Granary(System):
         for proc in self.procs:
             stop_process(proc)
         if self.cache_fs:
-            self.cache_fs.close()
-            os.remove(self.cache_fs.image)
+            self.cache_fs.close(discard=True)
 
 
 # ---------------------------------------------------------------- the benchmark
@@ -1107,6 +1108,8 @@ class Bench:
         else:
             log("reusing the generated source in %s" % self.work)
         self.dataset_bytes = total
+        # What a caching system (rclone, each granaryd) may keep: the dataset twice over.
+        self.cache_mib = 2 * total // MIB + 1024
         self.throttle = Throttle("granary-e2e", self.loop.device, a.bandwidth_mib * MIB)
         self.throttle.enter()
         log("source: %s on %s (%s), reads limited to %d MiB/s by %s" %
