@@ -222,6 +222,7 @@ class DataFileChunkStore final : public ChunkStore {
       : options_(options),
         index_(std::move(index)),
         io_(std::move(io)),
+        direct_writes_(new std::atomic<bool>[options.directories.size()]),
         descriptors_(OpenDataFileBudget(options)),
         directory_bytes_(options.directories.size(), 0),
         eviction_slack_bytes_(std::min<uint64_t>(options.capacity_bytes / 32, 64 << 20)),
@@ -236,7 +237,11 @@ class DataFileChunkStore final : public ChunkStore {
           // in the uninstrumented library.
           MutexLock lock(&mu_);
           return MarkSyncedLocked(synced);
-        }) {}
+        }) {
+    for (size_t i = 0; i < options.directories.size(); ++i) {
+      direct_writes_[i].store(options.direct_writes && !options.direct_io);
+    }
+  }
 
   // Rebuilds the bookkeeping from the index and the data files, repairing
   // what a crash left behind (see the top of this file).
@@ -355,8 +360,14 @@ class DataFileChunkStore final : public ChunkStore {
 
   // Writes the chunk and, when it can stat the file, sets `*ctime_after` to
   // its ctime after the write, which any later write changes.
-  absl::Status WriteChunk(DataFile& file, uint64_t offset, std::string_view data,
-                          std::optional<struct timespec>* ctime_after);
+  // Writes the whole blocks at the start of `data` (to go at `offset` of
+  // `file`) with O_DIRECT and returns how many bytes that was: 0 when
+  // direct writes are off, `offset` is not on a block, or the filesystem of
+  // `directory` refuses O_DIRECT (which turns them off for it).
+  absl::StatusOr<uint64_t> WriteBlocksDirect(const DataFile& file, uint32_t directory,
+                                             uint64_t offset, std::string_view data);
+  absl::Status WriteChunk(DataFile& file, uint32_t directory, uint64_t offset,
+                          std::string_view data, std::optional<struct timespec>* ctime_after);
   // The chunk's bytes; DATA_LOSS when they do not match its checksum.
   absl::StatusOr<std::string> ReadVerified(DataFile& file, const v1::ChunkLocation& location);
   // Reads the chunk into `out` (location.length() bytes) and verifies it.
@@ -386,6 +397,8 @@ class DataFileChunkStore final : public ChunkStore {
   const std::unique_ptr<ChunkIndex> index_;
   const std::unique_ptr<IoEngine> io_;
   AlignedBufferPool buffers_{kIdleBufferBytes};
+  // By cache directory: whether chunks are written there with O_DIRECT.
+  std::unique_ptr<std::atomic<bool>[]> direct_writes_;
   // Before the data files, whose destructors tell it they are gone.
   DescriptorCache descriptors_;
 
@@ -635,12 +648,46 @@ absl::Status DataFileChunkStore::MarkSyncedLocked(
   return absl::OkStatus();
 }
 
-absl::Status DataFileChunkStore::WriteChunk(DataFile& file, uint64_t offset, std::string_view data,
+absl::StatusOr<uint64_t> DataFileChunkStore::WriteBlocksDirect(const DataFile& file,
+                                                               uint32_t directory, uint64_t offset,
+                                                               std::string_view data) {
+  const uint64_t blocks_bytes = data.size() / kBlockBytes * kBlockBytes;
+  std::atomic<bool>& direct_writes = direct_writes_[directory];
+  if (!direct_writes.load(std::memory_order_relaxed) || offset % kBlockBytes != 0 ||
+      blocks_bytes == 0) {
+    return 0;
+  }
+  absl::StatusOr<UniqueFd> direct = file.OpenForDirectWrites();
+  if (absl::IsInvalidArgument(direct.status())) {
+    if (direct_writes.exchange(false)) {
+      GRANARY_LOG(WARNING) << "chunk store: " << options_.directories[directory]
+                           << " does not support O_DIRECT; writing chunks through the page cache";
+    }
+    return 0;
+  }
+  if (!direct.ok()) return direct.status();
+  std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(blocks_bytes);
+  std::memcpy(buffer->data(), data.data(), blocks_bytes);
+  absl::Status written =
+      io_->Write(direct->get(), /*direct=*/true, offset, {buffer->data(), blocks_bytes});
+  buffers_.Give(std::move(buffer));
+  GRANARY_RETURN_IF_ERROR(written);
+  return blocks_bytes;
+}
+
+absl::Status DataFileChunkStore::WriteChunk(DataFile& file, uint32_t directory, uint64_t offset,
+                                            std::string_view data,
                                             std::optional<struct timespec>* ctime_after) {
   GRANARY_ASSIGN_OR_RETURN(SharedFd fd, file.Descriptor());
   absl::Status written;
   if (!file.direct_io()) {
-    written = io_->Write(fd->get(), /*direct=*/false, offset, {data.data(), data.size()});
+    absl::StatusOr<uint64_t> direct_bytes = WriteBlocksDirect(file, directory, offset, data);
+    written = direct_bytes.status();
+    if (written.ok() && *direct_bytes < data.size()) {
+      const std::string_view rest = data.substr(*direct_bytes);
+      written = io_->Write(fd->get(), /*direct=*/false, offset + *direct_bytes,
+                           {rest.data(), rest.size()});
+    }
   } else {
     std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(data.size());
     const uint64_t padded = RoundUpToBlock(data.size());
@@ -958,7 +1005,8 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
 
   // Without the ctime the file is read back before it is handed out whole.
   std::optional<struct timespec> written_ctime;
-  absl::Status status = WriteChunk(*placement.file, placement.offset, data, &written_ctime);
+  absl::Status status =
+      WriteChunk(*placement.file, placement.directory, placement.offset, data, &written_ctime);
 
   location.set_directory(placement.directory);
   location.set_data_file_id(placement.file->id());

@@ -86,6 +86,12 @@ struct StoreOptions {
   // chunk is then padded to a whole block, so such files are never handed
   // to the kernel whole (OpenWholeFile).
   bool direct_io = false;
+  // With direct_io off: write each chunk's whole 4 KiB blocks with O_DIRECT
+  // where the filesystem supports it, and only a file's last partial block
+  // through the page cache. Reads stay buffered and files stay exact (they
+  // can be handed out whole). Storing then costs no page cache pages, which
+  // on a cold epoch was most of granaryd's CPU (bench/RESULTS.md, issue 17).
+  bool direct_writes = true;
   EvictionMode eviction = EvictionMode::kDatasetAware;
   // Bytes covered by one block checksum in the index entries of new chunks;
   // a multiple of 4 KiB, so that every block can be read with O_DIRECT. A

@@ -74,6 +74,13 @@ absl::StatusOr<std::unique_ptr<DataFile>> DataFile::OpenWithFlags(const std::str
 
 DataFile::~DataFile() { descriptors_->Forget(id_); }
 
+absl::StatusOr<UniqueFd> DataFile::OpenForDirectWrites() const {
+  UniqueFd fd(::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
+  if (!fd.valid())
+    return ErrnoStatus(errno, absl::StrCat("open data file ", path_, " for O_DIRECT"));
+  return fd;
+}
+
 int DataFile::ReopenFlags() const { return O_RDWR | (direct_io_ ? O_DIRECT : 0); }
 
 absl::StatusOr<SharedFd> DataFile::Descriptor() const {

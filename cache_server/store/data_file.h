@@ -9,9 +9,11 @@
 // keeps directories small when a dataset has millions of files.
 //
 // A data file is opened with O_DIRECT when asked and the filesystem allows it
-// (tmpfs, for one, does not: the fallback to buffered I/O is logged once);
+// (ramfs, for one, does not: the fallback to buffered I/O is logged once);
 // O_DIRECT writes pad a file's last chunk to a whole block, so such a file is
-// longer than its source file and is never passed through.
+// longer than its source file and is never passed through. A file opened
+// buffered may still be written with O_DIRECT through a descriptor of its own
+// (OpenForDirectWrites), block by block, leaving it exact.
 //
 // Its descriptor lives in the store's DescriptorCache, which keeps a bounded
 // number open: Descriptor() reopens the file when the cache closed it. A
@@ -35,6 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache_server/store/descriptor_cache.h"
+#include "common/unique_fd.h"
 
 namespace granary::store {
 
@@ -67,6 +70,9 @@ class DataFile {
   // An open descriptor of the file, valid while the caller holds it.
   absl::StatusOr<SharedFd> Descriptor() const;
   bool direct_io() const { return direct_io_; }
+  // A descriptor of the file for O_DIRECT writes; INVALID_ARGUMENT when its
+  // filesystem does not support O_DIRECT.
+  absl::StatusOr<UniqueFd> OpenForDirectWrites() const;
   const std::string& path() const { return path_; }
 
   absl::StatusOr<struct stat> Stat() const;

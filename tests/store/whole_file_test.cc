@@ -1,14 +1,20 @@
 // A source file the store holds completely is handed out whole, as one
 // verified file that is the source file byte for byte; anything less is a
-// miss.
+// miss. Chunks written past the page cache (O_DIRECT) keep data files exact.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cache_server/store/chunk_store.h"
 #include "tests/store/store_test_util.h"
@@ -251,6 +257,85 @@ TEST(WholeFile, PaddedDirectIoFilesAreNeverHandedOut) {
     auto read = (*store)->Read(Key(chunk));
     ASSERT_TRUE(read.ok()) << read.status();
   }
+}
+
+// Whether each 4 KiB page of `path` is in the page cache.
+std::vector<bool> PagesInPageCache(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0) << path;
+  struct stat st;
+  EXPECT_EQ(::fstat(fd, &st), 0);
+  const size_t bytes = static_cast<size_t>(st.st_size);
+  void* mapped = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  EXPECT_NE(mapped, MAP_FAILED);
+  std::vector<unsigned char> resident((bytes + 4095) / 4096);
+  EXPECT_EQ(::mincore(mapped, bytes, resident.data()), 0);
+  ::munmap(mapped, bytes);
+  ::close(fd);
+  std::vector<bool> pages;
+  for (unsigned char page : resident) pages.push_back((page & 1) != 0);
+  return pages;
+}
+
+// Stores the whole file with `options` and checks that it reads back and is
+// handed out whole, the source file byte for byte; returns which pages of
+// its data file the writes left in the page cache.
+std::vector<bool> StoreWholeFileAndCheckIt(const StoreOptions& options) {
+  auto store = ChunkStore::Open(options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return {};
+  InsertWholeFile(**store);
+  const std::vector<std::filesystem::path> files = testing::DataFiles(options);
+  EXPECT_EQ(files.size(), 1u);
+  if (files.size() != 1) return {};
+  EXPECT_EQ(std::filesystem::file_size(files[0]), kFileSize);
+  std::vector<bool> pages = PagesInPageCache(files[0]);
+  auto whole =
+      (*store)->OpenWholeFile(kVersion, kFileId, kFileSize, kChunkSize, WholeFileUse::kReadNow);
+  EXPECT_TRUE(whole.ok()) << whole.status();
+  if (whole.ok()) {
+    EXPECT_EQ(ReadAll(whole->fd.get()), SourceFile());
+  }
+  for (uint32_t chunk = 0; chunk < 3; ++chunk) {
+    auto read = (*store)->Read(Key(chunk));
+    EXPECT_TRUE(read.ok()) << read.status();
+    if (read.ok()) {
+      EXPECT_EQ(*read, ChunkBytes(Key(chunk), LengthOf(chunk)));
+    }
+  }
+  return pages;
+}
+
+TEST(WholeFile, ChunksGoPastThePageCacheButForTheFilesLastPartialBlock) {
+  ScratchDir dir;
+  StoreOptions options = SmallStoreOptions(dir, 8 << 20, kChunkSize);
+  ASSERT_TRUE(options.direct_writes);  // The default.
+  const std::vector<bool> pages = StoreWholeFileAndCheckIt(options);
+  // Chunks 0 and 1 are whole blocks; the last chunk's 1,234 bytes are not.
+  ASSERT_EQ(pages.size(), 2 * kChunkSize / 4096 + 1)
+      << "does " << dir.path() << " support O_DIRECT?";
+  for (size_t page = 0; page + 1 < pages.size(); ++page) {
+    EXPECT_FALSE(pages[page]) << "page " << page << " was written through the page cache";
+  }
+  EXPECT_TRUE(pages.back());
+
+  ScratchDir buffered_dir;
+  StoreOptions buffered = SmallStoreOptions(buffered_dir, 8 << 20, kChunkSize);
+  buffered.direct_writes = false;
+  for (bool in_page_cache : StoreWholeFileAndCheckIt(buffered)) EXPECT_TRUE(in_page_cache);
+}
+
+TEST(WholeFile, FilesystemsWithoutODirectGetChunksThroughThePageCache) {
+  ScratchDir dir;
+  const std::string ramfs = dir.Sub("ramfs");
+  std::filesystem::create_directories(ramfs);
+  // ramfs has no O_DIRECT (tmpfs has had it since Linux 6.6).
+  ASSERT_EQ(::mount("ramfs", ramfs.c_str(), "ramfs", 0, nullptr), 0)
+      << "mount ramfs (needs root): " << std::strerror(errno);
+  StoreOptions options = SmallStoreOptions(dir, 8 << 20, kChunkSize);
+  options.directories = {ramfs + "/cache"};
+  for (bool in_page_cache : StoreWholeFileAndCheckIt(options)) EXPECT_TRUE(in_page_cache);
+  EXPECT_EQ(::umount(ramfs.c_str()), 0) << std::strerror(errno);
 }
 
 TEST(WholeFile, ReadersThatKeepDescriptorsLearnWhichFilesWereWithdrawn) {
