@@ -362,8 +362,9 @@ class DataFileChunkStore final : public ChunkStore {
   // its ctime after the write, which any later write changes.
   // Writes the whole blocks at the start of `data` (to go at `offset` of
   // `file`) with O_DIRECT and returns how many bytes that was: 0 when
-  // direct writes are off, `offset` is not on a block, or the filesystem of
-  // `directory` refuses O_DIRECT (which turns them off for it).
+  // direct writes are off, `offset` is not on a block, they come to less
+  // than direct_write_min_bytes, or the filesystem of `directory` refuses
+  // O_DIRECT (which turns them off for it).
   absl::StatusOr<uint64_t> WriteBlocksDirect(const DataFile& file, uint32_t directory,
                                              uint64_t offset, std::string_view data);
   absl::Status WriteChunk(DataFile& file, uint32_t directory, uint64_t offset,
@@ -654,7 +655,7 @@ absl::StatusOr<uint64_t> DataFileChunkStore::WriteBlocksDirect(const DataFile& f
   const uint64_t blocks_bytes = data.size() / kBlockBytes * kBlockBytes;
   std::atomic<bool>& direct_writes = direct_writes_[directory];
   if (!direct_writes.load(std::memory_order_relaxed) || offset % kBlockBytes != 0 ||
-      blocks_bytes == 0) {
+      blocks_bytes < options_.direct_write_min_bytes) {
     return 0;
   }
   absl::StatusOr<UniqueFd> direct = file.OpenForDirectWrites();

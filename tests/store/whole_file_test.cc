@@ -310,6 +310,7 @@ TEST(WholeFile, ChunksGoPastThePageCacheButForTheFilesLastPartialBlock) {
   ScratchDir dir;
   StoreOptions options = SmallStoreOptions(dir, 8 << 20, kChunkSize);
   ASSERT_TRUE(options.direct_writes);  // The default.
+  options.direct_write_min_bytes = kChunkSize;
   const std::vector<bool> pages = StoreWholeFileAndCheckIt(options);
   // Chunks 0 and 1 are whole blocks; the last chunk's 1,234 bytes are not.
   ASSERT_EQ(pages.size(), 2 * kChunkSize / 4096 + 1)
@@ -319,10 +320,15 @@ TEST(WholeFile, ChunksGoPastThePageCacheButForTheFilesLastPartialBlock) {
   }
   EXPECT_TRUE(pages.back());
 
-  ScratchDir buffered_dir;
-  StoreOptions buffered = SmallStoreOptions(buffered_dir, 8 << 20, kChunkSize);
-  buffered.direct_writes = false;
-  for (bool in_page_cache : StoreWholeFileAndCheckIt(buffered)) EXPECT_TRUE(in_page_cache);
+  // Chunks under direct_write_min_bytes (the default 1 MiB here), and all
+  // chunks with direct writes off, go through the page cache.
+  for (bool direct_writes : {true, false}) {
+    SCOPED_TRACE(direct_writes ? "chunks under the minimum" : "direct writes off");
+    ScratchDir buffered_dir;
+    StoreOptions buffered = SmallStoreOptions(buffered_dir, 8 << 20, kChunkSize);
+    buffered.direct_writes = direct_writes;
+    for (bool in_page_cache : StoreWholeFileAndCheckIt(buffered)) EXPECT_TRUE(in_page_cache);
+  }
 }
 
 TEST(WholeFile, FilesystemsWithoutODirectGetChunksThroughThePageCache) {
@@ -333,6 +339,7 @@ TEST(WholeFile, FilesystemsWithoutODirectGetChunksThroughThePageCache) {
   ASSERT_EQ(::mount("ramfs", ramfs.c_str(), "ramfs", 0, nullptr), 0)
       << "mount ramfs (needs root): " << std::strerror(errno);
   StoreOptions options = SmallStoreOptions(dir, 8 << 20, kChunkSize);
+  options.direct_write_min_bytes = kChunkSize;
   options.directories = {ramfs + "/cache"};
   for (bool in_page_cache : StoreWholeFileAndCheckIt(options)) EXPECT_TRUE(in_page_cache);
   EXPECT_EQ(::umount(ramfs.c_str()), 0) << std::strerror(errno);
