@@ -90,16 +90,16 @@ struct StoreOptions {
   // where the filesystem supports it and they come to direct_write_min_bytes
   // or more, and the rest (a file's last partial block, small chunks) through
   // the page cache. Reads stay buffered and files stay exact (they can be
-  // handed out whole). Storing large chunks then costs no page cache pages,
-  // which on a cold epoch of 4 MiB chunks was a third of the daemons' CPU
+  // handed out whole). Storing large chunks then costs no page cache pages:
+  // a quarter less of the daemons' CPU in a cold epoch of 4 MiB chunks
   // (bench/RESULTS.md, issue 17).
   bool direct_writes = true;
   // Below this, a write's fixed costs with O_DIRECT (a descriptor of its own,
   // the block allocation done in the write) outweigh the page cache pages it
-  // saves: new files on a journaled ext4 cost 40-94 µs of CPU each buffered
-  // against 115-156 µs with O_DIRECT at 64-256 KiB, about the same at
-  // 0.5-2 MiB, and cold image epochs (~110 KiB files) ran at 0.89-0.90 of
-  // the source with O_DIRECT against 0.94 without.
+  // saves: writing new files on a journaled ext4 took 2.2-2.8x the CPU with
+  // O_DIRECT at 64-128 KiB, about the same at 0.5-1 MiB and 0.56-0.60x at
+  // 4 MiB (bench/store/new_file_writes.py), and cold image epochs (~110 KiB
+  // files) ran at 0.89-0.90 of the source with O_DIRECT against 0.94 without.
   uint64_t direct_write_min_bytes = 1 << 20;
   EvictionMode eviction = EvictionMode::kDatasetAware;
   // Bytes covered by one block checksum in the index entries of new chunks;
