@@ -358,8 +358,6 @@ class DataFileChunkStore final : public ChunkStore {
   absl::Status MarkSyncedLocked(const std::vector<DataFileSyncer::SyncedFile>& synced)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Writes the chunk and, when it can stat the file, sets `*ctime_after` to
-  // its ctime after the write, which any later write changes.
   // Writes the whole blocks at the start of `data` (to go at `offset` of
   // `file`) with O_DIRECT and returns how many bytes that was: 0 when
   // direct writes are off, `offset` is not on a block, they come to less
@@ -367,6 +365,8 @@ class DataFileChunkStore final : public ChunkStore {
   // O_DIRECT (which turns them off for it).
   absl::StatusOr<uint64_t> WriteBlocksDirect(const DataFile& file, uint32_t directory,
                                              uint64_t offset, std::string_view data);
+  // Writes the chunk and, when it can stat the file, sets `*ctime_after` to
+  // its ctime after the write, which any later write changes.
   absl::Status WriteChunk(DataFile& file, uint32_t directory, uint64_t offset,
                           std::string_view data, std::optional<struct timespec>* ctime_after);
   // The chunk's bytes; DATA_LOSS when they do not match its checksum.

@@ -76,8 +76,9 @@ DataFile::~DataFile() { descriptors_->Forget(id_); }
 
 absl::StatusOr<UniqueFd> DataFile::OpenForDirectWrites() const {
   UniqueFd fd(::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
-  if (!fd.valid())
+  if (!fd.valid()) {
     return ErrnoStatus(errno, absl::StrCat("open data file ", path_, " for O_DIRECT"));
+  }
   return fd;
 }
 
