@@ -29,7 +29,8 @@ class CorruptionTest : public FaultTest {
   // reads, so it first waits for those stores.
   std::vector<int> FlipChunks(const std::vector<std::pair<const SourceFile*, uint32_t>>& chunks,
                               std::mt19937_64& random) {
-    WaitForWriteBehind();
+    absl::Status stored = server_->WaitForWriteBehind();
+    EXPECT_TRUE(stored.ok()) << stored;
     std::vector<int> copies(chunks.size(), 0);
     for (const auto& entry : std::filesystem::recursive_directory_iterator(server_->data_dir())) {
       if (entry.path().extension() != ".dat") continue;

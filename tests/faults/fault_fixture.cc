@@ -32,17 +32,6 @@ double FaultTest::Metric(const std::string& name) {
   return value.value_or(-1);
 }
 
-void FaultTest::WaitForWriteBehind() {
-  const Clock::time_point start = Clock::now();
-  while (Metric("granary_write_behind_bytes") > 0) {
-    if (SecondsSince(start) > 30) {
-      ADD_FAILURE() << "chunks still waiting to be stored after 30 s";
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
 uint64_t FaultTest::FileId(const std::string& path) const {
   for (uint64_t id = 0; id < entries_.size(); ++id) {
     if (entries_[id].path() == path) return id;

@@ -32,9 +32,6 @@ class FaultTest : public ::testing::Test {
 
   // A metric of the server; fails the test (and answers -1) if absent.
   double Metric(const std::string& name);
-  // Waits until the chunks fetched so far are stored (the server's
-  // write-behind queue is empty); fails the test if that takes over 30 s.
-  void WaitForWriteBehind();
   // The file id of `path` in the manifest.
   uint64_t FileId(const std::string& path) const;
   // Reads every chunk of `files` from the server with cache_only and checks

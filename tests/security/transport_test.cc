@@ -288,6 +288,8 @@ class TransportServerTest : public ::testing::Test {
     testing::ReadResult read =
         testing::ReadChunk(stub_.get(), key_.dataset_version, key_.file_id, 0);
     ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+    absl::Status stored = server_->WaitForWriteBehind();
+    ASSERT_TRUE(stored.ok()) << stored;
   }
 
   static constexpr uint32_t kChunkBytes = 64 << 20;

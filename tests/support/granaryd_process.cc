@@ -299,6 +299,19 @@ absl::StatusOr<double> GranarydProcess::Metric(std::string_view sample) const {
   return ParseMetric(text, sample);
 }
 
+absl::Status GranarydProcess::WaitForWriteBehind(std::chrono::seconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    GRANARY_ASSIGN_OR_RETURN(double queued, Metric("granary_write_behind_bytes"));
+    if (queued == 0) return absl::OkStatus();
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          queued, " bytes of chunks still waiting to be stored after ", timeout.count(), " s"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 absl::StatusOr<double> ParseMetric(std::string_view text, std::string_view sample) {
   for (absl::string_view line : absl::StrSplit(AsAbsl(text), '\n')) {
     if (line.empty() || line.front() == '#') continue;

@@ -143,6 +143,10 @@ class GranarydProcess {
   // included: "granary_source_reads_total" or
   // 'granary_read_latency_seconds_count'. NOT_FOUND if absent.
   absl::StatusOr<double> Metric(std::string_view sample) const;
+  // Waits until the chunks fetched so far are stored (the write-behind queue
+  // is empty): a read through answers before its chunk is stored.
+  // DEADLINE_EXCEEDED after `timeout`.
+  absl::Status WaitForWriteBehind(std::chrono::seconds timeout = std::chrono::seconds(30)) const;
 
  private:
   explicit GranarydProcess(GranarydOptions options);
