@@ -222,7 +222,6 @@ class DataFileChunkStore final : public ChunkStore {
       : options_(options),
         index_(std::move(index)),
         io_(std::move(io)),
-        direct_writes_(new std::atomic<bool>[options.directories.size()]),
         descriptors_(OpenDataFileBudget(options)),
         directory_bytes_(options.directories.size(), 0),
         eviction_slack_bytes_(std::min<uint64_t>(options.capacity_bytes / 32, 64 << 20)),
@@ -237,11 +236,7 @@ class DataFileChunkStore final : public ChunkStore {
           // in the uninstrumented library.
           MutexLock lock(&mu_);
           return MarkSyncedLocked(synced);
-        }) {
-    for (size_t i = 0; i < options.directories.size(); ++i) {
-      direct_writes_[i].store(options.direct_writes && !options.direct_io);
-    }
-  }
+        }) {}
 
   // Rebuilds the bookkeeping from the index and the data files, repairing
   // what a crash left behind (see the top of this file).
@@ -358,17 +353,19 @@ class DataFileChunkStore final : public ChunkStore {
   absl::Status MarkSyncedLocked(const std::vector<DataFileSyncer::SyncedFile>& synced)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Writes `data` at `offset` of O_DIRECT descriptor `fd` from an aligned
+  // buffer, zero-padded to `disk_bytes` (a multiple of kBlockBytes).
+  absl::Status WriteAligned(int fd, uint64_t offset, std::string_view data, uint64_t disk_bytes);
   // Writes the whole blocks at the start of `data` (to go at `offset` of
   // `file`) with O_DIRECT and returns how many bytes that was: 0 when
   // direct writes are off, `offset` is not on a block, they come to less
-  // than direct_write_min_bytes, or the filesystem of `directory` refuses
-  // O_DIRECT (which turns them off for it).
-  absl::StatusOr<uint64_t> WriteBlocksDirect(const DataFile& file, uint32_t directory,
-                                             uint64_t offset, std::string_view data);
+  // than direct_write_min_bytes, or the filesystem refuses O_DIRECT.
+  absl::StatusOr<uint64_t> WriteBlocksDirect(const DataFile& file, uint64_t offset,
+                                             std::string_view data);
   // Writes the chunk and, when it can stat the file, sets `*ctime_after` to
   // its ctime after the write, which any later write changes.
-  absl::Status WriteChunk(DataFile& file, uint32_t directory, uint64_t offset,
-                          std::string_view data, std::optional<struct timespec>* ctime_after);
+  absl::Status WriteChunk(DataFile& file, uint64_t offset, std::string_view data,
+                          std::optional<struct timespec>* ctime_after);
   // The chunk's bytes; DATA_LOSS when they do not match its checksum.
   absl::StatusOr<std::string> ReadVerified(DataFile& file, const v1::ChunkLocation& location);
   // Reads the chunk into `out` (location.length() bytes) and verifies it.
@@ -398,8 +395,6 @@ class DataFileChunkStore final : public ChunkStore {
   const std::unique_ptr<ChunkIndex> index_;
   const std::unique_ptr<IoEngine> io_;
   AlignedBufferPool buffers_{kIdleBufferBytes};
-  // By cache directory: whether chunks are written there with O_DIRECT.
-  std::unique_ptr<std::atomic<bool>[]> direct_writes_;
   // Before the data files, whose destructors tell it they are gone.
   DescriptorCache descriptors_;
 
@@ -649,40 +644,42 @@ absl::Status DataFileChunkStore::MarkSyncedLocked(
   return absl::OkStatus();
 }
 
+absl::Status DataFileChunkStore::WriteAligned(int fd, uint64_t offset, std::string_view data,
+                                              uint64_t disk_bytes) {
+  std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(disk_bytes);
+  std::memcpy(buffer->data(), data.data(), data.size());
+  std::memset(buffer->data() + data.size(), 0, disk_bytes - data.size());
+  absl::Status written = io_->Write(fd, /*direct=*/true, offset, {buffer->data(), disk_bytes});
+  buffers_.Give(std::move(buffer));
+  return written;
+}
+
 absl::StatusOr<uint64_t> DataFileChunkStore::WriteBlocksDirect(const DataFile& file,
-                                                               uint32_t directory, uint64_t offset,
+                                                               uint64_t offset,
                                                                std::string_view data) {
   const uint64_t blocks_bytes = data.size() / kBlockBytes * kBlockBytes;
-  std::atomic<bool>& direct_writes = direct_writes_[directory];
-  if (!direct_writes.load(std::memory_order_relaxed) || offset % kBlockBytes != 0 ||
+  if (!options_.direct_writes || options_.direct_io || offset % kBlockBytes != 0 ||
       blocks_bytes < options_.direct_write_min_bytes) {
     return 0;
   }
   absl::StatusOr<UniqueFd> direct = file.OpenForDirectWrites();
   if (absl::IsInvalidArgument(direct.status())) {
-    if (direct_writes.exchange(false)) {
-      GRANARY_LOG(WARNING) << "chunk store: " << options_.directories[directory]
-                           << " does not support O_DIRECT; writing chunks through the page cache";
-    }
+    GRANARY_LOG_FIRST_N(WARNING, 1)
+        << "chunk store: " << direct.status() << "; writing chunks through the page cache";
     return 0;
   }
   if (!direct.ok()) return direct.status();
-  std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(blocks_bytes);
-  std::memcpy(buffer->data(), data.data(), blocks_bytes);
-  absl::Status written =
-      io_->Write(direct->get(), /*direct=*/true, offset, {buffer->data(), blocks_bytes});
-  buffers_.Give(std::move(buffer));
-  GRANARY_RETURN_IF_ERROR(written);
+  GRANARY_RETURN_IF_ERROR(
+      WriteAligned(direct->get(), offset, data.substr(0, blocks_bytes), blocks_bytes));
   return blocks_bytes;
 }
 
-absl::Status DataFileChunkStore::WriteChunk(DataFile& file, uint32_t directory, uint64_t offset,
-                                            std::string_view data,
+absl::Status DataFileChunkStore::WriteChunk(DataFile& file, uint64_t offset, std::string_view data,
                                             std::optional<struct timespec>* ctime_after) {
   GRANARY_ASSIGN_OR_RETURN(SharedFd fd, file.Descriptor());
   absl::Status written;
   if (!file.direct_io()) {
-    absl::StatusOr<uint64_t> direct_bytes = WriteBlocksDirect(file, directory, offset, data);
+    absl::StatusOr<uint64_t> direct_bytes = WriteBlocksDirect(file, offset, data);
     written = direct_bytes.status();
     if (written.ok() && *direct_bytes < data.size()) {
       const std::string_view rest = data.substr(*direct_bytes);
@@ -690,12 +687,7 @@ absl::Status DataFileChunkStore::WriteChunk(DataFile& file, uint32_t directory, 
                            {rest.data(), rest.size()});
     }
   } else {
-    std::unique_ptr<AlignedBuffer> buffer = buffers_.Take(data.size());
-    const uint64_t padded = RoundUpToBlock(data.size());
-    std::memcpy(buffer->data(), data.data(), data.size());
-    std::memset(buffer->data() + data.size(), 0, padded - data.size());
-    written = io_->Write(fd->get(), /*direct=*/true, offset, {buffer->data(), padded});
-    buffers_.Give(std::move(buffer));
+    written = WriteAligned(fd->get(), offset, data, RoundUpToBlock(data.size()));
   }
   struct stat st;
   if (written.ok() && ::fstat(fd->get(), &st) == 0) *ctime_after = st.st_ctim;
@@ -1006,8 +998,7 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
 
   // Without the ctime the file is read back before it is handed out whole.
   std::optional<struct timespec> written_ctime;
-  absl::Status status =
-      WriteChunk(*placement.file, placement.directory, placement.offset, data, &written_ctime);
+  absl::Status status = WriteChunk(*placement.file, placement.offset, data, &written_ctime);
 
   location.set_directory(placement.directory);
   location.set_data_file_id(placement.file->id());

@@ -1,8 +1,5 @@
 #include "tests/faults/fault_fixture.h"
 
-#include <chrono>
-#include <thread>
-
 #include "common/chunk_math.h"
 #include "tests/server/server_test_util.h"
 
