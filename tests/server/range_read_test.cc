@@ -41,8 +41,13 @@ class RangeReadTest : public GranarydTest {
     ASSERT_NO_FATAL_FAILURE(RegisterOneFile("d", "f.bin", content_, kChunk, &version_, &file_id_));
   }
 
+  // Reads through the server and waits until what it read through is stored
+  // (a miss is answered before its chunk is), for the tests' store-side steps.
   ReadResult Read(uint32_t chunk, uint32_t offset, uint32_t length) {
-    return ReadChunk(stub_.get(), version_, file_id_, chunk, offset, length);
+    ReadResult read = ReadChunk(stub_.get(), version_, file_id_, chunk, offset, length);
+    absl::Status stored = server_->WaitForWriteBehind();
+    EXPECT_TRUE(stored.ok()) << stored;
+    return read;
   }
 
   std::string Expected(uint32_t chunk, uint32_t offset, uint32_t length) const {
