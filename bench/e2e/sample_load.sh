@@ -1,8 +1,10 @@
 #!/bin/bash
 # Prints, every half second until killed, what the machine does during a
-# benchmark: MiB read from loop devices (where bench/e2e keeps its throttled
-# source) since the last line, how busy the CPUs were, and the CPU clock
-# ticks used so far by granaryd (all of them), granary-fuse and fio.
+# benchmark: MiB read from the loop device of bench/e2e's throttled source
+# since the last line (the device backed by a file named source.img; the
+# cache's own loop device, granary-cache.img, is not counted), how busy the
+# CPUs were, and the CPU clock ticks used so far by granaryd (all of them),
+# granary-fuse and fio.
 #
 # Usage: bench/e2e/sample_load.sh > samples.txt &   (then run the benchmark)
 set -uo pipefail
@@ -14,8 +16,11 @@ ticks_of() {
   echo "$sum"
 }
 sectors_read() {
-  local sum=0 stat
-  for stat in /sys/block/loop*/stat; do sum=$((sum + $(awk '{print $3}' "$stat"))); done
+  local sum=0 loop
+  for loop in /sys/block/loop*; do
+    [[ $(cat "$loop/loop/backing_file" 2>/dev/null) == */source.img ]] || continue
+    sum=$((sum + $(awk '{print $3}' "$loop/stat")))
+  done
   echo "$sum"
 }
 start=$(date +%s%N) last_sectors=$(sectors_read) last_busy=0 last_total=0
