@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -30,6 +29,7 @@
 #include "tests/fuse/fuse_mount.h"
 #include "tests/fuse/mounted_tree.h"
 #include "tests/support/granaryd_process.h"
+#include "tests/support/resident_pages.h"
 
 namespace granary::testing {
 namespace {
@@ -170,20 +170,6 @@ TEST_F(FuseReadTest, EightConcurrentReaders) {
   }
   for (std::thread& reader : readers) reader.join();
   EXPECT_EQ(mismatches.load(), 0);
-}
-
-// Pages of `fd`'s first `size` bytes that the kernel's page cache holds, one
-// flag per 4 KiB page.
-std::vector<bool> ResidentPages(int fd, size_t size) {
-  void* mapped = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  if (mapped == MAP_FAILED) return {};
-  std::vector<unsigned char> flags((size + 4095) / 4096);
-  std::vector<bool> resident;
-  if (mincore(mapped, size, flags.data()) == 0) {
-    for (unsigned char flag : flags) resident.push_back(flag & 1);
-  }
-  munmap(mapped, size);
-  return resident;
 }
 
 TEST_F(FuseReadTest, ARandomReadFillsTheKernelPageCacheWithItsWholeChunk) {

@@ -3,7 +3,6 @@
 // miss. Chunks written past the page cache (O_DIRECT) keep data files exact.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 
 #include "cache_server/store/chunk_store.h"
 #include "tests/store/store_test_util.h"
+#include "tests/support/resident_pages.h"
 
 namespace granary::store {
 namespace {
@@ -263,17 +263,9 @@ TEST(WholeFile, PaddedDirectIoFilesAreNeverHandedOut) {
 std::vector<bool> PagesInPageCache(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   EXPECT_GE(fd, 0) << path;
-  struct stat st;
-  EXPECT_EQ(::fstat(fd, &st), 0);
-  const size_t bytes = static_cast<size_t>(st.st_size);
-  void* mapped = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  EXPECT_NE(mapped, MAP_FAILED);
-  std::vector<unsigned char> resident((bytes + 4095) / 4096);
-  EXPECT_EQ(::mincore(mapped, bytes, resident.data()), 0);
-  ::munmap(mapped, bytes);
+  std::vector<bool> pages = granary::testing::ResidentPages(fd, std::filesystem::file_size(path));
+  EXPECT_FALSE(pages.empty()) << path << ": " << std::strerror(errno);
   ::close(fd);
-  std::vector<bool> pages;
-  for (unsigned char page : resident) pages.push_back((page & 1) != 0);
   return pages;
 }
 
