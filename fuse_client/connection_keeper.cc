@@ -113,6 +113,10 @@ class Keeper {
   bool stopping_server_ = false;  // The candidate waits for the server to go.
   std::optional<Clock::time_point> orphaned_since_;
   Clock::time_point stop_sent_at_{};
+  // The mount as the first server attached it: the one mount an orphan
+  // timeout detaches, wherever the mount point's path leads by then.
+  absl::StatusOr<MountIdentity> mount_ =
+      absl::FailedPreconditionError("no granary-fuse attached a mounted connection");
 };
 
 int Keeper::Timeout() const {
@@ -163,7 +167,9 @@ int Keeper::Run() {
       GRANARY_LOG(WARNING) << "connection keeper: no granary-fuse took " << options_.mountpoint
                            << " over within " << options_.orphan_timeout.count()
                            << " s of the last one's end; detaching the mount";
-      DetachMount(options_.mountpoint);
+      absl::Status detached =
+          mount_.ok() ? DetachMount(options_.mountpoint, *mount_) : mount_.status();
+      if (!detached.ok()) GRANARY_LOG(WARNING) << "connection keeper: " << detached;
       return 1;
     }
   }
@@ -178,7 +184,13 @@ bool Keeper::FromServer() {
   if (!received.ok()) return false;
   switch (message.kind_case()) {
     case v1::KeeperMessage::kAttach:
-      if (!fuse_fd_.valid()) fuse_fd_ = std::move(passed_fd);
+      if (fuse_fd_.valid()) break;
+      fuse_fd_ = std::move(passed_fd);
+      mount_ = IdentifyMount(options_.mountpoint);
+      if (!mount_.ok()) {
+        GRANARY_LOG(WARNING) << "connection keeper: " << mount_.status()
+                             << "; the mount will not be detached if no granary-fuse serves it";
+      }
       break;
     case v1::KeeperMessage::kInit:
       if (init_request_.empty()) init_request_ = message.init().request();

@@ -27,7 +27,9 @@
 // unmounts, and only while none serves does the keeper watch the connection,
 // since every request queued wakes whoever waits on it), or when no server
 // has taken the mount over `orphan_timeout` after the last one died: then it
-// detaches the mount, and waiting readers get ENOTCONN.
+// detaches the mount, and waiting readers get ENOTCONN. It detaches the mount
+// it was handed and no other: the one found at the mount point, reached
+// without symlinks, when the first server attached it (detach_mount.h).
 //
 // Thread-safety: StartConnectionKeeper() must run before the calling process
 // starts any thread (it forks).

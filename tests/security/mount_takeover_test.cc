@@ -1,16 +1,26 @@
 // Attacks on the connection keeper of a mount (fuse_client/connection_keeper.h):
 // whoever is handed a mount's /dev/fuse connection answers every request
 // made through it, so the keeper hands it only to processes of its own uid,
-// and granary-fuse takes a mount over only from a keeper of its own uid.
+// and granary-fuse takes a mount over only from a keeper of its own uid. The
+// keeper runs as root for root's mounts: neither the refusals a user provokes
+// nor a path a user reshapes may make it flood the log or unmount another
+// mount.
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +34,37 @@ namespace granary::testing {
 namespace {
 
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// The lines of `log` that contain `needle`.
+std::vector<std::string> LinesWith(const std::string& log, const std::string& needle) {
+  std::vector<std::string> found;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(needle) != std::string::npos) found.push_back(line);
+  }
+  return found;
+}
+
+// `line` from where `from` starts in it (the log's own prefix dropped).
+std::string From(const std::string& line, const std::string& from) {
+  const size_t at = line.find(from);
+  return at == std::string::npos ? line : line.substr(at);
+}
+
+// Detaches, at the end of a test however it ends, what it mounted.
+struct DetachedAtEnd {
+  ~DetachedAtEnd() {
+    for (const std::string& path : paths) ::umount2(path.c_str(), MNT_DETACH);
+  }
+  std::vector<std::string> paths;
+};
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 class MountTakeoverTest : public ::testing::Test {
  protected:
@@ -75,15 +116,14 @@ TEST_F(MountTakeoverTest, AnotherUserCannotTakeARootMountOver) {
 
   // The keeper itself, reached past granary-fuse's own check: it refuses
   // the connection before reading anything from it.
-  absl::StatusOr<CommandResult> raw = RunAs(
-      attacker_,
-      {"/usr/bin/python3", "-c",
-       "import array, socket, sys\n"
-       "s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
-       "s.connect(bytes.fromhex(sys.argv[1]))\n"
-       "data, fds, flags, _ = socket.recv_fds(s, 65536, 4)\n"
-       "print(len(fds), 'descriptors;', data[3:].decode(errors='replace'))\n",
-       absl::BytesToHexString(fuse::KeeperSocketName((*mount)->path()))});
+  absl::StatusOr<CommandResult> raw =
+      RunAs(attacker_, {"/usr/bin/python3", "-c",
+                        "import array, socket, sys\n"
+                        "s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+                        "s.connect(bytes.fromhex(sys.argv[1]))\n"
+                        "data, fds, flags, _ = socket.recv_fds(s, 65536, 4)\n"
+                        "print(len(fds), 'descriptors;', data[3:].decode(errors='replace'))\n",
+                        absl::BytesToHexString(fuse::KeeperSocketName((*mount)->path()))});
   ASSERT_TRUE(raw.ok()) << raw.status();
   EXPECT_EQ(raw->exit_code, 0) << raw->stderr_text << raw->stdout_text;
   EXPECT_NE(raw->stdout_text.find("0 descriptors; the keeper of"), std::string::npos)
@@ -138,6 +178,64 @@ TEST_F(MountTakeoverTest, AKeeperSocketSquattedByAnotherUserIsRefused) {
                 "connection keeper socket",
                 "root's granary-fuse refuses the impostor keeper, naming its uid",
                 FirstLine(mounted->stderr_text)});
+}
+
+TEST_F(MountTakeoverTest, AnOrphanedKeeperDetachesNoMountAPathSwappedByAUserLeadsTo) {
+  // Root's mount point lies below a directory the attacker may rename: her
+  // home holds a project directory of root's, mounted on.
+  ASSERT_EQ(::chmod(base_.path().c_str(), 0755), 0);
+  const std::string home = base_.path() + "/home";
+  const std::string mountpoint = home + "/data/mnt";
+  ASSERT_EQ(::mkdir(home.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(home.c_str(), attacker_.uid, attacker_.gid), 0);
+  ASSERT_TRUE(std::filesystem::create_directories(mountpoint));
+  // An unrelated mount: the one the swapped path leads to.
+  const std::string elsewhere = base_.path() + "/elsewhere";
+  const std::string victim = elsewhere + "/mnt";
+  ASSERT_TRUE(std::filesystem::create_directories(victim));
+  DetachedAtEnd detached{{victim, home + "/moved/mnt", mountpoint}};
+  ASSERT_EQ(::mount("tmpfs", victim.c_str(), "tmpfs", 0, "size=1m"), 0) << std::strerror(errno);
+  std::ofstream(victim + "/kept") << "still mounted\n";
+  const std::string log_path = base_.path() + "/granary-fuse.log";
+  absl::StatusOr<pid_t> fuse = SpawnChild(FusePath(),
+                                          {mountpoint, "--foreground", "--orphan-timeout-seconds",
+                                           "2", "--server", server_->socket_address()},
+                                          log_path);
+  ASSERT_TRUE(fuse.ok()) << fuse.status();
+  struct statfs fs;
+  for (int i = 0; i < 500 && ::statfs((mountpoint + "/ds").c_str(), &fs) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(::statfs((mountpoint + "/ds").c_str(), &fs), 0) << ReadAll(log_path);
+
+  // granary-fuse dies; while its keeper waits for a successor, the
+  // attacker moves the project away and leaves a symlink in its place.
+  KillChild(*fuse);
+  absl::StatusOr<CommandResult> swap =
+      RunAs(attacker_, {"/bin/sh", "-c",
+                        absl::StrCat("mv ", home, "/data ", home, "/moved && ln -s ", elsewhere,
+                                     " ", home, "/data")});
+  ASSERT_TRUE(swap.ok()) << swap.status();
+  ASSERT_EQ(swap->exit_code, 0) << swap->stderr_text;
+  std::string log;
+  for (int i = 0; i < 200 && LinesWith(log, "nothing was detached").empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    log = ReadAll(log_path);
+  }
+  EXPECT_FALSE(LinesWith(log, "detaching the mount").empty()) << log;
+
+  ASSERT_EQ(::statfs(victim.c_str(), &fs), 0);
+  EXPECT_EQ(fs.f_type, TMPFS_MAGIC) << "the keeper detached the mount the symlink leads to";
+  EXPECT_EQ(ReadAll(victim + "/kept"), "still mounted\n");
+  const std::vector<std::string> refusal = LinesWith(log, "nothing was detached");
+  ASSERT_FALSE(refusal.empty()) << log;
+  EXPECT_NE(refusal.front().find("is a symlink now"), std::string::npos) << refusal.front();
+  ReportAttack({"2.7",
+                "granary-takeover replaces a directory above root's orphaned mount point by a "
+                "symlink to another mount, before the keeper detaches its mount",
+                "mount point path",
+                "the keeper reaches the mount point through no symlink and detaches nothing else",
+                From(refusal.front(), "connection keeper:")});
 }
 
 }  // namespace
