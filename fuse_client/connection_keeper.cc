@@ -44,6 +44,14 @@ constexpr std::string_view kSocketName = "the connection keeper's socket";
 // Open inodes per handover message, well within kMaxKeeperMessageBytes.
 constexpr int kOpenInodesPerMessage = 1000;
 
+// Refusals of one uid logged one by one each second; the rest are counted.
+constexpr int kRefusalsLoggedPerSecond = 5;
+// Uids whose refusals are counted apart at a time; the others share a count.
+constexpr size_t kMaxRefusedUids = 64;
+// The shared count's key: refusals of an unknown uid, or of one beyond
+// kMaxRefusedUids.
+constexpr uid_t kOtherUids = static_cast<uid_t>(-1);
+
 sockaddr_un AddressOf(std::string_view name, socklen_t* length) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
@@ -63,6 +71,72 @@ struct Peer {
   UniqueFd socket;
   pid_t pid = 0;
 };
+
+// The connections the keeper refused, logged so that whoever knocks is
+// known, without a user knocking in a loop filling the log (the keeper's
+// socket name is visible to all in /proc/net/unix): the first
+// kRefusalsLoggedPerSecond refusals of a uid in a second are logged one by
+// one, and the rest summed up in one line once that second is over. Its
+// state is bounded: at most kMaxRefusedUids uids are counted apart.
+class RefusalLog {
+ public:
+  // One refused connection, of `peer` when its credentials could be read.
+  void Refused(const absl::StatusOr<SocketPeer>& peer, Clock::time_point now);
+  // Sums up the seconds that are over.
+  void Flush(Clock::time_point now);
+  // When Flush has a sum to log; nullopt when it has none.
+  std::optional<Clock::time_point> NextSum() const;
+
+ private:
+  struct Second {
+    Clock::time_point start;
+    int logged = 0;
+    uint64_t unlogged = 0;
+  };
+  std::map<uid_t, Second> seconds_;  // By uid, or kOtherUids.
+};
+
+void RefusalLog::Refused(const absl::StatusOr<SocketPeer>& peer, Clock::time_point now) {
+  Flush(now);
+  uid_t key = peer.ok() ? peer->uid : kOtherUids;
+  if (!seconds_.contains(key) && seconds_.size() >= kMaxRefusedUids) key = kOtherUids;
+  Second& second = seconds_.try_emplace(key, Second{.start = now}).first->second;
+  if (second.logged == kRefusalsLoggedPerSecond) {
+    ++second.unlogged;
+    return;
+  }
+  ++second.logged;
+  GRANARY_LOG(WARNING) << "connection keeper: refused a takeover by uid "
+                       << (peer.ok() ? absl::StrCat(peer->uid) : "?") << " (pid "
+                       << (peer.ok() ? absl::StrCat(peer->pid) : "?") << ")";
+}
+
+void RefusalLog::Flush(Clock::time_point now) {
+  for (auto it = seconds_.begin(); it != seconds_.end();) {
+    const Second& second = it->second;
+    if (now - second.start < std::chrono::seconds(1)) {
+      ++it;
+      continue;
+    }
+    if (second.unlogged > 0) {
+      GRANARY_LOG(WARNING) << "connection keeper: refused " << second.unlogged
+                           << " more takeovers by "
+                           << (it->first == kOtherUids ? std::string("other uids")
+                                                       : absl::StrCat("uid ", it->first))
+                           << " within a second, not logged one by one";
+    }
+    it = seconds_.erase(it);
+  }
+}
+
+std::optional<Clock::time_point> RefusalLog::NextSum() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& [uid, second] : seconds_) {
+    const Clock::time_point due = second.start + std::chrono::seconds(1);
+    if (second.unlogged > 0 && (!next || due < *next)) next = due;
+  }
+  return next;
+}
 
 class Keeper {
  public:
@@ -117,12 +191,16 @@ class Keeper {
   // timeout detaches, wherever the mount point's path leads by then.
   absl::StatusOr<MountIdentity> mount_ =
       absl::FailedPreconditionError("no granary-fuse attached a mounted connection");
+  RefusalLog refusals_;
 };
 
 int Keeper::Timeout() const {
   Clock::time_point deadline = Clock::time_point::max();
   if (orphaned_since_) deadline = *orphaned_since_ + options_.orphan_timeout;
   if (stopping_server_) deadline = std::min(deadline, stop_sent_at_ + kStopGrace);
+  if (std::optional<Clock::time_point> sum = refusals_.NextSum()) {
+    deadline = std::min(deadline, *sum);
+  }
   if (deadline == Clock::time_point::max()) return -1;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, 60'000));
@@ -156,6 +234,7 @@ int Keeper::Run() {
     }
     if (fds[3].revents != 0 && !FromCandidate()) candidate_ = {};
     if (fds[1].revents != 0) Accept();
+    refusals_.Flush(Clock::now());
     if (stopping_server_ && server_.socket.valid() && Clock::now() - stop_sent_at_ >= kStopGrace) {
       GRANARY_LOG(WARNING) << "connection keeper: granary-fuse " << server_.pid
                            << " did not stop; killing it";
@@ -298,10 +377,9 @@ void Keeper::Accept() {
     v1::KeeperMessage refused;
     refused.set_refused(absl::StrCat("the keeper of ", options_.mountpoint,
                                      " hands it over only to processes of uid ", ::geteuid()));
-    Send(connection.get(), refused);
-    GRANARY_LOG(WARNING) << "connection keeper: refused a takeover by uid "
-                         << (peer.ok() ? absl::StrCat(peer->uid) : "?") << " (pid "
-                         << (peer.ok() ? absl::StrCat(peer->pid) : "?") << ")";
+    // A peer gone before the refusal reached it is no news to log.
+    SendDatagram(connection.get(), refused, -1, kSocketName).IgnoreError();
+    refusals_.Refused(peer, Clock::now());
     return;
   }
   candidate_ = {std::move(connection), peer->pid};

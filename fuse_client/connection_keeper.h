@@ -22,7 +22,8 @@
 // is gone and no open inode uses them, since no one else can. It shows as
 // `granary-keeper` in ps and, as root, sets its OOM score to -1000.
 // It serves one server at a time on an abstract Unix socket named after the
-// mount point, to processes of its own uid only. It ends when the mount is
+// mount point, to processes of its own uid only; those it refuses are logged
+// a few per uid and second, the rest counted. It ends when the mount is
 // gone (unmounted by anyone: a serving server sees that itself and says it
 // unmounts, and only while none serves does the keeper watch the connection,
 // since every request queued wakes whoever waits on it), or when no server

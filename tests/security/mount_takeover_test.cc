@@ -180,6 +180,47 @@ TEST_F(MountTakeoverTest, AKeeperSocketSquattedByAnotherUserIsRefused) {
                 FirstLine(mounted->stderr_text)});
 }
 
+TEST_F(MountTakeoverTest, ConnectionsRefusedInALoopDoNotFloodTheKeepersLog) {
+  absl::StatusOr<std::unique_ptr<FuseMount>> mount =
+      FuseMount::Start(server_->socket_address(), {"-o", "allow_other"}, "ds");
+  ASSERT_TRUE(mount.ok()) << mount.status();
+  // The keeper's socket name is in /proc/net/unix for all to see; the
+  // attacker connects to it as fast as it is accepted, for 3 s.
+  absl::StatusOr<CommandResult> attack =
+      RunAs(attacker_, {"/usr/bin/python3", "-c",
+                        "import socket, sys, time\n"
+                        "name, knocks, end = bytes.fromhex(sys.argv[1]), 0, time.monotonic() + 3\n"
+                        "while time.monotonic() < end:\n"
+                        "    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:\n"
+                        "        s.connect(name)\n"
+                        "        knocks += 1\n"
+                        "print(knocks)\n",
+                        absl::BytesToHexString(fuse::KeeperSocketName((*mount)->path()))});
+  ASSERT_TRUE(attack.ok()) << attack.status();
+  ASSERT_EQ(attack->exit_code, 0) << attack->stderr_text;
+  const int knocks = std::stoi(attack->stdout_text);
+  EXPECT_GT(knocks, 1000) << "too few connections to show a bound";
+  // The last second's sum is logged once that second is over.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+
+  const std::string log = (*mount)->log();
+  const std::string uid = absl::StrCat("uid ", attacker_.uid);
+  const std::vector<std::string> refusals = LinesWith(log, "connection keeper: refused");
+  EXPECT_LE(refusals.size(), 40u) << knocks << " connections; log:\n" << log;
+  EXPECT_FALSE(LinesWith(log, "refused a takeover by " + uid).empty()) << log;
+  const std::vector<std::string> sums = LinesWith(log, "more takeovers by " + uid);
+  ASSERT_FALSE(sums.empty()) << log;
+  ExpectMountServes((*mount)->path());
+  EXPECT_TRUE((*mount)->Running());
+  ReportAttack({"2.6",
+                absl::StrCat("granary-takeover connects to the keeper of root's mount in a loop (",
+                             knocks, " connections in 3 s)"),
+                "connection keeper socket",
+                "refused; 5 lines a second per uid and a sum of the rest, the mount serves",
+                absl::StrCat(refusals.size(), " log lines, e.g. ",
+                             From(sums.front(), "connection keeper:"))});
+}
+
 TEST_F(MountTakeoverTest, AnOrphanedKeeperDetachesNoMountAPathSwappedByAUserLeadsTo) {
   // Root's mount point lies below a directory the attacker may rename: her
   // home holds a project directory of root's, mounted on.
