@@ -6,11 +6,19 @@
 // of granary-csi. Mounts need CAP_SYS_ADMIN (root) in the mount namespace
 // whose targets the kubelet uses.
 //
+// A target_path is never followed where it is a symlink (a user who may
+// write the pod's volume directory could point it anywhere): its directory
+// is opened as given, the name in it without following a link, and the bind
+// mount goes on that descriptor, so a swap after the check redirects
+// nothing. Unpublishing unmounts through the directory opened, with
+// UMOUNT_NOFOLLOW.
+//
 // Errors follow the CSI specification: a dataset the mount does not show is
 // NOT_FOUND; a target that holds another mount is ALREADY_EXISTS; a mount
 // that is not granary-fuse's is FAILED_PRECONDITION, one whose granary-fuse
 // no longer answers UNAVAILABLE; a dataset directory that cannot be opened is
-// FAILED_PRECONDITION. Every message names the path and what was wrong.
+// FAILED_PRECONDITION, and so is a target_path that is a symlink. Every
+// message names the path and what was wrong.
 //
 // Thread-safety: every method may be called concurrently, for different
 // targets (CSI's COs serialise calls per volume; the node service also does).
@@ -40,12 +48,13 @@ class DatasetMounts {
   // OK when granary-fuse is mounted at mount_root() and answers.
   absl::Status CheckServing() const;
 
-  // Publishes dataset `dataset` at `target` (created if missing); OK if that
-  // very dataset is already published there read-only.
+  // Publishes dataset `dataset` at `target` (created if missing, never
+  // followed if a symlink); OK if that very dataset is already published
+  // there read-only.
   absl::Status Publish(std::string_view dataset, const std::string& target) const;
 
   // Removes every mount at `target`, then the directory; OK if there is
-  // nothing to remove.
+  // nothing to remove. A symlink at `target` is left alone, refused.
   absl::Status Unpublish(const std::string& target) const;
 
   // The name of the dataset published at `path`; NOT_FOUND if none is.

@@ -2,10 +2,15 @@
 // volume, tried by a user the test creates (the suite runs as root): the CSI
 // socket is root's alone, and a published dataset shows the source's owners
 // and modes, so a pod's user reads through it only what the source lets it.
+// A target_path a user could shape (a symlink planted where the kubelet will
+// ask for the mount) is refused.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -105,6 +110,53 @@ TEST_F(CsiSecurityTest, APodsUserReadsThroughTheVolumeOnlyWhatTheSourceLetsIt) {
   csi::v1::NodeUnpublishVolumeResponse unpublished;
   EXPECT_TRUE(
       plugin_->Node()->NodeUnpublishVolume(&unpublish_context, unpublish, &unpublished).ok());
+}
+
+TEST_F(CsiSecurityTest, ASymlinkAtTargetPathIsRefusedAndNothingIsMountedWhereItLeads) {
+  // The pod's volume directory is the user's to write; where the kubelet
+  // will ask for the mount she puts a symlink to a directory of root's.
+  const std::string volume = pods_.path() + "/volume";
+  ASSERT_EQ(mkdir(volume.c_str(), 0755), 0);
+  ASSERT_EQ(chown(volume.c_str(), user_.uid, user_.gid), 0);
+  const std::string elsewhere = pods_.path() + "/elsewhere";
+  ASSERT_EQ(mkdir(elsewhere.c_str(), 0755), 0);
+  std::ofstream(elsewhere + "/own") << "root's own file\n";
+  const std::string target = volume + "/mount";
+  absl::StatusOr<CommandResult> planted = RunAs(user_, {"/bin/ln", "-s", elsewhere, target});
+  ASSERT_TRUE(planted.ok()) << planted.status();
+  ASSERT_EQ(planted->exit_code, 0) << planted->stderr_text;
+
+  grpc::ClientContext context;
+  csi::v1::NodePublishVolumeResponse response;
+  grpc::Status published = plugin_->Node()->NodePublishVolume(
+      &context, ReadOnlyPublishRequest(target, {{"dataset", "ds"}}), &response);
+  struct stat parent, where;
+  ASSERT_EQ(stat(pods_.path().c_str(), &parent), 0);
+  ASSERT_EQ(stat(elsewhere.c_str(), &where), 0);
+  if (where.st_dev != parent.st_dev) umount2(elsewhere.c_str(), MNT_DETACH);
+  EXPECT_EQ(published.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(published.error_message().find(target + " is a symbolic link"), std::string::npos)
+      << published.error_message();
+  EXPECT_EQ(where.st_dev, parent.st_dev) << "the dataset was mounted where the symlink leads";
+  EXPECT_TRUE(std::filesystem::is_regular_file(elsewhere + "/own"));
+  ReportAttack({"2.8",
+                "a pod's user makes target_path a symlink to a directory of root's before "
+                "the kubelet publishes the volume there",
+                "CSI NodePublishVolume",
+                "FAILED_PRECONDITION naming the symlink; nothing mounted where it leads",
+                published.error_message()});
+
+  grpc::ClientContext unpublish_context;
+  csi::v1::NodeUnpublishVolumeRequest unpublish;
+  unpublish.set_volume_id("granary-ds");
+  unpublish.set_target_path(target);
+  csi::v1::NodeUnpublishVolumeResponse unpublished;
+  grpc::Status refused =
+      plugin_->Node()->NodeUnpublishVolume(&unpublish_context, unpublish, &unpublished);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(refused.error_message().find("is a symbolic link"), std::string::npos)
+      << refused.error_message();
+  EXPECT_TRUE(std::filesystem::is_directory(elsewhere));
 }
 
 }  // namespace
