@@ -172,6 +172,11 @@ void PrintDatasetDetails(const v1::DatasetInfo& dataset) {
   if (dataset.skipped_count() > static_cast<uint64_t>(dataset.skipped_size())) {
     std::cout << "  and " << dataset.skipped_count() - dataset.skipped_size() << " more\n";
   }
+  if (dataset.owner_only_count() > 0) {
+    field("owner only:", absl::StrCat(dataset.owner_only_count(),
+                                      " entries whose ACLs (NFSv4 or other) Granary cannot "
+                                      "evaluate: their owner and root alone read them"));
+  }
 }
 
 absl::Status RunAdd(const GlobalOptions& global, const AddOptions& options) {

@@ -58,6 +58,7 @@ nlohmann::json DatasetJson(const v1::DatasetInfo& dataset) {
       {"older_versions", std::move(older)},
       {"skipped", std::move(skipped)},
       {"skipped_count", dataset.skipped_count()},
+      {"owner_only_count", dataset.owner_only_count()},
       {"cached_bytes", dataset.cached_bytes()},
       {"cached_fraction", Fraction(dataset.cached_bytes(), dataset.total_bytes())},
   };

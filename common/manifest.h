@@ -1,7 +1,7 @@
 // A Manifest is the immutable snapshot of a dataset's source taken when it was
 // registered or refreshed: every regular file, directory and in-tree symlink
 // with its path, size, mode, owner, link count, mtime, user.* extended
-// attributes and identity (device, inode, ctime). Paths and link targets are
+// attributes, ACLs (common/posix_acl.h) and identity (device, inode, ctime). Paths and link targets are
 // bytes, as Linux names are. Entries are sorted by path; an entry's index is
 // its file id, which chunk keys name. The version is an XXH3-64 hash of the
 // dataset's identity (name, source, chunk size) and every entry, so equal

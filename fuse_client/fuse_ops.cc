@@ -71,6 +71,9 @@ struct Ops {
     conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;  // Files never change: keep the page cache.
     if (conn->capable & FUSE_CAP_ASYNC_READ) conn->want |= FUSE_CAP_ASYNC_READ;
     if (conn->capable & FUSE_CAP_CACHE_SYMLINKS) conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+    // The kernel enforces the source's ACLs (system.posix_acl_access, asked
+    // once per inode) beside default_permissions' owner and mode.
+    if (conn->capable & FUSE_CAP_POSIX_ACL) conn->want |= FUSE_CAP_POSIX_ACL;
   }
 
   static void Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -350,7 +353,7 @@ struct Ops {
     fuse_reply_statfs(req, &st);
   }
 
-  // The source's user.* attributes; everything else has none (ENODATA),
+  // The source's user.* attributes and ACLs; everything else has none (ENODATA),
   // never ENOTSUP, so tools that copy attributes see a clean empty answer.
   static const std::vector<ExtendedAttribute>* XattrsOf(fuse_req_t req, fuse_ino_t ino) {
     static const std::vector<ExtendedAttribute> kNone;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/chunk_key.h"
 #include "common/logging.h"
+#include "common/posix_acl.h"
 
 namespace granary::fuse {
 namespace {
@@ -204,11 +205,12 @@ void MountedDataset::Stat(uint64_t node, struct stat* out) const {
   if (entry == nullptr) {
     StatDirectory(kMountTimeNs, 0555, out);
   } else if (entry->type == EntryType::kDirectory) {
-    StatDirectory(entry->mtime_ns, entry->mode, out);
+    StatDirectory(entry->mtime_ns, ShownMode(*entry), out);
     out->st_size = static_cast<off_t>(entry->size);
   } else {
     *out = {};
-    out->st_mode = (entry->type == EntryType::kSymlink ? S_IFLNK : S_IFREG) | (entry->mode & 07777);
+    out->st_mode =
+        (entry->type == EntryType::kSymlink ? S_IFLNK : S_IFREG) | (ShownMode(*entry) & 07777);
     out->st_size = static_cast<off_t>(
         entry->type == EntryType::kSymlink ? entry->symlink_target().size() : entry->size);
   }

@@ -13,9 +13,10 @@
 //
 // Non-root users need `user_allow_other` in /etc/fuse.conf for -o allow_other
 // (containers reading a mount made by another user need it). Every entry
-// shows its source's owner, group and mode, and the kernel enforces them
-// (default_permissions, always on): other users of an allow_other mount read
-// only what the source lets them read.
+// shows its source's owner, group, mode and POSIX ACLs, and the kernel
+// enforces them (default_permissions, always on, and the kernel's ACL checks):
+// other users of an allow_other mount read only what the source lets them
+// read.
 //
 // The mount outlives this process: a connection keeper forked at the first
 // mount holds its FUSE connection (connection_keeper.h), and the next

@@ -18,6 +18,7 @@ packages=(
   iperf3
   iproute2
   rsync tar coreutils
+  acl
   libcurl4-openssl-dev libxml2-dev
 )
 # Node.js and npm run s3rver, the S3 server of the S3 tests: Debian's

@@ -22,6 +22,7 @@
 #include "common/absl_compat.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "common/posix_acl.h"
 #include "common/printable.h"
 #include "common/source_path.h"
 #include "common/status.h"
@@ -63,13 +64,13 @@ absl::Status UnknownDevice(std::string_view path, const struct stat& st) {
 
 constexpr absl::string_view kUserNamespace = "user.";
 
-// The user.* extended attributes of `name` in the directory `dir_fd`, sorted
-// by name, read through /proc/self/fd so that the directory is the one held
-// open and `name` itself is not followed. Other namespaces are not kept:
-// trusted.* and security.* are the system's, and ACLs are not carried (the
-// mount decides access by owner and mode). A filesystem without xattrs has
-// none.
-absl::StatusOr<std::vector<ExtendedAttribute>> UserXattrs(int dir_fd, const char* name,
+// The user.* extended attributes and the ACLs (common/posix_acl.h) of `name`
+// in the directory `dir_fd`, sorted by name, read through /proc/self/fd so
+// that the directory is the one held open and `name` itself is not followed.
+// Other namespaces are not kept: trusted.* and security.* are the system's. An
+// ACL that cannot be read is kept empty, which fails closed. A filesystem
+// without xattrs has none.
+absl::StatusOr<std::vector<ExtendedAttribute>> KeptXattrs(int dir_fd, const char* name,
                                                           const std::string& full) {
   const std::string path = absl::StrCat("/proc/self/fd/", dir_fd, "/", name);
   std::string names;
@@ -87,7 +88,8 @@ absl::StatusOr<std::vector<ExtendedAttribute>> UserXattrs(int dir_fd, const char
   }
   std::vector<ExtendedAttribute> xattrs;
   for (absl::string_view listed : absl::StrSplit(names, '\0', absl::SkipEmpty())) {
-    if (!absl::StartsWith(listed, kUserNamespace)) continue;
+    const bool acl = IsAclXattr(AsStd(listed));
+    if (!acl && !absl::StartsWith(listed, kUserNamespace)) continue;
     ExtendedAttribute xattr{std::string(listed), {}};
     bool present = true;
     for (ssize_t size = 256;;) {
@@ -101,6 +103,10 @@ absl::StatusOr<std::vector<ExtendedAttribute>> UserXattrs(int dir_fd, const char
       if (errno == ERANGE) size = ::lgetxattr(path.c_str(), xattr.name.c_str(), nullptr, 0);
       if (errno == ENODATA) {  // Removed since it was listed.
         present = false;
+        break;
+      }
+      if (acl && (errno != ERANGE || size < 0)) {
+        xattr.value.clear();
         break;
       }
       if (errno != ERANGE || size < 0) {
@@ -313,7 +319,7 @@ class Scan {
         continue;
       }
       absl::StatusOr<std::vector<ExtendedAttribute>> xattrs =
-          UserXattrs(::dirfd(stream), item->d_name, absl::StrCat(full, "/", item->d_name));
+          KeptXattrs(::dirfd(stream), item->d_name, absl::StrCat(full, "/", item->d_name));
       if (!xattrs.ok()) {
         status = xattrs.status();
         break;
@@ -420,7 +426,7 @@ absl::StatusOr<ScannedTree> ScanPosixTree(const std::string& root, int threads,
   root_entry.type = EntryType::kDirectory;
   if (!RecordStat(st, &root_entry)) return UnknownDevice(root, st);
   GRANARY_ASSIGN_OR_RETURN(std::vector<ExtendedAttribute> root_xattrs,
-                           UserXattrs(root_fd.get(), ".", root));
+                           KeptXattrs(root_fd.get(), ".", root));
   root_entry.set_xattrs(std::move(root_xattrs));
   tree.entries.push_back(std::move(root_entry));
   return tree;

@@ -7,7 +7,7 @@
 //
 // What is recorded: the root (path ""), every directory and every regular
 // file (empty ones included) with its size, mode, owner, link count, times
-// and user.* extended attributes, and every symlink whose target stays inside
+// user.* extended attributes and ACLs, and every symlink whose target stays inside
 // the tree, as a symlink (never followed). An absolute target inside the
 // tree (under the root as given or as resolved) is rewritten relative to the
 // link, so it points at the same entry through the mount. Symlinks that

@@ -1,12 +1,11 @@
 #include "cache_server/access/access_policy.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
+#include "common/posix_acl.h"
 
 namespace granary {
 namespace {
@@ -16,17 +15,9 @@ bool InGroup(const PeerCredentials& credentials, gid_t gid) {
                                              gid) != credentials.groups.end();
 }
 
-// Whether the permission bits of `entry` grant `wanted` (S_IROTH, S_IXOTH:
-// the "other" position) to `credentials`, as the kernel decides for a caller
-// that is not root: only one class of bits applies.
 bool Grants(const ManifestEntry& entry, const PeerCredentials& credentials, uint32_t wanted) {
-  uint32_t bits = entry.mode;
-  if (credentials.uid == entry.uid) {
-    bits >>= 6;
-  } else if (InGroup(credentials, entry.gid)) {
-    bits >>= 3;
-  }
-  return (bits & wanted) == wanted;
+  return EntryGrants(
+      entry, credentials.uid, [&](uint32_t gid) { return InGroup(credentials, gid); }, wanted);
 }
 
 }  // namespace
@@ -78,12 +69,12 @@ absl::Status AccessPolicy::AllowRead(const Caller& caller, const Manifest& manif
     return absl::PermissionDeniedError(absl::StrCat("'", file.path, "' ", AsAbsl(why), " for ",
                                                     DescribeCaller(caller), ", as in the source"));
   };
-  if (!Grants(file, caller.credentials, S_IROTH)) return refuse("is not readable");
+  if (!Grants(file, caller.credentials, kMayRead)) return refuse("is not readable");
   std::string_view directory = file.path;
   do {
     directory = ParentPath(directory);
     std::optional<uint64_t> id = manifest.Find(directory);
-    if (!id || !Grants(entries[*id], caller.credentials, S_IXOTH)) {
+    if (!id || !Grants(entries[*id], caller.credentials, kMayExecute)) {
       return refuse(
           absl::StrCat("lies in directory '", AsAbsl(directory), "', which is not searchable"));
     }

@@ -12,15 +12,17 @@
 //   Unix socket, other uid   describe (list datasets, manifests, status,
 //                            locate, members), prewarm, and read the bytes of
 //                            a file only when the source's owner, group and
-//                            mode let that uid read it and search every
+//                            mode (and ACL) let that uid read it and search every
 //                            directory above it up to the source root.
 //   ExchangeCatalog          cluster members over TCP only.
 //
 // Permissions are those the manifest recorded from the source (uid, gid,
-// mode of each entry), checked the way the kernel checks them: the owner's
-// bits for the owner, else the group's for a member of the file's group
-// (primary or supplementary, as the kernel saw them at connect), else the
-// others'. Directories above the source root are not consulted: an
+// mode and POSIX ACL of each entry), checked the way the kernel checks them
+// (common/posix_acl.h): the owner's bits for the owner, else the access ACL
+// when the entry has one, else the group's bits for a member of the file's
+// group (primary or supplementary, as the kernel saw them at connect), else
+// the others'. An entry whose ACL cannot be evaluated (NFSv4) is its owner's
+// alone. Directories above the source root are not consulted: an
 // administrator who registers a source publishes it with its own modes.
 //
 // Thread-safety: immutable; every method may be called concurrently.

@@ -8,6 +8,7 @@
 #include "common/big_endian.h"
 #include "common/chunk_key.h"
 #include "common/logging.h"
+#include "common/posix_acl.h"
 #include "common/status.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
@@ -70,6 +71,9 @@ v1::CatalogVersion VersionRecord(const Manifest& manifest, int64_t now_unix_ms) 
     added->set_reason(skipped.reason);
   }
   record.set_skipped_count(manifest.skipped().count);
+  record.set_owner_only_count(static_cast<uint64_t>(std::count_if(
+      manifest.entries().begin(), manifest.entries().end(),
+      [](const ManifestEntry& entry) { return AclKindOf(entry) == AclKind::kUnevaluable; })));
   return record;
 }
 

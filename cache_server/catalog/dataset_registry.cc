@@ -226,6 +226,7 @@ v1::DatasetInfo DatasetRegistry::Describe(const v1::CatalogDataset& record) {
   info.set_created_unix_ms(current.created_unix_ms());
   *info.mutable_skipped() = current.skipped();
   info.set_skipped_count(current.skipped_count());
+  info.set_owner_only_count(current.owner_only_count());
   for (int i = 0; i + 1 < record.versions_size(); ++i) {
     info.add_older_versions(record.versions(i).version());
   }
