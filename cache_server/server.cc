@@ -359,8 +359,16 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->prewarms = std::make_unique<PrewarmCoordinator>(
       PrewarmCoordinator::Parts{parts->catalog.get(), parts->read_through.get(), parts->store.get(),
                                 &parts->metrics.prewarm, parts->activity.get(),
-                                parts->cluster.get()},
-      c.prewarm_parallelism, c.max_prewarm_paths);
+                                parts->cluster.get(), parts->policy.get()},
+      PrewarmCoordinator::Options{
+          .limits = {.parallelism = c.prewarm_parallelism,
+                     .max_prewarms = c.max_prewarms,
+                     .max_prewarms_per_user = c.max_prewarms_per_user},
+          .max_paths = c.max_prewarm_paths,
+          .user_share_bytes =
+              static_cast<uint64_t>(static_cast<double>(c.capacity_bytes) * c.prewarm_user_share),
+          .user_share_text = absl::StrCat("prewarm_user_share: ", c.prewarm_user_share, " of ",
+                                          FormatSize(c.capacity_bytes))});
   parts->locality = std::make_unique<LocalityBoard>(
       parts->registry.get(), parts->fills.get(), parts->cluster.get(),
       LocalityBoard::Options{.period = std::chrono::milliseconds(c.locality_period_ms),

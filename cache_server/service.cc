@@ -215,7 +215,8 @@ grpc::Status GranaryService::Prewarm(grpc::ServerContext* context,
       Authorize(*context, "Prewarm", AccessPolicy::Action::kPrewarm, change);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::Status ran = parts_.prewarms->Run(
-      *request, [writer](const v1::PrewarmProgress& progress) { return writer->Write(progress); },
+      *caller, *request,
+      [writer](const v1::PrewarmProgress& progress) { return writer->Write(progress); },
       [context] { return context->IsCancelled(); });
   Audit(*caller, change, ran);
   return Answer(ran, "Prewarm");

@@ -56,7 +56,7 @@ struct ServiceParts {
   CatalogSync* catalog_sync;
   RequestAuthenticator* authenticator;
   const AccessPolicy* policy;
-  const PrewarmCoordinator* prewarms;
+  PrewarmCoordinator* prewarms;
   const ClusterStatus* status;
   LocalityBoard* locality;
 };

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -37,6 +38,7 @@ struct PrewarmOptions {
   std::vector<std::string> paths;
   std::string group;
   std::vector<std::string> nodes;
+  uint32_t parallelism = 0;  // 0: the server's.
   bool json = false;
 };
 
@@ -88,7 +90,12 @@ void PrintSummary(const std::string& name, const v1::PrewarmProgress& progress, 
   if (progress.failures().empty()) return;
   std::cout << absl::StreamFormat("%d files failed:\n", progress.failures().size());
   for (const v1::FileFailure& failure : progress.failures()) {
-    std::cout << absl::StreamFormat("  %s: %s\n", DisplayName(failure.path()), failure.error());
+    // A failure without a path is about the prewarm as a whole.
+    if (failure.path().empty()) {
+      std::cout << absl::StreamFormat("  %s\n", failure.error());
+    } else {
+      std::cout << absl::StreamFormat("  %s: %s\n", DisplayName(failure.path()), failure.error());
+    }
   }
 }
 
@@ -107,6 +114,7 @@ absl::Status PrewarmGroup(const ServerConnection& server, const PrewarmOptions& 
   v1::PrewarmRequest request;
   request.set_name(options.name);
   request.set_group(group);
+  request.set_parallelism(options.parallelism);
   for (const std::string& path : options.paths) request.add_paths(path);
 
   grpc::ClientContext context;
@@ -165,6 +173,9 @@ void AddPrewarmCommand(CLI::App& app, const GlobalOptions& global, Action& actio
   prewarm->add_option("--nodes", options->nodes, "Prewarm into these nodes (comma-separated)")
       ->delimiter(',')
       ->excludes(group);
+  prewarm->add_option("--parallelism", options->parallelism,
+                      "Fetch with this many workers on each node (default: the server's; users "
+                      "who are not administrators get at most the server's)");
   prewarm->add_flag("--json", options->json, "Print one JSON document when done");
   prewarm->callback([&global, &action, options] {
     action = [&global, options] { return RunPrewarm(global, *options); };

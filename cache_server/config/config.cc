@@ -48,6 +48,19 @@ KeyParser WholeNumberKey(uint32_t GranarydConfig::*field, uint32_t min, uint32_t
   };
 }
 
+KeyParser FractionKey(double GranarydConfig::*field, double min, double max) {
+  return [=](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
+    GRANARY_ASSIGN_OR_RETURN(std::string text, Scalar(node));
+    double value = 0;
+    if (!absl::SimpleAtod(text, &value) || !(value >= min && value <= max)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", text, "' is not a fraction from ", min, " to ", max));
+    }
+    config->*field = value;
+    return absl::OkStatus();
+  };
+}
+
 KeyParser AddressKey(std::string GranarydConfig::*field) {
   return [field](const YAML::Node& node, GranarydConfig* config) -> absl::Status {
     GRANARY_ASSIGN_OR_RETURN(std::string value, Scalar(node));
@@ -181,6 +194,9 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"max_dataset_entries",
        WholeNumberKey(&GranarydConfig::max_dataset_entries, 1, kMaxManifestEntries)},
       {"max_prewarm_paths", WholeNumberKey(&GranarydConfig::max_prewarm_paths, 1, 10'000'000)},
+      {"max_prewarms", WholeNumberKey(&GranarydConfig::max_prewarms, 1, 1 << 16)},
+      {"max_prewarms_per_user", WholeNumberKey(&GranarydConfig::max_prewarms_per_user, 1, 1 << 16)},
+      {"prewarm_user_share", FractionKey(&GranarydConfig::prewarm_user_share, 0.01, 1)},
       {"manifest_memory_mib", WholeNumberKey(&GranarydConfig::manifest_memory_mib, 1, 1 << 20)},
   };
   return *parsers;

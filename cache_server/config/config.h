@@ -19,6 +19,8 @@
 //   s3_endpoint_profiles: {http://10.0.0.5:9000: minio}
 //   max_datasets: 1000                max_dataset_entries: 5000000
 //   max_prewarm_paths: 10000
+//   max_prewarms: 8                   max_prewarms_per_user: 2
+//   prewarm_user_share: 0.25
 //   max_connections: 4096             max_connections_per_user: 256
 //   max_connections_per_host: 256     max_streams_per_connection: 100
 //   max_threads: 512                  stream_stall_seconds: 60
@@ -114,6 +116,14 @@ struct GranarydConfig {
   uint32_t max_dataset_entries = 5'000'000;
   // How many paths one prewarm request may name.
   uint32_t max_prewarm_paths = 10'000;
+  // Prewarms of local callers who are not administrators: how many run at
+  // once, overall and of one uid (each with at most prewarm_parallelism
+  // workers), and the fraction of the capacity what one uid's prewarms may
+  // hold in the cache. Administrators' prewarms are bound only by granaryd's
+  // own ceilings (cache_server/prewarm/prewarm_limits.h).
+  uint32_t max_prewarms = 8;
+  uint32_t max_prewarms_per_user = 2;
+  double prewarm_user_share = 0.25;
   // Connections to the gRPC service at once: overall, from one local uid,
   // from one remote host. Connections over a limit are closed at once.
   uint32_t max_connections = 4096;

@@ -87,6 +87,8 @@ void FillScheduler::OnMiss(const std::shared_ptr<const Manifest>& manifest, cons
                    activity->TouchedWithin(version, kReadersReadingPeriod);
           },
       .wanted = [this, name, version = key.dataset_version] { return Current(name, version); },
+      .admit = {},
+      .not_fetched = {},
   };
   GRANARY_LOG(INFO) << "filling dataset '" << name << "' (this node's share) behind its readers "
                     << "with " << options_.parallelism << " workers";

@@ -156,8 +156,10 @@ void PrewarmJob::Work(unsigned worker) {
       chunks_already_cached_.fetch_add(1);
       metrics_->chunks_skipped.fetch_add(1);
     } else {
+      if (!Admit(key, chunk.length)) break;
       absl::StatusOr<ReadThrough::ChunkData> fetched = read_through_->Fetch(*manifest, key);
       if (!fetched.ok()) {
+        if (hooks_.not_fetched) hooks_.not_fetched(key);
         RecordFailure(*manifest, chunk.file_id, fetched.status());
         continue;
       }
@@ -180,6 +182,21 @@ void PrewarmJob::Work(unsigned worker) {
     metrics_->running.fetch_sub(1);
     finished_.SignalAll();
   }
+}
+
+bool PrewarmJob::Admit(const ChunkKey& key, uint64_t length) {
+  if (!hooks_.admit) return true;
+  absl::Status admitted = hooks_.admit(key, length);
+  if (admitted.ok()) return true;
+  Cancel();
+  MutexLock lock(&mu_);
+  if (stopped_.ok()) stopped_ = admitted;
+  return false;
+}
+
+absl::Status PrewarmJob::Stopped() const {
+  MutexLock lock(&mu_);
+  return stopped_;
 }
 
 void PrewarmJob::RecordFailure(const Manifest& manifest, uint64_t file_id,

@@ -13,7 +13,9 @@
 // `wanted` ends the job once its version is removed or refreshed.
 //
 // A file whose chunk cannot be fetched is recorded as failed once, with the
-// error, and its remaining chunks are skipped; other files go on.
+// error, and its remaining chunks are skipped; other files go on. A chunk
+// `admit` refuses stops the whole job (a prewarm that reached its caller's
+// share of the cache, prewarm_shares.h).
 //
 // The job holds its manifest while its workers run and lets go of it once
 // they are done, so that a finished job kept for its progress does not keep
@@ -34,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache_server/metrics.h"
 #include "cache_server/prewarm/chunk_walk.h"
@@ -64,6 +67,11 @@ class PrewarmJob {
     // for more rather than walk on.
     std::function<bool()> readers_active;
     std::function<bool()> wanted;  // Asked now and then; false cancels the job.
+    // Asked before a chunk that is not stored is fetched; an error stops the
+    // job there, and Stopped() answers it.
+    std::function<absl::Status(const ChunkKey&, uint64_t length)> admit;
+    // Told of a chunk `admit` let through whose fetch then failed.
+    std::function<void(const ChunkKey&)> not_fetched;
   };
 
   // Starts `parallelism` workers over the chunks of `file_ids` that pass the
@@ -85,12 +93,16 @@ class PrewarmJob {
   // A snapshot; counters never decrease. `finished` is set once all workers
   // are done, with the complete list of failures.
   v1::PrewarmProgress Progress() const;
+  // Why `admit` stopped the job; OK while it did not.
+  absl::Status Stopped() const;
 
   const std::string& dataset_name() const { return dataset_name_; }
 
  private:
   void Work(unsigned worker);
   void RecordFailure(const Manifest& manifest, uint64_t file_id, const absl::Status& status);
+  // Whether `admit` lets `key` be fetched; stops the job when not.
+  bool Admit(const ChunkKey& key, uint64_t length);
 
   const std::string dataset_name_;
   ReadThrough* const read_through_;
@@ -114,6 +126,7 @@ class PrewarmJob {
   unsigned running_workers_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<const Manifest> manifest_ ABSL_GUARDED_BY(mu_);  // Null once finished.
   std::vector<v1::FileFailure> failures_ ABSL_GUARDED_BY(mu_);
+  absl::Status stopped_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> workers_;
 };
 

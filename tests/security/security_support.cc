@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,10 +12,12 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
 #include "tests/support/child_process.h"
 #include "tests/support/granaryd_process.h"
 
@@ -103,6 +106,17 @@ absl::StatusOr<CommandResult> RunAs(const TestUser& user, const std::vector<std:
                                       "--"};
   command.insert(command.end(), argv.begin(), argv.end());
   return Run(command, timeout);
+}
+
+void AsUserOnThread(const TestUser& user, const std::vector<gid_t>& groups,
+                    const std::function<void()>& body) {
+  std::thread thread([&] {
+    ASSERT_EQ(::syscall(SYS_setgroups, groups.size(), groups.data()), 0);
+    ASSERT_EQ(::syscall(SYS_setresgid, user.gid, user.gid, user.gid), 0);
+    ASSERT_EQ(::syscall(SYS_setresuid, user.uid, user.uid, user.uid), 0);
+    body();
+  });
+  thread.join();
 }
 
 std::string CliPath() { return GRANARY_TEST_CLI_PATH; }

@@ -10,7 +10,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +36,7 @@
 namespace granary {
 namespace {
 
+using testing::AsUserOnThread;
 using testing::GranarydProcess;
 using testing::ReportAttack;
 using testing::TempDir;
@@ -44,20 +44,6 @@ using testing::TestUser;
 
 constexpr char kUser[] = "granary-transport";
 constexpr char kSocketGroup[] = "granary-transport-sock";
-
-// Runs `body` on a thread of its own whose credentials alone are `user`'s
-// (raw system calls: glibc's setuid would change every thread), so that a
-// socket it connects carries `user` in SO_PEERCRED.
-template <typename Body>
-void AsUserOnThread(const TestUser& user, const std::vector<gid_t>& groups, Body body) {
-  std::thread thread([&] {
-    ASSERT_EQ(::syscall(SYS_setgroups, groups.size(), groups.data()), 0);
-    ASSERT_EQ(::syscall(SYS_setresgid, user.gid, user.gid, user.gid), 0);
-    ASSERT_EQ(::syscall(SYS_setresuid, user.uid, user.uid, user.uid), 0);
-    body();
-  });
-  thread.join();
-}
 
 // A connected socket of `type` to the Unix socket `path`, or -1.
 int ConnectUnix(const std::string& path, int type) {

@@ -112,6 +112,29 @@ TEST(Config, ManifestMemoryIsWholeMebibytesAndNeverNone) {
   }
 }
 
+TEST(Config, PrewarmLimitsOfUsersAreBoundedAndTheShareIsAFraction) {
+  GranarydConfig config = DefaultGranarydConfig();
+  EXPECT_EQ(config.max_prewarms, 8u);
+  EXPECT_EQ(config.max_prewarms_per_user, 2u);
+  EXPECT_EQ(config.prewarm_user_share, 0.25);
+  ASSERT_TRUE(
+      ApplyConfigYaml("max_prewarms: 3\nmax_prewarms_per_user: 1\nprewarm_user_share: 0.5\n",
+                      "p.yaml", &config)
+          .ok());
+  EXPECT_EQ(config.max_prewarms, 3u);
+  EXPECT_EQ(config.max_prewarms_per_user, 1u);
+  EXPECT_EQ(config.prewarm_user_share, 0.5);
+  for (const char* bad :
+       {"max_prewarms: 0\n", "max_prewarms_per_user: many\n", "prewarm_user_share: 0\n",
+        "prewarm_user_share: 1.5\n", "prewarm_user_share: 25%\n"}) {
+    absl::Status status = ApplyConfigYaml(bad, "p.yaml", &config);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(status.message(), HasSubstr("p.yaml: key '")) << status;
+  }
+  absl::Status share = ApplyConfigYaml("prewarm_user_share: 2\n", "p.yaml", &config);
+  EXPECT_THAT(share.message(), HasSubstr("'2' is not a fraction from 0.01 to 1")) << share;
+}
+
 TEST(Config, S3EndpointProfilesAreAMappingOfEndpointsToNames) {
   GranarydConfig config = DefaultGranarydConfig();
   ASSERT_TRUE(ApplyConfigYaml("s3_endpoint_profiles:\n  \"http://10.0.0.5:9000\": minio\n",
