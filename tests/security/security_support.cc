@@ -4,6 +4,9 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,10 +14,13 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/server_address.h"
+#include "gtest/gtest.h"
 #include "tests/support/child_process.h"
 #include "tests/support/granaryd_process.h"
 
@@ -103,6 +109,28 @@ absl::StatusOr<CommandResult> RunAs(const TestUser& user, const std::vector<std:
                                       "--"};
   command.insert(command.end(), argv.begin(), argv.end());
   return Run(command, timeout);
+}
+
+void AsUserOnThread(const TestUser& user, const std::vector<gid_t>& groups,
+                    const std::function<void()>& body) {
+  std::thread thread([&] {
+    ASSERT_EQ(::syscall(SYS_setgroups, groups.size(), groups.data()), 0);
+    ASSERT_EQ(::syscall(SYS_setresgid, user.gid, user.gid, user.gid), 0);
+    ASSERT_EQ(::syscall(SYS_setresuid, user.uid, user.uid, user.uid), 0);
+    body();
+  });
+  thread.join();
+}
+
+int ConnectUnix(const std::string& path, int type) {
+  absl::StatusOr<sockaddr_un> address = UnixSocketAddress(path);
+  int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+  if (!address.ok() || fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 std::string CliPath() { return GRANARY_TEST_CLI_PATH; }

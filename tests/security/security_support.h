@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,18 @@ absl::StatusOr<CommandResult> RunAs(const TestUser& user, const std::vector<std:
 // The same as whoever runs the test (root).
 absl::StatusOr<CommandResult> Run(const std::vector<std::string>& argv,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// Runs `body` on a thread of its own whose credentials alone are `user`'s,
+// with supplementary groups `groups` (raw system calls: glibc's setuid would
+// change every thread), so that a socket it connects carries `user` in
+// SO_PEERCRED and the files it opens are checked as `user`'s; returns when
+// `body` does. Descriptors it opens stay open for the process.
+void AsUserOnThread(const TestUser& user, const std::vector<gid_t>& groups,
+                    const std::function<void()>& body);
+
+// A connected socket of `type` (SOCK_STREAM, SOCK_SEQPACKET) to the Unix
+// socket `path`, or -1.
+int ConnectUnix(const std::string& path, int type);
 
 // The granary CLI this suite was built with.
 std::string CliPath();

@@ -37,6 +37,8 @@
 namespace granary {
 namespace {
 
+using testing::AsUserOnThread;
+using testing::ConnectUnix;
 using testing::GranarydProcess;
 using testing::ReportAttack;
 using testing::TempDir;
@@ -44,32 +46,6 @@ using testing::TestUser;
 
 constexpr char kUser[] = "granary-transport";
 constexpr char kSocketGroup[] = "granary-transport-sock";
-
-// Runs `body` on a thread of its own whose credentials alone are `user`'s
-// (raw system calls: glibc's setuid would change every thread), so that a
-// socket it connects carries `user` in SO_PEERCRED.
-template <typename Body>
-void AsUserOnThread(const TestUser& user, const std::vector<gid_t>& groups, Body body) {
-  std::thread thread([&] {
-    ASSERT_EQ(::syscall(SYS_setgroups, groups.size(), groups.data()), 0);
-    ASSERT_EQ(::syscall(SYS_setresgid, user.gid, user.gid, user.gid), 0);
-    ASSERT_EQ(::syscall(SYS_setresuid, user.uid, user.uid, user.uid), 0);
-    body();
-  });
-  thread.join();
-}
-
-// A connected socket of `type` to the Unix socket `path`, or -1.
-int ConnectUnix(const std::string& path, int type) {
-  absl::StatusOr<sockaddr_un> address = UnixSocketAddress(path);
-  int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
-  if (!address.ok() || fd < 0) return -1;
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 int ConnectTcp(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
