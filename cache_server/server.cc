@@ -26,6 +26,7 @@
 #include "cache_server/catalog/catalog.h"
 #include "cache_server/catalog/catalog_sync.h"
 #include "cache_server/catalog/dataset_registry.h"
+#include "cache_server/catalog/source_change_refresher.h"
 #include "cache_server/catalog/version_activity.h"
 #include "cache_server/catalog/version_releaser.h"
 #include "cache_server/cluster/cluster_view.h"
@@ -249,6 +250,7 @@ struct GranaryServer::Parts {
   std::unique_ptr<ReadThrough> read_through;
   std::unique_ptr<FillScheduler> fills;
   std::unique_ptr<CatalogSync> catalog_sync;
+  std::unique_ptr<SourceChangeRefresher> source_refresher;
   std::unique_ptr<VersionReleaser> releaser;
   std::unique_ptr<ConnectionTable> connections;
   std::unique_ptr<RequestAuthenticator> authenticator;
@@ -350,6 +352,16 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
       });
   parts->catalog_sync = std::make_unique<CatalogSync>(parts->catalog.get(), parts->registry.get(),
                                                       parts->cluster.get(), kCatalogExchangePeriod);
+  CatalogSync* catalog_sync = parts->catalog_sync.get();
+  parts->source_refresher = std::make_unique<SourceChangeRefresher>(
+      parts->registry.get(), parts->catalog.get(),
+      std::chrono::seconds(c.source_refresh_interval_seconds),
+      [catalog_sync] { catalog_sync->PushToAll(); });
+  SourceChangeRefresher* source_refresher = parts->source_refresher.get();
+  parts->read_through->set_metadata_change_listener(
+      [source_refresher](const Manifest& version, std::string_view path) {
+        source_refresher->Notice(version, path);
+      });
   parts->releaser = std::make_unique<VersionReleaser>(parts->registry.get(), parts->activity.get(),
                                                       std::chrono::seconds(c.version_grace_seconds),
                                                       kReleasePeriod);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "cache_server/catalog/current_entry.h"
 #include "common/chunk_key.h"
 #include "common/logging.h"
 #include "common/printable.h"
@@ -71,7 +72,11 @@ grpc::Status GranaryService::ListDatasets(grpc::ServerContext* context,
   absl::StatusOr<Caller> caller =
       Authorize(*context, "ListDatasets", AccessPolicy::Action::kDescribe);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  for (v1::DatasetInfo& info : parts_.registry->List()) *response->add_datasets() = std::move(info);
+  const bool older_versions = SeesOlderVersions(*caller);
+  for (v1::DatasetInfo& info : parts_.registry->List()) {
+    if (!older_versions) info.clear_older_versions();
+    *response->add_datasets() = std::move(info);
+  }
   return grpc::Status::OK;
 }
 
@@ -82,7 +87,10 @@ grpc::Status GranaryService::GetDataset(grpc::ServerContext* context,
       Authorize(*context, "GetDataset", AccessPolicy::Action::kDescribe);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
   absl::StatusOr<v1::DatasetInfo> info = parts_.registry->Get(request->name());
-  if (info.ok()) *response = *std::move(info);
+  if (info.ok()) {
+    if (!SeesOlderVersions(*caller)) info->clear_older_versions();
+    *response = *std::move(info);
+  }
   return Answer(info.status(), "GetDataset");
 }
 
@@ -132,6 +140,16 @@ grpc::Status GranaryService::GetManifest(grpc::ServerContext* context,
   bool known = version == info->version() ||
                std::find(info->older_versions().begin(), info->older_versions().end(), version) !=
                    info->older_versions().end();
+  const bool older_versions = SeesOlderVersions(*caller);
+  if (known && version != info->version() && !older_versions) {
+    return Answer(absl::PermissionDeniedError(absl::StrCat(
+                      "version ", FormatVersion(version), " of dataset '", request->name(),
+                      "' is an older version, which only administrators may list; the current "
+                      "one is ",
+                      FormatVersion(info->version()))),
+                  "GetManifest");
+  }
+  if (!older_versions) info->clear_older_versions();
   if (!known) {
     return Answer(absl::NotFoundError(absl::StrCat("dataset '", request->name(),
                                                    "' has no version ", FormatVersion(version))),
@@ -173,7 +191,17 @@ absl::Status GranaryService::AllowRead(const Caller& caller, const v1::ReadChunk
   if (!request.has_key()) return absl::InvalidArgumentError("read request names no chunk key");
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
                            parts_.catalog->GetManifest(request.key().dataset_version()));
-  return parts_.policy->AllowRead(caller, *manifest, request.key().file_id());
+  GRANARY_RETURN_IF_ERROR(parts_.policy->AllowRead(caller, *manifest, request.key().file_id()));
+  // An older version kept the permissions its scan saw; what the source
+  // took away since is taken away from every version.
+  GRANARY_ASSIGN_OR_RETURN(CurrentEntry current,
+                           FindCurrentEntry(*parts_.catalog, manifest, request.key().file_id()));
+  if (current.manifest == manifest) return absl::OkStatus();
+  return parts_.policy->AllowRead(caller, *current.manifest, current.file_id);
+}
+
+bool GranaryService::SeesOlderVersions(const Caller& caller) const {
+  return parts_.policy->Allow(caller, AccessPolicy::Action::kAdminister, "ListOlderVersions").ok();
 }
 
 absl::Status GranaryService::StreamChunk(const v1::ReadChunkRequest& request,

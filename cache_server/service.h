@@ -13,7 +13,11 @@
 //
 // Every call first learns who its caller is (RequestAuthenticator) and
 // whether it may make the call (AccessPolicy); a read by a local caller other
-// than root is also checked against the file's owner, group and mode. Every
+// than root is also checked against the file's owner, group and mode, both
+// as the version read recorded them and as the dataset's current version
+// does, so that a permission the source took away holds for older versions
+// too; and older versions are listed (GetDataset, ListDatasets, GetManifest
+// of an older version) to administrators and cluster members only. Every
 // change (register, refresh, remove, prewarm) leaves an audit line in the
 // log, allowed or refused: who, what, and the result.
 //
@@ -102,8 +106,14 @@ class GranaryService final : public v1::Granary::Service {
   // non-empty) is audited.
   absl::StatusOr<Caller> Authorize(const grpc::ServerContextBase& context, std::string_view method,
                                    AccessPolicy::Action action, std::string_view change = {});
-  // Whether `caller` may read the file `request` reads from (AccessPolicy::AllowRead).
+  // Whether `caller` may read the file `request` reads from
+  // (AccessPolicy::AllowRead), both as its version recorded it and as the
+  // dataset's current version does (FindCurrentEntry).
   absl::Status AllowRead(const Caller& caller, const v1::ReadChunkRequest& request);
+  // Whether `caller` is shown a dataset's older versions: administrators
+  // and cluster members only, since an older version keeps the permissions
+  // the source had then.
+  bool SeesOlderVersions(const Caller& caller) const;
   absl::Status StreamChunk(const v1::ReadChunkRequest& request,
                            grpc::ServerWriter<v1::ReadChunkResponse>* writer);
 

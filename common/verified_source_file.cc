@@ -28,7 +28,7 @@ absl::Status Stale(const ManifestEntry& entry, std::string_view what) {
 
 }  // namespace
 
-absl::Status CheckSameFile(const struct stat& st, const ManifestEntry& entry) {
+absl::StatusOr<SourceFileMatch> CheckSameFile(const struct stat& st, const ManifestEntry& entry) {
   if (!S_ISREG(st.st_mode)) return Stale(entry, "is no longer a regular file");
   std::vector<std::string> changes;
   auto compare = [&changes](std::string_view field, auto recorded, auto now) {
@@ -40,8 +40,10 @@ absl::Status CheckSameFile(const struct stat& st, const ManifestEntry& entry) {
   compare("inode", entry.inode, static_cast<uint64_t>(st.st_ino));
   compare("size", entry.size, static_cast<uint64_t>(st.st_size));
   compare("mtime_ns", entry.mtime_ns, Nanoseconds(st.st_mtim));
-  compare("ctime_ns", entry.ctime_ns, Nanoseconds(st.st_ctim));
-  if (changes.empty()) return absl::OkStatus();
+  if (changes.empty()) {
+    return entry.ctime_ns == Nanoseconds(st.st_ctim) ? SourceFileMatch::kAsRecorded
+                                                     : SourceFileMatch::kMetadataChanged;
+  }
   return Stale(entry, absl::StrCat("is not the file the manifest recorded (",
                                    absl::StrJoin(changes, ", "), ")"));
 }
@@ -70,11 +72,12 @@ absl::StatusOr<VerifiedSourceFile> VerifiedSourceFile::Open(std::string_view roo
                         absl::StrCat("source root ", root_path, ": ", fd.status().message()));
   }
   VerifiedSourceFile file(*std::move(fd), entry);
-  if (absl::Status same = file.CheckStillSame(); !same.ok()) return same;
+  GRANARY_ASSIGN_OR_RETURN(SourceFileMatch match, file.CheckStillSame());
+  file.metadata_changed_ = match == SourceFileMatch::kMetadataChanged;
   return file;
 }
 
-absl::Status VerifiedSourceFile::CheckStillSame() const {
+absl::StatusOr<SourceFileMatch> VerifiedSourceFile::CheckStillSame() const {
   struct stat st;
   if (::fstat(fd_.get(), &st) != 0) {
     return ErrnoStatus(errno, absl::StrCat("stat source file '", entry_->path, "'"));
@@ -91,7 +94,7 @@ absl::Status VerifiedSourceFile::ReadExactly(uint64_t offset, std::span<char> ou
   }
   // A change during the read would mix bytes of two versions; this check
   // catches it, as the one at Open caught a change before.
-  return CheckStillSame();
+  return CheckStillSame().status();
 }
 
 }  // namespace granary

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "fuse_client/newer_permissions.h"
+
 namespace granary::fuse {
 
 namespace {
@@ -240,6 +242,22 @@ struct Ops {
     ReadDir(req, ino, size, offset, fi, true);
   }
 
+  // Whether file `node` may be opened anew in its version: always in the
+  // version the root shows; in an older one, held by open files and
+  // directories, only while the shown version keeps the permissions along
+  // its path (newer_permissions.h). A dataset no longer shown opens nothing.
+  static bool MayOpenInItsVersion(GranaryFs& fs, const InodeTable::Node& node) {
+    const MountedDataset& version = *node.dataset;
+    std::optional<uint32_t> shown = fs.table_->ShownSlot(version.name());
+    if (shown == version.slot()) return true;
+    if (!shown) return false;
+    absl::StatusOr<std::shared_ptr<const MountedDataset>> newest =
+        fs.table_->FindDataset(version.name());
+    return newest.ok() &&
+           NewerKeepsPermissions(version.snapshot().manifest, MountedDataset::FileIdOf(node.node),
+                                 (*newest)->snapshot().manifest);
+  }
+
   static void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     GranaryFs& fs = Fs(req);
     if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC) != 0) {
@@ -254,6 +272,10 @@ struct Ops {
     const ManifestEntry* entry = node.dataset->EntryOf(node.node);
     if (entry == nullptr || entry->type != EntryType::kFile) {
       fuse_reply_err(req, entry != nullptr && entry->type == EntryType::kSymlink ? ELOOP : EISDIR);
+      return;
+    }
+    if (!MayOpenInItsVersion(fs, node)) {
+      fuse_reply_err(req, EACCES);
       return;
     }
     auto file = std::make_shared<OpenFile>(node.dataset, node.node);

@@ -15,6 +15,13 @@
 // refuse them -- search permission on every ancestor directory included --
 // even on an allow_other mount served by root (invariant 7 of DESIGN.md).
 //
+// Older versions: files and directories opened before a refresh hold their
+// version, whose attributes are the source's as they were. A new open in such
+// a version is refused (EACCES) once the version the root shows changed the
+// owner, group or mode of the file or of a directory above it, or dropped
+// the file (newer_permissions.h): what the source took away, the mount takes
+// away too, from every version.
+//
 // Timeouts: entries and attributes inside a dataset are cached by the kernel
 // for a day (versions are immutable); names in the root for a second, so that
 // datasets added, refreshed or removed show up promptly.

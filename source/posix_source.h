@@ -8,7 +8,9 @@
 // guarantees the bytes belong to the very file the manifest recorded, so that
 // a file replaced, redirected, truncated or rewritten since registration
 // fails with FAILED_PRECONDITION naming it instead of yielding bytes of
-// another file or another version. Scans are ScanPosixTree's
+// another file or another version; a file whose metadata alone changed (a
+// chmod, a chown, an attribute, a hard link) still reads, and
+// ReadRangeNoticingChanges() reports it. Scans are ScanPosixTree's
 // (posix_scanner.h).
 //
 // Thread-safety: immutable; safe to call concurrently.
@@ -36,6 +38,8 @@ class PosixSource : public Source {
   // another errno-derived code naming it when it cannot be read.
   absl::StatusOr<std::string> ReadRange(const ManifestEntry& entry, uint64_t offset,
                                         uint32_t length) const override;
+  absl::StatusOr<Range> ReadRangeNoticingChanges(const ManifestEntry& entry, uint64_t offset,
+                                                 uint32_t length) const override;
 
  private:
   const std::string root_;

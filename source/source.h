@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "common/manifest.h"
@@ -39,7 +40,26 @@ class Source {
   // inside its size).
   virtual absl::StatusOr<std::string> ReadRange(const ManifestEntry& entry, uint64_t offset,
                                                 uint32_t length) const = 0;
+
+  // ReadRange(), telling also whether the file's metadata (owner, mode,
+  // links, attributes) changed since the scan while its bytes did not: such
+  // a read is served, and its dataset should be refreshed to record the
+  // change. Sources whose entries record no such metadata never report one.
+  struct Range {
+    std::string bytes;
+    bool metadata_changed = false;
+  };
+  virtual absl::StatusOr<Range> ReadRangeNoticingChanges(const ManifestEntry& entry,
+                                                         uint64_t offset, uint32_t length) const;
 };
+
+inline absl::StatusOr<Source::Range> Source::ReadRangeNoticingChanges(const ManifestEntry& entry,
+                                                                      uint64_t offset,
+                                                                      uint32_t length) const {
+  absl::StatusOr<std::string> bytes = ReadRange(entry, offset, length);
+  if (!bytes.ok()) return bytes.status();
+  return Range{*std::move(bytes), false};
+}
 
 }  // namespace granary
 

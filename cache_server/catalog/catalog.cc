@@ -409,6 +409,15 @@ absl::StatusOr<v1::CatalogDataset> Catalog::Get(std::string_view name) const {
   return it->second;
 }
 
+absl::StatusOr<uint64_t> Catalog::CurrentVersionOf(std::string_view name) const {
+  MutexLock lock(&mu_);
+  auto it = datasets_.find(AsAbsl(name));
+  if (it == datasets_.end() || it->second.versions().empty()) {
+    return absl::NotFoundError(absl::StrCat("dataset '", AsAbsl(name), "' does not exist"));
+  }
+  return it->second.versions().rbegin()->version();
+}
+
 std::vector<v1::CatalogDataset> Catalog::List() const {
   std::vector<v1::CatalogDataset> all;
   {

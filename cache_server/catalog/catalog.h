@@ -128,6 +128,9 @@ class Catalog {
 
   // NOT_FOUND naming the dataset if unknown.
   absl::StatusOr<v1::CatalogDataset> Get(std::string_view name) const;
+  // The current version of dataset `name`, without copying its record;
+  // NOT_FOUND naming the dataset if unknown.
+  absl::StatusOr<uint64_t> CurrentVersionOf(std::string_view name) const;
   // Every dataset, by name.
   std::vector<v1::CatalogDataset> List() const;
   // How many datasets there are.

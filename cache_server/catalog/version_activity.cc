@@ -21,7 +21,7 @@ void VersionActivity::Touch(uint64_t version) {
   const Clock::time_point now = Clock::now();
   MutexLock lock(&mu_);
   Use& use = uses_[version];
-  use.last_touch = use.last_use = now;
+  use.last_touch = now;
   if (!use.active) {
     use.active = true;
     // Under the lock, so that a concurrent demotion cannot overtake it.
@@ -32,11 +32,11 @@ void VersionActivity::Touch(uint64_t version) {
 void VersionActivity::Keep(uint64_t version) {
   const Clock::time_point now = Clock::now();
   MutexLock lock(&mu_);
-  uses_[version].last_use = now;
+  uses_[version].last_keep = now;
 }
 
-bool VersionActivity::UsedWithin(uint64_t version, std::chrono::milliseconds window) {
-  return Within(version, window, &Use::last_use);
+bool VersionActivity::KeptWithin(uint64_t version, std::chrono::milliseconds window) {
+  return Within(version, window, &Use::last_keep);
 }
 
 bool VersionActivity::TouchedWithin(uint64_t version, std::chrono::milliseconds window) {

@@ -3,10 +3,11 @@
 // active when it is read or prewarmed and returns to inactive once nothing has
 // touched it for `idle_after`.
 //
-// It also remembers when each version was last used at all -- read,
-// prewarmed, or reported kept by a mount on this node (granary-fuse's use
-// reports list the versions it still shows or has files open of) -- so that
-// an older version is released only once nothing uses it (VersionReleaser).
+// It also remembers when each version was last reported kept by a mount on
+// this node (granary-fuse's use reports list the versions it still shows or
+// has files open of), so that an older version is released only once no
+// mount keeps it (VersionReleaser). Reads do not keep a version: a reader
+// of a version refreshed away would otherwise keep its permissions alive.
 // Being kept by a mount does not make a version active: a mount shows every
 // dataset, and eviction must still tell the datasets jobs read.
 //
@@ -36,8 +37,8 @@ class VersionActivity {
   void Touch(uint64_t version);
   // Marks `version` kept by a mount now.
   void Keep(uint64_t version);
-  // Whether `version` was touched or kept within the last `window`.
-  bool UsedWithin(uint64_t version, std::chrono::milliseconds window);
+  // Whether a mount reported `version` kept within the last `window`.
+  bool KeptWithin(uint64_t version, std::chrono::milliseconds window);
   // Whether `version` was touched (read or prewarmed) within the last `window`.
   bool TouchedWithin(uint64_t version, std::chrono::milliseconds window);
   // Stops tracking a removed version.
@@ -47,7 +48,7 @@ class VersionActivity {
   using Clock = std::chrono::steady_clock;
   struct Use {
     Clock::time_point last_touch;  // Read or prewarmed; what `active` follows.
-    Clock::time_point last_use;    // Touched or kept.
+    Clock::time_point last_keep;   // Reported kept by a mount.
     bool active = false;
   };
   // Whether `version`'s `last` time is within the last `window`.

@@ -15,7 +15,7 @@ VersionReleaser::VersionReleaser(DatasetRegistry* registry, VersionActivity* act
 
 void VersionReleaser::ReleaseRetired() {
   size_t released = registry_->ReleaseRetired(NowUnixMs(), grace_, [this](uint64_t version) {
-    return activity_->UsedWithin(version, grace_);
+    return activity_->KeptWithin(version, grace_);
   });
   // A manifest is many small allocations: without this, freeing them
   // leaves the process holding their pages.

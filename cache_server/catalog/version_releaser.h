@@ -1,11 +1,12 @@
 // VersionReleaser releases, from a thread of its own, the older dataset
-// versions that nothing on this node uses any more. A refresh retires the
+// versions that no mount on this node keeps any more. A refresh retires the
 // version it replaces; every `period`, each retired version that was retired
-// at least `grace` ago and not used within the last `grace` on this node --
-// not read or prewarmed here, and not listed as kept by a mount's use
-// reports (granary-fuse lists every version it shows or has files open of,
-// every second) -- is dropped from the catalog with its manifest, and its
-// cached chunks are freed (DatasetRegistry::ReleaseRetired).
+// at least `grace` ago and not listed as kept by a mount's use reports within
+// the last `grace` (granary-fuse lists every version it shows or has files
+// open of, every second) is dropped from the catalog with its manifest, and
+// its cached chunks are freed (DatasetRegistry::ReleaseRetired). Reads over
+// gRPC do not hold a version past its grace: an older version keeps the
+// permissions the source had, and a reader must not keep them alive.
 //
 // Contract for readers: a file of an older version read through a mount on
 // this node keeps reading it, from the cache, while the mount keeps the

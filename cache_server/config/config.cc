@@ -135,6 +135,8 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"stream_stall_seconds", WholeNumberKey(&GranarydConfig::stream_stall_seconds, 1, 86400)},
       {"version_grace_seconds",
        WholeNumberKey(&GranarydConfig::version_grace_seconds, 0, 30 * 86400)},
+      {"source_refresh_interval_seconds",
+       WholeNumberKey(&GranarydConfig::source_refresh_interval_seconds, 1, 86400)},
       {"locality_period_ms", WholeNumberKey(&GranarydConfig::locality_period_ms, 50, 600'000)},
       {"locality_max_age_seconds",
        WholeNumberKey(&GranarydConfig::locality_max_age_seconds, 1, 86400)},

@@ -26,6 +26,7 @@
 //   max_threads: 512                  stream_stall_seconds: 60
 //   fill: on-read                     write_behind: 256MiB
 //   version_grace_seconds: 300        manifest_memory_mib: 1024
+//   source_refresh_interval_seconds: 60
 // An unknown key, a value of the wrong kind, or a bad size or address is an
 // INVALID_ARGUMENT error naming the file, the key and the value.
 //
@@ -136,9 +137,14 @@ struct GranarydConfig {
   // A streaming reply whose reader takes nothing for this long is cancelled.
   uint32_t stream_stall_seconds = 60;
   // An older dataset version is released (dropped from the catalog, its
-  // chunks freed) once it has been retired this long and nothing on this
-  // node used it for this long (cache_server/catalog/version_releaser.h).
+  // chunks freed) once it has been retired this long and no mount on this
+  // node kept it for this long (cache_server/catalog/version_releaser.h).
   uint32_t version_grace_seconds = 300;
+  // A dataset one of whose source files a read found with its metadata
+  // alone changed (a chmod, a chown, a hard link) is refreshed without
+  // anyone asking, at most once per this many seconds
+  // (cache_server/catalog/source_change_refresher.h).
+  uint32_t source_refresh_interval_seconds = 60;
   // Every this often, granaryd publishes what it holds of each dataset to one
   // random peer and learns the others' reports (LocalityBoard); Locate reads
   // reports up to locality_max_age_seconds old and leaves older ones out.

@@ -338,18 +338,22 @@ absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
   const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kSource);
   absl::StatusOr<std::shared_ptr<const Source>> source =
       sources_->OpenToRead(manifest.identity().source);
-  absl::StatusOr<std::string> data =
-      source.ok() ? (*source)->ReadRange(entry, static_cast<uint64_t>(key.chunk_index) * chunk_size,
-                                         ChunkLength(entry.size, chunk_size, key.chunk_index))
+  absl::StatusOr<Source::Range> data =
+      source.ok() ? (*source)->ReadRangeNoticingChanges(
+                        entry, static_cast<uint64_t>(key.chunk_index) * chunk_size,
+                        ChunkLength(entry.size, chunk_size, key.chunk_index))
                   : source.status();
-  speeds_.End(fetch, data.ok() ? data->size() : 0);
+  speeds_.End(fetch, data.ok() ? data->bytes.size() : 0);
   if (!data.ok()) {
     metrics_->source_errors.fetch_add(1, std::memory_order_relaxed);
     return absl::Status(data.status().code(), absl::StrCat("dataset '", manifest.identity().name,
                                                            "': ", data.status().message()));
   }
-  metrics_->bytes_from_source.fetch_add(data->size(), std::memory_order_relaxed);
-  return data;
+  if (metadata_change_listener_ && data->metadata_changed) {
+    metadata_change_listener_(manifest, entry.path);
+  }
+  metrics_->bytes_from_source.fetch_add(data->bytes.size(), std::memory_order_relaxed);
+  return std::move(data->bytes);
 }
 
 }  // namespace granary

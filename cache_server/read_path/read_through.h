@@ -16,7 +16,9 @@
 // Keys are checked against their version's manifest first: an unknown version
 // is NOT_FOUND, a file id or chunk index past the end is OUT_OF_RANGE, a key
 // naming a directory or symlink is INVALID_ARGUMENT. Source errors keep their
-// codes (FAILED_PRECONDITION for a file that changed since registration).
+// codes (FAILED_PRECONDITION for a file that changed since registration); a
+// source file whose metadata alone changed reads, and is told to the
+// metadata change listener (SourceChangeRefresher).
 // Store failures never fail a read: the chunk is fetched from the source.
 //
 // Thread-safety: all methods are safe to call concurrently.
@@ -144,6 +146,15 @@ class ReadThrough {
   using MissListener = std::function<void(const std::shared_ptr<const Manifest>&, const ChunkKey&)>;
   void set_miss_listener(MissListener listener) { miss_listener_ = std::move(listener); }
 
+  // Called with every source read that found its file's metadata alone
+  // changed since its version's scan (the read is served). Set before the
+  // first read.
+  using MetadataChangeListener =
+      std::function<void(const Manifest& version, std::string_view path)>;
+  void set_metadata_change_listener(MetadataChangeListener listener) {
+    metadata_change_listener_ = std::move(listener);
+  }
+
   // How many readers wait on misses now.
   int ReadersWaiting() const { return readers_waiting_.load(std::memory_order_relaxed); }
   // Whether a reader waits on a miss now or has within `window`.
@@ -191,6 +202,7 @@ class ReadThrough {
   WriteBehind* const write_behind_;
   Sources* const sources_;
   MissListener miss_listener_;
+  MetadataChangeListener metadata_change_listener_;
   std::atomic<int> readers_waiting_{0};
   // When the last reader's miss was answered (steady_clock ticks).
   std::atomic<int64_t> last_reader_miss_{0};

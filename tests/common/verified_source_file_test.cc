@@ -1,6 +1,7 @@
 // VerifiedSourceFile against files changed behind the manifest's back: a
-// file replaced by another whose size and mtime are forged to match, a chmod,
-// a FIFO; and a plain read that matches.
+// file replaced by another whose size and mtime are forged to match, a FIFO,
+// a rewrite; changes of metadata alone (a chmod, a hard link), which still
+// read and are told; and a plain read that matches.
 #include "common/verified_source_file.h"
 
 #include <fcntl.h>
@@ -83,11 +84,30 @@ TEST_F(VerifiedSourceFileTest, AnotherFileWithForgedSizeAndMtimeIsRefused) {
   ExpectStale("inode");
 }
 
-TEST_F(VerifiedSourceFileTest, AChmodChangesTheCtimeAndIsRefused) {
+TEST_F(VerifiedSourceFileTest, ReadsTheRecordedFileAsUnchanged) {
+  absl::StatusOr<VerifiedSourceFile> file = VerifiedSourceFile::Open(root_, entry_);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_FALSE(file->metadata_changed());
+}
+
+TEST_F(VerifiedSourceFileTest, AChmodOrAHardLinkChangesMetadataOnlyAndStillReads) {
   // The ctime has a clock tick's granularity: make sure it moves.
   ::usleep(20'000);
   ASSERT_EQ(::chmod((root_ + "/file").c_str(), 0600), 0);
-  ExpectStale("ctime_ns");
+  ASSERT_EQ(::link((root_ + "/file").c_str(), (root_ + "/link").c_str()), 0);
+  ASSERT_NE(Record("file").ctime_ns, entry_.ctime_ns);
+  absl::StatusOr<VerifiedSourceFile> file = VerifiedSourceFile::Open(root_, entry_);
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(file->metadata_changed());
+  std::string bytes(8, '\0');
+  ASSERT_TRUE(file->ReadExactly(0, bytes).ok());
+  EXPECT_EQ(bytes, "recorded");
+}
+
+TEST_F(VerifiedSourceFileTest, ARewriteOfTheSameSizeIsRefused) {
+  ::usleep(20'000);
+  std::ofstream(root_ + "/file", std::ios::in | std::ios::out) << "REWRITE!";
+  ExpectStale("mtime_ns");
 }
 
 TEST_F(VerifiedSourceFileTest, AFifoInPlaceOfTheFileIsRefusedWithoutBlocking) {

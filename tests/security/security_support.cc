@@ -4,7 +4,9 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/server_address.h"
 #include "gtest/gtest.h"
 #include "tests/support/child_process.h"
 #include "tests/support/granaryd_process.h"
@@ -117,6 +120,17 @@ void AsUserOnThread(const TestUser& user, const std::vector<gid_t>& groups,
     body();
   });
   thread.join();
+}
+
+int ConnectUnix(const std::string& path, int type) {
+  absl::StatusOr<sockaddr_un> address = UnixSocketAddress(path);
+  int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+  if (!address.ok() || fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 std::string CliPath() { return GRANARY_TEST_CLI_PATH; }

@@ -49,11 +49,16 @@ absl::StatusOr<CommandResult> Run(const std::vector<std::string>& argv,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 // Runs `body` on a thread of its own whose credentials alone are `user`'s,
-// with the supplementary `groups` (raw system calls: glibc's setuid would
+// with supplementary groups `groups` (raw system calls: glibc's setuid would
 // change every thread), so that a socket it connects carries `user` in
-// SO_PEERCRED; returns once it is done.
+// SO_PEERCRED and the files it opens are checked as `user`'s; returns when
+// `body` does. Descriptors it opens stay open for the process.
 void AsUserOnThread(const TestUser& user, const std::vector<gid_t>& groups,
                     const std::function<void()>& body);
+
+// A connected socket of `type` (SOCK_STREAM, SOCK_SEQPACKET) to the Unix
+// socket `path`, or -1.
+int ConnectUnix(const std::string& path, int type);
 
 // The granary CLI this suite was built with.
 std::string CliPath();

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@ namespace granary {
 namespace {
 
 using testing::AsUserOnThread;
+using testing::ConnectUnix;
 using testing::GranarydProcess;
 using testing::ReportAttack;
 using testing::TempDir;
@@ -44,18 +46,6 @@ using testing::TestUser;
 
 constexpr char kUser[] = "granary-transport";
 constexpr char kSocketGroup[] = "granary-transport-sock";
-
-// A connected socket of `type` to the Unix socket `path`, or -1.
-int ConnectUnix(const std::string& path, int type) {
-  absl::StatusOr<sockaddr_un> address = UnixSocketAddress(path);
-  int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
-  if (!address.ok() || fd < 0) return -1;
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 int ConnectTcp(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
