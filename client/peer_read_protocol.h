@@ -27,6 +27,7 @@
 #ifndef GRANARY_CLIENT_PEER_READ_PROTOCOL_H_
 #define GRANARY_CLIENT_PEER_READ_PROTOCOL_H_
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -83,6 +84,11 @@ absl::Status SendAll(int fd, std::span<const std::string_view> parts, std::strin
 // first (naming how many bytes came), DEADLINE_EXCEEDED when its receive
 // timeout passes.
 absl::Status ReceiveExactly(int fd, std::span<char> out, std::string_view what);
+// The same, with DEADLINE_EXCEEDED once `deadline` passes however the bytes
+// trickle in (it sets the receive timeout of `fd`).
+absl::Status ReceiveExactlyBefore(int fd, std::span<char> out,
+                                  std::chrono::steady_clock::time_point deadline,
+                                  std::string_view what);
 
 }  // namespace granary
 

@@ -234,6 +234,26 @@ TEST_F(PeerReadTest, ConnectionsThatStopMidHelloAreClosed) {
   ::close(fd);
 }
 
+TEST_F(PeerReadTest, AHelloTrickledInIsClosedAtItsDeadline) {
+  // A byte every half second of a hello announcing the longest token: each
+  // byte comes well within any receive timeout, the whole never.
+  int fd = Connected();
+  std::string hello = EncodePeerReadHello(std::string(kMaxPeerReadTokenBytes, 'x'));
+  const auto started = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (size_t sent = 0; sent < hello.size() && !closed; ++sent) {
+    if (::send(fd, hello.data() + sent, 1, MSG_NOSIGNAL) != 1) break;
+    pollfd polled{fd, POLLIN, 0};
+    closed = ::poll(&polled, 1, 500) == 1 && Closed(fd);
+  }
+  const auto lasted = std::chrono::steady_clock::now() - started;
+  EXPECT_TRUE(closed || Closed(fd));
+  // The deadline is 3 s from the first byte (PeerReadServer::kHelloTimeout);
+  // a receive timeout of the same length per wait would let it last longer.
+  EXPECT_LT(lasted, std::chrono::seconds(5));
+  ::close(fd);
+}
+
 TEST_F(PeerReadTest, AServerThatClosesOrStallsInTheHelloIsATransportError) {
   // A server going away closes the connection before any byte: not a server
   // without the protocol (which would send reads over gRPC for a minute).
