@@ -450,8 +450,11 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->running = true;
   ConnectionAcceptor::PeerReadHandler peer_read_handler;
   if (!c.listen.empty()) {
-    parts->peer_reads =
-        std::make_unique<PeerReadServer>(token, parts->read_through.get(), &parts->metrics);
+    parts->peer_reads = std::make_unique<PeerReadServer>(
+        token,
+        PeerReadServer::Limits{c.max_unauthenticated_connections_per_host,
+                               c.max_unauthenticated_connections},
+        parts->read_through.get(), &parts->metrics);
     peer_read_handler = [peer_reads = parts->peer_reads.get()](int fd, const Caller& caller) {
       peer_reads->Serve(fd, caller.address);
     };

@@ -166,9 +166,17 @@ absl::Status DatasetClient::ReadChunk(const ChunkKey& key, uint32_t offset_in_ch
   if (peer_reads_ != nullptr) {
     const int64_t now = NowNs();
     if (now >= grpc_reads_until_ns_.load(std::memory_order_relaxed)) {
-      std::optional<absl::Status> read = peer_reads_->Read(request, out);
-      if (read) return *std::move(read);
-      grpc_reads_until_ns_.store(now + kGrpcReadsAfterRefusal.count(), std::memory_order_relaxed);
+      PeerReadConnections::Result read = peer_reads_->Read(request, out);
+      switch (read.outcome) {
+        case PeerReadConnections::Outcome::kRead:
+          return read.status;
+        case PeerReadConnections::Outcome::kNotSpoken:
+          grpc_reads_until_ns_.store(now + kGrpcReadsAfterRefusal.count(),
+                                     std::memory_order_relaxed);
+          break;
+        case PeerReadConnections::Outcome::kTurnedAway:
+          break;
+      }
     }
   }
   std::unique_ptr<grpc::ClientReader<v1::ReadChunkResponse>> reader =

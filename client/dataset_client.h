@@ -7,7 +7,9 @@
 // Over TCP, chunk reads go over the peer read protocol on the same port
 // (peer_read_protocol.h), which costs a small read a fraction of a gRPC call;
 // a server that does not speak it is read over gRPC, and asked again a
-// minute later.
+// minute later. A read whose new peer read connection the server turns away
+// (its budget of connections not yet authenticated, which anyone who reaches
+// the port can fill, is full) is made over gRPC.
 //
 // Every RPC carries a deadline (Options). Errors are the server's status code
 // and message, or the transport's (UNAVAILABLE when the server is unreachable,

@@ -37,38 +37,51 @@ PeerReadConnections::PeerReadConnections(std::string address, std::string cluste
                                          std::chrono::milliseconds timeout)
     : address_(std::move(address)), cluster_token_(std::move(cluster_token)), timeout_(timeout) {}
 
-std::optional<absl::StatusOr<UniqueFd>> PeerReadConnections::Connect() {
+PeerReadConnections::Connected PeerReadConnections::Connect() {
   absl::StatusOr<UniqueFd> fd = ConnectForReads(address_, timeout_);
-  if (!fd.ok()) return fd.status();
+  if (!fd.ok()) return {UniqueFd(), {Outcome::kRead, fd.status()}};
+  // A server that takes no hello within the timeout is stalled, and would be
+  // over gRPC too; any other failure of the hello turns the connection away.
+  const auto failed = [](absl::Status status) -> Connected {
+    const Outcome outcome =
+        absl::IsDeadlineExceeded(status) ? Outcome::kRead : Outcome::kTurnedAway;
+    return {UniqueFd(), {outcome, std::move(status)}};
+  };
+  const auto not_spoken = [] { return Connected{UniqueFd(), {Outcome::kNotSpoken, {}}}; };
   const std::string what = absl::StrCat("peer read hello to ", address_);
   const std::string hello = EncodePeerReadHello(cluster_token_);
   const std::string_view parts[] = {hello};
-  if (absl::Status sent = SendAll(fd->get(), parts, what); !sent.ok()) return sent;
+  if (absl::Status sent = SendAll(fd->get(), parts, what); !sent.ok()) return failed(sent);
   // A server that does not speak the protocol answers with HTTP/2 frames of
-  // its own (gRPC sends its settings first); a connection that closes before
-  // any byte is a server going away, and so a transport error.
+  // its own (gRPC sends its settings first).
   char reply[sizeof(kPeerReadMagic) + kPeerReadAnswerHeaderBytes];
   if (absl::Status received = ReceiveExactly(fd->get(), std::span(reply, 1), what);
       !received.ok()) {
-    return received;
+    return failed(received);
   }
-  if (reply[0] != kPeerReadMagic[0]) return std::nullopt;
+  if (reply[0] != kPeerReadMagic[0]) return not_spoken();
   if (absl::Status received =
           ReceiveExactly(fd->get(), std::span(reply + 1, sizeof(reply) - 1), what);
       !received.ok()) {
-    return received;
+    return failed(received);
   }
-  if (std::memcmp(reply, kPeerReadMagic, sizeof(kPeerReadMagic)) != 0) return std::nullopt;
+  if (std::memcmp(reply, kPeerReadMagic, sizeof(kPeerReadMagic)) != 0) return not_spoken();
   absl::StatusOr<PeerReadAnswerHeader> header =
       DecodePeerReadAnswer(std::span<const char, kPeerReadAnswerHeaderBytes>(
           reply + sizeof(kPeerReadMagic), kPeerReadAnswerHeaderBytes));
-  if (!header.ok()) return std::nullopt;
+  if (!header.ok()) return not_spoken();
   std::string message(header->message_bytes, '\0');
-  if (absl::Status read = ReceiveExactly(fd->get(), message, what); !read.ok()) return read;
-  if (header->code != absl::StatusCode::kOk) {
-    return absl::Status(header->code, absl::StrCat(address_, ": ", message));
+  if (absl::Status read = ReceiveExactly(fd->get(), message, what); !read.ok()) {
+    return failed(read);
   }
-  return std::move(*fd);
+  if (header->code == absl::StatusCode::kResourceExhausted) {
+    return failed(absl::ResourceExhaustedError(absl::StrCat(address_, ": ", message)));
+  }
+  if (header->code != absl::StatusCode::kOk) {
+    return {UniqueFd(),
+            {Outcome::kRead, absl::Status(header->code, absl::StrCat(address_, ": ", message))}};
+  }
+  return {*std::move(fd), {}};
 }
 
 PeerReadConnections::Exchanged PeerReadConnections::Exchange(int fd,
@@ -96,7 +109,7 @@ PeerReadConnections::Exchanged PeerReadConnections::Exchange(int fd,
   return {absl::OkStatus(), true};
 }
 
-std::optional<absl::Status> PeerReadConnections::Read(const v1::ReadChunkRequest& request,
+PeerReadConnections::Result PeerReadConnections::Read(const v1::ReadChunkRequest& request,
                                                       std::span<char> out) {
   UniqueFd fd;
   {
@@ -108,17 +121,18 @@ std::optional<absl::Status> PeerReadConnections::Read(const v1::ReadChunkRequest
   }
   if (fd.valid()) {
     Exchanged exchanged = ReadOn(std::move(fd), request, out);
-    if (exchanged.reusable || !absl::IsUnavailable(exchanged.status)) return exchanged.status;
+    if (exchanged.reusable || !absl::IsUnavailable(exchanged.status)) {
+      return {Outcome::kRead, exchanged.status};
+    }
     // The server closed a kept connection while it was idle: restarted, most
     // likely, which closed every other kept connection too.
     std::vector<UniqueFd> dropped;
     MutexLock lock(&mutex_);
     dropped.swap(idle_);
   }
-  std::optional<absl::StatusOr<UniqueFd>> connected = Connect();
-  if (!connected) return std::nullopt;
-  if (!connected->ok()) return connected->status();
-  return ReadOn(**std::move(connected), request, out).status;
+  Connected connected = Connect();
+  if (!connected.fd.valid()) return connected.unconnected;
+  return {Outcome::kRead, ReadOn(std::move(connected.fd), request, out).status};
 }
 
 PeerReadConnections::Exchanged PeerReadConnections::ReadOn(UniqueFd fd,

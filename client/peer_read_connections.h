@@ -6,13 +6,17 @@
 // and the other kept connections, closed by the same restart most likely,
 // are dropped.
 //
+// A server reached but turning a new connection away before welcoming it
+// (closing or resetting it, or answering RESOURCE_EXHAUSTED: its budget of
+// connections not yet authenticated is full, which anyone who reaches its
+// port can fill) has not refused the read: the read is left to gRPC.
+//
 // Thread-safety: Read() may be called concurrently; each read uses a
 // connection of its own.
 #ifndef GRANARY_CLIENT_PEER_READ_CONNECTIONS_H_
 #define GRANARY_CLIENT_PEER_READ_CONNECTIONS_H_
 
 #include <chrono>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -35,13 +39,24 @@ class PeerReadConnections {
   PeerReadConnections(const PeerReadConnections&) = delete;
   PeerReadConnections& operator=(const PeerReadConnections&) = delete;
 
+  // What became of a read.
+  enum class Outcome {
+    kRead,        // `status` is the read's.
+    kNotSpoken,   // The server does not speak the protocol (an older granaryd).
+    kTurnedAway,  // The server turned a new connection away; `status` says how.
+  };
+  struct Result {
+    Outcome outcome = Outcome::kRead;
+    absl::Status status;
+  };
+
   // Reads what `request` asks for into `out`, which must be exactly as long
-  // as the answer: the server's status (DATA_LOSS when it sends another
-  // number of bytes), UNAVAILABLE when it cannot be reached or the connection
-  // fails, DEADLINE_EXCEEDED when it does not answer within the timeout.
-  // Nothing (std::nullopt) when the server does not speak the protocol: the
-  // caller reads over gRPC instead.
-  std::optional<absl::Status> Read(const v1::ReadChunkRequest& request, std::span<char> out);
+  // as the answer. A read made (kRead) has the server's status (DATA_LOSS
+  // when it sends another number of bytes), UNAVAILABLE when the server
+  // cannot be reached or the connection fails, DEADLINE_EXCEEDED when it
+  // does not answer within the timeout. Otherwise (kNotSpoken, kTurnedAway)
+  // the caller reads over gRPC instead.
+  Result Read(const v1::ReadChunkRequest& request, std::span<char> out);
 
  private:
   // What one exchange on a connection ended with.
@@ -49,8 +64,13 @@ class PeerReadConnections {
     absl::Status status;
     bool reusable = false;  // The connection is at a request's start again.
   };
-  // A new connection, past the hello; std::nullopt as Read() says.
-  std::optional<absl::StatusOr<UniqueFd>> Connect();
+  // A new connection past the hello, or (`fd` not valid) what the read
+  // comes to without one.
+  struct Connected {
+    UniqueFd fd;
+    Result unconnected;
+  };
+  Connected Connect();
   Exchanged Exchange(int fd, const v1::ReadChunkRequest& request, std::span<char> out);
   // Exchange() on `fd`, which is kept for the next read if it is at a
   // request's start again.

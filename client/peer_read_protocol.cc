@@ -1,6 +1,7 @@
 #include "client/peer_read_protocol.h"
 
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -120,9 +121,21 @@ absl::Status SendAll(int fd, std::span<const std::string_view> parts, std::strin
   return absl::OkStatus();
 }
 
-absl::Status ReceiveExactly(int fd, std::span<char> out, std::string_view what) {
+namespace {
+
+// ReceiveExactly(), before `deadline` when there is one.
+absl::Status Receive(int fd, std::span<char> out, std::string_view what,
+                     const std::chrono::steady_clock::time_point* deadline) {
   size_t received = 0;
   while (received < out.size()) {
+    if (deadline != nullptr) {
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+          *deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return TransportError(EAGAIN, what);
+      const timeval limit{static_cast<time_t>(left.count() / 1'000'000),
+                          static_cast<suseconds_t>(left.count() % 1'000'000)};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    }
     ssize_t got = ::recv(fd, out.data() + received, out.size() - received, MSG_WAITALL);
     if (got < 0) {
       if (errno == EINTR) continue;
@@ -144,6 +157,18 @@ absl::Status ReceiveExactly(int fd, std::span<char> out, std::string_view what) 
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReceiveExactly(int fd, std::span<char> out, std::string_view what) {
+  return Receive(fd, out, what, nullptr);
+}
+
+absl::Status ReceiveExactlyBefore(int fd, std::span<char> out,
+                                  std::chrono::steady_clock::time_point deadline,
+                                  std::string_view what) {
+  return Receive(fd, out, what, &deadline);
 }
 
 }  // namespace granary

@@ -11,10 +11,12 @@
 //
 //   hello    client: magic (4) | version (1) | token length (2) | cluster token
 //            server: magic (4) | an answer with no bytes (OK, or
-//            UNAUTHENTICATED and close); a reply of other bytes is a server
-//            that does not speak the protocol (gRPC sends its HTTP/2 settings
-//            first; the reader then reads over gRPC), a close before any byte
-//            a server going away
+//            UNAUTHENTICATED and close, or RESOURCE_EXHAUSTED and close when
+//            it serves as many connections as it may); a reply of other bytes
+//            is a server that does not speak the protocol (gRPC sends its
+//            HTTP/2 settings first; the reader then reads over gRPC), a close
+//            before any byte a server going away or turning the connection
+//            away (the reader then reads that chunk over gRPC)
 //   request  length (4, at most kMaxPeerReadRequestBytes) | v1::ReadChunkRequest
 //   answer   status code (1) | from cache (1) | message length (2) |
 //            byte count (4) | message | bytes
@@ -27,6 +29,7 @@
 #ifndef GRANARY_CLIENT_PEER_READ_PROTOCOL_H_
 #define GRANARY_CLIENT_PEER_READ_PROTOCOL_H_
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -83,6 +86,11 @@ absl::Status SendAll(int fd, std::span<const std::string_view> parts, std::strin
 // first (naming how many bytes came), DEADLINE_EXCEEDED when its receive
 // timeout passes.
 absl::Status ReceiveExactly(int fd, std::span<char> out, std::string_view what);
+// The same, with DEADLINE_EXCEEDED once `deadline` passes however the bytes
+// trickle in (it sets the receive timeout of `fd`).
+absl::Status ReceiveExactlyBefore(int fd, std::span<char> out,
+                                  std::chrono::steady_clock::time_point deadline,
+                                  std::string_view what);
 
 }  // namespace granary
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
+#include "cache_server/access/connection_budget.h"
 
 namespace granary {
 
@@ -10,8 +11,7 @@ std::string ConnectionTable::LimitKey(const Caller& caller) {
   if (caller.channel == Caller::Channel::kUnixSocket) {
     return absl::StrCat("uid ", caller.credentials.uid);
   }
-  // "ipv4:10.0.0.7:51234": every connection has its own port.
-  return caller.address.substr(0, caller.address.rfind(':'));
+  return HostOf(caller.address);
 }
 
 bool ConnectionTable::StillOpen(int fd, ino_t inode) {

@@ -23,6 +23,8 @@
 //   prewarm_user_share: 0.25
 //   max_connections: 4096             max_connections_per_user: 256
 //   max_connections_per_host: 256     max_streams_per_connection: 100
+//   max_unauthenticated_connections: 32
+//   max_unauthenticated_connections_per_host: 8
 //   max_threads: 512                  stream_stall_seconds: 60
 //   fill: on-read                     write_behind: 256MiB
 //   version_grace_seconds: 300        manifest_memory_mib: 1024
@@ -130,6 +132,12 @@ struct GranarydConfig {
   uint32_t max_connections = 4096;
   uint32_t max_connections_per_user = 256;
   uint32_t max_connections_per_host = 256;
+  // TCP connections that have not presented the cluster token yet (peer read
+  // hellos), overall and from one remote host: counted apart from the
+  // others, so that whoever reaches the port cannot take the members'
+  // places; one over either limit is closed at once.
+  uint32_t max_unauthenticated_connections = 32;
+  uint32_t max_unauthenticated_connections_per_host = 8;
   // Calls at once on one connection (HTTP/2 MAX_CONCURRENT_STREAMS).
   uint32_t max_streams_per_connection = 100;
   // Threads serving calls; calls beyond them get RESOURCE_EXHAUSTED.

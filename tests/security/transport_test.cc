@@ -158,7 +158,7 @@ TEST(Transport, PeerReadsWithoutTheTokenAreUnauthenticated) {
   ASSERT_TRUE(server.ok()) << server.status();
   // The user guesses a token and asks for a chunk of any version, over the
   // peer read protocol on the TCP port.
-  std::optional<absl::Status> read;
+  PeerReadConnections::Result read;
   AsUserOnThread(*user, {user->gid}, [&] {
     PeerReadConnections reader((*server)->tcp_address(), "guessed-token", std::chrono::seconds(5));
     v1::ReadChunkRequest request;
@@ -167,11 +167,12 @@ TEST(Transport, PeerReadsWithoutTheTokenAreUnauthenticated) {
     std::string out(16, '\0');
     read = reader.Read(request, out);
   });
-  ASSERT_TRUE(read.has_value());
-  EXPECT_EQ(read->code(), absl::StatusCode::kUnauthenticated) << *read;
-  EXPECT_NE(read->message().find("wrong cluster token"), absl::string_view::npos) << *read;
+  ASSERT_EQ(read.outcome, PeerReadConnections::Outcome::kRead);
+  EXPECT_EQ(read.status.code(), absl::StatusCode::kUnauthenticated) << read.status;
+  EXPECT_NE(read.status.message().find("wrong cluster token"), absl::string_view::npos)
+      << read.status;
   ReportAttack({"new", "user with a guessed token reads a chunk over the peer read protocol", "TCP",
-                "UNAUTHENTICATED, connection closed", std::string(read->message())});
+                "UNAUTHENTICATED, connection closed", std::string(read.status.message())});
   // Members still read.
   auto member = DatasetClient::Connect((*server)->tcp_address(),
                                        {.cluster_token = (*server)->cluster_token()});

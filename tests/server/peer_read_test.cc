@@ -129,9 +129,9 @@ TEST_F(PeerReadTest, ReadsGiveTheBytesAndErrorsOfGrpcOnTheSamePort) {
   PeerReadConnections direct(server_->tcp_address(), server_->cluster_token(),
                              std::chrono::seconds(5));
   std::string piece(100, '\0');
-  std::optional<absl::Status> read = direct.Read(Request(0, 7, 100), piece);
-  ASSERT_TRUE(read.has_value());
-  EXPECT_TRUE(read->ok()) << *read;
+  PeerReadConnections::Result read = direct.Read(Request(0, 7, 100), piece);
+  EXPECT_EQ(read.outcome, PeerReadConnections::Outcome::kRead);
+  EXPECT_TRUE(read.status.ok()) << read.status;
   EXPECT_EQ(piece, content_.substr(7, 100));
 }
 
@@ -234,17 +234,43 @@ TEST_F(PeerReadTest, ConnectionsThatStopMidHelloAreClosed) {
   ::close(fd);
 }
 
-TEST_F(PeerReadTest, AServerThatClosesOrStallsInTheHelloIsATransportError) {
-  // A server going away closes the connection before any byte: not a server
-  // without the protocol (which would send reads over gRPC for a minute).
+TEST_F(PeerReadTest, AHelloTrickledInIsClosedAtItsDeadline) {
+  // A byte every half second of a hello announcing the longest token: each
+  // byte comes well within any receive timeout, the whole never.
+  int fd = Connected();
+  std::string hello = EncodePeerReadHello(std::string(kMaxPeerReadTokenBytes, 'x'));
+  const auto started = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (size_t sent = 0; sent < hello.size() && !closed; ++sent) {
+    if (::send(fd, hello.data() + sent, 1, MSG_NOSIGNAL) != 1) break;
+    pollfd polled{fd, POLLIN, 0};
+    closed = ::poll(&polled, 1, 500) == 1 && Closed(fd);
+  }
+  const auto lasted = std::chrono::steady_clock::now() - started;
+  EXPECT_TRUE(closed || Closed(fd));
+  // The deadline is 3 s from the first byte (PeerReadServer::kHelloTimeout);
+  // a receive timeout of the same length per wait would let it last longer.
+  EXPECT_LT(lasted, std::chrono::seconds(5));
+  ::close(fd);
+}
+
+TEST_F(PeerReadTest, AServerThatClosesInTheHelloSendsTheReadToGrpcAndOneThatStallsTimesOut) {
+  // A server going away closes the connection before any byte: the read is
+  // left to gRPC (the server may have turned only this connection away),
+  // but not every read for a minute, as for a server without the protocol.
   const int port = FreeTcpPort();
   SilentListener closer(port, SilentListener::Accepted::kClosed);
   ASSERT_TRUE(closer.listening());
   PeerReadConnections closing("127.0.0.1:" + std::to_string(port), "", std::chrono::seconds(5));
   std::string out(10, '\0');
-  std::optional<absl::Status> read = closing.Read(Request(0, 0, 10), out);
-  ASSERT_TRUE(read.has_value());
-  EXPECT_EQ(read->code(), absl::StatusCode::kUnavailable) << *read;
+  PeerReadConnections::Result read = closing.Read(Request(0, 0, 10), out);
+  EXPECT_EQ(read.outcome, PeerReadConnections::Outcome::kTurnedAway);
+  EXPECT_EQ(read.status.code(), absl::StatusCode::kUnavailable) << read.status;
+  // Over gRPC, the server is as unavailable.
+  auto client = DatasetClient::Connect("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(client.ok());
+  absl::Status through_client = (*client)->ReadChunk({version_, file_id_, 0}, 0, out);
+  EXPECT_EQ(through_client.code(), absl::StatusCode::kUnavailable) << through_client;
 
   const int silent_port = FreeTcpPort();
   SilentListener silent(silent_port);
@@ -252,8 +278,49 @@ TEST_F(PeerReadTest, AServerThatClosesOrStallsInTheHelloIsATransportError) {
   PeerReadConnections stalled("127.0.0.1:" + std::to_string(silent_port), "",
                               std::chrono::milliseconds(300));
   read = stalled.Read(Request(0, 0, 10), out);
-  ASSERT_TRUE(read.has_value());
-  EXPECT_EQ(read->code(), absl::StatusCode::kDeadlineExceeded) << *read;
+  EXPECT_EQ(read.outcome, PeerReadConnections::Outcome::kRead);
+  EXPECT_EQ(read.status.code(), absl::StatusCode::kDeadlineExceeded) << read.status;
+}
+
+TEST_F(PeerReadTest, AReaderTurnedAwayByAFullHelloBudgetReadsOverGrpc) {
+  // Unfinished hellos from this host, as many as the default budget lets one
+  // host hold, and some over it (closed at once).
+  constexpr int kHeldHellos = 12;
+  std::vector<int> held;
+  for (int i = 0; i < kHeldHellos; ++i) {
+    int fd = Connected();
+    Send(fd, std::string_view(kPeerReadMagic, sizeof(kPeerReadMagic)));
+    held.push_back(fd);
+  }
+  // The acceptor hands them to the server as their first byte comes.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  PeerReadConnections direct(server_->tcp_address(), server_->cluster_token(),
+                             std::chrono::seconds(5));
+  std::string piece(100, '\0');
+  PeerReadConnections::Result turned_away = direct.Read(Request(0, 7, 100), piece);
+  // A member's read made over gRPC meanwhile, while the budget is still full.
+  auto client = TcpClient(server_->cluster_token());
+  ASSERT_NE(client, nullptr);
+  std::string out(kChunk, '\0');
+  absl::Status read = client->ReadChunk({version_, file_id_, 0}, 0, out);
+  EXPECT_EQ(turned_away.outcome, PeerReadConnections::Outcome::kTurnedAway) << turned_away.status;
+  EXPECT_EQ(turned_away.status.code(), absl::StatusCode::kUnavailable) << turned_away.status;
+  ASSERT_TRUE(read.ok()) << read;
+  EXPECT_EQ(out, content_.substr(0, kChunk));
+  // The server logged what it closed once, not per connection.
+  EXPECT_NE(server_->log().find("max_unauthenticated_connections_per_host"), std::string::npos)
+      << server_->log();
+  for (int fd : held) ::close(fd);
+  // Once the hellos are gone, reads go over the protocol again.
+  PeerReadConnections::Result again;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    again = direct.Read(Request(0, 7, 100), piece);
+    if (again.outcome == PeerReadConnections::Outcome::kRead) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(again.outcome, PeerReadConnections::Outcome::kRead);
+  EXPECT_TRUE(again.status.ok()) << again.status;
+  EXPECT_EQ(piece, content_.substr(7, 100));
 }
 
 TEST_F(PeerReadTest, AServerThatDoesNotSpeakTheProtocolIsReadOverGrpc) {
@@ -264,7 +331,7 @@ TEST_F(PeerReadTest, AServerThatDoesNotSpeakTheProtocolIsReadOverGrpc) {
   ASSERT_TRUE(other.started());
   PeerReadConnections direct(address, "", std::chrono::seconds(5));
   std::string out(10, '\0');
-  EXPECT_FALSE(direct.Read(Request(0, 0, 10), out).has_value());
+  EXPECT_EQ(direct.Read(Request(0, 0, 10), out).outcome, PeerReadConnections::Outcome::kNotSpoken);
   // DatasetClient then asks over gRPC, which this server does not implement.
   auto client = DatasetClient::Connect(address);
   ASSERT_TRUE(client.ok());

@@ -51,6 +51,10 @@ TEST(GranarydProcessTest, ConfigFileErrorsNameTheKeyAndValue) {
   ExpectConfigRejected("manifest_memory_mib: plenty\n", "'manifest_memory_mib'");
   ExpectConfigRejected("etcd_lease_ttl: 1\n", "'etcd_lease_ttl'");
   ExpectConfigRejected("advertise: here\n", "'here'");
+  ExpectConfigRejected("max_unauthenticated_connections_per_host: 0\n",
+                       "'max_unauthenticated_connections_per_host'");
+  ExpectConfigRejected("max_unauthenticated_connections: many\n",
+                       "'max_unauthenticated_connections'");
   ExpectConfigRejected("data_dir: [unclosed\n", "line ");
   ExpectConfigRejected("- just\n- a list\n", "mapping");
 }
