@@ -164,6 +164,20 @@ bool EntryGrants(const ManifestEntry& entry, uint32_t uid,
   return (bits & wanted) == wanted;
 }
 
+bool SameAcls(const ManifestEntry& a, const ManifestEntry& b) {
+  auto acls_of = [](const ManifestEntry& entry) {
+    std::vector<const ExtendedAttribute*> acls;
+    for (const ExtendedAttribute& xattr : entry.xattrs()) {
+      if (IsAclXattr(xattr.name)) acls.push_back(&xattr);
+    }
+    return acls;
+  };
+  const std::vector<const ExtendedAttribute*> of_a = acls_of(a), of_b = acls_of(b);
+  return std::equal(
+      of_a.begin(), of_a.end(), of_b.begin(), of_b.end(),
+      [](const ExtendedAttribute* x, const ExtendedAttribute* y) { return *x == *y; });
+}
+
 uint32_t ShownMode(const ManifestEntry& entry) {
   if (AclKindOf(entry) == AclKind::kUnevaluable) return entry.mode & ~uint32_t{S_IRWXG | S_IRWXO};
   return entry.mode;

@@ -48,6 +48,10 @@ AclKind AclKindOf(const ManifestEntry& entry);
 bool EntryGrants(const ManifestEntry& entry, uint32_t uid,
                  absl::FunctionRef<bool(uint32_t gid)> in_group, uint32_t wanted);
 
+// Whether `a` and `b` carry the same ACLs, attribute for attribute: with the
+// same owner, group and mode, they grant the same callers the same access.
+bool SameAcls(const ManifestEntry& a, const ManifestEntry& b);
+
 // The permission bits a mount shows for `entry`: its mode, less the group's
 // and others' bits when its ACL cannot be evaluated, so that the kernel
 // enforces the same owner-only rule.

@@ -3,13 +3,15 @@
 #include <optional>
 #include <string_view>
 
+#include "common/posix_acl.h"
+
 namespace granary::fuse {
 namespace {
 
 bool SamePermissions(const ManifestEntry& older, const ManifestEntry& newer) {
   constexpr uint32_t kPermissionBits = 07777;
   return older.type == newer.type && older.uid == newer.uid && older.gid == newer.gid &&
-         (older.mode & kPermissionBits) == (newer.mode & kPermissionBits);
+         (older.mode & kPermissionBits) == (newer.mode & kPermissionBits) && SameAcls(older, newer);
 }
 
 }  // namespace

@@ -5,8 +5,8 @@
 // mount still holds for its open files and directories. The kernel checked
 // the caller against the older version's attributes (default_permissions);
 // the newer version must therefore list the same path as a regular file,
-// and it and every directory above it with the same owner, group and
-// permission bits. Any change refuses, a loosening too: which changes
+// and it and every directory above it with the same owner, group,
+// permission bits and ACLs. Any change refuses, a loosening too: which changes
 // tighten depends on the caller, and the newer version's own path is there
 // to open instead.
 //
@@ -21,8 +21,8 @@
 namespace granary::fuse {
 
 // Whether `newer` lists the path of file `file_id` of `older` as a regular
-// file, with the owner, group and permission bits of `older` on it and on
-// every directory above it.
+// file, with the owner, group, permission bits and ACLs of `older` on it and
+// on every directory above it.
 bool NewerKeepsPermissions(const Manifest& older, uint64_t file_id, const Manifest& newer);
 
 }  // namespace granary::fuse

@@ -133,6 +133,20 @@ TEST(PosixAclTest, AclsThatCannotBeEvaluatedAreTheOwnersAlone) {
   EXPECT_EQ(ShownMode(File(0644)), S_IFREG | 0644u);
 }
 
+TEST(PosixAclTest, EntriesHaveTheSameAclsWhenEveryAclAttributeIsEqual) {
+  const std::string denies_bob =
+      Acl({{kUserObj, 6}, {kUser, 0, kBob}, {kGroupObj, 4}, {kMask, 4}, {kOther, 4}});
+  const ManifestEntry plain = File(0644, {{"user.origin", "a"}});
+  EXPECT_TRUE(SameAcls(plain, File(0644, {{"user.origin", "b"}})));
+  EXPECT_FALSE(SameAcls(plain, WithAccessAcl(0644, denies_bob)));
+  EXPECT_TRUE(SameAcls(WithAccessAcl(0644, denies_bob), WithAccessAcl(0644, denies_bob)));
+  EXPECT_FALSE(SameAcls(
+      WithAccessAcl(0644, denies_bob),
+      WithAccessAcl(
+          0644, Acl({{kUserObj, 6}, {kUser, 4, kBob}, {kGroupObj, 4}, {kMask, 4}, {kOther, 4}}))));
+  EXPECT_FALSE(SameAcls(plain, File(0644, {{"system.nfs4_acl", "x"}, {"user.origin", "a"}})));
+}
+
 TEST(PosixAclTest, TheScannerKeepsAclsAndUserAttributesOnly) {
   EXPECT_TRUE(IsAclXattr(kAccessAclXattr));
   EXPECT_TRUE(IsAclXattr(kDefaultAclXattr));
