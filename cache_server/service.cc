@@ -242,11 +242,25 @@ grpc::Status GranaryService::Prewarm(grpc::ServerContext* context,
   absl::StatusOr<Caller> caller =
       Authorize(*context, "Prewarm", AccessPolicy::Action::kPrewarm, change);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
+  // Failures are cumulative: the last message lists them all.
+  int failures = 0;
+  std::string first_failure;
   absl::Status ran = parts_.prewarms->Run(
       *caller, *request,
-      [writer](const v1::PrewarmProgress& progress) { return writer->Write(progress); },
+      [writer, &failures, &first_failure](const v1::PrewarmProgress& progress) {
+        if (failures == 0 && progress.failures_size() > 0) {
+          first_failure = progress.failures(0).error();
+        }
+        failures = progress.failures_size();
+        return writer->Write(progress);
+      },
       [context] { return context->IsCancelled(); });
-  Audit(*caller, change, ran);
+  // A prewarm that ran to its end with files it could not warm is audited
+  // as what it was, not as OK.
+  Audit(*caller, change,
+        ran.ok() && failures > 0
+            ? absl::AbortedError(absl::StrCat(failures, " failures; the first: ", first_failure))
+            : ran);
   return Answer(ran, "Prewarm");
 }
 

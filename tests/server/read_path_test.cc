@@ -215,6 +215,10 @@ TEST_F(ReadPathTest, PrewarmListsEveryFailedFileAndFinishesTheRest) {
   std::set<std::string> failed{last.failures(0).path(), last.failures(1).path()};
   EXPECT_EQ(failed, (std::set<std::string>{"gone", "changed"}));
   EXPECT_NE(last.failures(0).error().find(last.failures(0).path()), std::string::npos);
+  // The audit says what came of it, not OK.
+  EXPECT_NE(server_->log().find("Prewarm 'train': ABORTED: 2 failures; the first: "),
+            std::string::npos)
+      << server_->log();
 }
 
 TEST_F(ReadPathTest, PrewarmAfterKillNineFetchesOnlyTheMissingChunks) {
