@@ -44,7 +44,7 @@ std::string Acl(std::initializer_list<Ace> aces, uint32_t version = 2) {
 
 ManifestEntry File(uint32_t mode, std::vector<ExtendedAttribute> xattrs = {}) {
   ManifestEntry entry;
-  entry.path = "f";
+  entry.path.assign(1, 'f');
   entry.mode = S_IFREG | mode;
   entry.uid = kOwner;
   entry.gid = kOwningGroup;
