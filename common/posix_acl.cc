@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace granary {
@@ -85,30 +87,39 @@ bool IsValidAccessAcl(std::string_view acl) {
 // The kernel's posix_acl_permission() for a caller that is not the owner: a
 // named user's entry, else every group entry the caller is in (granted when
 // one of them grants), else other; the mask bounds named users and groups.
+// One pass: the mask, which may follow the entries it bounds, applies to all
+// of them alike.
 bool AclGrants(std::string_view acl, uint32_t file_gid, uint32_t uid,
                absl::FunctionRef<bool(uint32_t)> in_group, uint32_t wanted) {
-  const size_t count = EntryCount(acl);
   uint32_t mask = 7;
   uint32_t other = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const AclEntry entry = EntryAt(acl, i);
-    if (entry.tag == kMask) mask = entry.perm;
-    if (entry.tag == kOther) other = entry.perm;
-  }
-  for (size_t i = 0; i < count; ++i) {
-    const AclEntry entry = EntryAt(acl, i);
-    if (entry.tag == kUser && entry.id == uid) return (entry.perm & mask & wanted) == wanted;
-  }
+  std::optional<uint32_t> named_user;
   bool in_a_group = false;
-  for (size_t i = 0; i < count; ++i) {
+  bool a_group_grants = false;
+  for (size_t i = 0; i < EntryCount(acl); ++i) {
     const AclEntry entry = EntryAt(acl, i);
-    if ((entry.tag == kGroupObj && in_group(file_gid)) ||
-        (entry.tag == kGroup && in_group(entry.id))) {
-      if ((entry.perm & mask & wanted) == wanted) return true;
-      in_a_group = true;
+    switch (entry.tag) {
+      case kMask:
+        mask = entry.perm;
+        break;
+      case kOther:
+        other = entry.perm;
+        break;
+      case kUser:
+        if (entry.id == uid) named_user = entry.perm;
+        break;
+      case kGroupObj:
+      case kGroup:
+        if (in_group(entry.tag == kGroupObj ? file_gid : entry.id)) {
+          in_a_group = true;
+          a_group_grants = a_group_grants || (entry.perm & wanted) == wanted;
+        }
+        break;
     }
   }
-  return !in_a_group && (other & wanted) == wanted;
+  if (named_user) return (*named_user & mask & wanted) == wanted;
+  if (in_a_group) return a_group_grants && (mask & wanted) == wanted;
+  return (other & wanted) == wanted;
 }
 
 const std::string* FindXattr(const ManifestEntry& entry, std::string_view name) {
@@ -125,40 +136,38 @@ bool IsForeignAclXattr(std::string_view name) {
           name.find("ntsd") != std::string_view::npos);
 }
 
+// The kind of `entry`'s ACL and, when it is kPosix, the access ACL.
+std::pair<AclKind, const std::string*> AclOf(const ManifestEntry& entry) {
+  const std::vector<ExtendedAttribute>& xattrs = entry.xattrs();
+  if (xattrs.empty()) return {AclKind::kNone, nullptr};
+  if (std::any_of(xattrs.begin(), xattrs.end(),
+                  [](const ExtendedAttribute& xattr) { return IsForeignAclXattr(xattr.name); })) {
+    return {AclKind::kUnevaluable, nullptr};
+  }
+  const std::string* access = FindXattr(entry, kAccessAclXattr);
+  if (access == nullptr) return {AclKind::kNone, nullptr};
+  if (!IsValidAccessAcl(*access)) return {AclKind::kUnevaluable, nullptr};
+  return {AclKind::kPosix, access};
+}
+
 }  // namespace
 
 bool IsAclXattr(std::string_view name) {
   return name == kAccessAclXattr || name == kDefaultAclXattr || IsForeignAclXattr(name);
 }
 
-AclKind AclKindOf(const ManifestEntry& entry) {
-  const std::vector<ExtendedAttribute>& xattrs = entry.xattrs();
-  if (xattrs.empty()) return AclKind::kNone;
-  if (std::any_of(xattrs.begin(), xattrs.end(),
-                  [](const ExtendedAttribute& xattr) { return IsForeignAclXattr(xattr.name); })) {
-    return AclKind::kUnevaluable;
-  }
-  const std::string* access = FindXattr(entry, kAccessAclXattr);
-  if (access == nullptr) return AclKind::kNone;
-  return IsValidAccessAcl(*access) ? AclKind::kPosix : AclKind::kUnevaluable;
-}
+AclKind AclKindOf(const ManifestEntry& entry) { return AclOf(entry).first; }
 
 bool EntryGrants(const ManifestEntry& entry, uint32_t uid,
                  absl::FunctionRef<bool(uint32_t gid)> in_group, uint32_t wanted) {
   const uint32_t mode = entry.mode;
   if (uid == entry.uid) return ((mode >> 6) & wanted) == wanted;
-  switch (AclKindOf(entry)) {
-    case AclKind::kUnevaluable:
-      return false;
-    case AclKind::kPosix:
-      // As the kernel: a mask (the group bits) of nothing leaves the mode
-      // bits to decide.
-      if ((mode & S_IRWXG) != 0) {
-        return AclGrants(*FindXattr(entry, kAccessAclXattr), entry.gid, uid, in_group, wanted);
-      }
-      break;
-    case AclKind::kNone:
-      break;
+  const auto [kind, access] = AclOf(entry);
+  if (kind == AclKind::kUnevaluable) return false;
+  // As the kernel: a mask (the group bits) of nothing leaves the mode bits to
+  // decide.
+  if (kind == AclKind::kPosix && (mode & S_IRWXG) != 0) {
+    return AclGrants(*access, entry.gid, uid, in_group, wanted);
   }
   const uint32_t bits = in_group(entry.gid) ? mode >> 3 : mode;
   return (bits & wanted) == wanted;
