@@ -70,26 +70,18 @@ class PolicyTest : public ::testing::Test {
     WriteSourceFile(source_ + "/root-only", "key", kSecret);
     ::chmod((source_ + "/root-only").c_str(), 0700);
 
-    WriteSourceFile(config_dir_.path(), "granaryd.yaml",
-                    absl::StrCat("socket_group: ", kReaders, "\nadmin_group: ", kAdmins,
-                                 "\nmax_datasets: 3\nmax_dataset_entries: 40\n"));
-    GranarydOptions options;
-    options.source_roots = {roots_.path()};
-    options.extra_args = {"--config", config_dir_.path() + "/granaryd.yaml"};
-    absl::StatusOr<std::unique_ptr<GranarydProcess>> server = GranarydProcess::Start(options);
+    absl::StatusOr<std::unique_ptr<GranarydProcess>> server =
+        StartSharedGranaryd(roots_.path(), config_dir_.path(),
+                            absl::StrCat("socket_group: ", kReaders, "\nadmin_group: ", kAdmins,
+                                         "\nmax_datasets: 3\nmax_dataset_entries: 40\n"));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    ASSERT_EQ(::chmod(fs::path(server_->socket_path()).parent_path().c_str(), 0711), 0);
     ASSERT_EQ(Cli(nullptr, {"dataset", "add", "ds", source_}).exit_code, 0);
   }
 
   // `granary --server unix:SOCKET args...` as `user` (root when null).
   CommandResult Cli(const TestUser* user, std::vector<std::string> args) {
-    args.insert(args.begin(), {CliPath(), "--server", server_->socket_address()});
-    absl::StatusOr<CommandResult> ran =
-        user == nullptr ? granary::testing::Run(args) : RunAs(*user, args);
-    EXPECT_TRUE(ran.ok()) << ran.status();
-    return ran.ok() ? *ran : CommandResult{};
+    return CliAs(*server_, user, std::move(args));
   }
 
   TempDir roots_;

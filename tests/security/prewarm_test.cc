@@ -88,16 +88,11 @@ class PrewarmTest : public ::testing::Test {
 
   // Starts granaryd with `settings` (YAML lines) besides the groups.
   void StartServer(const std::string& settings) {
-    WriteSourceFile(
-        config_dir_.path(), "granaryd.yaml",
+    absl::StatusOr<std::unique_ptr<GranarydProcess>> server = StartSharedGranaryd(
+        roots_.path(), config_dir_.path(),
         absl::StrCat("socket_group: ", kReaders, "\nadmin_group: ", kAdmins, "\n", settings));
-    GranarydOptions options;
-    options.source_roots = {roots_.path()};
-    options.extra_args = {"--config", config_dir_.path() + "/granaryd.yaml"};
-    absl::StatusOr<std::unique_ptr<GranarydProcess>> server = GranarydProcess::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    ASSERT_EQ(::chmod(fs::path(server_->socket_path()).parent_path().c_str(), 0711), 0);
   }
 
   void AddAsRoot(const std::string& name, const std::string& source) {
@@ -128,10 +123,7 @@ class PrewarmTest : public ::testing::Test {
 
   // `granary --server unix:SOCKET args...` as `user`.
   CommandResult Cli(const TestUser& user, std::vector<std::string> args) {
-    args.insert(args.begin(), {CliPath(), "--server", server_->socket_address()});
-    absl::StatusOr<CommandResult> ran = RunAs(user, args);
-    EXPECT_TRUE(ran.ok()) << ran.status();
-    return ran.ok() ? *ran : CommandResult{};
+    return CliAs(*server_, &user, std::move(args));
   }
 
   double Metric(std::string_view name) const {

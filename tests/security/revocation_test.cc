@@ -79,17 +79,13 @@ class RevocationTest : public ::testing::Test {
     WriteSourceFile(source_, "big.bin", PatternBytes(3 * kChunk - 100, 9));
     for (const char* path : {"", "/dir"}) ::chmod((source_ + path).c_str(), 0755);
 
-    WriteSourceFile(config_dir_.path(), "granaryd.yaml",
-                    absl::StrCat("socket_group: ", kReaders, "\nadmin_group: ", kAdmins,
-                                 "\nversion_grace_seconds: ", GraceSeconds(),
-                                 "\nsource_refresh_interval_seconds: 1\n"));
-    GranarydOptions options;
-    options.source_roots = {roots_.path()};
-    options.extra_args = {"--config", config_dir_.path() + "/granaryd.yaml"};
-    absl::StatusOr<std::unique_ptr<GranarydProcess>> server = GranarydProcess::Start(options);
+    absl::StatusOr<std::unique_ptr<GranarydProcess>> server =
+        StartSharedGranaryd(roots_.path(), config_dir_.path(),
+                            absl::StrCat("socket_group: ", kReaders, "\nadmin_group: ", kAdmins,
+                                         "\nversion_grace_seconds: ", GraceSeconds(),
+                                         "\nsource_refresh_interval_seconds: 1\n"));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    ASSERT_EQ(::chmod(fs::path(server_->socket_path()).parent_path().c_str(), 0711), 0);
     ASSERT_EQ(Cli(nullptr, {"dataset", "add", "ds", source_, "--chunk-size", "1MiB"}).exit_code, 0);
     first_ = Dataset(server_->SocketStub().get());
     ids_ = FileIds(first_.version());
@@ -97,11 +93,7 @@ class RevocationTest : public ::testing::Test {
 
   // `granary --server unix:SOCKET args...` as `user` (root when null).
   CommandResult Cli(const TestUser* user, std::vector<std::string> args) {
-    args.insert(args.begin(), {CliPath(), "--server", server_->socket_address()});
-    absl::StatusOr<CommandResult> ran =
-        user == nullptr ? granary::testing::Run(args) : RunAs(*user, args);
-    EXPECT_TRUE(ran.ok()) << ran.status();
-    return ran.ok() ? *ran : CommandResult{};
+    return CliAs(*server_, user, std::move(args));
   }
 
   // A stub whose connection to granaryd bob made: the server sees bob.

@@ -5,12 +5,14 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -131,6 +133,33 @@ int ConnectUnix(const std::string& path, int type) {
     return -1;
   }
   return fd;
+}
+
+absl::StatusOr<std::unique_ptr<GranarydProcess>> StartSharedGranaryd(const std::string& source_root,
+                                                                     const std::string& config_dir,
+                                                                     const std::string& config) {
+  const std::string config_file = config_dir + "/granaryd.yaml";
+  if (!(std::ofstream(config_file) << config)) {
+    return absl::InternalError(absl::StrCat("cannot write ", config_file));
+  }
+  GranarydOptions options;
+  options.source_roots = {source_root};
+  options.extra_args = {"--config", config_file};
+  absl::StatusOr<std::unique_ptr<GranarydProcess>> server = GranarydProcess::Start(options);
+  if (!server.ok()) return server.status();
+  const std::string socket_dir = std::filesystem::path((*server)->socket_path()).parent_path();
+  if (::chmod(socket_dir.c_str(), 0711) != 0) {
+    return absl::InternalError(absl::StrCat("cannot open ", socket_dir, " to search"));
+  }
+  return server;
+}
+
+CommandResult CliAs(const GranarydProcess& server, const TestUser* user,
+                    std::vector<std::string> args) {
+  args.insert(args.begin(), {CliPath(), "--server", server.socket_address()});
+  absl::StatusOr<CommandResult> ran = user == nullptr ? Run(args) : RunAs(*user, args);
+  EXPECT_TRUE(ran.ok()) << ran.status();
+  return ran.ok() ? *ran : CommandResult{};
 }
 
 std::string CliPath() { return GRANARY_TEST_CLI_PATH; }

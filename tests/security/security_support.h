@@ -12,10 +12,12 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "tests/support/granaryd_process.h"
 
 namespace granary::testing {
 
@@ -47,6 +49,21 @@ absl::StatusOr<CommandResult> RunAs(const TestUser& user, const std::vector<std:
 // The same as whoever runs the test (root).
 absl::StatusOr<CommandResult> Run(const std::vector<std::string>& argv,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// A granaryd run by root as on a node its users share: `config` (YAML lines,
+// its socket_group and admin_group among them) in a file of its own under
+// `config_dir`, datasets registered from `source_root` alone, and the
+// directory of its socket searchable by everyone, so that the socket's own
+// mode and group decide who connects.
+absl::StatusOr<std::unique_ptr<GranarydProcess>> StartSharedGranaryd(const std::string& source_root,
+                                                                     const std::string& config_dir,
+                                                                     const std::string& config);
+
+// `granary --server unix:SOCKET args...` against `server` as `user` (root
+// when null). A command that could not be run at all fails the test and
+// gives an empty result.
+CommandResult CliAs(const GranarydProcess& server, const TestUser* user,
+                    std::vector<std::string> args);
 
 // Runs `body` on a thread of its own whose credentials alone are `user`'s,
 // with supplementary groups `groups` (raw system calls: glibc's setuid would
