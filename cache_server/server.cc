@@ -38,6 +38,7 @@
 #include "cache_server/metrics.h"
 #include "cache_server/prewarm/fill_scheduler.h"
 #include "cache_server/prewarm/prewarm_coordinator.h"
+#include "cache_server/read_path/batch_reads.h"
 #include "cache_server/read_path/local_read_server.h"
 #include "cache_server/read_path/peer_read_server.h"
 #include "cache_server/read_path/read_through.h"
@@ -248,6 +249,7 @@ struct GranaryServer::Parts {
   std::unique_ptr<ClusterView> cluster;
   std::unique_ptr<WriteBehind> write_behind;
   std::unique_ptr<ReadThrough> read_through;
+  std::unique_ptr<BatchReads> batch_reads;
   std::unique_ptr<FillScheduler> fills;
   std::unique_ptr<CatalogSync> catalog_sync;
   std::unique_ptr<SourceChangeRefresher> source_refresher;
@@ -340,6 +342,8 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->read_through = std::make_unique<ReadThrough>(
       parts->catalog.get(), parts->store.get(), &parts->metrics, parts->activity.get(),
       parts->cluster.get(), parts->write_behind.get(), parts->sources.get());
+  parts->batch_reads = std::make_unique<BatchReads>(parts->catalog.get(), parts->policy.get(),
+                                                    parts->read_through.get());
   parts->fills = std::make_unique<FillScheduler>(
       parts->catalog.get(), parts->read_through.get(), parts->activity.get(), parts->store.get(),
       &parts->metrics, parts->cluster.get(),
@@ -401,9 +405,10 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   }
   // The local read socket and the metrics endpoint come up before the gRPC
   // socket accepts, so that a client that got an answer finds them too.
-  GRANARY_ASSIGN_OR_RETURN(parts->local_reads,
-                           LocalReadServer::Start(LocalReadSocketPath(c.socket_path), c.socket_mode,
-                                                  socket_gid, parts->read_through.get()));
+  GRANARY_ASSIGN_OR_RETURN(
+      parts->local_reads,
+      LocalReadServer::Start(LocalReadSocketPath(c.socket_path), c.socket_mode, socket_gid,
+                             parts->read_through.get(), parts->batch_reads.get()));
   Parts* raw = parts.get();
   parts->metrics_http.Handle("GET", "/metrics", [raw](const HttpRequest&) {
     HttpResponse response;

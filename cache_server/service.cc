@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "cache_server/catalog/current_entry.h"
+#include "cache_server/read_path/read_permission.h"
 #include "common/chunk_key.h"
 #include "common/logging.h"
 #include "common/printable.h"
@@ -191,13 +191,7 @@ absl::Status GranaryService::AllowRead(const Caller& caller, const v1::ReadChunk
   if (!request.has_key()) return absl::InvalidArgumentError("read request names no chunk key");
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
                            parts_.catalog->GetManifest(request.key().dataset_version()));
-  GRANARY_RETURN_IF_ERROR(parts_.policy->AllowRead(caller, *manifest, request.key().file_id()));
-  // An older version kept the permissions its scan saw; what the source
-  // took away since is taken away from every version.
-  GRANARY_ASSIGN_OR_RETURN(CurrentEntry current,
-                           FindCurrentEntry(*parts_.catalog, manifest, request.key().file_id()));
-  if (current.manifest == manifest) return absl::OkStatus();
-  return parts_.policy->AllowRead(caller, *current.manifest, current.file_id);
+  return AllowFileRead(*parts_.policy, *parts_.catalog, caller, manifest, request.key().file_id());
 }
 
 bool GranaryService::SeesOlderVersions(const Caller& caller) const {

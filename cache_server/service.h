@@ -106,9 +106,7 @@ class GranaryService final : public v1::Granary::Service {
   // non-empty) is audited.
   absl::StatusOr<Caller> Authorize(const grpc::ServerContextBase& context, std::string_view method,
                                    AccessPolicy::Action action, std::string_view change = {});
-  // Whether `caller` may read the file `request` reads from
-  // (AccessPolicy::AllowRead), both as its version recorded it and as the
-  // dataset's current version does (FindCurrentEntry).
+  // Whether `caller` may read the file `request` reads from (AllowFileRead).
   absl::Status AllowRead(const Caller& caller, const v1::ReadChunkRequest& request);
   // Whether `caller` is shown a dataset's older versions: administrators
   // and cluster members only, since an older version keeps the permissions

@@ -31,7 +31,7 @@ absl::Status SendLocalReadMessage(int socket, const google::protobuf::MessageLit
 
 absl::Status ReceiveLocalReadMessage(int socket, google::protobuf::MessageLite* message,
                                      std::vector<UniqueFd>* passed) {
-  return ReceiveDatagram(socket, message, kMaxLocalReadMessageBytes, 1 + kMaxAheadFiles, passed,
+  return ReceiveDatagram(socket, message, kMaxLocalReadMessageBytes, kMaxPassedDescriptors, passed,
                          "the local read socket");
 }
 
@@ -86,7 +86,7 @@ void LocalChunkReader::DropIdleConnections() {
 absl::StatusOr<int> LocalChunkReader::TakeConnection(bool* kept) {
   {
     MutexLock lock(&mutex_);
-    *kept = !idle_.empty();
+    *kept = !idle_.empty() && idle_owner_ == ::getpid();
     if (*kept) {
       int socket = idle_.back();
       idle_.pop_back();
@@ -107,10 +107,10 @@ absl::StatusOr<int> LocalChunkReader::TakeConnection(bool* kept) {
   if (::connect(socket, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
     return fail("cannot connect to");
   }
-  // Requests and answers then block, each for kLocalReadTimeout at most.
+  // Requests and answers then block, each for timeout_ at most.
   timeval timeout{};
-  timeout.tv_sec = kLocalReadTimeout.count() / 1000;
-  timeout.tv_usec = (kLocalReadTimeout.count() % 1000) * 1000;
+  timeout.tv_sec = timeout_.count() / 1000;
+  timeout.tv_usec = (timeout_.count() % 1000) * 1000;
   if (::fcntl(socket, F_SETFL, 0) != 0 ||
       ::setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)) != 0 ||
       ::setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout)) != 0) {
@@ -121,6 +121,13 @@ absl::StatusOr<int> LocalChunkReader::TakeConnection(bool* kept) {
 
 void LocalChunkReader::KeepConnection(int socket) {
   MutexLock lock(&mutex_);
+  if (idle_owner_ != ::getpid()) {
+    // Descriptors a forked child shares with its parent: the child's copies
+    // are closed, the parent's stay.
+    for (int inherited : idle_) ::close(inherited);
+    idle_.clear();
+    idle_owner_ = ::getpid();
+  }
   idle_.push_back(socket);
 }
 
@@ -204,6 +211,24 @@ absl::Status LocalChunkReader::Read(const ChunkKey& key, uint32_t offset_in_chun
                                     std::span<char> out) {
   GRANARY_ASSIGN_OR_RETURN(Extent extent, Locate(key, out.size()));
   return ReadVerifiedRange(extent.fd.get(), extent.location, key, offset_in_chunk, out);
+}
+
+absl::StatusOr<LocalChunkReader::Batch> LocalChunkReader::ReadBatch(
+    const v1::BatchRequest& request) {
+  v1::LocalReadRequest wrapped;
+  *wrapped.mutable_batch() = request;
+  GRANARY_ASSIGN_OR_RETURN(Answer answer, Exchange(wrapped));
+  Batch batch{std::move(*answer.response.mutable_batch()), std::move(answer.fds)};
+  size_t handed = 0;
+  for (const v1::BatchFile& file : batch.answer.files()) {
+    handed += file.code() == 0 && file.size() > 0 ? 1 : 0;
+  }
+  if (batch.answer.files_size() != request.paths_size() || handed != batch.fds.size()) {
+    return absl::InternalError(absl::StrCat("the answer to a batch of ", request.paths_size(),
+                                            " files had ", batch.answer.files_size(), " files and ",
+                                            batch.fds.size(), " descriptors, not ", handed));
+  }
+  return batch;
 }
 
 }  // namespace granary

@@ -24,6 +24,9 @@
 #ifndef GRANARY_COMMON_LOCAL_READ_SOCKET_H_
 #define GRANARY_COMMON_LOCAL_READ_SOCKET_H_
 
+#include <sys/types.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -54,8 +57,15 @@ inline constexpr size_t kMaxLocalReadMessageBytes = 64 << 10;
 // Files a whole-file request may ask for ahead of their opens.
 inline constexpr size_t kMaxAheadFiles = 32;
 
+// Files one batch request may name (v1::BatchRequest): each may come with a
+// descriptor, and one datagram carries at most 253 (SCM_MAX_FD).
+inline constexpr size_t kMaxBatchFiles = 128;
+
+// Descriptors one answer carries at most.
+inline constexpr size_t kMaxPassedDescriptors = std::max(1 + kMaxAheadFiles, kMaxBatchFiles);
+
 // Sends `message` as one datagram on `socket`, with `passed_fds` attached
-// (at most 1 + kMaxAheadFiles).
+// (at most kMaxPassedDescriptors).
 absl::Status SendLocalReadMessage(int socket, const google::protobuf::MessageLite& message,
                                   std::span<const int> passed_fds);
 // Receives one datagram into `message`, and into `*passed` the descriptors
@@ -97,7 +107,10 @@ struct AheadWholeFile {
 // when needed and kept for the next read.
 class LocalChunkReader {
  public:
-  explicit LocalChunkReader(std::string socket_path) : socket_path_(std::move(socket_path)) {}
+  // Each request and each answer waits at most `timeout`.
+  explicit LocalChunkReader(std::string socket_path,
+                            std::chrono::milliseconds timeout = kLocalReadTimeout)
+      : socket_path_(std::move(socket_path)), timeout_(timeout) {}
   ~LocalChunkReader();
   LocalChunkReader(const LocalChunkReader&) = delete;
   LocalChunkReader& operator=(const LocalChunkReader&) = delete;
@@ -134,6 +147,17 @@ class LocalChunkReader {
   // not match their checksums, OUT_OF_RANGE past the chunk's end.
   absl::Status Read(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out);
 
+  // The answer to a batch of whole files (v1::BatchRequest, at most
+  // kMaxBatchFiles paths) and the descriptors attached to it, one for each
+  // file answered with code 0 and a size other than 0, in order. Errors of
+  // the whole batch as the answer's code; INTERNAL when the descriptors do
+  // not match the files.
+  struct Batch {
+    v1::BatchAnswer answer;
+    std::vector<UniqueFd> fds;
+  };
+  absl::StatusOr<Batch> ReadBatch(const v1::BatchRequest& request);
+
  private:
   struct Answer {
     v1::LocalReadResponse response;
@@ -149,8 +173,12 @@ class LocalChunkReader {
   absl::StatusOr<Answer> Exchange(const v1::LocalReadRequest& request);
 
   const std::string socket_path_;
+  const std::chrono::milliseconds timeout_;
   Mutex mutex_;
   std::vector<int> idle_ ABSL_GUARDED_BY(mutex_);
+  // The process that made the idle connections: a child forked since
+  // (a DataLoader worker) makes its own instead of sharing its parent's.
+  pid_t idle_owner_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 // Reads bytes [offset, offset + out.size()) of the chunk at `location` in

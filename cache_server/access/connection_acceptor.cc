@@ -13,6 +13,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "cache_server/access/peer_credentials.h"
 #include "cache_server/listening_socket.h"
 #include "client/peer_read_protocol.h"
 #include "common/logging.h"
@@ -25,25 +26,6 @@ namespace {
 constexpr std::chrono::seconds kSweepPeriod{1};
 // Refused connections are logged at most this often.
 constexpr std::chrono::seconds kLogPeriod{10};
-
-absl::StatusOr<PeerCredentials> LocalPeer(int fd) {
-  ucred credentials{};
-  socklen_t length = sizeof(credentials);
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
-    return ErrnoStatus(errno, "SO_PEERCRED");
-  }
-  PeerCredentials peer{credentials.uid, credentials.gid, credentials.pid, {}};
-  std::vector<gid_t> groups(64);
-  for (;;) {
-    length = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length) == 0) break;
-    if (errno != ERANGE) return ErrnoStatus(errno, "SO_PEERGROUPS");
-    groups.resize(length / sizeof(gid_t) + 1);
-  }
-  groups.resize(length / sizeof(gid_t));
-  peer.groups = std::move(groups);
-  return peer;
-}
 
 // "ipv4:10.0.0.7:51234" or "ipv6:[::1]:51234", as gRPC names TCP peers.
 absl::StatusOr<std::string> RemoteAddress(int fd) {
@@ -64,16 +46,12 @@ absl::StatusOr<std::string> RemoteAddress(int fd) {
 }
 
 absl::StatusOr<Caller> CallerOn(int fd, Caller::Channel channel) {
+  if (channel == Caller::Channel::kUnixSocket) return UnixSocketCaller(fd);
   Caller caller;
   caller.channel = channel;
-  if (channel == Caller::Channel::kUnixSocket) {
-    caller.address = "unix";
-    GRANARY_ASSIGN_OR_RETURN(caller.credentials, LocalPeer(fd));
-  } else {
-    GRANARY_ASSIGN_OR_RETURN(caller.address, RemoteAddress(fd));
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  }
+  GRANARY_ASSIGN_OR_RETURN(caller.address, RemoteAddress(fd));
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   return caller;
 }
 

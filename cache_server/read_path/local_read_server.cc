@@ -1,12 +1,17 @@
 #include "cache_server/read_path/local_read_server.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "cache_server/access/access_policy.h"
+#include "cache_server/access/peer_credentials.h"
 #include "cache_server/listening_socket.h"
 #include "common/datagram_socket.h"
 #include "common/local_read_socket.h"
@@ -18,9 +23,10 @@ namespace granary {
 
 absl::StatusOr<std::unique_ptr<LocalReadServer>> LocalReadServer::Start(const std::string& path,
                                                                         uint32_t mode, gid_t gid,
-                                                                        ReadThrough* reads) {
+                                                                        ReadThrough* reads,
+                                                                        BatchReads* batches) {
   GRANARY_ASSIGN_OR_RETURN(int fd, ListenOnUnixSocket(path, SOCK_SEQPACKET, mode, gid));
-  std::unique_ptr<LocalReadServer> server(new LocalReadServer(fd, reads));
+  std::unique_ptr<LocalReadServer> server(new LocalReadServer(fd, reads, batches));
   server->acceptor_ = std::thread([raw = server.get()] { raw->Accept(); });
   return server;
 }
@@ -50,9 +56,26 @@ void LocalReadServer::Accept() {
       continue;
     }
     backoff.Reset();
-    absl::StatusOr<SocketPeer> peer = PeerOf(connection);
-    bool trusted = peer.ok() && (peer->uid == 0 || peer->uid == ::geteuid());
-    if (!connections_.Run(connection, [this, trusted](int served) { Serve(served, trusted); }) &&
+    absl::StatusOr<Caller> caller = UnixSocketCaller(connection);
+    if (!caller.ok()) {
+      GRANARY_LOG_FIRST_N(WARNING, 5)
+          << "local read socket: closed a connection of unknown credentials: " << caller.status();
+      ::close(connection);
+      continue;
+    }
+    const uid_t uid = caller->credentials.uid;
+    const bool limited = uid != 0 && uid != ::geteuid();
+    if (limited && !AdmitUser(uid)) {
+      GRANARY_LOG_FIRST_N(WARNING, 5) << "local read socket: uid " << uid << " has "
+                                      << kMaxConnectionsPerUser << " connections; closed a new one";
+      ::close(connection);
+      continue;
+    }
+    if (!connections_.Run(connection,
+                          [this, limited, caller = std::move(*caller)](int served) {
+                            Serve(served, caller);
+                            if (limited) ReleaseUser(caller.credentials.uid);
+                          }) &&
         !stopping_) {
       GRANARY_LOG_FIRST_N(WARNING, 5)
           << "local read socket: over " << kMaxConnections << " connections; closed a new one";
@@ -60,7 +83,38 @@ void LocalReadServer::Accept() {
   }
 }
 
-void LocalReadServer::Serve(int connection, bool trusted) {
+bool LocalReadServer::AdmitUser(uid_t uid) {
+  MutexLock lock(&users_mutex_);
+  int& count = connections_by_user_[uid];
+  if (count >= kMaxConnectionsPerUser) return false;
+  ++count;
+  return true;
+}
+
+void LocalReadServer::ReleaseUser(uid_t uid) {
+  MutexLock lock(&users_mutex_);
+  auto it = connections_by_user_.find(uid);
+  if (it != connections_by_user_.end() && --it->second <= 0) connections_by_user_.erase(it);
+}
+
+namespace {
+
+// Whether the client read everything sent to it on `connection` within
+// `timeout` (SIOCOUTQ: bytes sent and not yet received).
+bool AnswersRead(int connection, std::chrono::steady_clock::duration timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int unread = 0;
+    if (::ioctl(connection, SIOCOUTQ, &unread) != 0) return false;
+    if (unread == 0) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace
+
+void LocalReadServer::Serve(int connection, const Caller& caller) {
   for (;;) {
     v1::LocalReadRequest request;
     std::vector<UniqueFd> ignored;
@@ -68,20 +122,28 @@ void LocalReadServer::Serve(int connection, bool trusted) {
     ignored.clear();
     if (absl::IsUnavailable(received) || (!received.ok() && stopping_)) break;
     std::vector<UniqueFd> passed;
-    v1::LocalReadResponse response = Answer(received, request, trusted, &passed);
+    v1::LocalReadResponse response = Answer(received, request, caller, &passed);
     std::vector<int> passed_fds;
     for (const UniqueFd& fd : passed) passed_fds.push_back(fd.get());
+    if (!passed_fds.empty() && !AnswersRead(connection, kAnswerReadTimeout)) {
+      GRANARY_LOG_FIRST_N(WARNING, 5) << "local read socket: " << DescribeCaller(caller)
+                                      << " left an answer unread; closed its connection";
+      break;
+    }
     absl::Status sent = SendLocalReadMessage(connection, response, passed_fds);
     if (!sent.ok()) break;
   }
 }
 
 v1::LocalReadResponse LocalReadServer::Answer(const absl::Status& received,
-                                              const v1::LocalReadRequest& request, bool trusted,
-                                              std::vector<UniqueFd>* passed) {
+                                              const v1::LocalReadRequest& request,
+                                              const Caller& caller, std::vector<UniqueFd>* passed) {
   v1::LocalReadResponse response;
   absl::Status answer = received;
-  if (answer.ok() && !trusted) {
+  const bool trusted = caller.credentials.uid == 0 || caller.credentials.uid == ::geteuid();
+  if (answer.ok() && request.has_batch()) {
+    answer = batches_->Answer(caller, request.batch(), response.mutable_batch(), passed);
+  } else if (answer.ok() && !trusted) {
     answer = absl::PermissionDeniedError(
         "the local read socket hands out cache files, so it answers only root and "
         "granaryd's own user; read over gRPC instead, which checks the file's permissions");

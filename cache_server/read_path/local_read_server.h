@@ -10,17 +10,24 @@
 // accepts; each connection gets a thread that answers its requests in turn,
 // since a reader keeps its connections and sends one request at a time on
 // each. Connections beyond kMaxConnections are closed at once, and a client
-// that sends garbage gets an error answer and stays connected.
+// that sends garbage gets an error answer and stays connected. A user other
+// than root and granaryd's own keeps at most kMaxConnectionsPerUser of them,
+// so that no user takes the connections granary-fuse and others read with;
+// and an answer that hands over descriptors waits until the client has read
+// the answer before (kAnswerReadTimeout at most, then the connection is
+// closed), so that a client that sends requests and never reads cannot make
+// granaryd keep more than one answer's descriptors in flight on a connection.
 //
 // A descriptor of a data file reads every chunk in it, whichever chunk it
 // was asked for, and granary-fuse checks permissions itself (as the kernel's
 // default_permissions), so only callers whose SO_PEERCRED uid is 0 or
-// granaryd's own euid are answered; any other caller gets PERMISSION_DENIED
-// on every request and reads
-// over gRPC, which checks file permissions. The socket file gets its group
-// and mode (as the gRPC socket's) before it listens. Accept errors that mean
-// a resource ran short back off and retry; the listener never stops. A
-// request's read_bytes counts as served up to the chunk's length, no more.
+// granaryd's own euid are answered chunk, whole-file and use requests; any
+// other caller gets PERMISSION_DENIED on those and reads over gRPC, which
+// checks file permissions. Batches of whole files (BatchReads) are answered
+// to every caller, each file checked against the caller's credentials. The socket file gets its
+// group and mode (as the gRPC socket's) before it listens. Accept errors that mean a resource ran
+// short back off and retry; the listener never stops. A request's read_bytes counts as served up to
+// the chunk's length, no more.
 //
 // Thread-safety: Shutdown() (or the destructor) from one thread.
 #ifndef GRANARY_CACHE_SERVER_READ_PATH_LOCAL_READ_SERVER_H_
@@ -29,14 +36,19 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "cache_server/access/caller.h"
 #include "cache_server/connection_threads.h"
+#include "cache_server/read_path/batch_reads.h"
 #include "cache_server/read_path/read_through.h"
+#include "common/mutex.h"
 #include "common/unique_fd.h"
 
 namespace granary {
@@ -44,12 +56,16 @@ namespace granary {
 class LocalReadServer {
  public:
   static constexpr int kMaxConnections = 256;
+  static constexpr int kMaxConnectionsPerUser = 16;
+  static constexpr std::chrono::seconds kAnswerReadTimeout{10};
 
   // Listens on `path` with permission bits `mode` and group `gid`,
-  // replacing a stale socket file there; `reads` must outlive the server.
+  // replacing a stale socket file there; `reads` and `batches` must outlive
+  // the server.
   static absl::StatusOr<std::unique_ptr<LocalReadServer>> Start(const std::string& path,
                                                                 uint32_t mode, gid_t gid,
-                                                                ReadThrough* reads);
+                                                                ReadThrough* reads,
+                                                                BatchReads* batches);
   ~LocalReadServer();
   LocalReadServer(const LocalReadServer&) = delete;
   LocalReadServer& operator=(const LocalReadServer&) = delete;
@@ -58,21 +74,27 @@ class LocalReadServer {
   void Shutdown();
 
  private:
-  LocalReadServer(int listen_fd, ReadThrough* reads) : listen_fd_(listen_fd), reads_(reads) {}
+  LocalReadServer(int listen_fd, ReadThrough* reads, BatchReads* batches)
+      : listen_fd_(listen_fd), reads_(reads), batches_(batches) {}
 
   void Accept();
-  // Answers the requests on `connection` in turn until it closes.
-  void Serve(int connection, bool trusted);
+  // Counts a connection of `uid` in; false when it has kMaxConnectionsPerUser.
+  bool AdmitUser(uid_t uid);
+  void ReleaseUser(uid_t uid);
+  // Answers the requests of `caller` on `connection` in turn until it closes.
+  void Serve(int connection, const Caller& caller);
   // The answer to one request (`received` says whether it was read whole)
-  // on a connection whose peer is `trusted`; `*passed` gets the descriptors
-  // to pass with it.
+  // of `caller`; `*passed` gets the descriptors to pass with it.
   v1::LocalReadResponse Answer(const absl::Status& received, const v1::LocalReadRequest& request,
-                               bool trusted, std::vector<UniqueFd>* passed);
+                               const Caller& caller, std::vector<UniqueFd>* passed);
 
   const int listen_fd_;
   ReadThrough* const reads_;
+  BatchReads* const batches_;
   std::atomic<bool> stopping_{false};
   ConnectionThreads connections_{kMaxConnections};
+  Mutex users_mutex_;
+  std::map<uid_t, int> connections_by_user_ ABSL_GUARDED_BY(users_mutex_);
   std::thread acceptor_;
 };
 

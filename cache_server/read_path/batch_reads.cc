@@ -1,0 +1,140 @@
+#include "cache_server/read_path/batch_reads.h"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "cache_server/read_path/read_permission.h"
+#include "common/local_read_socket.h"
+#include "common/parallel_for.h"
+#include "common/printable.h"
+#include "common/size.h"
+#include "common/status.h"
+
+namespace granary {
+namespace {
+
+// One path of a batch on its way to an answer.
+struct Asked {
+  absl::Status status;
+  uint64_t file_id = 0;  // Canonical: the id whose chunks hold the bytes.
+  uint64_t size = 0;
+  std::optional<ReadThrough::WholeFile> file;
+  bool fetch = false;     // Not held whole; to be fetched.
+  bool readable = false;  // The caller may read it.
+};
+
+// The file `path` names in `manifest`, if it is a regular file.
+absl::StatusOr<uint64_t> RegularFile(const Manifest& manifest, std::string_view path) {
+  std::optional<uint64_t> id = manifest.Find(path);
+  if (!id) {
+    return absl::NotFoundError(absl::StrCat("dataset '", Printable(manifest.identity().name),
+                                            "' has no file '", Printable(path), "'"));
+  }
+  if (manifest.entries()[*id].type != EntryType::kFile) {
+    return absl::InvalidArgumentError(absl::StrCat("'", Printable(path), "' in dataset '",
+                                                   Printable(manifest.identity().name),
+                                                   "' is not a regular file"));
+  }
+  return *id;
+}
+
+}  // namespace
+
+absl::Status BatchReads::Answer(const Caller& caller, const v1::BatchRequest& request,
+                                v1::BatchAnswer* answer, std::vector<UniqueFd>* passed) {
+  if (request.paths_size() > static_cast<int>(kMaxBatchFiles)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a batch names ", request.paths_size(), " files; at most ", kMaxBatchFiles));
+  }
+  if (request.dataset().empty()) return absl::InvalidArgumentError("a batch names no dataset");
+  uint64_t version = request.dataset_version();
+  if (version == 0) {
+    GRANARY_ASSIGN_OR_RETURN(version, catalog_->CurrentVersionOf(request.dataset()));
+  }
+  absl::StatusOr<std::shared_ptr<const Manifest>> manifest = catalog_->GetManifest(version);
+  if (!manifest.ok() || (*manifest)->identity().name != request.dataset()) {
+    return absl::NotFoundError(absl::StrCat("dataset '", Printable(request.dataset()),
+                                            "' has no version ",
+                                            absl::Hex(version, absl::kZeroPad16)));
+  }
+  const uint32_t chunk_size = (*manifest)->chunk_size();
+  answer->set_dataset_version(version);
+  answer->set_chunk_size(chunk_size);
+
+  std::vector<Asked> asked(request.paths_size());
+  for (int i = 0; i < request.paths_size(); ++i) {
+    Asked& file = asked[i];
+    absl::StatusOr<uint64_t> id = RegularFile(**manifest, request.paths(i));
+    if (id.ok()) file.status = AllowFileRead(*policy_, *catalog_, caller, *manifest, *id);
+    if (!id.ok() || !file.status.ok()) {
+      if (file.status.ok()) file.status = id.status();
+      continue;
+    }
+    file.readable = true;
+    file.file_id = (*manifest)->CanonicalFileId(*id);
+    file.size = (*manifest)->entries()[*id].size;
+    if (file.size == 0) continue;
+    absl::StatusOr<ReadThrough::WholeFile> held = reads_->OpenWholeFile(
+        {version, file.file_id, 0}, file.size, chunk_size, WholeFileFetch::kHeldOnly);
+    if (held.ok()) {
+      file.file = std::move(*held);
+    } else if (!absl::IsNotFound(held.status()) || !request.read_through()) {
+      file.status = held.status();
+    } else if (file.size > kMaxReadThroughFileBytes) {
+      file.status = absl::FailedPreconditionError(
+          absl::StrCat("'", Printable(request.paths(i)), "' has ", FormatSize(file.size),
+                       ", more than a batch reads through (", FormatSize(kMaxReadThroughFileBytes),
+                       "): read it by ranges"));
+    } else {
+      file.fetch = true;
+    }
+  }
+
+  std::vector<Asked*> to_fetch;
+  for (Asked& file : asked) {
+    if (file.fetch) to_fetch.push_back(&file);
+  }
+  std::atomic<uint64_t> in_memory_left{kMaxInMemoryBytes};
+  ParallelFor(to_fetch.size(), kMaxFetchThreads, [&](size_t i) {
+    Asked& file = *to_fetch[i];
+    const ChunkKey key{version, file.file_id, 0};
+    absl::StatusOr<ReadThrough::WholeFile> fetched =
+        reads_->OpenWholeFile(key, file.size, chunk_size, WholeFileFetch::kReadThrough);
+    if (absl::IsNotFound(fetched.status())) {
+      // Fetched, but the store did not keep it whole.
+      uint64_t left = in_memory_left.load();
+      while (left >= file.size && !in_memory_left.compare_exchange_weak(left, left - file.size)) {
+      }
+      fetched = left >= file.size ? reads_->OpenWholeFile(key, file.size, chunk_size,
+                                                          WholeFileFetch::kReadThroughInMemory)
+                                  : absl::UnavailableError(absl::StrCat(
+                                        "file ", file.file_id, " could not be stored whole and ",
+                                        "this batch's in-memory copies are spent"));
+    }
+    if (fetched.ok()) {
+      file.file = std::move(*fetched);
+    } else {
+      file.status = fetched.status();
+    }
+  });
+
+  for (Asked& file : asked) {
+    v1::BatchFile* answered = answer->add_files();
+    answered->set_code(static_cast<int>(file.status.code()));
+    answered->set_message(std::string(file.status.message()));
+    answered->set_size(file.size);
+    answered->set_file_id(file.file_id);
+    answered->set_read_by_ranges(file.readable && file.size > 0 && !file.file);
+    if (file.status.ok() && file.file) {
+      answered->set_in_memory(file.file->in_memory);
+      passed->push_back(std::move(file.file->fd));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace granary
