@@ -1,5 +1,6 @@
 #include "common/defaults.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -23,9 +24,19 @@ std::string DefaultDataDir() {
 }
 
 std::string DefaultSocketPath() {
-  if (::geteuid() == 0) return "/run/granary/granaryd.sock";
+  if (::geteuid() == 0) return kNodeSocketPath;
   std::string runtime = EnvOr("XDG_RUNTIME_DIR", absl::StrCat("/tmp/granary-", ::geteuid()));
   return absl::StrCat(runtime, "/granary/granaryd.sock");
+}
+
+std::string DefaultReaderSocketPath() {
+  std::string named = EnvOr("GRANARY_SOCKET", "");
+  if (!named.empty()) return named;
+  struct stat node_socket {};
+  if (::stat(kNodeSocketPath, &node_socket) == 0 && S_ISSOCK(node_socket.st_mode)) {
+    return kNodeSocketPath;
+  }
+  return DefaultSocketPath();
 }
 
 }  // namespace granary

@@ -23,6 +23,13 @@ inline constexpr char kDefaultGroup[] = "default";
 std::string DefaultDataDir();
 std::string DefaultSocketPath();
 
+// Where a reader of datasets (libgranary, the Python package) finds granaryd
+// when it names no socket: $GRANARY_SOCKET, else the node's granaryd
+// (kNodeSocketPath) when its socket exists, whoever the reader is, else
+// DefaultSocketPath().
+inline constexpr char kNodeSocketPath[] = "/run/granary/granaryd.sock";
+std::string DefaultReaderSocketPath();
+
 }  // namespace granary
 
 #endif  // GRANARY_COMMON_DEFAULTS_H_

@@ -25,7 +25,8 @@ python3 - "$root" "$commands" "$clang" >"$build_dir/thread-safety-commands" <<'E
 import json, shlex, sys
 root, commands, clang = sys.argv[1:4]
 products = (
-    "common/", "client/", "source/", "cache_server/", "fuse_client/", "cli/", "scheduler_hooks/", "csi/")
+    "common/", "client/", "source/", "cache_server/", "fuse_client/", "cli/", "scheduler_hooks/", "csi/",
+    "python/")
 for entry in json.load(open(commands)):
     source = entry["file"]
     if not source.startswith(root + "/"):
