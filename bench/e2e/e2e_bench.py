@@ -36,7 +36,11 @@ Systems: direct (the source), local-copy (cp first, timed), rclone (mount
 warm), granary-prewarm (`granary prewarm` timed and sampled, then warm epochs),
 granary-cluster-prewarm and (not by default) granary-cluster-cold: the same with
 --cluster-servers granaryd (default 3) on loopback as one cache group, prewarm
-fanned out to all of them, granary-fuse mounted against the first. With
+fanned out to all of them, granary-fuse mounted against the first. The same with
+"-client" after "granary" or "granary-cluster" (granary-client-cold, ...) read the
+images with the Python client (`import granary`: granary.torch's batched dataset, one
+read_many per DataLoader batch and the next read ahead) from the first granaryd, with
+no mount. With
 --reference PASSTHROUGH_HP (libfuse's example daemon, built by
 bench/fuse/fuse_reference.py --build-reference-only), also fuse-passthrough: that
 daemon mounted over the source with FUSE passthrough (the kernel reads the source
@@ -460,6 +464,8 @@ def client_main(argv):
     parser.add_argument("--throttle-device", default="")
     parser.add_argument("--metrics-url", default="")
     parser.add_argument("--drop-caches", choices=("1", "3"), default="3")
+    parser.add_argument("--granary-socket", default="",
+                        help="read with the Python client from this granaryd, not from --root")
     a = parser.parse_args(argv)
     global DROP_CACHES
     DROP_CACHES = a.drop_caches
@@ -502,9 +508,12 @@ def client_main(argv):
             return len(self.order)
 
     sampler = EpochSampler()
-    loader = DataLoader(Samples(), batch_size=a.batch_size, num_workers=a.workers,
-                        persistent_workers=a.workers > 0, sampler=sampler,
-                        prefetch_factor=4 if a.workers > 0 else 2)
+    if a.granary_socket:
+        loader = granary_client_loader(a, rows, sampler)
+    else:
+        loader = DataLoader(Samples(), batch_size=a.batch_size, num_workers=a.workers,
+                            persistent_workers=a.workers > 0, sampler=sampler,
+                            prefetch_factor=4 if a.workers > 0 else 2)
     # Start the persistent workers before the first timed epoch.
     sampler.order = [-1] * (a.batch_size * max(1, a.workers))
     for _ in loader:
@@ -545,6 +554,38 @@ def client_main(argv):
     return 0
 
 
+def granary_client_loader(a, rows, sampler):
+    """The same DataLoader reading with the Python client: each worker is handed a whole
+    batch (granary.torch.BatchSampler as the sampler), reads it with one read_many and the
+    batch after it ahead, and checks every file's XXH3-64 as the file reader does. A
+    sample's read time is its batch's divided by the batch's files."""
+    import granary
+    import granary.torch
+    import xxhash
+    from torch.utils.data import DataLoader, default_collate
+
+    class CheckedBatches(granary.torch.FileListDataset):
+        def __getitem__(self, item):
+            batch = item[0] if isinstance(item, tuple) else item
+            if batch[0] < 0:  # the warm-up pass that starts the workers
+                return default_collate([(i, 0, 1, 0.0) for i in batch])
+            start = time.perf_counter()
+            read = super().__getitem__(item)
+            seconds = (time.perf_counter() - start) / len(batch)
+            return default_collate([
+                (i, len(data), int(len(data) == rows[i][2] and
+                                   xxhash.xxh3_64_hexdigest(data) == rows[i][3]), seconds)
+                for i, data in zip(batch, read)])
+
+    client = granary.Client(a.granary_socket)
+    dataset = CheckedBatches(DATASET, [rel for rel, _, _, _ in rows], client=client)
+    batches = granary.torch.BatchSampler(sampler, a.batch_size,
+                                         lookahead=max(1, a.workers))
+    return DataLoader(dataset, batch_size=None, sampler=batches, num_workers=a.workers,
+                      persistent_workers=a.workers > 0,
+                      prefetch_factor=4 if a.workers > 0 else 2)
+
+
 def percentile(sorted_values, fraction):
     """The value `fraction` of the way through `sorted_values` (nearest rank)."""
     if not sorted_values:
@@ -581,7 +622,10 @@ def run_dataloader(bench, system, workload, epochs, first_label, later_label):
            "--watch-pids", ",".join(str(p) for p in system.pids()),
            "--throttle-stat", stat, "--throttle-device", bench.throttle.device,
            "--metrics-url", system.metrics_url(), "--drop-caches", DROP_CACHES]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    if getattr(system, "client", False):
+        cmd += ["--granary-socket", system.nodes[0]["sock"]]
+    env = dict(os.environ, PYTHONPATH=os.path.join(bench.build, "python"))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     results = []
     for line in proc.stdout:
         r = json.loads(line)
@@ -836,12 +880,13 @@ class Granary(System):
     socket from the local server, over TCP (with the token) from the other two. All of
     them were started by this process and so sit in the throttled cgroup."""
 
-    def __init__(self, bench, prewarm, servers=1):
+    def __init__(self, bench, prewarm, servers=1, client=False):
         super().__init__(bench)
         self.prewarm = prewarm
         self.servers = servers
+        self.client = client
         stem = "granary" if servers == 1 else "granary-cluster"
-        self.name = stem + ("-prewarm" if prewarm else "-cold")
+        self.name = stem + ("-client" if client else "") + ("-prewarm" if prewarm else "-cold")
         self.first_label = "warm" if prewarm else "cold"
         self.later_label = "warm"
         self.procs = []
@@ -944,6 +989,9 @@ class Granary(System):
             if self.servers > 1 else ""))
         if self.prewarm:
             self._prewarm()
+        if self.client:
+            self.root = self.nodes[0]["sock"]
+            return
         fuse_cmd = [os.path.join(build, "granary-fuse"), self.mnt, "--server", self.address(),
                     "--dataset", DATASET, "--foreground",
                     "--log-file", os.path.join(b.work, "granary-fuse-%s.log" % self.name)]
@@ -1005,15 +1053,16 @@ class Granary(System):
         return "http://127.0.0.1:%d/metrics" % node["metrics"]
 
     def pids(self):
-        return [p.pid for p in self.procs] + [self.fuse.pid]
+        return [p.pid for p in self.procs] + ([self.fuse.pid] if self.fuse else [])
 
     def describe_pids(self):
         return ", ".join(["%d granaryd %s" % (p.pid, n["id"]) for p, n in
-                          zip(self.procs, self.nodes)] + ["%d granary-fuse" % self.fuse.pid])
+                          zip(self.procs, self.nodes)] +
+                         (["%d granary-fuse" % self.fuse.pid] if self.fuse else []))
 
     def pid_names(self):
-        return ["granaryd" if self.servers == 1 else "%d granaryd" % self.servers,
-                "granary-fuse"]
+        return ["granaryd" if self.servers == 1 else "%d granaryd" % self.servers] + (
+            ["granary-fuse"] if self.fuse else [])
 
     def metrics_url(self):
         return ",".join(self._metrics_url(n) for n in self.nodes)
@@ -1152,6 +1201,11 @@ class Bench:
                 systems.append(Granary(self, prewarm=False, servers=self.args.cluster_servers))
             elif name == "granary-cluster-prewarm":
                 systems.append(Granary(self, prewarm=True, servers=self.args.cluster_servers))
+            elif name in ("granary-client-cold", "granary-client-prewarm"):
+                systems.append(Granary(self, prewarm=name.endswith("prewarm"), client=True))
+            elif name in ("granary-cluster-client-cold", "granary-cluster-client-prewarm"):
+                systems.append(Granary(self, prewarm=name.endswith("prewarm"),
+                                       servers=self.args.cluster_servers, client=True))
             else:
                 raise SystemExit("unknown system " + name)
         return systems
@@ -1162,6 +1216,8 @@ class Bench:
             if workload == "images":
                 self.results += run_dataloader(self, system, "images", a.epochs,
                                                system.first_label, system.later_label)
+            elif workload == "shards" and getattr(system, "client", False):
+                log("  shards: fio reads files; the Python client has no fio engine (skipped)")
             elif workload == "shards":
                 self.results += run_fio(self, system, a.epochs, system.first_label,
                                         system.later_label)
@@ -1584,7 +1640,9 @@ def main():
     p.add_argument("--systems", default="direct,local-copy,rclone,granary-cold,granary-prewarm,"
                    "granary-cluster-prewarm",
                    help="direct, local-copy, rclone, granary-cold, granary-prewarm, "
-                   "granary-cluster-cold, granary-cluster-prewarm, fuse-passthrough, fuse-served")
+                   "granary-cluster-cold, granary-cluster-prewarm, fuse-passthrough, fuse-served, "
+                   "and the Python client's: granary-client-cold, granary-client-prewarm, "
+                   "granary-cluster-client-cold, granary-cluster-client-prewarm")
     p.add_argument("--workloads", default="images,shards",
                    help="images (DataLoader), shards (fio), shards-loader (DataLoader)")
     p.add_argument("--profile-prewarm", action="store_true",
