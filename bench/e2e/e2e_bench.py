@@ -88,11 +88,14 @@ def run(cmd, **kwargs):
     return subprocess.run(cmd, **kwargs)
 
 
-# What drop_caches() drops: "1" the page cache, "3" dentries and inodes too.
+# What drop_caches() drops: "1" the page cache, "3" dentries and inodes too, "0"
+# nothing (epochs read what the epoch before left in the page cache).
 DROP_CACHES = "3"
 
 
 def drop_caches():
+    if DROP_CACHES == "0":
+        return
     os.sync()
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write(DROP_CACHES + "\n")
@@ -463,7 +466,7 @@ def client_main(argv):
     parser.add_argument("--throttle-stat", default="")
     parser.add_argument("--throttle-device", default="")
     parser.add_argument("--metrics-url", default="")
-    parser.add_argument("--drop-caches", choices=("1", "3"), default="3")
+    parser.add_argument("--drop-caches", choices=("0", "1", "3"), default="3")
     parser.add_argument("--granary-socket", default="",
                         help="read with the Python client from this granaryd, not from --root")
     a = parser.parse_args(argv)
@@ -1665,9 +1668,9 @@ def main():
                    help="systems that --profile profiles (those with daemons: rclone, granary-*)")
     p.add_argument("--profile-workloads", default="images,shards",
                    help="workloads that --profile runs an extra epoch of: images, shards")
-    p.add_argument("--drop-caches", choices=("1", "3"), default="3",
+    p.add_argument("--drop-caches", choices=("0", "1", "3"), default="3",
                    help="written to /proc/sys/vm/drop_caches before every epoch: 1 drops the "
-                   "page cache only, 3 dentries and inodes too")
+                   "page cache only, 3 dentries and inodes too; 0 drops nothing")
     args = p.parse_args()
     global DROP_CACHES
     DROP_CACHES = args.drop_caches
