@@ -27,6 +27,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/granary_c.h"
 #include "client/granary_client.h"
 #include "common/datagram_socket.h"
 #include "common/local_read_socket.h"
@@ -192,6 +193,62 @@ TEST_F(BatchReadTest, ARefusedFileIsRefusedAloneAndTheRestOfTheBatchIsServed) {
   absl::StatusOr<std::vector<absl::StatusOr<std::string>>> unknown =
       client->ReadMany("no-such-dataset", std::vector<std::string>{SmallPath(0)});
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound) << unknown.status();
+}
+
+TEST_F(BatchReadTest, TheCInterfaceReadsABatchWithEachFilesOwnCode) {
+  const std::vector<std::string> paths = {SmallPath(2), "secret.txt", "missing.bin", "big.bin"};
+  std::vector<const char*> named;
+  for (const std::string& path : paths) named.push_back(path.c_str());
+  std::vector<char*> data(paths.size(), nullptr);
+  std::vector<size_t> sizes(paths.size(), 0);
+  std::vector<int> codes(paths.size(), -1);
+  std::vector<char*> errors(paths.size(), nullptr);
+  int code = -1;
+  AsUserOnThread(bob_, {bob_.gid, readers_gid_}, [&] {
+    granary_client* client = nullptr;
+    char* error = nullptr;
+    code = granary_connect(server_->socket_path().c_str(), &client, &error);
+    if (code != 0) {
+      ADD_FAILURE() << error;
+      granary_free(error);
+      return;
+    }
+    code = granary_read_many(client, "ds", named.data(), named.size(), data.data(), sizes.data(),
+                             codes.data(), errors.data(), &error);
+    if (code != 0) {
+      ADD_FAILURE() << error;
+      granary_free(error);
+    }
+    granary_close(client);
+  });
+  ASSERT_EQ(code, 0);
+  EXPECT_EQ(codes[0], 0) << errors[0];
+  EXPECT_EQ(std::string(data[0], sizes[0]), SourceBytes(SmallPath(2)));
+  EXPECT_EQ(codes[1], static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_EQ(data[1], nullptr);
+  EXPECT_TRUE(absl::StrContains(errors[1], "secret.txt")) << errors[1];
+  EXPECT_EQ(codes[2], static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_EQ(codes[3], 0) << errors[3];
+  EXPECT_EQ(std::string(data[3], sizes[3]), SourceBytes("big.bin"));
+  for (size_t i = 0; i < paths.size(); ++i) {
+    granary_free(data[i]);
+    granary_free(errors[i]);
+  }
+
+  granary_client* nowhere = nullptr;
+  char* error = nullptr;
+  ASSERT_EQ(granary_connect("/nonexistent/granaryd.sock", &nowhere, &error), 0);
+  const char* one[] = {"x"};
+  char* one_data[1] = {};
+  size_t one_size[1] = {};
+  int one_code[1] = {};
+  char* one_error[1] = {};
+  EXPECT_EQ(
+      granary_read_many(nowhere, "ds", one, 1, one_data, one_size, one_code, one_error, &error),
+      static_cast<int>(absl::StatusCode::kUnavailable));
+  EXPECT_TRUE(absl::StrContains(error, "/nonexistent/granaryd.sock.local")) << error;
+  granary_free(error);
+  granary_close(nowhere);
 }
 
 TEST_F(BatchReadTest, AByteFlippedInACachedFileNeverReachesTheReader) {
