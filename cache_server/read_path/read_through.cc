@@ -62,7 +62,8 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32
   if (stored.ok()) {
     metrics_->hits.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_cache.fetch_add(stored->size(), std::memory_order_relaxed);
-    return Chunk{std::make_shared<const std::string>(*std::move(stored)), true, chunk_length};
+    return Chunk{std::make_shared<const std::string>(*std::move(stored)), true, chunk_length,
+                 nullptr};
   }
   if (!absl::IsNotFound(stored.status())) {
     GRANARY_LOG(WARNING) << "store read of " << key.ToString()
@@ -72,17 +73,19 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32
     // Fetched a moment ago and waiting to be stored: a hit from memory.
     metrics_->hits.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_cache.fetch_add(end - offset, std::memory_order_relaxed);
-    if (offset == 0 && end == pending->size()) return Chunk{std::move(pending), true, chunk_length};
+    if (offset == 0 && end == pending->size()) {
+      return Chunk{pending, true, chunk_length, pending};
+    }
     return Chunk{std::make_shared<const std::string>(pending->substr(offset, end - offset)), true,
-                 chunk_length};
+                 chunk_length, std::move(pending)};
   }
   if (sourcing == ChunkSourcing::kCacheOnly) {
     return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached here"));
   }
   GRANARY_ASSIGN_OR_RETURN(ChunkData data, FetchMiss(manifest, key, sourcing, Storing::kBehind));
-  if (offset == 0 && end == data->size()) return Chunk{std::move(data), false, chunk_length};
+  if (offset == 0 && end == data->size()) return Chunk{data, false, chunk_length, data};
   return Chunk{std::make_shared<const std::string>(data->substr(offset, end - offset)), false,
-               chunk_length};
+               chunk_length, std::move(data)};
 }
 
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::ReadMore(const ChunkKey& key, uint32_t offset,
@@ -117,6 +120,19 @@ absl::Status ReadThrough::Serve(const ChunkKey& key, uint32_t offset, uint32_t l
     if (!sink.Write(*piece)) return absl::CancelledError("the reader went away");
     piece.reset();
     if (position >= end) return absl::OkStatus();
+    if (chunk.whole != nullptr) {
+      // The rest of a chunk in memory: the same read, not another one.
+      if (chunk.from_cache) {
+        metrics_->bytes_from_cache.fetch_add(end - position, std::memory_order_relaxed);
+      }
+      for (; position < end; position += piece_bytes) {
+        const std::string_view rest =
+            std::string_view(*chunk.whole)
+                .substr(position, std::min<uint64_t>(piece_bytes, end - position));
+        if (!sink.Write(rest)) return absl::CancelledError("the reader went away");
+      }
+      return absl::OkStatus();
+    }
     const uint32_t next = static_cast<uint32_t>(std::min<uint64_t>(piece_bytes, end - position));
     GRANARY_ASSIGN_OR_RETURN(piece, ReadMore(key, static_cast<uint32_t>(position), next, sourcing));
     if (piece->empty()) {

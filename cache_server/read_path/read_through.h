@@ -57,6 +57,9 @@ class ReadThrough {
     ChunkData data;  // The bytes asked for: the whole chunk or a range of it.
     bool from_cache = false;
     uint32_t chunk_length = 0;  // Of the whole chunk.
+    // The whole chunk when it was in memory (fetched, or waiting to be
+    // stored): the rest of a range is served from it.
+    ChunkData whole;
   };
 
   ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetrics* metrics,
@@ -93,8 +96,9 @@ class ReadThrough {
   // Serves a read of bytes [offset, offset + length) of chunk `key` (as
   // Read() cuts it) to `sink`, at most `piece_bytes` at a time, so that a
   // slow reader holds one piece in memory, not the range; the first piece's
-  // latency is observed as the read's. Errors as Read(); CANCELLED when the
-  // sink stops.
+  // latency is observed as the read's. One read, counted once: a miss serves
+  // every piece from the chunk it fetched, a hit reads the later pieces from
+  // the store. Errors as Read(); CANCELLED when the sink stops.
   absl::Status Serve(const ChunkKey& key, uint32_t offset, uint32_t length, ChunkSourcing sourcing,
                      uint32_t piece_bytes, RangeSink& sink);
 

@@ -101,6 +101,33 @@ TEST_F(ReadPathTest, SixteenConcurrentMissesOfOneChunkReadTheSourceOnce) {
   EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), content.size());
 }
 
+TEST_F(ReadPathTest, AMissServedInPiecesCountsAsOneMissAndItsBytesOnce) {
+  StartServer();
+  std::string content = PatternBytes(16u << 20, 4);  // One chunk, answered in 1 MiB pieces.
+  WriteSourceFile(root_, "big.bin", content);
+  auto entries = Register("big", 16u << 20);
+  uint64_t id = FileId(entries, "big.bin");
+  std::unique_ptr<v1::Granary::Stub> stub = server_->SocketStub();
+  ReadResult miss = ReadChunk(stub.get(), version_, id, 0);
+  ASSERT_TRUE(miss.status.ok()) << miss.status.error_message();
+  ASSERT_TRUE(miss.data == content);
+  EXPECT_EQ(*server_->Metric("granary_cache_misses_total"), 1);
+  EXPECT_EQ(*server_->Metric("granary_cache_hits_total"), 0);
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 1);
+  EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), content.size());
+  EXPECT_EQ(*server_->Metric("granary_bytes_from_cache_total"), 0);
+
+  // Read again (from memory or the store): one hit serving the chunk once.
+  ReadResult hit = ReadChunk(stub.get(), version_, id, 0);
+  ASSERT_TRUE(hit.status.ok()) << hit.status.error_message();
+  ASSERT_TRUE(hit.data == content);
+  EXPECT_TRUE(hit.from_cache);
+  EXPECT_EQ(*server_->Metric("granary_cache_misses_total"), 1);
+  EXPECT_EQ(*server_->Metric("granary_cache_hits_total"), 1);
+  EXPECT_EQ(*server_->Metric("granary_bytes_from_cache_total"), content.size());
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 1);
+}
+
 TEST_F(ReadPathTest, MissesOfPartsOfAChunkGetTheirPartsAndTheChunkIsReadOnceAndStoredWhole) {
   StartServer();
   constexpr uint32_t kBigChunk = 16u << 20;
