@@ -61,13 +61,11 @@ class RevocationTest : public ::testing::Test {
 
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "creating users needs root";
-    absl::StatusOr<TestUser> bob = EnsureTestUser("granary-rev-bob", {kReaders});
+    absl::StatusOr<SharedNodeReader> bob =
+        EnsureSharedNodeReader("granary-rev-bob", kReaders, kAdmins);
     ASSERT_TRUE(bob.ok()) << bob.status();
-    bob_ = *bob;
-    absl::StatusOr<gid_t> readers = EnsureGroup(kReaders);
-    ASSERT_TRUE(readers.ok()) << readers.status();
-    readers_gid_ = *readers;
-    ASSERT_TRUE(EnsureGroup(kAdmins).ok());
+    bob_ = bob->user;
+    readers_gid_ = bob->readers_gid;
 
     ASSERT_EQ(::chmod(roots_.path().c_str(), 0755), 0);
     source_ = roots_.path() + "/ds";

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/server_address.h"
+#include "common/status.h"
 #include "gtest/gtest.h"
 #include "tests/support/child_process.h"
 #include "tests/support/granaryd_process.h"
@@ -74,6 +75,16 @@ absl::StatusOr<gid_t> EnsureGroup(const std::string& name) {
   if (!made.ok()) return made.status();
   if (group* found = ::getgrnam(name.c_str()); found != nullptr) return found->gr_gid;
   return absl::InternalError(absl::StrCat("groupadd ", name, " failed: ", made->stderr_text));
+}
+
+absl::StatusOr<SharedNodeReader> EnsureSharedNodeReader(const std::string& name,
+                                                        const std::string& readers,
+                                                        const std::string& admins) {
+  SharedNodeReader reader;
+  GRANARY_ASSIGN_OR_RETURN(reader.user, EnsureTestUser(name, {readers}));
+  GRANARY_ASSIGN_OR_RETURN(reader.readers_gid, EnsureGroup(readers));
+  GRANARY_RETURN_IF_ERROR(EnsureGroup(admins).status());
+  return reader;
 }
 
 absl::StatusOr<TestUser> EnsureTestUser(const std::string& name,

@@ -36,6 +36,17 @@ absl::StatusOr<TestUser> EnsureTestUser(const std::string& name,
 // The group id of `name`, creating the group if it does not exist.
 absl::StatusOr<gid_t> EnsureGroup(const std::string& name);
 
+// A reader of a shared node's datasets: the user `name`, a member of the
+// group `readers` (the node's socket_group, whose id is readers_gid), with
+// the group `admins` (the node's admin_group) created too.
+struct SharedNodeReader {
+  TestUser user;
+  gid_t readers_gid = 0;
+};
+absl::StatusOr<SharedNodeReader> EnsureSharedNodeReader(const std::string& name,
+                                                        const std::string& readers,
+                                                        const std::string& admins);
+
 struct CommandResult {
   int exit_code = -1;  // -1: killed by a signal or by the timeout.
   std::string stdout_text;
