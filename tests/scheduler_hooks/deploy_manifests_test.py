@@ -92,7 +92,7 @@ class KubernetesTest(unittest.TestCase):
             # The scheduler reads the authentication ConfigMap in kube-system;
             # the example job runs in the user's namespace.
             allowed = {NAMESPACE, "kube-system"} if document["kind"] == "RoleBinding" else {NAMESPACE}
-            if path in ("training-job.yaml", "dataset-volume.yaml"):
+            if path in ("training-job.yaml", "training-job-client.yaml", "dataset-volume.yaml"):
                 allowed = {"default"}
             self.assertIn(namespace, allowed, "%s %s" % (path, document["metadata"]["name"]))
         find("Namespace", NAMESPACE)
