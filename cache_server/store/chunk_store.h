@@ -90,27 +90,21 @@ struct StoreOptions {
   // where the filesystem supports it and they come to direct_write_min_bytes
   // or more, and the rest (a file's last partial block, small chunks) through
   // the page cache. Reads stay buffered and files stay exact (they can be
-  // handed out whole). Storing large chunks then costs no page cache pages:
-  // a quarter less of the daemons' CPU in a cold epoch of 4 MiB chunks
-  // (bench/RESULTS.md, issue 17).
+  // handed out whole). Storing large chunks then costs no page cache pages,
+  // nor the CPU of writing them back.
   bool direct_writes = true;
   // Below this, a write's fixed costs with O_DIRECT (a descriptor of its own,
   // the block allocation done in the write) outweigh the page cache pages it
-  // saves: writing new files on a journaled ext4 took 2.2-2.8x the CPU with
-  // O_DIRECT at 64-128 KiB, about the same at 0.5-1 MiB and 0.56-0.60x at
-  // 4 MiB (bench/store/new_file_writes.py), and cold image epochs (~110 KiB
-  // files) ran at 0.89-0.90 of the source with O_DIRECT against 0.94 without.
+  // saves (bench/store/new_file_writes.py measures where they cross).
   uint64_t direct_write_min_bytes = 1 << 20;
   EvictionMode eviction = EvictionMode::kDatasetAware;
   // Bytes covered by one block checksum in the index entries of new chunks;
   // a multiple of 4 KiB, so that every block can be read with O_DIRECT. A
   // ranged read reads and hashes the whole blocks around its range, and each
-  // block adds 8 bytes to the index entry that every read looks up. In
-  // bench/store (bench/RESULTS.md, issue 4), random 128 KiB reads of 4 MiB
-  // chunks took the same time within noise at 16-64 KiB blocks; 128 KiB
-  // blocks read 2x the bytes asked for at unaligned offsets and 256 KiB
-  // blocks at aligned ones too. 64 KiB keeps unaligned 128 KiB reads at
-  // 1.5x and the entry of a 4 MiB chunk at 512 bytes (8 KiB at 64 MiB).
+  // block adds 8 bytes to the index entry that every read looks up. Blocks
+  // as large as a typical read double the bytes an unaligned read hashes;
+  // 64 KiB keeps an unaligned 128 KiB read at 1.5x its bytes and the entry
+  // of a 4 MiB chunk at 512 bytes.
   uint64_t checksum_block_bytes = 64 << 10;
   // Data files kept open when idle (one per cached source file, so not all
   // can be); 0 means a quarter of the process's open-file limit
