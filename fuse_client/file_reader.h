@@ -3,15 +3,15 @@
 //    its store, range by range, as the kernel's readahead asks for them;
 //    other chunks it waits for whole, through the chunk cache, with the next
 //    `readahead_bytes` worth of them fetched in the background (of local
-//    ones, only their disk read is started). Sending the local chunks through
-//    the chunk cache measured slower (bench/RESULTS.md, issue 4);
+//    ones, only their disk read is started), since sending the local chunks
+//    through the chunk cache only adds a copy;
 //  - a random reader's read of an uncached chunk fetches only its own bytes,
 //    and the whole chunk is fetched in the background and copied into the
 //    kernel's page cache (PageStore), so the nearby reads that usually follow
 //    never reach granary-fuse; a chunk already in the chunk cache is copied
-//    there at its first random read. Copying sequential readers' chunks there too
-//    measured slower (the kernel's readahead asks for the same pages), and so
-//    did waiting for a random read's whole chunk (bench/RESULTS.md, issue 4).
+//    there at its first random read. Sequential readers' chunks are not
+//    copied there (the kernel's readahead asks for the same pages), and a
+//    random read does not wait for its whole chunk.
 //
 // A read continues a sequential stream when it starts at offset 0 or where
 // the previous read ended, or when it lies within a chunk of where the stream

@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "fuse_client/connection_keeper.h"
+#include "fuse_client/mount_device.h"
 
 namespace granary::fuse {
 namespace {
@@ -109,10 +110,14 @@ void KeeperLink::Journal(const v1::KeeperMessage& message) {
     MutexLock lock(&send_mutex_);
     sent = SendDatagram(socket_.get(), message, -1, kSocketName);
   }
-  if (!sent.ok() && !journal_failed_.exchange(true)) {
-    GRANARY_LOG(ERROR) << "the connection keeper of " << mountpoint_ << " is gone (" << sent
-                       << "): the mount will not outlive this process";
+  if (sent.ok() || journal_failed_.exchange(true)) return;
+  if (mount_device_known_.load(std::memory_order_acquire) &&
+      MountDevice(mountpoint_) != mount_device_) {
+    GRANARY_LOG(INFO) << mountpoint_ << " is unmounted; its connection keeper ended with it";
+    return;
   }
+  GRANARY_LOG(ERROR) << "the connection keeper of " << mountpoint_ << " is gone (" << sent
+                     << "): the mount will not outlive this process";
 }
 
 void KeeperLink::OfferOpenJournal() {
@@ -207,6 +212,10 @@ void KeeperLink::Unmounting() {
 }
 
 void KeeperLink::WatchForStop(std::function<void()> on_stop) {
+  if (std::optional<std::string> device = MountDevice(mountpoint_)) {
+    mount_device_ = *device;
+    mount_device_known_.store(true, std::memory_order_release);
+  }
   watcher_ = std::thread([this, on_stop = std::move(on_stop)] {
     while (true) {
       v1::KeeperMessage message;

@@ -5,7 +5,9 @@
 // (the kernel's INIT, the mount's slots, its backing ids).
 //
 // A journal entry that cannot be sent (the keeper was killed) is logged once
-// and dropped: the mount goes on, but will not survive this server.
+// and dropped: the mount goes on, but will not survive this server. A keeper
+// that ended with the mount (an unmount) is not an error, and is logged as
+// what it is.
 //
 // Thread-safety: the journal methods may be called concurrently from any
 // thread; Attach(), Preview() and TakeOver() come before WatchForStop().
@@ -80,7 +82,7 @@ class KeeperLink : public SlotJournal {
 
   // Watches the keeper's messages from a thread of the link: calls `on_stop`
   // when the keeper asks this server to stop because another takes the mount
-  // over.
+  // over. Called once the mount is this server's (mounted or taken over).
   void WatchForStop(std::function<void()> on_stop);
 
  private:
@@ -92,8 +94,15 @@ class KeeperLink : public SlotJournal {
 
   UniqueFd socket_;
   const std::string mountpoint_;
+  // Held while a message is sent, so that messages from several threads
+  // reach the keeper one after the other (it guards the socket, not a field).
   Mutex send_mutex_;
   std::atomic<bool> journal_failed_{false};
+  // The mount's device (MountDevice), once the mount is this server's
+  // (WatchForStop): when the mount point no longer has it, the mount is gone
+  // and so is its keeper.
+  std::string mount_device_;
+  std::atomic<bool> mount_device_known_{false};
   std::unique_ptr<OpenJournalWriter> open_journal_;
   std::atomic<bool> open_journal_taken_{false};
   std::thread watcher_;

@@ -68,6 +68,7 @@
 #include "fuse_client/inode_table.h"
 #include "fuse_client/keeper_link.h"
 #include "fuse_client/kernel_channel.h"
+#include "fuse_client/mount_device.h"
 #include "fuse_client/page_store.h"
 #include "fuse_client/passthrough_files.h"
 #include "fuse_client/readahead.h"
@@ -180,16 +181,9 @@ void ReportReady(int report_fd, const std::string& log_file) {
 // reads arrive as parallel max_read requests rather than 128 KiB ones. Needs
 // root; otherwise the kernel default stays.
 void RaiseReadahead(const std::string& mountpoint, uint32_t read_ahead_kb) {
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::string line, device;
-  while (std::getline(mountinfo, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, point;
-    fields >> id >> parent >> dev >> root >> point;
-    if (point == mountpoint) device = dev;  // The last mount on it is ours.
-  }
-  if (device.empty()) return;
-  std::string path = absl::StrCat("/sys/class/bdi/", device, "/read_ahead_kb");
+  std::optional<std::string> device = MountDevice(mountpoint);  // The last mount on it is ours.
+  if (!device) return;
+  std::string path = absl::StrCat("/sys/class/bdi/", *device, "/read_ahead_kb");
   std::ofstream out(path);
   out << read_ahead_kb << "\n";
   out.flush();

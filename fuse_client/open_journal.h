@@ -67,6 +67,8 @@ class OpenJournalWriter {
 
   UniqueFd fd_;
   const std::unique_ptr<OpenRing> ring_;
+  // Held by Append(): the ring has one writer at a time (the keeper reads
+  // it from another process, through the ring's atomics).
   Mutex mutex_;
 };
 

@@ -287,6 +287,8 @@ TEST_F(FuseRestartTest, TheKeeperSleepsThroughRequestsAndOpensAndEndsWithAnUnmou
   }
   EXPECT_FALSE(mount_->Running());
   EXPECT_FALSE(Alive(keeper)) << "the keeper outlived the unmount";
+  // A keeper that ends with its mount is no error of the mount's.
+  EXPECT_EQ(mount_->log().find("Z E "), std::string::npos) << mount_->log();
 }
 
 // A granary-fuse that dies and is never restarted: the keeper waits
