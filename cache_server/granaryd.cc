@@ -30,6 +30,7 @@
 #include "cache_server/config/config.h"
 #include "cache_server/server.h"
 #include "common/cluster_token.h"
+#include "common/defaults.h"
 #include "common/logging.h"
 #include "common/stop_signals.h"
 
@@ -120,12 +121,15 @@ int Run(int argc, char** argv) {
   CLI::App app("granaryd: the Granary cache server of one node", "granaryd");
   app.add_option("--config", flags.config_file, "YAML configuration file")
       ->check(CLI::ExistingFile);
-  app.add_option("--data-dir", flags.data_dir, "Catalog, index and lock (default: state dir)");
+  app.add_option("--data-dir", flags.data_dir,
+                 absl::StrCat("Catalog, index and lock (default: ", DefaultDataDir(), ")"));
   app.add_option("--capacity", flags.capacity,
                  "Cache capacity, e.g. 200GiB (default: 80% of the cache disks' free space)");
   app.add_option("--listen", flags.listen,
                  "TCP address for peers (default: none; 127.0.0.1:7070 with --members or --etcd)");
-  app.add_option("--socket", flags.socket, "Unix socket for local clients");
+  app.add_option(
+      "--socket", flags.socket,
+      absl::StrCat("Unix socket for local clients (default: ", DefaultSocketPath(), ")"));
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "Prometheus endpoint address (default 127.0.0.1:7071)");
   app.add_option("--cache-dir", flags.cache_dirs,
