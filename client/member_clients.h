@@ -3,10 +3,9 @@
 // kConnectionsPerMember gRPC channels per member, each with its own
 // connection and a DatasetClient over it, made on first use and kept for the
 // life of the pool. Reader() hands them out in turn, so concurrent chunk
-// reads from one member are spread over several TCP connections: four
-// streams of reads on one connection ran at 0.29 x iperf3, on four at 0.55
-// (bench/RESULTS.md, remote chunk reads). The local node is reached over its
-// Unix socket instead of its TCP address.
+// reads from one member are spread over several TCP connections, which one
+// connection's window and single stream cannot keep full. The local node is
+// reached over its Unix socket instead of its TCP address.
 //
 // It also remembers which members failed recently: MarkSuspect() makes a
 // member suspect for `suspect_period`, so callers can ask it last (or not at

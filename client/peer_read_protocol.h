@@ -1,8 +1,7 @@
 // The peer read protocol: how chunk reads travel between Granary nodes over
 // TCP without a gRPC call each. A gRPC call costs a small read several
 // thread hand-offs on each side and, past HTTP/2's 64 KiB stream window, one
-// more round trip (bench/RESULTS.md, "What one small read costs over gRPC");
-// here a read is one request and one answer on a kept connection, and the
+// more round trip; here a read is one request and one answer on a kept connection, and the
 // answer's bytes land straight in the reader's buffer.
 //
 // It is spoken on granaryd's gRPC TCP port: the first byte of a connection

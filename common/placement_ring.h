@@ -2,7 +2,7 @@
 // consistent-hash ring of virtual nodes, laid out so that most lookups read
 // one cache line.
 //
-// Why this algorithm (measured in bench/placement, figures in bench/RESULTS.md):
+// Why this algorithm (bench/placement measures it):
 //  - Rendezvous (HRW) hashing has perfect weighting and minimal movement but
 //    costs O(nodes) per lookup: microseconds at 1,000 nodes.
 //  - Maglev and AnchorHash look up in O(1), but Maglev moves several times the
@@ -11,19 +11,16 @@
 //  - A virtual-node ring depends only on the current member set (every node
 //    computes the same ring from the same members), moves exactly the keys
 //    whose arc changed owner, and balances to within 10% at 1,000 nodes once
-//    the average member has about 2,500 points (1.094 at 2,560; 1.18 at 640,
-//    1,000 nodes of weight 1-4). Balancing fewer points after the fact would
+//    the average member has a few thousand points. Balancing fewer points after the fact would
 //    make a node's points depend on the others' and move more than the
 //    minimum.
-//  - Its cost is memory: 2.6 M points at 1,000 nodes of weight 1-4. A lookup
-//    is a DRAM miss, and on this hardware a miss costs 120 ns in 4 MB, 160 ns
-//    in 16 MB and 240 ns in 64 MB (TLB reach), so the layout is what decides
-//    the latency. The ring is cut into cache-line "lines" of 5-10 points
-//    each, which hold the points' 16-bit offsets and owners inline: a lookup
-//    reads one line (16 MB at 1,000 nodes), and only a line with more than
+//  - Its cost is memory: millions of points at 1,000 nodes. A lookup is a
+//    DRAM miss whose cost grows with the memory it lands in (TLB reach), so
+//    the layout is what decides the latency. The ring is cut into cache-line
+//    "lines" of 5-10 points each, which hold the points' 16-bit offsets and
+//    owners inline: a lookup reads one line, and only a line with more than
 //    kInlinePoints points, or an offset equal to the key's, sends it on to the
-//    full points array. The previous layout (a bucket index, then the points)
-//    took 88 MB and up to two misses, and was twice as slow.
+//    full points array.
 //  - Points follow relative weight, not its scale: a member of the group's
 //    top weight class (its heaviest weight rounded up to a power of two) gets
 //    points_per_member rounded up to a power of two, every other member its
@@ -41,7 +38,7 @@
 //    moves the minimum.
 //  - Members of weight far below the mean get few points, and their load
 //    strays further from their share: the ring balances weights within a
-//    small factor of each other (see bench/RESULTS.md for 1-1000).
+//    small factor of each other.
 //
 // Thread-safety: immutable after Build(); safe to share across threads. A
 // membership change builds a new ring and swaps the pointer.

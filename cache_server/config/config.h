@@ -82,8 +82,7 @@ struct GranarydConfig {
   // Reads at the source that a fill and the readers' own misses keep going
   // together. Fewer than a prewarm's: a fill runs beside the job that reads,
   // on the same CPUs, and its reads past what the source needs to be kept
-  // busy take CPU from the readers (bench/RESULTS.md, "A fill with fewer
-  // reads than a prewarm").
+  // busy take CPU from the readers.
   uint32_t fill_parallelism = 4;
   // For datasets registered without a fill policy of their own: whether a
   // cold read starts filling the rest of the version (`fill: on-read`) or

@@ -55,6 +55,8 @@ bool GroupPrewarm::RunRound(std::vector<MemberShare>* shares,
                             const std::vector<std::string>& unreachable,
                             const std::function<bool(const v1::PrewarmProgress&)>& report,
                             const std::function<bool()>& cancelled) {
+  // Guards each share's progress, heard, silent, status and done, which the
+  // share's thread writes and this one reads.
   Mutex mutex;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::thread> threads;
