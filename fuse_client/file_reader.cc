@@ -14,7 +14,7 @@ constexpr uint64_t kOutOfOrderBytes = 16 << 20;
 
 }  // namespace
 
-bool FileReader::Record(uint64_t offset, uint64_t end) {
+FileReader::Stream FileReader::Record(uint64_t offset, uint64_t end) {
   const uint64_t chunk_size = file_->chunk_size();
   const uint64_t chunk = offset / chunk_size;
   MutexLock lock(&mutex_);
@@ -27,8 +27,9 @@ bool FileReader::Record(uint64_t offset, uint64_t end) {
   const bool sequential = offset == 0 || offset == next_offset_ || near_run_ >= 2 ||
                           ((near || just_behind) && streaming_);
   next_offset_ = sequential ? std::max(next_offset_, end) : end;
+  const Stream stream{.sequential = sequential, .continued = sequential && streaming_};
   streaming_ = sequential;
-  return sequential;
+  return stream;
 }
 
 absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size) {
@@ -37,8 +38,9 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
   std::vector<ChunkSlice> slices = SliceRange(file_size, chunk_size, offset, size);
   if (slices.empty()) return Reply{};
   const uint64_t end = offset + slices.back().offset_in_range + slices.back().length;
-  const bool sequential = Record(offset, end);
-  if (sequential) {  // Before this read blocks, so the fetches overlap.
+  const Stream stream = Record(offset, end);
+  const bool sequential = stream.sequential;
+  if (stream.continued) {  // Before this read blocks, so the fetches overlap.
     const uint64_t last_chunk = ChunkCount(file_size, chunk_size);
     const uint64_t window = std::max<uint64_t>(1, context_.readahead_bytes / chunk_size);
     for (uint64_t next = slices.back().chunk_index + 1;

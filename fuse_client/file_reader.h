@@ -18,9 +18,11 @@
 // was, or a little behind it, and either the previous read was sequential too
 // or it is the second such read in a row (the kernel's parallel readahead
 // arrives out of order).
-// Sequential streams get the next `readahead_bytes` worth of chunks fetched
-// in the background. After a random read, one near read alone does not count,
-// so random readers rarely set off readahead they will not use.
+// A stream's reads after its first get the next `readahead_bytes` worth of
+// chunks fetched in the background: a lone read at offset 0 (a header, a
+// file's magic number) is answered as a sequential read but sets off no
+// readahead, nor does one near read after a random read, so that readers
+// rarely cause fetches they will not use.
 // A reply that lies inside one chunk points into it without a copy.
 //
 // Thread-safety: Read() may be called concurrently (the kernel issues
@@ -68,9 +70,13 @@ class FileReader {
   const OpenFile& file() const { return *file_; }
 
  private:
-  // Records a read of [offset, end) and says whether it continues a
-  // sequential stream.
-  bool Record(uint64_t offset, uint64_t end);
+  // How a read relates to the reads of the file before it.
+  struct Stream {
+    bool sequential = false;  // It starts or continues a sequential stream.
+    bool continued = false;   // It follows a sequential read: readahead pays.
+  };
+  // Records a read of [offset, end) and says how it relates to those before.
+  Stream Record(uint64_t offset, uint64_t end);
 
   const std::shared_ptr<OpenFile> file_;
   const Context context_;

@@ -209,6 +209,42 @@ TEST_F(FuseReadTest, ARandomReadFillsTheKernelPageCacheWithItsWholeChunk) {
   close(fd);
 }
 
+// With no fill (the test servers' default), the cache holds what readers
+// asked for: a lone read at the start of a large file (a header) fetches its
+// own chunk and sets off no readahead; a reader that goes on reading
+// sequentially gets readahead.
+class FuseFillNoneTest : public FuseReadTest {
+ protected:
+  // The bytes granaryd's store holds once the fetches in flight have been
+  // given `settle` to land.
+  double StoredBytes(std::chrono::milliseconds settle) {
+    std::this_thread::sleep_for(settle);
+    EXPECT_TRUE(server_->WaitForWriteBehind().ok());
+    return server_->Metric("granary_store_used_bytes").value_or(-1);
+  }
+};
+
+TEST_F(FuseFillNoneTest, AReadOfAFilesHeaderCachesItsChunkAndSetsOffNoReadahead) {
+  const std::string want = ReadWhole(source_ + "/big2.bin");
+  int fd = open((mounted_ + "/big2.bin").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::string header(4096, '\0');
+  ASSERT_EQ(pread(fd, header.data(), header.size(), 0), 4096);
+  EXPECT_TRUE(header == want.substr(0, 4096));
+  // Readahead, had it started, would have fetched the chunks after it by now.
+  EXPECT_EQ(StoredBytes(std::chrono::milliseconds(1500)), kChunk)
+      << "a lone read at offset 0 set off readahead";
+
+  // A reader that goes on from there is sequential: the chunks ahead of it
+  // are fetched before it asks.
+  std::string rest(kChunk, '\0');
+  ASSERT_EQ(pread(fd, rest.data(), rest.size(), 4096), static_cast<ssize_t>(kChunk));
+  EXPECT_TRUE(rest == want.substr(4096, kChunk));
+  EXPECT_GT(StoredBytes(std::chrono::milliseconds(1500)), 3 * kChunk)
+      << "a sequential reader got no readahead";
+  close(fd);
+}
+
 TEST_F(FuseReadTest, ChunksTheLocalServerHoldsAreReadOutOfItsDataFilesNotOverGrpc) {
   const std::string name = "big2.bin";
   const std::string want = ReadWhole(source_ + "/" + name);
