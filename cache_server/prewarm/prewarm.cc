@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/chunk_math.h"
 #include "common/printable.h"
+#include "common/size.h"
 #include "common/status.h"
 
 namespace granary {
@@ -166,6 +167,11 @@ void PrewarmJob::Work(unsigned worker) {
       bytes_fetched_.fetch_add(chunk.length);
       metrics_->chunks_fetched.fetch_add(1);
       metrics_->bytes_fetched.fetch_add(chunk.length);
+      if (!read_through_->Holds(key)) {
+        if (hooks_.not_fetched) hooks_.not_fetched(key);
+        Stop(NotKept(*manifest));
+        break;
+      }
     }
     bytes_done_.fetch_add(chunk.length);
     chunks_done_.fetch_add(1);
@@ -188,10 +194,23 @@ bool PrewarmJob::Admit(const ChunkKey& key, uint64_t length) {
   if (!hooks_.admit) return true;
   absl::Status admitted = hooks_.admit(key, length);
   if (admitted.ok()) return true;
+  Stop(std::move(admitted));
+  return false;
+}
+
+void PrewarmJob::Stop(absl::Status why) {
   Cancel();
   MutexLock lock(&mu_);
-  if (stopped_.ok()) stopped_ = admitted;
-  return false;
+  if (stopped_.ok()) stopped_ = std::move(why);
+}
+
+absl::Status PrewarmJob::NotKept(const Manifest& manifest) const {
+  const store::StoreStats stats = store_->Stats();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the cache did not keep what it fetched of '", Printable(manifest.identity().name),
+      "': this node holds ", FormatSize(store_->CachedBytes(manifest.version())), " of its ",
+      FormatSize(manifest.total_bytes()), " (capacity ", FormatSize(stats.capacity_bytes), ", ",
+      FormatSize(stats.disk_bytes), " in use, by data it keeps for datasets in use)"));
 }
 
 absl::Status PrewarmJob::Stopped() const {

@@ -15,7 +15,11 @@
 // A file whose chunk cannot be fetched is recorded as failed once, with the
 // error, and its remaining chunks are skipped; other files go on. A chunk
 // `admit` refuses stops the whole job (a prewarm that reached its caller's
-// share of the cache, prewarm_shares.h).
+// share of the cache, prewarm_shares.h). So does a chunk the store did not
+// keep once fetched (the cache is full of data it will not evict for it):
+// the job stops with RESOURCE_EXHAUSTED naming how much of the dataset the
+// node holds and its capacity, rather than report chunks as warmed that are
+// not held.
 //
 // The job holds its manifest while its workers run and lets go of it once
 // they are done, so that a finished job kept for its progress does not keep
@@ -93,7 +97,8 @@ class PrewarmJob {
   // A snapshot; counters never decrease. `finished` is set once all workers
   // are done, with the complete list of failures.
   v1::PrewarmProgress Progress() const;
-  // Why `admit` stopped the job; OK while it did not.
+  // Why `admit` or a chunk the store did not keep stopped the job; OK while
+  // neither did.
   absl::Status Stopped() const;
 
   const std::string& dataset_name() const { return dataset_name_; }
@@ -103,6 +108,10 @@ class PrewarmJob {
   void RecordFailure(const Manifest& manifest, uint64_t file_id, const absl::Status& status);
   // Whether `admit` lets `key` be fetched; stops the job when not.
   bool Admit(const ChunkKey& key, uint64_t length);
+  // Stops the job with `why`, unless it was stopped already.
+  void Stop(absl::Status why);
+  // Why a chunk of `manifest` that was fetched is not held.
+  absl::Status NotKept(const Manifest& manifest) const;
 
   const std::string dataset_name_;
   ReadThrough* const read_through_;

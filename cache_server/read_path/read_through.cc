@@ -267,6 +267,10 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchMiss(
   return fetched;
 }
 
+bool ReadThrough::Holds(const ChunkKey& key) {
+  return store_->Contains(key) || write_behind_->Pending(key) != nullptr;
+}
+
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::Fetch(const Manifest& manifest,
                                                           const ChunkKey& key,
                                                           ChunkSourcing sourcing, Storing storing) {

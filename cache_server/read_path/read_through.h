@@ -145,6 +145,10 @@ class ReadThrough {
                                   ChunkSourcing sourcing = ChunkSourcing::kReadThrough,
                                   Storing storing = Storing::kBeforeReturn);
 
+  // Whether the node holds chunk `key`: stored, or fetched and waiting in the
+  // write-behind queue to be stored.
+  bool Holds(const ChunkKey& key);
+
   // Called with every miss a reader (or a peer asking this node as the
   // owner) makes, after it is answered; set before the first read.
   using MissListener = std::function<void(const std::shared_ptr<const Manifest>&, const ChunkKey&)>;

@@ -223,6 +223,30 @@ TEST_F(ReadPathTest, PrewarmProgressIsMonotoneAndEndsAtExactlyOneHundredPercent)
   EXPECT_TRUE(read.from_cache);
 }
 
+TEST_F(ReadPathTest, APrewarmOfMoreThanTheCacheHoldsFailsNamingWhatIsHeld) {
+  // 128 MiB in 4 MiB chunks against a cache of 64 MiB, the dataset in use.
+  auto server = GranarydProcess::Start({.extra_args = {"--capacity", "64MiB"}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  server_ = *std::move(server);
+  stub_ = server_->SocketStub();
+  for (int i = 0; i < 32; ++i) {
+    WriteSourceFile(root_, absl::StrCat("part-", i), PatternBytes(4u << 20, i));
+  }
+  Register("large", 4u << 20);
+  v1::PrewarmRequest request;
+  request.set_name("large");
+  std::vector<v1::PrewarmProgress> progress;
+  grpc::Status status = Prewarm(stub_.get(), request, &progress);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_NE(status.error_message().find("this node holds"), std::string::npos)
+      << status.error_message();
+  EXPECT_NE(status.error_message().find("of its 128.0 MiB (capacity 64.0 MiB"), std::string::npos)
+      << status.error_message();
+  ASSERT_FALSE(progress.empty());
+  EXPECT_LT(progress.back().chunks_done(), progress.back().chunks_total());
+  EXPECT_LE(*server_->Metric("granary_store_used_bytes"), 64u << 20);
+}
+
 TEST_F(ReadPathTest, PrewarmListsEveryFailedFileAndFinishesTheRest) {
   StartServer();
   WriteSourceFile(root_, "good", PatternBytes(2 * kChunk, 1));
