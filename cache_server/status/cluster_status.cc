@@ -127,7 +127,9 @@ v1::NodeStatus ClusterStatus::LocalStatus() const {
   node.set_address(self.address);
   node.set_state("up");
   node.set_capacity_bytes(stats.capacity_bytes);
-  node.set_used_bytes(stats.used_bytes);
+  // What the capacity counts, as the disk does: each chunk in whole blocks,
+  // so that a cache of tiny files shows itself as full as it is.
+  node.set_used_bytes(stats.disk_bytes);
   node.set_chunk_count(stats.chunk_count);
   node.set_hits(parts_.metrics->hits.load());
   node.set_misses(parts_.metrics->misses.load());

@@ -247,6 +247,25 @@ TEST_F(ReadPathTest, APrewarmOfMoreThanTheCacheHoldsFailsNamingWhatIsHeld) {
   EXPECT_LE(*server_->Metric("granary_store_used_bytes"), 64u << 20);
 }
 
+TEST_F(ReadPathTest, StatusCountsTheCacheAsTheDiskDoes) {
+  StartServer();
+  for (int i = 0; i < 100; ++i) {
+    WriteSourceFile(root_, absl::StrCat("tiny-", i), PatternBytes(100, i));
+  }
+  Register("tiny", kChunk);
+  v1::PrewarmRequest request;
+  request.set_name("tiny");
+  std::vector<v1::PrewarmProgress> progress;
+  ASSERT_TRUE(Prewarm(stub_.get(), request, &progress).ok());
+  grpc::ClientContext context;
+  v1::StatusResponse status;
+  ASSERT_TRUE(stub_->Status(&context, v1::StatusRequest(), &status).ok());
+  ASSERT_EQ(status.nodes_size(), 1);
+  // 100 files of 100 bytes take a 4 KiB block each.
+  EXPECT_EQ(status.nodes(0).used_bytes(), 100u * 4096);
+  EXPECT_EQ(status.nodes(0).chunk_count(), 100u);
+}
+
 TEST_F(ReadPathTest, PrewarmListsEveryFailedFileAndFinishesTheRest) {
   StartServer();
   WriteSourceFile(root_, "good", PatternBytes(2 * kChunk, 1));
