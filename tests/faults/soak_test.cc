@@ -47,8 +47,13 @@ TEST_F(SoakTest, SixtyFourReadersNoErrorFlatMemory) {
   Clock::time_point start = Clock::now();
   for (int second = 1; second <= seconds; ++second) {
     std::this_thread::sleep_until(start + std::chrono::seconds(second));
-    trace.server.push_back(ResidentBytes(server_->pid()).value_or(0));
-    trace.mount.push_back(ResidentBytes(mount_->pid()).value_or(0));
+    // A sample that cannot be read fails the test: a zero would pass the bound.
+    absl::StatusOr<uint64_t> server_rss = ResidentBytes(server_->pid());
+    absl::StatusOr<uint64_t> mount_rss = ResidentBytes(mount_->pid());
+    ASSERT_TRUE(server_rss.ok()) << server_rss.status();
+    ASSERT_TRUE(mount_rss.ok()) << mount_rss.status();
+    trace.server.push_back(*server_rss);
+    trace.mount.push_back(*mount_rss);
   }
   readers.Stop();
   const double elapsed = SecondsSince(start);
