@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cache_server/read_path/peer_read_server.h"
 #include "client/dataset_client.h"
 #include "client/peer_read_connections.h"
 #include "client/peer_read_protocol.h"
@@ -266,7 +267,7 @@ TEST_F(PeerReadFloodTest, HellosHeldFromAnotherAddressStopNoReadOfATokenHolder) 
   HelloFlood flood_b(user_, kSecondAddress, port(1), kHeld);
   // Past a hello deadline, so that the floods have come back for what the
   // nodes closed.
-  std::this_thread::sleep_for(std::chrono::seconds(4));
+  std::this_thread::sleep_for(PeerReadServer::kHelloTimeout + std::chrono::seconds(1));
   std::string failure;
   const int served = CatFilesOfB(kCats, &failure);
   // b welcomes a token holder's own peer reads while the flood lasts.
@@ -306,7 +307,7 @@ TEST_F(PeerReadFloodTest, HellosHeldFromTheReadersOwnAddressSendItsReadsOverGrpc
   // The flood comes from the address the reader reads from: its hellos meet
   // a full budget for their host, and each read goes over gRPC instead.
   HelloFlood flood_b(user_, kClusterAddress, port(1), kHeld);
-  std::this_thread::sleep_for(std::chrono::seconds(4));
+  std::this_thread::sleep_for(PeerReadServer::kHelloTimeout + std::chrono::seconds(1));
   const DirectReads direct = ReadChunksOfB();
   std::string failure;
   const int served = CatFilesOfB(kCats, &failure);
