@@ -28,18 +28,14 @@
 #ifndef GRANARY_SCHEDULER_HOOKS_EXTENDER_H_
 #define GRANARY_SCHEDULER_HOOKS_EXTENDER_H_
 
-#include <functional>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
 #include "proto/granary.pb.h"
+#include "scheduler_hooks/locator.h"
 
 namespace granary::hooks {
-
-// A dataset's locality across the cluster; NOT_FOUND for a dataset the cluster
-// does not know, any other error when the cluster cannot answer.
-using Locator = std::function<absl::StatusOr<v1::LocateResponse>(const std::string& dataset)>;
 
 struct ExtenderOptions {
   // Filter's threshold for pods that require locality: the share (0..1) of

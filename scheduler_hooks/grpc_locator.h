@@ -1,4 +1,4 @@
-// A Locator (scheduler_hooks/extender.h) that asks one granaryd's Locate RPC,
+// A Locator (scheduler_hooks/locator.h) that asks one granaryd's Locate RPC,
 // which answers for the whole cluster. Each call has its own deadline, so a
 // hung server costs the scheduler at most that long.
 //
@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "scheduler_hooks/extender.h"
+#include "scheduler_hooks/locator.h"
 
 namespace granary::hooks {
 

@@ -1,4 +1,4 @@
-// A Locator (scheduler_hooks/extender.h) that reuses another's answers for a
+// A Locator (scheduler_hooks/locator.h) that reuses another's answers for a
 // short time. kube-scheduler asks the extender to filter and then prioritize
 // every pod, and a job's pods come in a burst that all name the same
 // datasets: without reuse each decision would cost one Locate per dataset.
@@ -16,7 +16,7 @@
 #include <chrono>
 #include <cstddef>
 
-#include "scheduler_hooks/extender.h"
+#include "scheduler_hooks/locator.h"
 
 namespace granary::hooks {
 
