@@ -60,18 +60,11 @@ int OpenDescriptors(pid_t pid) {
 //   small/0.bin ... small/199.bin (1-40 KiB, 0644), secret.txt (0600),
 //   dir/ (0755), big.bin (3 MiB, 0644), in chunks of 1 MiB.
 // bob is a reader.
-class BatchReadTest : public ::testing::Test {
+class BatchReadTest : public SharedNodeTest {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "creating users needs root";
-    absl::StatusOr<SharedNodeReader> bob =
-        EnsureSharedNodeReader("granary-batch-bob", kReaders, kAdmins);
-    ASSERT_TRUE(bob.ok()) << bob.status();
-    bob_ = bob->user;
-    readers_gid_ = bob->readers_gid;
-
-    ASSERT_EQ(::chmod(roots_.path().c_str(), 0755), 0);
-    source_ = roots_.path() + "/ds";
+    SetUpSharedNode("granary-batch-bob", kReaders, kAdmins);
+    if (IsSkipped() || HasFatalFailure()) return;
     for (int i = 0; i < kSmallFiles; ++i) {
       WriteSourceFile(source_, SmallPath(i), PatternBytes(1024 + 197 * i, i));
     }
@@ -81,14 +74,8 @@ class BatchReadTest : public ::testing::Test {
     WriteSourceFile(source_, "big.bin", PatternBytes(3 << 20, 77));
     for (const char* path : {"", "/dir", "/small"}) ::chmod((source_ + path).c_str(), 0755);
 
-    absl::StatusOr<std::unique_ptr<GranarydProcess>> server = StartSharedGranaryd(
-        roots_.path(), config_dir_.path(),
+    StartNodeWithDataset(
         absl::StrCat("socket_group: ", kReaders, "\nadmin_group: ", kAdmins, "\n"));
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    ASSERT_EQ(CliAs(*server_, nullptr, {"dataset", "add", "ds", source_, "--chunk-size", "1MiB"})
-                  .exit_code,
-              0);
   }
 
   std::string SourceBytes(const std::string& path) const {
@@ -132,13 +119,6 @@ class BatchReadTest : public ::testing::Test {
     EXPECT_GE(fd, 0) << "bob cannot connect to the local read socket";
     return UniqueFd(fd);
   }
-
-  TempDir roots_;
-  TempDir config_dir_;
-  std::string source_;
-  TestUser bob_;
-  gid_t readers_gid_ = 0;
-  std::unique_ptr<GranarydProcess> server_;
 };
 
 TEST_F(BatchReadTest, ARefusedFileIsRefusedAloneAndTheRestOfTheBatchIsServed) {

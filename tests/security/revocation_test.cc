@@ -55,20 +55,13 @@ std::string FirstLine(const std::string& text) { return text.substr(0, text.find
 //   open.txt, revoked.txt (kSecret), removed.txt, dir/kept.txt,
 //   dir/later.txt (kSecret), big.bin (three chunks), all 0644.
 // bob is a reader.
-class RevocationTest : public ::testing::Test {
+class RevocationTest : public SharedNodeTest {
  protected:
   virtual int GraceSeconds() const { return 300; }
 
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "creating users needs root";
-    absl::StatusOr<SharedNodeReader> bob =
-        EnsureSharedNodeReader("granary-rev-bob", kReaders, kAdmins);
-    ASSERT_TRUE(bob.ok()) << bob.status();
-    bob_ = bob->user;
-    readers_gid_ = bob->readers_gid;
-
-    ASSERT_EQ(::chmod(roots_.path().c_str(), 0755), 0);
-    source_ = roots_.path() + "/ds";
+    SetUpSharedNode("granary-rev-bob", kReaders, kAdmins);
+    if (IsSkipped() || HasFatalFailure()) return;
     WriteSourceFile(source_, "open.txt", "open to all\n");
     WriteSourceFile(source_, "revoked.txt", kSecret);
     WriteSourceFile(source_, "removed.txt", kSecret);
@@ -77,14 +70,10 @@ class RevocationTest : public ::testing::Test {
     WriteSourceFile(source_, "big.bin", PatternBytes(3 * kChunk - 100, 9));
     for (const char* path : {"", "/dir"}) ::chmod((source_ + path).c_str(), 0755);
 
-    absl::StatusOr<std::unique_ptr<GranarydProcess>> server =
-        StartSharedGranaryd(roots_.path(), config_dir_.path(),
-                            absl::StrCat("socket_group: ", kReaders, "\nadmin_group: ", kAdmins,
-                                         "\nversion_grace_seconds: ", GraceSeconds(),
-                                         "\nsource_refresh_interval_seconds: 1\n"));
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = *std::move(server);
-    ASSERT_EQ(Cli(nullptr, {"dataset", "add", "ds", source_, "--chunk-size", "1MiB"}).exit_code, 0);
+    StartNodeWithDataset(absl::StrCat("socket_group: ", kReaders, "\nadmin_group: ", kAdmins,
+                                      "\nversion_grace_seconds: ", GraceSeconds(),
+                                      "\nsource_refresh_interval_seconds: 1\n"));
+    if (HasFatalFailure()) return;
     first_ = Dataset(server_->SocketStub().get());
     ids_ = FileIds(first_.version());
   }
@@ -139,12 +128,6 @@ class RevocationTest : public ::testing::Test {
     return true;
   }
 
-  TempDir roots_;
-  TempDir config_dir_;
-  std::string source_;
-  TestUser bob_;
-  gid_t readers_gid_ = 0;
-  std::unique_ptr<GranarydProcess> server_;
   v1::DatasetInfo first_;
   std::map<std::string, uint64_t> ids_;  // Of the first version.
 };

@@ -77,14 +77,28 @@ absl::StatusOr<gid_t> EnsureGroup(const std::string& name) {
   return absl::InternalError(absl::StrCat("groupadd ", name, " failed: ", made->stderr_text));
 }
 
-absl::StatusOr<SharedNodeReader> EnsureSharedNodeReader(const std::string& name,
-                                                        const std::string& readers,
-                                                        const std::string& admins) {
-  SharedNodeReader reader;
-  GRANARY_ASSIGN_OR_RETURN(reader.user, EnsureTestUser(name, {readers}));
-  GRANARY_ASSIGN_OR_RETURN(reader.readers_gid, EnsureGroup(readers));
-  GRANARY_RETURN_IF_ERROR(EnsureGroup(admins).status());
-  return reader;
+void SharedNodeTest::SetUpSharedNode(const std::string& bob, const std::string& readers,
+                                     const std::string& admins) {
+  if (::geteuid() != 0) GTEST_SKIP() << "creating users needs root";
+  absl::StatusOr<TestUser> user = EnsureTestUser(bob, {readers});
+  ASSERT_TRUE(user.ok()) << user.status();
+  bob_ = *user;
+  absl::StatusOr<gid_t> readers_gid = EnsureGroup(readers);
+  ASSERT_TRUE(readers_gid.ok()) << readers_gid.status();
+  readers_gid_ = *readers_gid;
+  ASSERT_TRUE(EnsureGroup(admins).ok());
+  ASSERT_EQ(::chmod(roots_.path().c_str(), 0755), 0);
+  source_ = roots_.path() + "/ds";
+}
+
+void SharedNodeTest::StartNodeWithDataset(const std::string& config) {
+  absl::StatusOr<std::unique_ptr<GranarydProcess>> server =
+      StartSharedGranaryd(roots_.path(), config_dir_.path(), config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  server_ = *std::move(server);
+  ASSERT_EQ(
+      CliAs(*server_, nullptr, {"dataset", "add", "ds", source_, "--chunk-size", "1MiB"}).exit_code,
+      0);
 }
 
 absl::StatusOr<TestUser> EnsureTestUser(const std::string& name,

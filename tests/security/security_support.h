@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "gtest/gtest.h"
 #include "tests/support/granaryd_process.h"
 
 namespace granary::testing {
@@ -36,16 +37,28 @@ absl::StatusOr<TestUser> EnsureTestUser(const std::string& name,
 // The group id of `name`, creating the group if it does not exist.
 absl::StatusOr<gid_t> EnsureGroup(const std::string& name);
 
-// A reader of a shared node's datasets: the user `name`, a member of the
-// group `readers` (the node's socket_group, whose id is readers_gid), with
-// the group `admins` (the node's admin_group) created too.
-struct SharedNodeReader {
-  TestUser user;
-  gid_t readers_gid = 0;
+// A fixture of a node its users share: bob, a reader (a member of the
+// node's socket group), the source root (searchable by everyone) with the
+// dataset's directory `source_` ("ds") in it, and the node's granaryd once
+// a test starts it.
+class SharedNodeTest : public ::testing::Test {
+ protected:
+  // Creates bob as the user `bob` in the group `readers` (the node's
+  // socket_group) and the group `admins` (its admin_group), and prepares the
+  // source root. Skips the test when not root: check IsSkipped() after it.
+  void SetUpSharedNode(const std::string& bob, const std::string& readers,
+                       const std::string& admins);
+  // Starts the node's granaryd with `config` and registers `source_` as
+  // "ds" in chunks of 1 MiB.
+  void StartNodeWithDataset(const std::string& config);
+
+  TempDir roots_;
+  TempDir config_dir_;
+  std::string source_;
+  TestUser bob_;
+  gid_t readers_gid_ = 0;
+  std::unique_ptr<GranarydProcess> server_;
 };
-absl::StatusOr<SharedNodeReader> EnsureSharedNodeReader(const std::string& name,
-                                                        const std::string& readers,
-                                                        const std::string& admins);
 
 struct CommandResult {
   int exit_code = -1;  // -1: killed by a signal or by the timeout.
