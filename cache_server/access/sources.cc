@@ -9,7 +9,6 @@
 #include "common/s3_location.h"
 #include "common/source_path.h"
 #include "common/status.h"
-#include "source/posix_source.h"
 
 namespace granary {
 
@@ -68,11 +67,13 @@ absl::Status Sources::Check(std::string_view source) const {
 }
 
 absl::StatusOr<std::shared_ptr<const Source>> Sources::OpenToScan(std::string_view source) {
-  GRANARY_RETURN_IF_ERROR(Check(source));
   if (!IsS3Source(source)) {
+    // Confining a POSIX source beneath the roots is its check (Check()),
+    // made once: the scan reads the directory confining resolved it to.
     GRANARY_ASSIGN_OR_RETURN(std::string root, roots_->Confine(source));
-    return std::make_shared<const PosixSource>(std::move(root), scan_threads_);
+    return opened_.Reopen(root);
   }
+  GRANARY_RETURN_IF_ERROR(Check(source));
   return opened_.Reopen(source);
 }
 

@@ -57,14 +57,10 @@ class Sources {
 
  private:
   Sources(const SourceRoots* roots, std::vector<std::string> s3_endpoints, Options options)
-      : roots_(roots),
-        s3_endpoints_(std::move(s3_endpoints)),
-        scan_threads_(options.scan_threads),
-        opened_(std::move(options)) {}
+      : roots_(roots), s3_endpoints_(std::move(s3_endpoints)), opened_(std::move(options)) {}
 
   const SourceRoots* const roots_;
   const std::vector<std::string> s3_endpoints_;  // Canonical, as S3Location has them.
-  const int scan_threads_;
   OpenedSources opened_;
 };
 
