@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -64,37 +65,25 @@ void LocalReadServer::Accept() {
       continue;
     }
     const uid_t uid = caller->credentials.uid;
-    const bool limited = uid != 0 && uid != ::geteuid();
-    if (limited && !AdmitUser(uid)) {
-      GRANARY_LOG_FIRST_N(WARNING, 5) << "local read socket: uid " << uid << " has "
-                                      << kMaxConnectionsPerUser << " connections; closed a new one";
-      ::close(connection);
-      continue;
+    std::shared_ptr<ConnectionBudget::Slot> slot;
+    if (uid != 0 && uid != ::geteuid()) {
+      absl::StatusOr<ConnectionBudget::Slot> taken =
+          user_connections_.Take(absl::StrCat("uid ", uid));
+      if (!taken.ok()) {
+        GRANARY_LOG_FIRST_N(WARNING, 5)
+            << "local read socket: closed a new connection: " << taken.status().message();
+        ::close(connection);
+        continue;
+      }
+      slot = std::make_shared<ConnectionBudget::Slot>(*std::move(taken));
     }
-    if (!connections_.Run(connection,
-                          [this, limited, caller = std::move(*caller)](int served) {
-                            Serve(served, caller);
-                            if (limited) ReleaseUser(caller.credentials.uid);
-                          }) &&
+    if (!connections_.Run(connection, [this, slot, caller = std::move(*caller)](
+                                          int served) { Serve(served, caller); }) &&
         !stopping_) {
       GRANARY_LOG_FIRST_N(WARNING, 5)
           << "local read socket: over " << kMaxConnections << " connections; closed a new one";
     }
   }
-}
-
-bool LocalReadServer::AdmitUser(uid_t uid) {
-  MutexLock lock(&users_mutex_);
-  int& count = connections_by_user_[uid];
-  if (count >= kMaxConnectionsPerUser) return false;
-  ++count;
-  return true;
-}
-
-void LocalReadServer::ReleaseUser(uid_t uid) {
-  MutexLock lock(&users_mutex_);
-  auto it = connections_by_user_.find(uid);
-  if (it != connections_by_user_.end() && --it->second <= 0) connections_by_user_.erase(it);
 }
 
 namespace {

@@ -37,7 +37,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -45,18 +44,18 @@
 
 #include "absl/status/statusor.h"
 #include "cache_server/access/caller.h"
+#include "cache_server/access/connection_budget.h"
 #include "cache_server/connection_threads.h"
 #include "cache_server/read_path/batch_reads.h"
 #include "cache_server/read_path/read_through.h"
-#include "common/mutex.h"
 #include "common/unique_fd.h"
 
 namespace granary {
 
 class LocalReadServer {
  public:
-  static constexpr int kMaxConnections = 256;
-  static constexpr int kMaxConnectionsPerUser = 16;
+  static constexpr uint32_t kMaxConnections = 256;
+  static constexpr uint32_t kMaxConnectionsPerUser = 16;
   static constexpr std::chrono::seconds kAnswerReadTimeout{10};
 
   // Listens on `path` with permission bits `mode` and group `gid`,
@@ -78,9 +77,6 @@ class LocalReadServer {
       : listen_fd_(listen_fd), reads_(reads), batches_(batches) {}
 
   void Accept();
-  // Counts a connection of `uid` in; false when it has kMaxConnectionsPerUser.
-  bool AdmitUser(uid_t uid);
-  void ReleaseUser(uid_t uid);
   // Answers the requests of `caller` on `connection` in turn until it closes.
   void Serve(int connection, const Caller& caller);
   // The answer to one request (`received` says whether it was read whole)
@@ -93,8 +89,12 @@ class LocalReadServer {
   BatchReads* const batches_;
   std::atomic<bool> stopping_{false};
   ConnectionThreads connections_{kMaxConnections};
-  Mutex users_mutex_;
-  std::map<uid_t, int> connections_by_user_ ABSL_GUARDED_BY(users_mutex_);
+  // Connections of users other than root and granaryd's own, by uid.
+  ConnectionBudget user_connections_{
+      "local read connections",
+      {.per_host = kMaxConnectionsPerUser, .overall = kMaxConnections},
+      "kMaxConnectionsPerUser",
+      "kMaxConnections"};
   std::thread acceptor_;
 };
 
