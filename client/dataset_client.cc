@@ -1,6 +1,8 @@
 #include "client/dataset_client.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +28,16 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+v1::ReadChunkRequest ChunkRequest(const ChunkKey& key, uint32_t offset_in_chunk, size_t length,
+                                  ChunkSourcing sourcing) {
+  v1::ReadChunkRequest request;
+  key.ToProto(request.mutable_key());
+  request.set_offset(offset_in_chunk);
+  request.set_length(static_cast<uint32_t>(length));
+  SetSourcing(sourcing, &request);
+  return request;
 }
 
 }  // namespace
@@ -153,32 +165,64 @@ absl::StatusOr<v1::GetMembersResponse> DatasetClient::GetMembers() const {
   return response;
 }
 
+std::vector<absl::Status> DatasetClient::ReadChunks(std::span<const ChunkRead> reads,
+                                                    ChunkSourcing sourcing) const {
+  std::vector<absl::Status> statuses;
+  statuses.reserve(reads.size());
+  for (size_t begin = 0; begin < reads.size(); begin += PeerReadConnections::kMaxPipelinedReads) {
+    const std::span<const ChunkRead> part = reads.subspan(
+        begin, std::min(reads.size() - begin, PeerReadConnections::kMaxPipelinedReads));
+    std::vector<v1::ReadChunkRequest> requests(part.size());
+    std::vector<std::span<char>> outs(part.size());
+    for (size_t i = 0; i < part.size(); ++i) {
+      requests[i] = ChunkRequest(part[i].key, 0, part[i].out.size(), sourcing);
+      outs[i] = part[i].out;
+    }
+    std::optional<PeerReadConnections::Results> read = ReadOverPeerProtocol(requests, outs);
+    for (size_t i = 0; i < part.size(); ++i) {
+      statuses.push_back(read ? std::move(read->statuses[i])
+                              : ReadChunkOverGrpc(requests[i], part[i].out));
+    }
+  }
+  return statuses;
+}
+
+std::optional<PeerReadConnections::Results> DatasetClient::ReadOverPeerProtocol(
+    std::span<const v1::ReadChunkRequest> requests, std::span<const std::span<char>> outs) const {
+  if (peer_reads_ == nullptr) return std::nullopt;
+  const int64_t now = NowNs();
+  if (now < grpc_reads_until_ns_.load(std::memory_order_relaxed)) return std::nullopt;
+  PeerReadConnections::Results read = peer_reads_->ReadMany(requests, outs);
+  switch (read.outcome) {
+    case PeerReadConnections::Outcome::kRead:
+      return read;
+    case PeerReadConnections::Outcome::kNotSpoken:
+      grpc_reads_until_ns_.store(now + kGrpcReadsAfterRefusal.count(), std::memory_order_relaxed);
+      break;
+    case PeerReadConnections::Outcome::kTurnedAway:
+      break;
+  }
+  return std::nullopt;
+}
+
 absl::Status DatasetClient::ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk,
                                       std::span<char> out, ChunkSourcing sourcing) const {
   if (out.empty()) return absl::OkStatus();
+  const v1::ReadChunkRequest request = ChunkRequest(key, offset_in_chunk, out.size(), sourcing);
+  const std::span<char> outs[] = {out};
+  std::optional<PeerReadConnections::Results> read =
+      ReadOverPeerProtocol(std::span(&request, 1), outs);
+  if (read) return read->statuses[0];
+  return ReadChunkOverGrpc(request, out);
+}
+
+absl::Status DatasetClient::ReadChunkOverGrpc(const v1::ReadChunkRequest& request,
+                                              std::span<char> out) const {
+  if (out.empty()) return absl::OkStatus();
+  const ChunkKey key = ChunkKey::FromProto(request.key());
+  const uint32_t offset_in_chunk = request.offset();
   grpc::ClientContext context;
   SetDeadline(&context, options_.read_timeout);
-  v1::ReadChunkRequest request;
-  key.ToProto(request.mutable_key());
-  request.set_offset(offset_in_chunk);
-  request.set_length(static_cast<uint32_t>(out.size()));
-  SetSourcing(sourcing, &request);
-  if (peer_reads_ != nullptr) {
-    const int64_t now = NowNs();
-    if (now >= grpc_reads_until_ns_.load(std::memory_order_relaxed)) {
-      PeerReadConnections::Result read = peer_reads_->Read(request, out);
-      switch (read.outcome) {
-        case PeerReadConnections::Outcome::kRead:
-          return read.status;
-        case PeerReadConnections::Outcome::kNotSpoken:
-          grpc_reads_until_ns_.store(now + kGrpcReadsAfterRefusal.count(),
-                                     std::memory_order_relaxed);
-          break;
-        case PeerReadConnections::Outcome::kTurnedAway:
-          break;
-      }
-    }
-  }
   std::unique_ptr<grpc::ClientReader<v1::ReadChunkResponse>> reader =
       stub_->ReadChunk(&context, request);
 

@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -104,11 +105,31 @@ class DatasetClient {
   absl::Status ReadChunk(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out,
                          ChunkSourcing sourcing = ChunkSourcing::kReadThrough) const;
 
+  // One whole chunk to read with ReadChunks(): `out` is as long as the chunk.
+  struct ChunkRead {
+    ChunkKey key;
+    std::span<char> out;
+  };
+  // Reads each of `reads` as ReadChunk(read.key, 0, read.out, sourcing) would,
+  // and returns each one's status in order. Over TCP the reads are sent at
+  // once on one peer read connection and answered back to back (at most
+  // PeerReadConnections::kMaxPipelinedReads at a time); otherwise one after
+  // another.
+  std::vector<absl::Status> ReadChunks(std::span<const ChunkRead> reads,
+                                       ChunkSourcing sourcing) const;
+
   // The cluster's members as the server sees them.
   absl::StatusOr<v1::GetMembersResponse> GetMembers() const;
 
  private:
   DatasetClient(std::string address, Options options, std::shared_ptr<grpc::Channel> channel);
+
+  // The reads' results over the peer read protocol, or nothing when they are
+  // to be made over gRPC (a Unix socket, or a server that does not speak it
+  // or turned the connection away).
+  std::optional<PeerReadConnections::Results> ReadOverPeerProtocol(
+      std::span<const v1::ReadChunkRequest> requests, std::span<const std::span<char>> outs) const;
+  absl::Status ReadChunkOverGrpc(const v1::ReadChunkRequest& request, std::span<char> out) const;
 
   const std::string address_;
   const Options options_;

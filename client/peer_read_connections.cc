@@ -84,33 +84,78 @@ PeerReadConnections::Connected PeerReadConnections::Connect() {
   return {*std::move(fd), {}};
 }
 
-PeerReadConnections::Exchanged PeerReadConnections::Exchange(int fd,
-                                                             const v1::ReadChunkRequest& request,
-                                                             std::span<char> out) {
+PeerReadConnections::Exchanged PeerReadConnections::Exchange(
+    int fd, std::span<const v1::ReadChunkRequest> requests, std::span<const std::span<char>> outs) {
   const std::string what = absl::StrCat("peer read from ", address_);
-  const std::string body = request.SerializeAsString();
-  char length[4];
-  EncodePeerReadRequestLength(static_cast<uint32_t>(body.size()), length);
-  const std::string_view parts[] = {std::string_view(length, sizeof(length)), body};
-  if (absl::Status sent = SendAll(fd, parts, what); !sent.ok()) return {sent};
-  char header_bytes[kPeerReadAnswerHeaderBytes];
-  if (absl::Status got = ReceiveExactly(fd, header_bytes, what); !got.ok()) return {got};
-  absl::StatusOr<PeerReadAnswerHeader> header = DecodePeerReadAnswer(header_bytes);
-  if (!header.ok())
-    return {absl::DataLossError(absl::StrCat(AsAbsl(what), ": ", header.status().message()))};
-  std::string message(header->message_bytes, '\0');
-  if (absl::Status got = ReceiveExactly(fd, message, what); !got.ok()) return {got};
-  if (header->code != absl::StatusCode::kOk) return {absl::Status(header->code, message), true};
-  if (header->byte_count != out.size()) {
-    return {absl::DataLossError(absl::StrCat("server ", address_, " sent ", header->byte_count,
-                                             " bytes where ", out.size(), " were asked for"))};
+  Exchanged exchanged;
+  // Each request's length prefix and body, sent in one go.
+  std::vector<std::string> framed(requests.size());
+  std::vector<std::string_view> parts(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const std::string body = requests[i].SerializeAsString();
+    char length[4];
+    EncodePeerReadRequestLength(static_cast<uint32_t>(body.size()), length);
+    framed[i].assign(length, sizeof(length));
+    framed[i] += body;
+    parts[i] = framed[i];
   }
-  if (absl::Status got = ReceiveExactly(fd, out, what); !got.ok()) return {got};
-  return {absl::OkStatus(), true};
+  absl::Status failed = SendAll(fd, parts, what);
+  for (size_t i = 0; failed.ok() && i < requests.size(); ++i) {
+    bool reusable = false;
+    absl::Status status = ReceiveAnswer(fd, outs[i], what, &reusable);
+    if (!reusable) {
+      failed = std::move(status);
+      break;
+    }
+    exchanged.statuses.push_back(std::move(status));
+    ++exchanged.answered;
+  }
+  exchanged.reusable = failed.ok();
+  exchanged.statuses.resize(requests.size(), failed);
+  return exchanged;
+}
+
+absl::Status PeerReadConnections::ReceiveAnswer(int fd, std::span<char> out,
+                                                const std::string& what, bool* reusable) {
+  char header_bytes[kPeerReadAnswerHeaderBytes];
+  GRANARY_RETURN_IF_ERROR(ReceiveExactly(fd, header_bytes, what));
+  absl::StatusOr<PeerReadAnswerHeader> header = DecodePeerReadAnswer(header_bytes);
+  if (!header.ok()) {
+    return absl::DataLossError(absl::StrCat(AsAbsl(what), ": ", header.status().message()));
+  }
+  std::string message(header->message_bytes, '\0');
+  GRANARY_RETURN_IF_ERROR(ReceiveExactly(fd, message, what));
+  if (header->code != absl::StatusCode::kOk) {
+    *reusable = true;
+    return absl::Status(header->code, message);
+  }
+  if (header->byte_count != out.size()) {
+    return absl::DataLossError(absl::StrCat("server ", address_, " sent ", header->byte_count,
+                                            " bytes where ", out.size(), " were asked for"));
+  }
+  GRANARY_RETURN_IF_ERROR(ReceiveExactly(fd, out, what));
+  *reusable = true;
+  return absl::OkStatus();
 }
 
 PeerReadConnections::Result PeerReadConnections::Read(const v1::ReadChunkRequest& request,
                                                       std::span<char> out) {
+  const std::span<char> outs[] = {out};
+  Results read = ReadMany(std::span(&request, 1), outs);
+  return {read.outcome, read.outcome == Outcome::kRead ? read.statuses[0] : read.status};
+}
+
+PeerReadConnections::Results PeerReadConnections::ReadMany(
+    std::span<const v1::ReadChunkRequest> requests, std::span<const std::span<char>> outs) {
+  if (requests.empty()) return {};
+  if (requests.size() > kMaxPipelinedReads) {
+    return {Outcome::kRead,
+            {},
+            std::vector<absl::Status>(
+                requests.size(),
+                absl::InvalidArgumentError(absl::StrCat(
+                    requests.size(), " reads sent at once; at most ", kMaxPipelinedReads)))};
+  }
   UniqueFd fd;
   {
     MutexLock lock(&mutex_);
@@ -120,9 +165,9 @@ PeerReadConnections::Result PeerReadConnections::Read(const v1::ReadChunkRequest
     }
   }
   if (fd.valid()) {
-    Exchanged exchanged = ReadOn(std::move(fd), request, out);
-    if (exchanged.reusable || !absl::IsUnavailable(exchanged.status)) {
-      return {Outcome::kRead, exchanged.status};
+    Exchanged exchanged = ReadOn(std::move(fd), requests, outs);
+    if (exchanged.answered > 0 || !absl::IsUnavailable(exchanged.statuses[0])) {
+      return {Outcome::kRead, {}, std::move(exchanged.statuses)};
     }
     // The server closed a kept connection while it was idle: restarted, most
     // likely, which closed every other kept connection too.
@@ -131,14 +176,21 @@ PeerReadConnections::Result PeerReadConnections::Read(const v1::ReadChunkRequest
     dropped.swap(idle_);
   }
   Connected connected = Connect();
-  if (!connected.fd.valid()) return connected.unconnected;
-  return {Outcome::kRead, ReadOn(std::move(connected.fd), request, out).status};
+  if (!connected.fd.valid()) {
+    if (connected.unconnected.outcome != Outcome::kRead) {
+      return {connected.unconnected.outcome, connected.unconnected.status, {}};
+    }
+    return {Outcome::kRead,
+            {},
+            std::vector<absl::Status>(requests.size(), connected.unconnected.status)};
+  }
+  return {Outcome::kRead, {}, ReadOn(std::move(connected.fd), requests, outs).statuses};
 }
 
-PeerReadConnections::Exchanged PeerReadConnections::ReadOn(UniqueFd fd,
-                                                           const v1::ReadChunkRequest& request,
-                                                           std::span<char> out) {
-  Exchanged exchanged = Exchange(fd.get(), request, out);
+PeerReadConnections::Exchanged PeerReadConnections::ReadOn(
+    UniqueFd fd, std::span<const v1::ReadChunkRequest> requests,
+    std::span<const std::span<char>> outs) {
+  Exchanged exchanged = Exchange(fd.get(), requests, outs);
   if (exchanged.reusable) {
     MutexLock lock(&mutex_);
     idle_.push_back(std::move(fd));

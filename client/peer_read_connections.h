@@ -11,8 +11,12 @@
 // connections not yet authenticated is full, which anyone who reaches its
 // port can fill) has not refused the read: the read is left to gRPC.
 //
-// Thread-safety: Read() may be called concurrently; each read uses a
-// connection of its own.
+// Several reads may be sent at once on one connection (ReadMany): the server
+// reads a connection's requests one after another, so their answers come
+// back in order with no round trip between them.
+//
+// Thread-safety: Read() and ReadMany() may be called concurrently; each call
+// uses a connection of its own.
 #ifndef GRANARY_CLIENT_PEER_READ_CONNECTIONS_H_
 #define GRANARY_CLIENT_PEER_READ_CONNECTIONS_H_
 
@@ -58,10 +62,28 @@ class PeerReadConnections {
   // the caller reads over gRPC instead.
   Result Read(const v1::ReadChunkRequest& request, std::span<char> out);
 
+  // The most requests ReadMany() sends at once.
+  static constexpr size_t kMaxPipelinedReads = 128;
+
+  // What became of several reads sent at once: `outcome` as Read()'s for all
+  // of them, and with kRead each one's status in `statuses`.
+  struct Results {
+    Outcome outcome = Outcome::kRead;
+    absl::Status status;  // Why, when not kRead.
+    std::vector<absl::Status> statuses;
+  };
+  // Reads what each of `requests` (at most kMaxPipelinedReads) asks for into
+  // the matching `outs[i]`, every request sent at once on one connection.
+  // Each read's status is as Read()'s; a connection that fails midway fails
+  // the reads not yet answered with its error.
+  Results ReadMany(std::span<const v1::ReadChunkRequest> requests,
+                   std::span<const std::span<char>> outs);
+
  private:
-  // What one exchange on a connection ended with.
+  // What the exchanges on a connection ended with.
   struct Exchanged {
-    absl::Status status;
+    std::vector<absl::Status> statuses;
+    size_t answered = 0;    // Reads whose answers came whole.
     bool reusable = false;  // The connection is at a request's start again.
   };
   // A new connection past the hello, or (`fd` not valid) what the read
@@ -71,10 +93,16 @@ class PeerReadConnections {
     Result unconnected;
   };
   Connected Connect();
-  Exchanged Exchange(int fd, const v1::ReadChunkRequest& request, std::span<char> out);
+  // Sends every request, then reads their answers in order.
+  Exchanged Exchange(int fd, std::span<const v1::ReadChunkRequest> requests,
+                     std::span<const std::span<char>> outs);
+  // Receives one answer into `out`; `reusable` when the connection is at the
+  // next answer's start.
+  absl::Status ReceiveAnswer(int fd, std::span<char> out, const std::string& what, bool* reusable);
   // Exchange() on `fd`, which is kept for the next read if it is at a
   // request's start again.
-  Exchanged ReadOn(UniqueFd fd, const v1::ReadChunkRequest& request, std::span<char> out);
+  Exchanged ReadOn(UniqueFd fd, std::span<const v1::ReadChunkRequest> requests,
+                   std::span<const std::span<char>> outs);
 
   const std::string address_;
   const std::string cluster_token_;

@@ -21,6 +21,11 @@ namespace granary {
 absl::StatusOr<std::string> FilledString(size_t length,
                                          absl::FunctionRef<absl::Status(std::span<char>)> fill);
 
+// A string of `length` bytes left as they were (not zeroed), for a caller
+// that writes every one of them before any is read: buffers filled by reads
+// made at once.
+std::string UnzeroedString(size_t length);
+
 }  // namespace granary
 
 #endif  // GRANARY_COMMON_FILLED_STRING_H_

@@ -157,6 +157,47 @@ TEST_F(PeerReadTest, AKeptConnectionCutByARestartIsReplacedUnseen) {
   EXPECT_EQ(out, content_.substr(100, out.size()));
 }
 
+// Reads sent at once on one connection come back in order, each with its own
+// bytes or error; a kept connection the server cut meanwhile is replaced
+// unseen, as for single reads.
+TEST_F(PeerReadTest, ReadsSentAtOnceAreAnsweredInOrderEachWithItsOwnError) {
+  auto client = TcpClient(server_->cluster_token());
+  ASSERT_NE(client, nullptr);
+  std::string whole(kChunk, '\0');
+  std::string tail(5000, '\0');
+  const DatasetClient::ChunkRead good[] = {{{version_, file_id_, 1}, tail},
+                                           {{version_, file_id_, 0}, whole}};
+  const auto read_good = [&] {
+    std::vector<absl::Status> read = client->ReadChunks(good, ChunkSourcing::kReadThrough);
+    ASSERT_EQ(read.size(), 2u);
+    EXPECT_TRUE(read[0].ok() && read[1].ok()) << read[0] << " " << read[1];
+    EXPECT_EQ(tail, content_.substr(kChunk));
+    EXPECT_EQ(whole, content_.substr(0, kChunk));
+  };
+  read_good();
+  ASSERT_TRUE(server_->Restart().ok());
+  read_good();
+
+  std::string past_end(10, '\0');
+  std::string too_long(6000, '\0');
+  std::string after(5000, '\0');
+  const DatasetClient::ChunkRead mixed[] = {{{version_, file_id_, 2}, past_end},
+                                            {{version_ + 1, file_id_, 0}, past_end},
+                                            {{version_, file_id_, 1}, tail},
+                                            {{version_, file_id_, 1}, too_long},
+                                            {{version_, file_id_, 1}, after}};
+  std::vector<absl::Status> read = client->ReadChunks(mixed, ChunkSourcing::kReadThrough);
+  ASSERT_EQ(read.size(), std::size(mixed));
+  EXPECT_EQ(read[0].code(), absl::StatusCode::kOutOfRange) << read[0];
+  EXPECT_EQ(read[1].code(), absl::StatusCode::kNotFound) << read[1];
+  EXPECT_TRUE(read[2].ok()) << read[2];
+  EXPECT_EQ(read[3].code(), absl::StatusCode::kDataLoss) << read[3];
+  // A wrong length loses the connection's framing: the read after it fails
+  // with it, rather than take another read's bytes for its own.
+  EXPECT_EQ(read[4].code(), absl::StatusCode::kDataLoss) << read[4];
+  read_good();
+}
+
 TEST_F(PeerReadTest, ReadersWithoutTheClusterTokenAreRefused) {
   for (const std::string& token : {std::string(), std::string("not the token")}) {
     auto client = TcpClient(token);
