@@ -95,31 +95,64 @@ absl::Status BatchReads::Answer(const Caller& caller, const v1::BatchRequest& re
   }
 
   std::vector<Asked*> to_fetch;
+  std::vector<ReadThrough::WholeFileAsk> fetch_asks;
   for (Asked& file : asked) {
-    if (file.fetch) to_fetch.push_back(&file);
+    if (!file.fetch) continue;
+    to_fetch.push_back(&file);
+    fetch_asks.push_back({{version, file.file_id, 0}, file.size});
   }
   std::atomic<uint64_t> in_memory_left{kMaxInMemoryBytes};
-  ParallelFor(to_fetch.size(), kMaxFetchThreads, [&](size_t i) {
-    Asked& file = *to_fetch[i];
-    const ChunkKey key{version, file.file_id, 0};
-    absl::StatusOr<ReadThrough::WholeFile> fetched =
-        reads_->OpenWholeFile(key, file.size, chunk_size, WholeFileFetch::kReadThrough);
-    if (absl::IsNotFound(fetched.status())) {
-      // Fetched, but the store did not keep it whole.
-      uint64_t left = in_memory_left.load();
-      while (left >= file.size && !in_memory_left.compare_exchange_weak(left, left - file.size)) {
-      }
-      fetched = left >= file.size ? reads_->OpenWholeFile(key, file.size, chunk_size,
-                                                          WholeFileFetch::kReadThroughInMemory)
-                                  : absl::UnavailableError(absl::StrCat(
-                                        "file ", file.file_id, " could not be stored whole and ",
-                                        "this batch's in-memory copies are spent"));
+  // Takes `bytes` of this batch's in-memory copies, if they are left.
+  const auto take_in_memory = [&](uint64_t bytes) {
+    uint64_t left = in_memory_left.load();
+    while (left >= bytes && !in_memory_left.compare_exchange_weak(left, left - bytes)) {
     }
-    if (fetched.ok()) {
-      file.file = std::move(*fetched);
+    return left >= bytes;
+  };
+  const auto settle = [&](Asked& file, absl::StatusOr<ReadThrough::WholeFile> opened) {
+    if (opened.ok()) {
+      file.file = std::move(*opened);
     } else {
-      file.status = fetched.status();
+      file.status = opened.status();
     }
+  };
+  const auto spent = [&](const Asked& file) {
+    return absl::UnavailableError(absl::StrCat("file ", file.file_id,
+                                               " could not be stored whole and this batch's "
+                                               "in-memory copies are spent"));
+  };
+
+  // Files owned by other nodes come first, each owner asked for all of its
+  // at once.
+  const std::vector<ReadThrough::ChunkData> from_owners =
+      reads_->FetchFromOwners(fetch_asks, chunk_size);
+  std::vector<Asked*> rest;
+  for (size_t i = 0; i < to_fetch.size(); ++i) {
+    Asked& file = *to_fetch[i];
+    if (from_owners[i] == nullptr) {
+      rest.push_back(&file);
+      continue;
+    }
+    absl::StatusOr<ReadThrough::WholeFile> opened =
+        reads_->OpenFetched({version, file.file_id, 0}, file.size, chunk_size);
+    if (absl::IsNotFound(opened.status())) {
+      opened = take_in_memory(file.size) ? ReadThrough::InMemoryCopy(*from_owners[i]) : spent(file);
+    }
+    settle(file, std::move(opened));
+  }
+  ParallelFor(rest.size(), kMaxFetchThreads, [&](size_t i) {
+    Asked& file = *rest[i];
+    const ChunkKey key{version, file.file_id, 0};
+    absl::StatusOr<ReadThrough::WholeFile> opened =
+        reads_->OpenWholeFile(key, file.size, chunk_size, WholeFileFetch::kReadThrough);
+    if (absl::IsNotFound(opened.status())) {
+      // Fetched, but the store did not keep it whole.
+      opened = take_in_memory(file.size)
+                   ? reads_->OpenWholeFile(key, file.size, chunk_size,
+                                           WholeFileFetch::kReadThroughInMemory)
+                   : spent(file);
+    }
+    settle(file, std::move(opened));
   });
 
   for (Asked& file : asked) {

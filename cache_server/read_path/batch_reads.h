@@ -13,9 +13,13 @@
 // dataset name, NOT_FOUND for an unknown dataset or a version that is not
 // the dataset's.
 //
+// Files the node lacks are fetched (read_through) before the answer: those of
+// one chunk owned by another node of the group with one exchange per owner
+// for the whole batch (ReadThrough::FetchFromOwners), the rest one by one.
+//
 // Bounds, whatever the caller sends: at most kMaxBatchFiles descriptors per
-// answer; files the node lacks are fetched (read_through) on at most
-// kMaxFetchThreads threads and only up to kMaxReadThroughFileBytes each
+// answer; files fetched one by one take at most kMaxFetchThreads threads,
+// and only files up to kMaxReadThroughFileBytes are fetched
 // (larger ones are FAILED_PRECONDITION: a reader reads them by ranges over
 // gRPC); a file the store would not take (full of active data) is answered
 // from memory, a sealed copy, for at most kMaxInMemoryBytes per batch, and

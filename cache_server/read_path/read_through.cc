@@ -8,9 +8,19 @@
 #include "common/filled_string.h"
 #include "common/logging.h"
 #include "common/memory_file.h"
+#include "common/parallel_for.h"
 #include "common/status.h"
 
 namespace granary {
+namespace {
+
+// A reader's whole file in memory, filled: sealed against any change.
+absl::StatusOr<LocalWholeFile> SealedInMemory(MemoryFile memory) {
+  GRANARY_RETURN_IF_ERROR(memory.Seal(MemoryFile::kUnchangeable | F_SEAL_SEAL));
+  return LocalWholeFile{std::move(memory).Release(), /*verified_ctime_ns=*/0, /*in_memory=*/true};
+}
+
+}  // namespace
 
 absl::StatusOr<const ManifestEntry*> ChunkEntry(const Manifest& manifest, const ChunkKey& key) {
   const ManifestEntries& entries = manifest.entries();
@@ -160,8 +170,9 @@ absl::StatusOr<ReadThrough::WholeFile> ReadThrough::OpenWholeFile(const ChunkKey
                                                                   uint32_t chunk_size,
                                                                   WholeFileFetch fetch) {
   activity_->Touch(file.dataset_version);
+  Fetched fetched;
   if (fetch == WholeFileFetch::kReadThrough) {
-    GRANARY_RETURN_IF_ERROR(FetchWhole(file, size, chunk_size));
+    GRANARY_ASSIGN_OR_RETURN(fetched, FetchWhole(file, size, chunk_size));
   }
   absl::StatusOr<store::ChunkStore::WholeFile> held = store_->OpenWholeFile(
       file.dataset_version, file.file_id, size, chunk_size, store::WholeFileUse::kReadNow);
@@ -171,8 +182,10 @@ absl::StatusOr<ReadThrough::WholeFile> ReadThrough::OpenWholeFile(const ChunkKey
     }
     return held.status();
   }
-  metrics_->hits.fetch_add(ChunkCount(size, chunk_size), std::memory_order_relaxed);
-  metrics_->bytes_from_cache.fetch_add(size, std::memory_order_relaxed);
+  // The chunks just fetched were counted as misses.
+  metrics_->hits.fetch_add(ChunkCount(size, chunk_size) - fetched.chunks,
+                           std::memory_order_relaxed);
+  metrics_->bytes_from_cache.fetch_add(size - fetched.bytes, std::memory_order_relaxed);
   return WholeFile{std::move(held->fd), held->verified_ctime_ns, /*in_memory=*/false};
 }
 
@@ -209,27 +222,116 @@ absl::StatusOr<ReadThrough::WholeFile> ReadThrough::ReadWholeIntoMemory(const Ch
     GRANARY_ASSIGN_OR_RETURN(Chunk chunk, Read(key, 0, 0));
     GRANARY_RETURN_IF_ERROR(memory.Write(index * chunk_size, *chunk.data));
   }
-  GRANARY_RETURN_IF_ERROR(memory.Seal(MemoryFile::kUnchangeable | F_SEAL_SEAL));
-  return WholeFile{std::move(memory).Release(), /*verified_ctime_ns=*/0, /*in_memory=*/true};
+  return SealedInMemory(std::move(memory));
 }
 
-absl::Status ReadThrough::FetchWhole(const ChunkKey& file, uint64_t size, uint32_t chunk_size) {
+absl::StatusOr<ReadThrough::Fetched> ReadThrough::FetchWhole(const ChunkKey& file, uint64_t size,
+                                                             uint32_t chunk_size) {
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
                            WholeFileManifest(file, size, chunk_size));
+  Fetched fetched;
   for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
     const ChunkKey key{file.dataset_version, file.file_id, static_cast<uint32_t>(index)};
     if (store_->Contains(key)) continue;
-    absl::StatusOr<ChunkData> fetched =
-        FetchMiss(manifest, key, ChunkSourcing::kReadThrough, Storing::kBeforeReturn);
-    GRANARY_RETURN_IF_ERROR(fetched.status());
+    GRANARY_ASSIGN_OR_RETURN(ChunkData chunk, FetchMiss(manifest, key, ChunkSourcing::kReadThrough,
+                                                        Storing::kBeforeReturn));
+    ++fetched.chunks;
+    fetched.bytes += chunk->size();
     // Fetched a moment earlier by a reader's miss, it may still wait to be
     // stored behind: stored now (a second insert of a key is a no-op).
     if (!store_->Contains(key)) {
-      absl::StatusOr<bool> stored = store_->Insert(key, chunk_size, **fetched);
+      absl::StatusOr<bool> stored = store_->Insert(key, chunk_size, *chunk);
       if (!stored.ok()) return stored.status();
     }
   }
-  return absl::OkStatus();
+  return fetched;
+}
+
+std::vector<ReadThrough::ChunkData> ReadThrough::FetchFromOwners(std::span<const WholeFileAsk> asks,
+                                                                 uint32_t chunk_size) {
+  std::vector<ChunkData> fetched(asks.size());
+  if (asks.empty()) return fetched;
+  const uint64_t version = asks.front().file.dataset_version;
+  absl::StatusOr<std::shared_ptr<const Manifest>> manifest = catalog_->GetManifest(version);
+  if (!manifest.ok() || (*manifest)->chunk_size() != chunk_size) return fetched;
+  activity_->Touch(version);
+  // Each owner elsewhere, with the asks it is to answer.
+  std::vector<std::pair<Member, std::vector<size_t>>> owners;
+  for (size_t i = 0; i < asks.size(); ++i) {
+    const WholeFileAsk& ask = asks[i];
+    if (ask.file.dataset_version != version || ask.file.chunk_index != 0 || ask.size == 0 ||
+        ask.size > chunk_size) {
+      continue;
+    }
+    absl::StatusOr<const ManifestEntry*> entry = ChunkEntry(**manifest, ask.file);
+    if (!entry.ok() || (*entry)->size != ask.size) continue;
+    std::optional<Member> owner = cluster_->OwnerElsewhere(ask.file);
+    if (!owner) continue;
+    auto same = std::find_if(owners.begin(), owners.end(),
+                             [&](const auto& listed) { return listed.first.id == owner->id; });
+    if (same == owners.end()) same = owners.insert(owners.end(), {*std::move(owner), {}});
+    same->second.push_back(i);
+  }
+  ParallelFor(owners.size(), owners.size(), [&](size_t o) {
+    FetchFromOwner(owners[o].first, *manifest, asks, owners[o].second, fetched);
+  });
+  return fetched;
+}
+
+void ReadThrough::FetchFromOwner(const Member& owner,
+                                 const std::shared_ptr<const Manifest>& manifest,
+                                 std::span<const WholeFileAsk> asks, std::span<const size_t> which,
+                                 std::vector<ChunkData>& fetched) {
+  absl::StatusOr<const DatasetClient*> reader = cluster_->clients().Reader(owner);
+  if (!reader.ok()) return;
+  std::vector<std::string> bytes;
+  std::vector<DatasetClient::ChunkRead> reads;
+  bytes.reserve(which.size());
+  for (size_t i : which) {
+    bytes.push_back(UnzeroedString(asks[i].size));
+    reads.push_back({asks[i].file, std::span<char>(bytes.back())});
+  }
+  readers_waiting_.fetch_add(static_cast<int>(which.size()), std::memory_order_relaxed);
+  const std::vector<absl::Status> read = (*reader)->ReadChunks(reads, ChunkSourcing::kOwnerFetch);
+  last_reader_miss_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                          std::memory_order_relaxed);
+  readers_waiting_.fetch_sub(static_cast<int>(which.size()), std::memory_order_relaxed);
+  bool suspected = false;
+  for (size_t r = 0; r < which.size(); ++r) {
+    const ChunkKey& key = asks[which[r]].file;
+    if (!read[r].ok()) {
+      // One failure of the owner's own (a lost connection fails every read
+      // after it) is noted once.
+      if (!suspected) suspected = NoteFailedPeerRead(owner, key, read[r]);
+      continue;
+    }
+    metrics_->misses.fetch_add(1, std::memory_order_relaxed);
+    metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
+    metrics_->bytes_from_peers.fetch_add(bytes[r].size(), std::memory_order_relaxed);
+    auto chunk = std::make_shared<const std::string>(std::move(bytes[r]));
+    absl::StatusOr<bool> stored = store_->Insert(key, manifest->chunk_size(), *chunk);
+    if (!stored.ok()) {
+      GRANARY_LOG_FIRST_N(WARNING, 10)
+          << "cannot store " << key.ToString() << ": " << stored.status();
+    }
+    fetched[which[r]] = std::move(chunk);
+    if (miss_listener_) miss_listener_(manifest, key);
+  }
+}
+
+absl::StatusOr<ReadThrough::WholeFile> ReadThrough::OpenFetched(const ChunkKey& file, uint64_t size,
+                                                                uint32_t chunk_size) {
+  GRANARY_ASSIGN_OR_RETURN(store::ChunkStore::WholeFile held,
+                           store_->OpenWholeFile(file.dataset_version, file.file_id, size,
+                                                 chunk_size, store::WholeFileUse::kReadNow));
+  return WholeFile{std::move(held.fd), held.verified_ctime_ns, /*in_memory=*/false};
+}
+
+absl::StatusOr<ReadThrough::WholeFile> ReadThrough::InMemoryCopy(std::string_view data) {
+  GRANARY_ASSIGN_OR_RETURN(MemoryFile memory,
+                           MemoryFile::Create("granary-read-through", data.size()));
+  GRANARY_RETURN_IF_ERROR(memory.Write(0, data));
+  return SealedInMemory(std::move(memory));
 }
 
 store::ChunkStore::Withdrawn ReadThrough::RecordUses(const v1::UseReport& report) {
@@ -339,15 +441,18 @@ absl::StatusOr<std::string> ReadThrough::ReadFromPeer(const Member& peer, const 
   GRANARY_ASSIGN_OR_RETURN(const DatasetClient* reader, cluster_->clients().Reader(peer));
   absl::StatusOr<std::string> data = FilledString(
       length, [&](std::span<char> out) { return reader->ReadChunk(key, 0, out, sourcing); });
-  if (data.ok()) return data;
-  const absl::Status& read = data.status();
-  if (!absl::IsNotFound(read) && ShouldTryAnotherOwner(read)) {
-    metrics_->peer_copy_errors.fetch_add(1, std::memory_order_relaxed);
-    cluster_->clients().MarkSuspect(peer.id);
-    GRANARY_LOG_FIRST_N(WARNING, 20) << "reading chunk " << key.ToString() << " from peer "
-                                     << peer.id << " (" << peer.address << "): " << read;
-  }
-  return read;
+  if (!data.ok()) NoteFailedPeerRead(peer, key, data.status());
+  return data;
+}
+
+bool ReadThrough::NoteFailedPeerRead(const Member& peer, const ChunkKey& key,
+                                     const absl::Status& read) {
+  if (absl::IsNotFound(read) || !ShouldTryAnotherOwner(read)) return false;
+  metrics_->peer_copy_errors.fetch_add(1, std::memory_order_relaxed);
+  cluster_->clients().MarkSuspect(peer.id);
+  GRANARY_LOG_FIRST_N(WARNING, 20) << "reading chunk " << key.ToString() << " from peer " << peer.id
+                                   << " (" << peer.address << "): " << read;
+  return true;
 }
 
 absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,

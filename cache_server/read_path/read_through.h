@@ -30,7 +30,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "cache_server/access/sources.h"
@@ -122,6 +124,33 @@ class ReadThrough {
   absl::StatusOr<WholeFile> OpenWholeFile(const ChunkKey& file, uint64_t size, uint32_t chunk_size,
                                           WholeFileFetch fetch);
 
+  // A file of a batch of whole files: its version and id (chunk index 0),
+  // and its size.
+  struct WholeFileAsk {
+    ChunkKey file;
+    uint64_t size = 0;
+  };
+  // Fetches, for a batch of whole files of one version (chunks of
+  // `chunk_size`) that this node does not hold, those of one chunk whose
+  // owner is another member of the group: each owner is asked for all of its
+  // files at once (its reads sent back to back on one connection; the owners
+  // in parallel), and each file is stored before this returns and counted as
+  // a reader's miss copied from a peer. Returns, per ask, the fetched bytes,
+  // or null for a file not fetched here (several chunks, owned by this node,
+  // an owner suspected or failing): OpenWholeFile() fetches those its own
+  // way. Unlike Fetch(), fetches of one chunk by two batches at once are not
+  // merged: the chunk crosses the network twice, but its owner reads the
+  // source once.
+  std::vector<ChunkData> FetchFromOwners(std::span<const WholeFileAsk> asks, uint32_t chunk_size);
+
+  // Opens file `file` (`size` bytes, one chunk of `chunk_size`), whose bytes
+  // FetchFromOwners() fetched: the store's copy; NOT_FOUND when the store did
+  // not keep it. Counted by the fetch, not again here.
+  absl::StatusOr<WholeFile> OpenFetched(const ChunkKey& file, uint64_t size, uint32_t chunk_size);
+  // A sealed in-memory copy of a file's fetched bytes `data`, for a reader
+  // when the store did not keep them.
+  static absl::StatusOr<WholeFile> InMemoryCopy(std::string_view data);
+
   // The cache's copy of file `file`, `size` bytes in chunks of `chunk_size`,
   // when it is held whole and already verified, for an open a reader
   // expects (store::WholeFileUse::kAhead): nothing is fetched, read or
@@ -180,8 +209,16 @@ class ReadThrough {
                                                                     uint64_t size,
                                                                     uint32_t chunk_size);
   // Fetches and stores the chunks of file `file` (`size` bytes in chunks of
-  // `chunk_size`) that the store lacks.
-  absl::Status FetchWhole(const ChunkKey& file, uint64_t size, uint32_t chunk_size);
+  // `chunk_size`) that the store lacks; how much it fetched.
+  struct Fetched {
+    uint64_t chunks = 0;
+    uint64_t bytes = 0;
+  };
+  absl::StatusOr<Fetched> FetchWhole(const ChunkKey& file, uint64_t size, uint32_t chunk_size);
+  // FetchFromOwners() of the asks `which` of `asks`, all owned by `owner`.
+  void FetchFromOwner(const Member& owner, const std::shared_ptr<const Manifest>& manifest,
+                      std::span<const WholeFileAsk> asks, std::span<const size_t> which,
+                      std::vector<ChunkData>& fetched);
   // The file's bytes in a sealed memory file: the chunks held, read and
   // verified from the store, the rest fetched as readers' misses are.
   absl::StatusOr<WholeFile> ReadWholeIntoMemory(const ChunkKey& file, uint64_t size,
@@ -199,6 +236,10 @@ class ReadThrough {
   // give) is counted, logged, and makes the peer a suspect.
   absl::StatusOr<std::string> ReadFromPeer(const Member& peer, const ChunkKey& key, uint32_t length,
                                            ChunkSourcing sourcing);
+  // Counts, logs and suspects `peer` for `read`, its failure to answer chunk
+  // `key`, unless every node would have answered so (a miss among them);
+  // whether it did.
+  bool NoteFailedPeerRead(const Member& peer, const ChunkKey& key, const absl::Status& read);
   absl::StatusOr<std::string> ReadSource(const Manifest& manifest, const ManifestEntry& entry,
                                          const ChunkKey& key);
 
