@@ -19,6 +19,7 @@ packages=(
   iproute2
   rsync tar coreutils
   acl
+  mmdebstrap
   libcurl4-openssl-dev libxml2-dev
   python3-dev pybind11-dev python3-fsspec python3-pandas
 )
