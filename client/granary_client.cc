@@ -25,7 +25,7 @@ constexpr size_t kMaxBatchPathBytes = kMaxLocalReadMessageBytes / 2;
 
 absl::StatusOr<std::unique_ptr<GranaryClient>> GranaryClient::Connect(Options options) {
   std::string socket_path =
-      options.socket_path.empty() ? DefaultReaderSocketPath() : options.socket_path;
+      options.socket_path.empty() ? DefaultClientSocketPath() : options.socket_path;
   GRANARY_RETURN_IF_ERROR(UnixSocketAddress(socket_path).status());
   return std::unique_ptr<GranaryClient>(new GranaryClient(std::move(options), socket_path));
 }

@@ -46,7 +46,7 @@ class GranaryFile;
 class GranaryClient {
  public:
   struct Options {
-    std::string socket_path;  // Empty: DefaultReaderSocketPath().
+    std::string socket_path;  // Empty: DefaultClientSocketPath().
     // Whether granaryd fetches the files of a batch it lacks (from their
     // owners or the source) before answering; off: they are read by ranges.
     bool read_through = true;

@@ -29,14 +29,16 @@ std::string DefaultSocketPath() {
   return absl::StrCat(runtime, "/granary/granaryd.sock");
 }
 
-std::string DefaultReaderSocketPath() {
+std::string DefaultClientSocketPath() {
   std::string named = EnvOr("GRANARY_SOCKET", "");
   if (!named.empty()) return named;
-  struct stat node_socket {};
-  if (::stat(kNodeSocketPath, &node_socket) == 0 && S_ISSOCK(node_socket.st_mode)) {
-    return kNodeSocketPath;
-  }
-  return DefaultSocketPath();
+  const auto is_socket = [](const std::string& path) {
+    struct stat status {};
+    return ::stat(path.c_str(), &status) == 0 && S_ISSOCK(status.st_mode);
+  };
+  std::string own = DefaultSocketPath();
+  if (!is_socket(own) && is_socket(kNodeSocketPath)) return kNodeSocketPath;
+  return own;
 }
 
 }  // namespace granary

@@ -23,12 +23,13 @@ inline constexpr char kDefaultGroup[] = "default";
 std::string DefaultDataDir();
 std::string DefaultSocketPath();
 
-// Where a reader of datasets (libgranary, the Python package) finds granaryd
-// when it names no socket: $GRANARY_SOCKET, else the node's granaryd
-// (kNodeSocketPath) when its socket exists, whoever the reader is, else
-// DefaultSocketPath().
+// Where a client of granaryd (the CLI, libgranary, the Python package) finds
+// it when it names none: $GRANARY_SOCKET; else the socket of the caller's
+// own granaryd (DefaultSocketPath()) when it exists; else the node's
+// granaryd (kNodeSocketPath) when its socket exists, whoever the caller is;
+// else DefaultSocketPath(), which a failed call then names.
 inline constexpr char kNodeSocketPath[] = "/run/granary/granaryd.sock";
-std::string DefaultReaderSocketPath();
+std::string DefaultClientSocketPath();
 
 }  // namespace granary
 

@@ -95,7 +95,7 @@ std::string ResolveServerAddress(std::string_view explicit_address) {
   if (!explicit_address.empty()) return std::string(explicit_address);
   const char* from_env = std::getenv("GRANARY_SERVER");
   if (from_env != nullptr && from_env[0] != '\0') return from_env;
-  return absl::StrCat("unix:", DefaultSocketPath());
+  return absl::StrCat("unix:", DefaultClientSocketPath());
 }
 
 namespace {

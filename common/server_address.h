@@ -41,7 +41,8 @@ absl::Status SplitHostPort(std::string_view host_port, std::string* host, int* p
 // address and why when none accepts; INVALID_ARGUMENT for a malformed one.
 absl::StatusOr<UniqueFd> ConnectTcp(std::string_view host_port, std::chrono::milliseconds timeout);
 
-// `explicit_address` if non-empty, else $GRANARY_SERVER, else the default socket.
+// `explicit_address` if non-empty, else $GRANARY_SERVER, else
+// "unix:" + DefaultClientSocketPath() (common/defaults.h).
 std::string ResolveServerAddress(std::string_view explicit_address);
 
 // Fails with INVALID_ARGUMENT naming the address unless it is "unix:PATH" or
