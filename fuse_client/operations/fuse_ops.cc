@@ -375,8 +375,9 @@ struct Ops {
     fuse_reply_statfs(req, &st);
   }
 
-  // The source's user.* attributes and ACLs; everything else has none (ENODATA),
-  // never ENOTSUP, so tools that copy attributes see a clean empty answer.
+  // The source's user.* attributes and ACLs; every other name in those
+  // namespaces has none (ENODATA), so tools that copy attributes see a clean
+  // empty answer.
   static const std::vector<ExtendedAttribute>* XattrsOf(fuse_req_t req, fuse_ino_t ino) {
     static const std::vector<ExtendedAttribute> kNone;
     InodeTable::Node node = Fs(req).table_->Resolve(ino);
@@ -396,7 +397,22 @@ struct Ops {
     }
   }
 
+  // The system's namespaces, which a dataset never holds (the scanner keeps
+  // user.* and ACLs only): asked about them, the mount answers what the
+  // kernel answers for a namespace a filesystem has no handler for. The
+  // kernel caches no answer to getxattr, but `ls -l` asks security.selinux
+  // of every entry unless told the device does not support it, and then
+  // stops asking for the rest of its run: one request per listing instead of
+  // one per entry.
+  static bool InSystemNamespace(std::string_view name) {
+    return name.starts_with("security.") || name.starts_with("trusted.");
+  }
+
   static void GetXattr(fuse_req_t req, fuse_ino_t ino, const char* name, size_t size) {
+    if (InSystemNamespace(name)) {
+      fuse_reply_err(req, EOPNOTSUPP);
+      return;
+    }
     const std::vector<ExtendedAttribute>* xattrs = XattrsOf(req, ino);
     if (xattrs == nullptr) {
       fuse_reply_err(req, ESTALE);

@@ -9,6 +9,11 @@
 // since a dataset version never changes. An ioctl is answered ENOTTY at once
 // (Python's open() asks isatty() of every file).
 //
+// Extended attributes: the source's user.* attributes and POSIX ACLs, as the
+// manifest holds them. The system's namespaces (security.*, trusted.*) are
+// not supported (EOPNOTSUPP), as on a filesystem with no handler for them:
+// a dataset holds none, and `ls -l` stops asking once it is told so.
+//
 // Permissions: every entry shows its source's owner, group and mode (the
 // manifest's), and granary-fuse always mounts with default_permissions, so
 // the kernel refuses a user exactly what the source's owners and modes
