@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""What the kernel does with a FUSE connection served over io_uring when the
+server dies and another process holds the connection, as Granary's
+connection keeper does (issue 52: can a mount served over rings be taken
+over?).
+
+A server, libfuse 3.18.3's passthrough_hp with io_uring on (built from
+Debian's source package, its SHA-256 checked, in --cache on first use), serves
+a mount; this script takes a duplicate of its /dev/fuse descriptor
+(pidfd_getfd), stops the server (SIGSTOP), starts a reader (a stat of a name
+the kernel does not know, one request), kills the server (SIGKILL) and starts
+a second reader. Then, holding the connection, it looks for the readers'
+requests on /dev/fuse, before and after FUSE_NOTIFY_RESEND (what a successor
+on /dev/fuse relies on), and finally runs ring_successor.c, which registers
+new ring entries on the same connection and answers what arrives, while a
+third reader stats another name. Each reader prints what its stat answered.
+The same sequence over /dev/fuse (--transport dev) is the reference.
+
+The kernel parameter /sys/module/fuse/parameters/enable_uring is set to Y for
+the run and put back as it was.
+
+Usage (root): /usr/bin/python3 bench/fuse/ring_restart_probe.py
+    [--transport uring|dev] [--workdir /var/tmp/granary-ring-probe]
+    [--cache /var/tmp/granary-libfuse-3.18]
+"""
+import argparse
+import ctypes
+import errno
+import hashlib
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIBFUSE_URL = "http://deb.debian.org/debian/pool/main/f/fuse3/fuse3_3.18.3.orig.tar.gz"
+LIBFUSE_SHA256 = "bcd19582c5e30f7fe45dd86a5540e998590aa01903afc7ebcbeea6c8ac5421ee"
+ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
+SYS_PIDFD_GETFD = 438
+FUSE_NOTIFY_RESEND = 7
+FUSE_FORGET = 2
+READ_BUFFER = 32 << 20  # Above any max_write a server asks for.
+
+
+def build_passthrough_hp(cache):
+    source = os.path.join(cache, "fuse-3.18.3")
+    binary = os.path.join(source, "build", "example", "passthrough_hp")
+    if os.access(binary, os.X_OK):
+        return binary
+    # meson, and what libfuse needs for io_uring (liburing with SQE128, libnuma).
+    subprocess.run(["apt-get", "install", "-y", "-q", "meson", "liburing-dev", "libnuma-dev"],
+                   check=True, stdout=subprocess.DEVNULL)
+    os.makedirs(cache, exist_ok=True)
+    with urllib.request.urlopen(LIBFUSE_URL) as response:
+        data = response.read()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != LIBFUSE_SHA256:
+        raise SystemExit("ring_restart_probe: %s has SHA-256 %s, not %s" %
+                         (LIBFUSE_URL, digest, LIBFUSE_SHA256))
+    tarball = os.path.join(cache, os.path.basename(LIBFUSE_URL))
+    with open(tarball, "wb") as f:
+        f.write(data)
+    subprocess.run(["tar", "xzf", tarball, "-C", cache], check=True)
+    subprocess.run(["meson", "setup", "build", "-Dexamples=true", "-Dutils=false",
+                    "-Dtests=false", "--buildtype=release"], cwd=source, check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(os.path.join(source, "build", "fuse_config.h")) as f:
+        if "#define HAVE_URING" not in f.read():
+            raise SystemExit("ring_restart_probe: libfuse was configured without io_uring")
+    subprocess.run(["ninja", "-C", "build", "example/passthrough_hp"], cwd=source, check=True,
+                   stdout=subprocess.DEVNULL)
+    return binary
+
+
+def build_successor(workdir):
+    binary = os.path.join(workdir, "ring_successor")
+    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-o", binary,
+                    os.path.join(HERE, "ring_successor.c"), "-luring"], check=True)
+    return binary
+
+
+def possible_cpus():
+    with open("/sys/devices/system/cpu/possible") as f:
+        last = f.read().strip().split("-")[-1]
+    return int(last) + 1
+
+
+def reader(path):
+    """A process that stats `path` and prints the errno's name, or "found"."""
+    code = ("import errno, os, sys\n"
+            "try:\n"
+            "    os.stat(sys.argv[1]); print('found')\n"
+            "except OSError as e:\n"
+            "    print(errno.errorcode[e.errno])\n")
+    return subprocess.Popen([sys.executable, "-c", code, path], stdout=subprocess.PIPE, text=True)
+
+
+def answer(process):
+    if process.poll() is None:
+        return "still waiting"
+    if not hasattr(process, "answer"):
+        process.answer = process.stdout.read().strip()
+    return "answered " + process.answer
+
+
+def pending_requests(fuse_fd):
+    """The requests a server reading /dev/fuse would get now, as (opcode,
+    unique) pairs, without waiting for more."""
+    requests = []
+    for _ in range(5):
+        try:
+            message = os.read(fuse_fd, READ_BUFFER)
+        except BlockingIOError:
+            time.sleep(0.2)
+            continue
+        _, opcode, unique = struct.unpack_from("<IIQ", message)
+        requests.append((opcode, unique))
+    return requests
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--transport", choices=["uring", "dev"], default="uring")
+    p.add_argument("--workdir", default="/var/tmp/granary-ring-probe")
+    p.add_argument("--cache", default="/var/tmp/granary-libfuse-3.18")
+    args = p.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("ring_restart_probe: run as root (mounts, the kernel parameter)")
+    passthrough_hp = build_passthrough_hp(args.cache)
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    source = os.path.join(args.workdir, "src")
+    mountpoint = os.path.join(args.workdir, "mnt")
+    os.makedirs(source)
+    os.makedirs(mountpoint)
+    successor = build_successor(args.workdir)
+    uring = args.transport == "uring"
+    with open(ENABLE_URING) as f:
+        enable_uring_before = f.read().strip()
+    with open(ENABLE_URING, "w") as f:
+        f.write("Y" if uring else "N")
+    server = subprocess.Popen(
+        [passthrough_hp, "--foreground", "--nocache", source, mountpoint],
+        env=dict(os.environ, FUSE_URING_ENABLE="1" if uring else "0"),
+        stderr=open(os.path.join(args.workdir, "passthrough_hp.log"), "w"))
+    held = -1
+    try:
+        for _ in range(200):
+            if os.path.ismount(mountpoint):
+                break
+            time.sleep(0.05)
+        os.stat(mountpoint)
+        descriptors = {int(fd): os.readlink("/proc/%d/fd/%s" % (server.pid, fd))
+                       for fd in os.listdir("/proc/%d/fd" % server.pid)}
+        print("transport %s; the server holds %s" % (
+            args.transport, ", ".join(sorted(set(t for t in descriptors.values()
+                                                 if t.startswith(("/dev/fuse", "anon_inode")))))))
+        server_fd = next(fd for fd, target in descriptors.items() if target == "/dev/fuse")
+        libc = ctypes.CDLL(None, use_errno=True)
+        held = libc.syscall(SYS_PIDFD_GETFD, os.pidfd_open(server.pid), server_fd, 0)
+        if held < 0:
+            raise OSError(ctypes.get_errno(), "pidfd_getfd")
+
+        os.kill(server.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        before = reader(os.path.join(mountpoint, "asked-before-the-death"))
+        time.sleep(0.5)
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait()
+        time.sleep(0.5)
+        after = reader(os.path.join(mountpoint, "asked-after-the-death"))
+        time.sleep(0.5)
+        print("server killed: reader asking before its death %s; after it %s" %
+              (answer(before), answer(after)))
+
+        os.set_blocking(held, False)
+        print("requests a successor on /dev/fuse reads: %s" % pending_requests(held))
+        os.write(held, struct.pack("<IiQ", 16, FUSE_NOTIFY_RESEND, 0))
+        time.sleep(0.3)
+        resent = pending_requests(held)
+        print("after FUSE_NOTIFY_RESEND: %s" % resent)
+        os.set_blocking(held, True)
+        if not uring:
+            for opcode, unique in resent:
+                if opcode != FUSE_FORGET:  # FORGET takes no answer.
+                    os.write(held, struct.pack("<IiQ", 16, -errno.ENOENT, unique))
+            time.sleep(0.3)
+            print("resent requests answered over /dev/fuse: before the death %s; after it %s" %
+                  (answer(before), answer(after)))
+
+        if uring:
+            process = subprocess.Popen([successor, str(held), str(possible_cpus())],
+                                       pass_fds=[held], stdout=subprocess.PIPE, text=True)
+            time.sleep(1)
+            print("successor registered; readers so far: before the death %s; after it %s" %
+                  (answer(before), answer(after)))
+            during = reader(os.path.join(mountpoint, "asked-while-the-successor-serves"))
+            output = process.communicate(timeout=60)[0]
+            print("successor on new ring entries:\n  " + output.strip().replace("\n", "\n  "))
+            print("readers: before the death %s; after it %s; while the successor served %s" %
+                  (answer(before), answer(after), answer(during)))
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        if held >= 0:
+            os.close(held)  # The connection's last descriptor: the kernel ends it.
+        subprocess.run(["umount", "-l", mountpoint], capture_output=True)
+        with open(ENABLE_URING, "w") as f:
+            f.write(enable_uring_before)
+
+
+if __name__ == "__main__":
+    main()
