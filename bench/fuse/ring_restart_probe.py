@@ -26,7 +26,6 @@ Usage (root): /usr/bin/python3 bench/fuse/ring_restart_probe.py
 import argparse
 import ctypes
 import errno
-import hashlib
 import os
 import shutil
 import signal
@@ -34,46 +33,16 @@ import struct
 import subprocess
 import sys
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LIBFUSE_URL = "http://deb.debian.org/debian/pool/main/f/fuse3/fuse3_3.18.3.orig.tar.gz"
-LIBFUSE_SHA256 = "bcd19582c5e30f7fe45dd86a5540e998590aa01903afc7ebcbeea6c8ac5421ee"
+sys.path.insert(0, HERE)
+from passthrough_hp import build as passthrough_hp_build  # noqa: E402
+
 ENABLE_URING = "/sys/module/fuse/parameters/enable_uring"
 SYS_PIDFD_GETFD = 438
 FUSE_NOTIFY_RESEND = 7
 FUSE_FORGET = 2
 READ_BUFFER = 32 << 20  # Above any max_write a server asks for.
-
-
-def build_passthrough_hp(cache):
-    source = os.path.join(cache, "fuse-3.18.3")
-    binary = os.path.join(source, "build", "example", "passthrough_hp")
-    if os.access(binary, os.X_OK):
-        return binary
-    # meson, and what libfuse needs for io_uring (liburing with SQE128, libnuma).
-    subprocess.run(["apt-get", "install", "-y", "-q", "meson", "liburing-dev", "libnuma-dev"],
-                   check=True, stdout=subprocess.DEVNULL)
-    os.makedirs(cache, exist_ok=True)
-    with urllib.request.urlopen(LIBFUSE_URL) as response:
-        data = response.read()
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != LIBFUSE_SHA256:
-        raise SystemExit("ring_restart_probe: %s has SHA-256 %s, not %s" %
-                         (LIBFUSE_URL, digest, LIBFUSE_SHA256))
-    tarball = os.path.join(cache, os.path.basename(LIBFUSE_URL))
-    with open(tarball, "wb") as f:
-        f.write(data)
-    subprocess.run(["tar", "xzf", tarball, "-C", cache], check=True)
-    subprocess.run(["meson", "setup", "build", "-Dexamples=true", "-Dutils=false",
-                    "-Dtests=false", "--buildtype=release"], cwd=source, check=True,
-                   stdout=subprocess.DEVNULL)
-    with open(os.path.join(source, "build", "fuse_config.h")) as f:
-        if "#define HAVE_URING" not in f.read():
-            raise SystemExit("ring_restart_probe: libfuse was configured without io_uring")
-    subprocess.run(["ninja", "-C", "build", "example/passthrough_hp"], cwd=source, check=True,
-                   stdout=subprocess.DEVNULL)
-    return binary
 
 
 def build_successor(workdir):
@@ -131,7 +100,7 @@ def main():
     args = p.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("ring_restart_probe: run as root (mounts, the kernel parameter)")
-    passthrough_hp = build_passthrough_hp(args.cache)
+    passthrough_hp = passthrough_hp_build(args.cache, "3.18.3")
     shutil.rmtree(args.workdir, ignore_errors=True)
     source = os.path.join(args.workdir, "src")
     mountpoint = os.path.join(args.workdir, "mnt")
