@@ -17,7 +17,7 @@
 // can make one, and the refresh it causes records the file as it is.
 //
 // granaryd's source reads (source/posix_source.h) and
-// granary-fuse's direct reads (fuse_client/source_file.h) both read through
+// granary-fuse's direct reads (fuse_client/read_path/source_file.h) both read through
 // this class.
 //
 // Thread-safety: ReadExactly may be called concurrently; moving is not.

@@ -59,23 +59,23 @@
 #include "common/server_address.h"
 #include "common/size.h"
 #include "common/unique_fd.h"
-#include "fuse_client/chunk_cache.h"
-#include "fuse_client/chunk_fetcher.h"
-#include "fuse_client/connection_keeper.h"
-#include "fuse_client/dataset_refresher.h"
-#include "fuse_client/detach_mount.h"
-#include "fuse_client/fuse_ops.h"
-#include "fuse_client/inode_table.h"
-#include "fuse_client/keeper_link.h"
-#include "fuse_client/kernel_channel.h"
-#include "fuse_client/mount_device.h"
-#include "fuse_client/page_store.h"
-#include "fuse_client/passthrough_files.h"
-#include "fuse_client/readahead.h"
-#include "fuse_client/service_notify.h"
-#include "fuse_client/standard_streams.h"
-#include "fuse_client/use_reporter.h"
-#include "fuse_client/version_releaser.h"
+#include "fuse_client/kernel/detach_mount.h"
+#include "fuse_client/kernel/kernel_channel.h"
+#include "fuse_client/kernel/mount_device.h"
+#include "fuse_client/operations/dataset_refresher.h"
+#include "fuse_client/operations/fuse_ops.h"
+#include "fuse_client/operations/inode_table.h"
+#include "fuse_client/operations/version_releaser.h"
+#include "fuse_client/passthrough/passthrough_files.h"
+#include "fuse_client/read_path/chunk_cache.h"
+#include "fuse_client/read_path/chunk_fetcher.h"
+#include "fuse_client/read_path/page_store.h"
+#include "fuse_client/read_path/readahead.h"
+#include "fuse_client/read_path/use_reporter.h"
+#include "fuse_client/restarts/connection_keeper.h"
+#include "fuse_client/restarts/keeper_link.h"
+#include "fuse_client/restarts/service_notify.h"
+#include "fuse_client/restarts/standard_streams.h"
 #include "source/opened_sources.h"
 
 namespace granary::fuse {
@@ -348,7 +348,7 @@ int Run(const Flags& flags, int report_fd) {
     passthrough->set_keeper(keeper.get());
   }
   // The sources of the datasets granaryd listed, read when no server
-  // answers (fuse_client/source_file.h says which keys sign S3 reads).
+  // answers (fuse_client/read_path/source_file.h says which keys sign S3 reads).
   OpenedSources direct_sources({});
   ChunkFetcher fetcher(&servers, local_reads.get(), uses.get(), &direct_sources,
                        std::chrono::milliseconds(flags.retry_after_ms));

@@ -10,7 +10,7 @@
 // It decides nothing about which sources may be read; its users do:
 // granaryd confines registration to its source roots and S3 endpoints
 // (cache_server/access/sources.h), and granary-fuse reads only the sources of the
-// catalog records its granaryd sent (fuse_client/source_file.h).
+// catalog records its granaryd sent (fuse_client/read_path/source_file.h).
 //
 // Thread-safety: all methods are safe to call concurrently.
 #ifndef GRANARY_SOURCE_OPENED_SOURCES_H_

@@ -25,7 +25,6 @@ Usage (root): /usr/bin/python3 bench/fuse/fuse_reference.py [--build build]
     [--workdir /var/tmp/granary-fuse-reference] [--json] [--build-reference-only]
 """
 import argparse
-import hashlib
 import json
 import os
 import random
@@ -33,44 +32,15 @@ import shutil
 import statistics
 import subprocess
 import sys
-import urllib.request
 
 import xxhash
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 from bench_util import free_port, fuse_server_pid, wait_for  # noqa: E402
+from passthrough_hp import build as passthrough_hp_build  # noqa: E402
 
-LIBFUSE_URL = "http://deb.debian.org/debian/pool/main/f/fuse3/fuse3_3.17.2.orig.tar.gz"
-LIBFUSE_SHA256 = "3d932431ad94e86179e5265cddde1d67aa3bb2fb09a5bd35c641f86f2b5ed06f"
 E2E_CLIENT = os.path.join(HERE, "..", "e2e", "e2e_bench.py")
-
-
-def build_passthrough_hp(cache):
-    binary = os.path.join(cache, "fuse-3.17.2", "build", "example", "passthrough_hp")
-    if os.access(binary, os.X_OK):
-        return binary
-    if shutil.which("meson") is None:
-        subprocess.run(["apt-get", "install", "-y", "-q", "meson"], check=True,
-                       stdout=subprocess.DEVNULL)
-    os.makedirs(cache, exist_ok=True)
-    tarball = os.path.join(cache, os.path.basename(LIBFUSE_URL))
-    with urllib.request.urlopen(LIBFUSE_URL) as response:
-        data = response.read()
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != LIBFUSE_SHA256:
-        raise SystemExit("fuse_reference: %s has SHA-256 %s, not %s" %
-                         (LIBFUSE_URL, digest, LIBFUSE_SHA256))
-    with open(tarball, "wb") as f:
-        f.write(data)
-    subprocess.run(["tar", "xzf", tarball, "-C", cache], check=True)
-    source = os.path.join(cache, "fuse-3.17.2")
-    subprocess.run(["meson", "setup", "build", "-Dexamples=true", "-Dutils=false",
-                    "-Dtests=false", "--buildtype=release"], cwd=source, check=True,
-                   stdout=subprocess.DEVNULL)
-    subprocess.run(["ninja", "-C", "build", "example/passthrough_hp"], cwd=source, check=True,
-                   stdout=subprocess.DEVNULL)
-    return binary
 
 
 def write_files(root, count, samples_path):
@@ -120,7 +90,7 @@ def main():
     if os.geteuid() != 0:
         raise SystemExit("fuse_reference: run as root (drop_caches, mounts)")
     build = os.path.abspath(args.build)
-    passthrough_hp = build_passthrough_hp(args.cache)
+    passthrough_hp = passthrough_hp_build(args.cache, "3.17.2")
     if args.build_reference_only:
         print(passthrough_hp)
         return 0

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "fuse_client/inode_table.h"
+#include "fuse_client/operations/inode_table.h"
 
 namespace granary::fuse {
 namespace {

@@ -231,6 +231,28 @@ TEST_F(FidelityTest, HardLinksAreOneInodeAndAttributesReadBack) {
   EXPECT_EQ(::listxattr(mount_->path().c_str(), value, sizeof(value)), 0);
 }
 
+// A dataset holds no security.* or trusted.* attributes: the mount says it
+// does not support them, as a filesystem without handlers for them does, so
+// that `ls -l` asks for a label once per listing rather than once per entry.
+TEST_F(FidelityTest, TheSystemsAttributeNamespacesAreNotSupported) {
+  char value[64];
+  for (const std::string& path : {mounted_ + "/good.txt", mounted_ + "/a", mount_->path()}) {
+    for (const char* name : {"security.selinux", "security.capability", "trusted.x"}) {
+      errno = 0;
+      EXPECT_EQ(::lgetxattr(path.c_str(), name, value, sizeof(value)), -1) << path << " " << name;
+      EXPECT_EQ(errno, EOPNOTSUPP) << path << " " << name;
+    }
+  }
+  ssize_t n = ::getxattr((mounted_ + "/good.txt").c_str(), "user.origin", value, sizeof(value));
+  ASSERT_EQ(n, 8);
+  EXPECT_EQ(std::string(value, 8), "camera 1");
+  // The kernel's own ACL xattrs are still answered: none here.
+  EXPECT_EQ(
+      ::getxattr((mounted_ + "/good.txt").c_str(), "system.posix_acl_access", value, sizeof(value)),
+      -1);
+  EXPECT_EQ(errno, ENODATA);
+}
+
 // One copy in the cache: a hard link is read as the file it names.
 TEST_F(FidelityTest, AHardLinkIsCachedOnce) {
   absl::StatusOr<v1::DatasetInfo> described = GetDataset(*server_, "ds");

@@ -1,6 +1,6 @@
 // MountedDataset's directory structure and name lookups, and InodeTable's
 // retiring and releasing of versions, without a mount.
-#include "fuse_client/inode_table.h"
+#include "fuse_client/operations/inode_table.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "fuse_client/file_handles.h"
+#include "fuse_client/operations/file_handles.h"
 #include "gtest/gtest.h"
 
 namespace granary::fuse {

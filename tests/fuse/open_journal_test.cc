@@ -2,7 +2,7 @@
 // records come out in order and only once, a full ring refuses more and
 // says when it is half full, what a writer appended survives the writer's
 // death, and a reader maps only rings whose size cannot change under it.
-#include "fuse_client/open_journal.h"
+#include "fuse_client/restarts/open_journal.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

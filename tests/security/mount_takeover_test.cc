@@ -1,4 +1,4 @@
-// Attacks on the connection keeper of a mount (fuse_client/connection_keeper.h):
+// Attacks on the connection keeper of a mount (fuse_client/restarts/connection_keeper.h):
 // whoever is handed a mount's /dev/fuse connection answers every request
 // made through it, so the keeper hands it only to processes of its own uid,
 // and granary-fuse takes a mount over only from a keeper of its own uid. The
@@ -24,7 +24,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "fuse_client/connection_keeper.h"
+#include "fuse_client/restarts/connection_keeper.h"
 #include "tests/fuse/fuse_mount.h"
 #include "tests/security/security_support.h"
 #include "tests/support/child_process.h"
