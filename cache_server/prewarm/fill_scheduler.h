@@ -40,7 +40,7 @@
 #include "cache_server/catalog/version_activity.h"
 #include "cache_server/cluster/cluster_view.h"
 #include "cache_server/metrics.h"
-#include "cache_server/prewarm/prewarm.h"
+#include "cache_server/prewarm/prewarm_job.h"
 #include "cache_server/read_path/read_through.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/manifest.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "cache_server/catalog/dataset_registry.h"
 #include "cache_server/prewarm/group_prewarm.h"
-#include "cache_server/prewarm/prewarm.h"
+#include "cache_server/prewarm/prewarm_job.h"
 #include "common/chunk_key.h"
 #include "common/logging.h"
 #include "common/status.h"

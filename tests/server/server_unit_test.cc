@@ -19,7 +19,7 @@
 #include "cache_server/catalog/catalog.h"
 #include "cache_server/config/config.h"
 #include "cache_server/prewarm/chunk_walk.h"
-#include "cache_server/prewarm/prewarm.h"
+#include "cache_server/prewarm/prewarm_job.h"
 #include "cache_server/read_path/fetch_speeds.h"
 #include "cache_server/read_path/single_flight.h"
 #include "cache_server/read_path/write_behind.h"

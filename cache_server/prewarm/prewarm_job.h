@@ -27,8 +27,8 @@
 //
 // Thread-safety: Progress(), Prefer(), Cancel() and WaitFor() may be called
 // from any thread while the job runs.
-#ifndef GRANARY_CACHE_SERVER_PREWARM_PREWARM_H_
-#define GRANARY_CACHE_SERVER_PREWARM_PREWARM_H_
+#ifndef GRANARY_CACHE_SERVER_PREWARM_PREWARM_JOB_H_
+#define GRANARY_CACHE_SERVER_PREWARM_PREWARM_JOB_H_
 
 #include <atomic>
 #include <chrono>
@@ -141,4 +141,4 @@ class PrewarmJob {
 
 }  // namespace granary
 
-#endif  // GRANARY_CACHE_SERVER_PREWARM_PREWARM_H_
+#endif  // GRANARY_CACHE_SERVER_PREWARM_PREWARM_JOB_H_

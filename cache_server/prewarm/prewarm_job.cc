@@ -1,4 +1,4 @@
-#include "cache_server/prewarm/prewarm.h"
+#include "cache_server/prewarm/prewarm_job.h"
 
 #include <algorithm>
 #include <thread>
