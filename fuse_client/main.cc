@@ -65,7 +65,7 @@
 #include "fuse_client/operations/dataset_refresher.h"
 #include "fuse_client/operations/fuse_ops.h"
 #include "fuse_client/operations/inode_table.h"
-#include "fuse_client/operations/version_releaser.h"
+#include "fuse_client/operations/mounted_version_releaser.h"
 #include "fuse_client/passthrough/passthrough_files.h"
 #include "fuse_client/read_path/chunk_cache.h"
 #include "fuse_client/read_path/chunk_fetcher.h"
@@ -366,7 +366,7 @@ int Run(const Flags& flags, int report_fd) {
     if (absl::Status loaded = load_datasets(); !loaded.ok())
       return fail(std::string(loaded.message()));
   }
-  VersionReleaser releaser(&table, &refresher, kReleasePeriod);
+  MountedVersionReleaser releaser(&table, &refresher, kReleasePeriod);
   const uint16_t generation = handover ? static_cast<uint16_t>(handover->state.generation()) : 1;
   GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, &page_store, *readahead_bytes},
                &channel, passthrough.get(), generation);

@@ -1,17 +1,17 @@
-#include "fuse_client/operations/version_releaser.h"
+#include "fuse_client/operations/mounted_version_releaser.h"
 
 #include "common/chunk_key.h"
 #include "common/logging.h"
 
 namespace granary::fuse {
 
-VersionReleaser::VersionReleaser(InodeTable* table, DatasetRefresher* refresher,
-                                 std::chrono::milliseconds period)
+MountedVersionReleaser::MountedVersionReleaser(InodeTable* table, DatasetRefresher* refresher,
+                                               std::chrono::milliseconds period)
     : table_(table),
       refresher_(refresher),
       thread_(period, period, [this] { RefreshAndRelease(); }) {}
 
-void VersionReleaser::RefreshAndRelease() {
+void MountedVersionReleaser::RefreshAndRelease() {
   refresher_->MaybeRefresh();
   for (const InodeTable::Released& released : table_->ReleaseUnused()) {
     GRANARY_LOG(INFO) << "released dataset '" << released.name << "' version "

@@ -1,4 +1,4 @@
-// VersionReleaser drops, from a thread of its own, the dataset versions a
+// MountedVersionReleaser drops, from a thread of its own, the dataset versions a
 // mount no longer needs. Every `period` it refreshes the dataset list
 // (DatasetRefresher::MaybeRefresh), so that a version refreshed away on the
 // server is retired even on a mount nobody looks at, then asks the
@@ -10,8 +10,8 @@
 // have been closed since they were loaded.
 //
 // Thread-safety: the thread is the only user; the destructor stops it.
-#ifndef GRANARY_FUSE_CLIENT_OPERATIONS_VERSION_RELEASER_H_
-#define GRANARY_FUSE_CLIENT_OPERATIONS_VERSION_RELEASER_H_
+#ifndef GRANARY_FUSE_CLIENT_OPERATIONS_MOUNTED_VERSION_RELEASER_H_
+#define GRANARY_FUSE_CLIENT_OPERATIONS_MOUNTED_VERSION_RELEASER_H_
 
 #include <chrono>
 
@@ -21,12 +21,13 @@
 
 namespace granary::fuse {
 
-class VersionReleaser {
+class MountedVersionReleaser {
  public:
   // `table` and `refresher` must outlive the releaser.
-  VersionReleaser(InodeTable* table, DatasetRefresher* refresher, std::chrono::milliseconds period);
-  VersionReleaser(const VersionReleaser&) = delete;
-  VersionReleaser& operator=(const VersionReleaser&) = delete;
+  MountedVersionReleaser(InodeTable* table, DatasetRefresher* refresher,
+                         std::chrono::milliseconds period);
+  MountedVersionReleaser(const MountedVersionReleaser&) = delete;
+  MountedVersionReleaser& operator=(const MountedVersionReleaser&) = delete;
 
  private:
   void RefreshAndRelease();
@@ -38,4 +39,4 @@ class VersionReleaser {
 
 }  // namespace granary::fuse
 
-#endif  // GRANARY_FUSE_CLIENT_OPERATIONS_VERSION_RELEASER_H_
+#endif  // GRANARY_FUSE_CLIENT_OPERATIONS_MOUNTED_VERSION_RELEASER_H_
