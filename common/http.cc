@@ -4,6 +4,9 @@
 #include <httplib.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -84,6 +87,61 @@ HttpResponse Refusal(int status, std::string_view message) {
   return HttpResponse{status, "text/plain; charset=utf-8", absl::StrCat(AsAbsl(message), "\n")};
 }
 
+struct SslFree {
+  void operator()(SSL* ssl) const { SSL_free(ssl); }
+};
+struct SslContextFree {
+  void operator()(SSL_CTX* context) const { SSL_CTX_free(context); }
+};
+using SslContext = std::unique_ptr<SSL_CTX, SslContextFree>;
+
+// OpenSSL's reason for the failure just seen on this thread, or `fallback`;
+// clears the thread's error queue.
+std::string TakeTlsError(std::string_view fallback) {
+  const unsigned long code = ERR_peek_last_error();
+  ERR_clear_error();
+  if (code == 0) return std::string(fallback);
+  char text[256];
+  ERR_error_string_n(code, text, sizeof(text));
+  return text;
+}
+
+// The TLS context of `options`, or null when they ask for none.
+absl::StatusOr<SslContext> MakeTlsContext(const HttpServerOptions& options) {
+  if (options.tls_certificate_file.empty() && options.tls_key_file.empty()) return nullptr;
+  if (options.tls_certificate_file.empty() || options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "HTTP server options tls_certificate_file and tls_key_file must be set together");
+  }
+  SslContext context(SSL_CTX_new(TLS_server_method()));
+  if (context == nullptr) {
+    return absl::InternalError(TakeTlsError("cannot create a TLS context"));
+  }
+  SSL_CTX_set_min_proto_version(context.get(), TLS1_2_VERSION);
+  // Most clients close without a close_notify, and requests are framed by
+  // HTTP itself: an end of stream is a close, not an error to log.
+  SSL_CTX_set_options(context.get(), SSL_OP_IGNORE_UNEXPECTED_EOF);
+  // Write() hands SSL_write what is left of the answer, wherever the last
+  // partial write stopped.
+  SSL_CTX_set_mode(context.get(),
+                   SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  if (SSL_CTX_use_certificate_chain_file(context.get(), options.tls_certificate_file.c_str()) !=
+      1) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot load the TLS certificate chain ",
+                                                   options.tls_certificate_file, ": ",
+                                                   TakeTlsError("not a PEM certificate")));
+  }
+  // Checked against the certificate loaded above, so a key of another
+  // certificate fails here.
+  if (SSL_CTX_use_PrivateKey_file(context.get(), options.tls_key_file.c_str(), SSL_FILETYPE_PEM) !=
+      1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot load the TLS private key ", options.tls_key_file, " of the certificate ",
+        options.tls_certificate_file, ": ", TakeTlsError("not a PEM private key")));
+  }
+  return context;
+}
+
 absl::Status OptionsValid(const HttpServerOptions& options) {
   for (auto [value, name] :
        {std::pair{options.max_header_bytes, "max_header_bytes"},
@@ -105,6 +163,8 @@ absl::Status OptionsValid(const HttpServerOptions& options) {
 
 struct HttpServer::Impl {
   enum class State { kReading, kHandling, kWriting, kLingering };
+  // The outcome of one read or write on a connection.
+  enum class Io { kDone, kWait, kClosed, kPlainHttp };
 
   struct Connection {
     int fd = -1;
@@ -120,6 +180,8 @@ struct HttpServer::Impl {
     bool close_after_write = false;
     uint64_t reserved_body_bytes = 0;
     bool continue_sent = false;
+    std::unique_ptr<SSL, SslFree> tls;  // Null for plain HTTP.
+    uint32_t tls_waits_for = EPOLLIN;   // What the last TLS call that could not go on needs.
   };
 
   struct Job {
@@ -135,6 +197,9 @@ struct HttpServer::Impl {
   void AcceptAll();
   void OnEvent(Connection& connection, uint32_t events);
   void ReadInput(Connection& connection);
+  Io Receive(Connection& connection, size_t* got);
+  Io Send(Connection& connection, std::string_view bytes, size_t* sent);
+  Io TlsOutcome(Connection& connection, int result);
   void Consume(Connection& connection, std::string_view input);
   void StartRequest(Connection& connection);
   void Answer(Connection& connection, const HttpResponse& response, bool keep_alive);
@@ -156,6 +221,7 @@ struct HttpServer::Impl {
   int listen_fd = -1;
   int epoll_fd = -1;
   int wake_fd = -1;
+  SslContext tls_context;  // Null for plain HTTP.
   std::thread loop_thread;
   std::vector<std::thread> handler_threads;
 
@@ -211,8 +277,12 @@ void HttpServer::Impl::StartRequest(Connection& connection) {
   connection.deadline = Clock::now() + options.idle_timeout;
   Watch(connection, EPOLLIN | EPOLLRDHUP);
   // Pipelined bytes are taken up by the loop, not here, so that a run of
-  // pipelined requests answered at once does not recurse.
-  if (!connection.pending.empty()) resumable.push_back(connection.id);
+  // pipelined requests answered at once does not recurse. Bytes TLS has
+  // decrypted but not handed out raise no event either.
+  if (!connection.pending.empty() ||
+      (connection.tls != nullptr && SSL_pending(connection.tls.get()) > 0)) {
+    resumable.push_back(connection.id);
+  }
 }
 
 void HttpServer::Impl::AcceptAll() {
@@ -231,15 +301,27 @@ void HttpServer::Impl::AcceptAll() {
       return;
     }
     if (connections.size() >= options.max_connections) {
-      std::string refusal = Serialize(
-          Refusal(503, absl::StrCat("the server holds its limit of ", options.max_connections,
-                                    " connections; retry later")),
-          /*keep_alive=*/false);
-      (void)!::send(fd, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (tls_context == nullptr) {
+        std::string refusal = Serialize(
+            Refusal(503, absl::StrCat("the server holds its limit of ", options.max_connections,
+                                      " connections; retry later")),
+            /*keep_alive=*/false);
+        (void)!::send(fd, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      }
       ::close(fd);
       continue;
     }
     auto connection = std::make_unique<Connection>();
+    if (tls_context != nullptr) {
+      connection->tls.reset(SSL_new(tls_context.get()));
+      if (connection->tls == nullptr || SSL_set_fd(connection->tls.get(), fd) != 1) {
+        GRANARY_LOG(WARNING) << "HTTPS server cannot start TLS on a connection: "
+                             << TakeTlsError("out of memory");
+        ::close(fd);
+        continue;
+      }
+      SSL_set_accept_state(connection->tls.get());
+    }
     connection->fd = fd;
     connection->id = next_id++;
     Connection& added = *connection;
@@ -260,15 +342,98 @@ void HttpServer::Impl::OnEvent(Connection& connection, uint32_t events) {
   ReadInput(connection);
 }
 
+HttpServer::Impl::Io HttpServer::Impl::TlsOutcome(Connection& connection, int result) {
+  SSL* tls = connection.tls.get();
+  switch (SSL_get_error(tls, result)) {
+    case SSL_ERROR_WANT_READ:
+      connection.tls_waits_for = EPOLLIN;
+      return Io::kWait;
+    case SSL_ERROR_WANT_WRITE:
+      connection.tls_waits_for = EPOLLOUT;
+      return Io::kWait;
+    case SSL_ERROR_SSL:
+      if (ERR_GET_REASON(ERR_peek_error()) == SSL_R_HTTP_REQUEST) {
+        ERR_clear_error();
+        return Io::kPlainHttp;
+      }
+      if (!SSL_is_init_finished(tls)) {
+        GRANARY_LOG(WARNING) << "TLS handshake with an HTTPS client failed: "
+                             << TakeTlsError("no reason given");
+      }
+      ERR_clear_error();
+      return Io::kClosed;
+    default:  // The peer closed or reset the connection.
+      ERR_clear_error();
+      return Io::kClosed;
+  }
+}
+
+HttpServer::Impl::Io HttpServer::Impl::Receive(Connection& connection, size_t* got) {
+  if (connection.tls != nullptr) {
+    ERR_clear_error();
+    int read =
+        SSL_read(connection.tls.get(), read_buffer.data(), static_cast<int>(read_buffer.size()));
+    if (read <= 0) return TlsOutcome(connection, read);
+    *got = static_cast<size_t>(read);
+    return Io::kDone;
+  }
+  while (true) {
+    ssize_t read = ::recv(connection.fd, read_buffer.data(), read_buffer.size(), 0);
+    if (read < 0 && errno == EINTR) continue;
+    if (read < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Io::kWait;
+    if (read <= 0) return Io::kClosed;
+    *got = static_cast<size_t>(read);
+    return Io::kDone;
+  }
+}
+
+HttpServer::Impl::Io HttpServer::Impl::Send(Connection& connection, std::string_view bytes,
+                                            size_t* sent) {
+  if (connection.tls != nullptr) {
+    ERR_clear_error();
+    int written = SSL_write(connection.tls.get(), bytes.data(),
+                            static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
+    if (written <= 0) return TlsOutcome(connection, written);
+    *sent = static_cast<size_t>(written);
+    return Io::kDone;
+  }
+  while (true) {
+    ssize_t written = ::send(connection.fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Io::kWait;
+    if (written < 0) return Io::kClosed;
+    *sent = static_cast<size_t>(written);
+    return Io::kDone;
+  }
+}
+
 void HttpServer::Impl::ReadInput(Connection& connection) {
   while (connection.fd >= 0 &&
          (connection.state == State::kReading || connection.state == State::kLingering)) {
-    ssize_t got = ::recv(connection.fd, read_buffer.data(), read_buffer.size(), 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (got <= 0) return Close(connection);
+    size_t got = 0;
+    switch (Receive(connection, &got)) {
+      case Io::kDone:
+        break;
+      case Io::kWait:
+        // A TLS read may first have to write (a handshake message); the
+        // readiness to wait for is then the socket's, not the request's.
+        if (connection.tls != nullptr) {
+          uint32_t events = EPOLLIN | EPOLLRDHUP;
+          if (connection.tls_waits_for == EPOLLOUT) events |= EPOLLOUT;
+          Watch(connection, events);
+        }
+        return;
+      case Io::kClosed:
+        return Close(connection);
+      case Io::kPlainHttp:
+        // Answered in plain text, which is what the client can read.
+        connection.tls.reset();
+        return Answer(connection,
+                      Refusal(400, "this port speaks HTTPS; the request came as plain HTTP"),
+                      /*keep_alive=*/false);
+    }
     if (connection.state == State::kLingering) continue;
-    Consume(connection, std::string_view(read_buffer.data(), static_cast<size_t>(got)));
+    Consume(connection, std::string_view(read_buffer.data(), got));
   }
 }
 
@@ -299,8 +464,8 @@ void HttpServer::Impl::Consume(Connection& connection, std::string_view input) {
     if (parser.headers_complete() && parser.expects_continue() && !connection.continue_sent) {
       connection.continue_sent = true;
       constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      if (::send(connection.fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL) !=
-          static_cast<ssize_t>(kContinue.size())) {
+      size_t sent = 0;
+      if (Send(connection, kContinue, &sent) != Io::kDone || sent != kContinue.size()) {
         Close(connection);
       }
     }
@@ -341,14 +506,19 @@ void HttpServer::Impl::Answer(Connection& connection, const HttpResponse& respon
 
 void HttpServer::Impl::Write(Connection& connection) {
   while (connection.out_sent < connection.out.size()) {
-    ssize_t sent = ::send(connection.fd, connection.out.data() + connection.out_sent,
-                          connection.out.size() - connection.out_sent, MSG_NOSIGNAL);
-    if (sent < 0 && errno == EINTR) continue;
-    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      return Watch(connection, EPOLLOUT);
+    size_t sent = 0;
+    switch (Send(connection, std::string_view(connection.out).substr(connection.out_sent), &sent)) {
+      case Io::kDone:
+        connection.out_sent += sent;
+        break;
+      case Io::kWait:
+        return Watch(connection, connection.tls != nullptr && connection.tls_waits_for == EPOLLIN
+                                     ? EPOLLIN
+                                     : EPOLLOUT);
+      case Io::kClosed:
+      case Io::kPlainHttp:
+        return Close(connection);
     }
-    if (sent < 0) return Close(connection);
-    connection.out_sent += static_cast<size_t>(sent);
   }
   connection.out = std::string();
   if (connection.close_after_write) return Linger(connection);
@@ -356,6 +526,12 @@ void HttpServer::Impl::Write(Connection& connection) {
 }
 
 void HttpServer::Impl::Linger(Connection& connection) {
+  if (connection.tls != nullptr) {
+    // close_notify, so that the client knows the answer was not cut short.
+    ERR_clear_error();
+    SSL_shutdown(connection.tls.get());
+    ERR_clear_error();
+  }
   ::shutdown(connection.fd, SHUT_WR);
   connection.state = State::kLingering;
   connection.pending.clear();
@@ -434,6 +610,9 @@ void HttpServer::Impl::Loop() {
       Connection& resumed = *connection->second;
       if (resumed.fd >= 0 && resumed.state == State::kReading && !resumed.pending.empty()) {
         Consume(resumed, std::exchange(resumed.pending, {}));
+      }
+      if (resumed.fd >= 0 && resumed.state == State::kReading && resumed.tls != nullptr) {
+        ReadInput(resumed);
       }
     }
     ExpireDeadlines();
@@ -529,6 +708,14 @@ int BoundPort(int fd) {
 
 absl::Status HttpServer::Start(std::string_view host_port) {
   if (absl::Status valid = OptionsValid(impl_->options); !valid.ok()) return valid;
+  absl::StatusOr<SslContext> tls_context = MakeTlsContext(impl_->options);
+  if (!tls_context.ok()) return tls_context.status();
+  impl_->tls_context = *std::move(tls_context);
+  if (impl_->tls_context != nullptr) {
+    // OpenSSL writes to the socket with write(2), which raises SIGPIPE on a
+    // connection the client has closed; that must not end the process.
+    ::signal(SIGPIPE, SIG_IGN);
+  }
   std::string host;
   int port = 0;
   if (absl::Status split = SplitHostPort(host_port, &host, &port); !split.ok()) return split;

@@ -1,5 +1,6 @@
-// A small HTTP/1.1 server and client for Granary's plain-text endpoints: the
-// Prometheus metrics of granaryd and the Kubernetes scheduler extender.
+// A small HTTP/1.1 server and client for Granary's endpoints: the Prometheus
+// metrics of granaryd, the Kubernetes scheduler extender and, over TLS, the
+// Kubernetes admission webhook.
 //
 // HttpServer serves registered (method, path) handlers; other paths get 404,
 // other methods on a known path 405. Its endpoints face whoever can reach the
@@ -18,6 +19,14 @@
 //   - at most max_connections connections: one over it is answered 503 and
 //     closed at once.
 // A refused request's answer names the limit, and the connection is closed.
+//
+// With a certificate and key (HttpServerOptions::tls_*), every connection
+// speaks TLS 1.2 or later (OpenSSL over the same non-blocking sockets; the
+// handshake counts against request_timeout). A client that sends plain HTTP
+// to it is answered in plain text with a 400 saying the port speaks HTTPS;
+// other failed handshakes are closed and logged with OpenSSL's reason. Over
+// the connection limit a TLS client is closed without an answer, since it
+// could not read a plain one.
 //
 // cpp-httplib, which this server used before, bounds none of these across a
 // whole request: its read timeout is per recv(), its thread pool queue is
@@ -58,6 +67,10 @@ struct HttpServerOptions {
   std::chrono::milliseconds request_timeout{10'000};
   std::chrono::milliseconds idle_timeout{15'000};
   std::chrono::milliseconds write_timeout{10'000};
+  // PEM files of the certificate chain (leaf first) and its private key; both
+  // or neither. Read once, by Start().
+  std::string tls_certificate_file = {};
+  std::string tls_key_file = {};
 };
 
 class HttpServer {
@@ -74,7 +87,9 @@ class HttpServer {
 
   // Binds `host_port` ("HOST:PORT"; port 0 picks a free one) and serves in the
   // background. Fails naming the address when it is malformed or cannot be
-  // bound, and naming the option when an option is zero.
+  // bound, naming the option when an option is zero, and naming the file and
+  // OpenSSL's reason when the certificate or key cannot be loaded or do not
+  // belong together.
   absl::Status Start(std::string_view host_port);
   // The bound port, once started.
   int port() const { return port_; }

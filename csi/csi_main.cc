@@ -22,12 +22,12 @@
 #include "client/dataset_client.h"
 #include "common/defaults.h"
 #include "common/logging.h"
+#include "common/prewarm_queue.h"
 #include "common/server_address.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
 #include "csi/csi_services.h"
 #include "csi/dataset_mounts.h"
-#include "csi/placement_prewarmer.h"
 #include "csi/volume_request.h"
 #include "grpcpp/server_builder.h"
 
@@ -101,9 +101,9 @@ absl::Status Run(const Flags& flags) {
   std::unique_ptr<granary::DatasetClient> datasets =
       granary::DatasetClient::OverChannel(server, {}, granaryd);
   granary::csi_driver::DatasetMounts mounts(flags.mount);
-  std::unique_ptr<granary::csi_driver::PlacementPrewarmer> prewarmer;
+  std::unique_ptr<granary::PrewarmQueue> prewarmer;
   if (flags.prewarm) {
-    prewarmer = std::make_unique<granary::csi_driver::PlacementPrewarmer>(granaryd);
+    prewarmer = std::make_unique<granary::PrewarmQueue>(granaryd, "on placement");
   }
   granary::csi_driver::IdentityService identity(&mounts);
   granary::csi_driver::NodeService node(
@@ -124,9 +124,9 @@ absl::Status Run(const Flags& flags) {
   if (absl::Status serving = mounts.CheckServing(); !serving.ok()) {
     GRANARY_LOG(WARNING) << "not ready yet: " << serving.message();
   }
-  GRANARY_LOG(INFO) << "granary-csi " << granary::csi_driver::kDriverName << " serving on "
-                    << socket_path << ", publishing datasets of " << flags.mount << " (sizes from "
-                    << server << ")";
+  GRANARY_LOG(INFO) << "granary-csi " << granary::kDriverName << " serving on " << socket_path
+                    << ", publishing datasets of " << flags.mount << " (sizes from " << server
+                    << ")";
   GRANARY_LOG(INFO) << "stopping on signal " << stop_signals.Wait();
   grpc_server->Shutdown();
   unlink(socket_path.c_str());

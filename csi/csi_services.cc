@@ -70,7 +70,7 @@ NodeService::VolumeOperation::~VolumeOperation() {
 }
 
 NodeService::NodeService(Node node, const DatasetMounts* mounts, const DatasetClient* datasets,
-                         PlacementPrewarmer* prewarmer)
+                         PrewarmQueue* prewarmer)
     : node_(std::move(node)), mounts_(mounts), datasets_(datasets), prewarmer_(prewarmer) {}
 
 absl::StatusOr<granary::v1::DatasetInfo> NodeService::Dataset(const std::string& name) const {

@@ -21,17 +21,13 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "client/dataset_client.h"
+#include "common/kubernetes_names.h"
 #include "common/mutex.h"
+#include "common/prewarm_queue.h"
 #include "csi/dataset_mounts.h"
-#include "csi/placement_prewarmer.h"
 #include "csi/proto/csi.grpc.pb.h"
 
 namespace granary::csi_driver {
-
-// The driver's name: the CSIDriver object's and every PersistentVolume's
-// spec.csi.driver.
-inline constexpr char kDriverName[] = "csi.granary.io";
-inline constexpr char kGroupTopologyKey[] = "topology.granary.io/group";
 
 class IdentityService final : public csi::v1::Identity::Service {
  public:
@@ -62,7 +58,7 @@ class NodeService final : public csi::v1::Node::Service {
   // `mounts`, `datasets` and `prewarmer` (may be null: no prewarm) must
   // outlive the service.
   NodeService(Node node, const DatasetMounts* mounts, const DatasetClient* datasets,
-              PlacementPrewarmer* prewarmer);
+              PrewarmQueue* prewarmer);
 
   grpc::Status NodePublishVolume(grpc::ServerContext* context,
                                  const csi::v1::NodePublishVolumeRequest* request,
@@ -104,7 +100,7 @@ class NodeService final : public csi::v1::Node::Service {
   Node node_;
   const DatasetMounts* mounts_;
   const DatasetClient* datasets_;
-  PlacementPrewarmer* prewarmer_;
+  PrewarmQueue* prewarmer_;
   Mutex mutex_;
   absl::flat_hash_set<std::string> busy_volumes_ ABSL_GUARDED_BY(mutex_);
 };

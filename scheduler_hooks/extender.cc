@@ -8,8 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/absl_compat.h"
+#include "common/kubernetes_names.h"
 #include "common/logging.h"
 #include "nlohmann/json.hpp"
+#include "scheduler_hooks/json_body.h"
 #include "scheduler_hooks/locality.h"
 #include "scheduler_hooks/pod_request.h"
 
@@ -26,37 +28,15 @@ struct Args {
   std::vector<std::string> names;  // Candidate node names, in request order.
 };
 
-// Kubernetes objects nest a few dozen levels. A body nesting containers
-// deeper is refused: Filter writes the nodes' objects back out, recursing once
-// per level, and a few hundred kilobytes of brackets would overflow the stack.
-constexpr size_t kMaxDepth = 512;
-
-absl::Status TooDeep() {
-  return absl::InvalidArgumentError(
-      absl::StrCat("request body nests deeper than ", kMaxDepth, " levels"));
-}
-
 bool Present(const json& object, const char* key) {
   auto value = object.find(key);
   return value != object.end() && !value->is_null();
 }
 
 absl::StatusOr<Args> ParseArgs(std::string_view body) {
-  bool too_deep = false;
-  json parsed = json::parse(
-      body,
-      [&too_deep](int depth, json::parse_event_t event, json&) {
-        // `depth` counts the containers around the one that starts.
-        too_deep |= (event == json::parse_event_t::object_start ||
-                     event == json::parse_event_t::array_start) &&
-                    static_cast<size_t>(depth) > kMaxDepth;
-        return true;
-      },
-      /*allow_exceptions=*/false);
-  if (too_deep) return TooDeep();
-  if (parsed.is_discarded() || !parsed.is_object()) {
-    return absl::InvalidArgumentError("request body is not a JSON ExtenderArgs object");
-  }
+  absl::StatusOr<json> object = ParseJsonObject(body, "ExtenderArgs");
+  if (!object.ok()) return object.status();
+  json& parsed = *object;
   Args args;
   if (Present(parsed, "Pod")) args.pod = std::move(parsed["Pod"]);
   if (Present(parsed, "NodeNames")) {
@@ -98,7 +78,8 @@ absl::StatusOr<Args> ParseArgs(std::string_view body) {
 }
 
 // The parts of an ExtenderArgs that Prioritize needs (the pod's Granary
-// annotations and the candidate names), read with nlohmann's SAX interface:
+// annotations and volumes, and the candidate names), read with nlohmann's SAX
+// interface:
 // a full NodeList is thousands of Node objects that a DOM would build only to
 // drop. Checks as ParseArgs does, with the same messages.
 class NamesSax {
@@ -129,14 +110,16 @@ class NamesSax {
     return false;
   }
 
-  // The checked Args (with a pod holding only the Granary annotations).
+  // The checked Args (with a pod holding only what ReadPodRequest reads: the
+  // Granary annotations and the CSI volumes' drivers and datasets).
   absl::StatusOr<Args> Finish() {
     if (too_deep_) return TooDeep();
     if (malformed_ || !root_object_) {
       return absl::InvalidArgumentError("request body is not a JSON ExtenderArgs object");
     }
     Args args;
-    if (!annotations_.empty()) args.pod = {{"metadata", {{"annotations", annotations_}}}};
+    if (!annotations_.empty()) args.pod["metadata"]["annotations"] = std::move(annotations_);
+    if (!volumes_.empty()) args.pod["spec"]["volumes"] = std::move(volumes_);
     if (names_present_) {
       if (!names_is_list_)
         return absl::InvalidArgumentError("ExtenderArgs.NodeNames is not a list");
@@ -170,6 +153,11 @@ class NamesSax {
     kPod,
     kPodMetadata,
     kAnnotations,
+    kPodSpec,
+    kVolumes,
+    kVolume,
+    kVolumeCsi,
+    kVolumeAttributes,
     kNodeNames,
     kNodes,
     kItems,
@@ -210,7 +198,9 @@ class NamesSax {
         }
         return kOther;
       case kPod:
-        return key == "metadata" && type == kObject ? kPodMetadata : kOther;
+        if (type != kObject) return kOther;
+        if (key == "metadata") return kPodMetadata;
+        return key == "spec" ? kPodSpec : kOther;
       case kPodMetadata:
         if (key == "annotations") {
           annotations_ = json::object();
@@ -218,11 +208,33 @@ class NamesSax {
         }
         return kOther;
       case kAnnotations:
-        if (type == kString && (key == kDatasetsAnnotation || key == kLocalityAnnotation)) {
-          annotations_[key] = std::move(*text);
-        } else if (key == kDatasetsAnnotation || key == kLocalityAnnotation) {
-          annotations_.erase(key);
+        if (key == kDatasetsAnnotation || key == kLocalityAnnotation) {
+          Keep(annotations_, key, type, text);
         }
+        return kOther;
+      case kPodSpec:
+        if (key != "volumes") return kOther;
+        volumes_ = json::array();
+        return type == kArray ? kVolumes : kOther;
+      case kVolumes:
+        if (type != kObject) return kOther;
+        volumes_.push_back(json::object());
+        return kVolume;
+      case kVolume:
+        if (key != "csi") return kOther;
+        volumes_.back()["csi"] = json::object();
+        return type == kObject ? kVolumeCsi : kOther;
+      case kVolumeCsi:
+        if (key == "driver") {
+          Keep(volumes_.back()["csi"], key, type, text);
+        } else if (key == "volumeAttributes") {
+          volumes_.back()["csi"][key] = json::object();
+          return type == kObject ? kVolumeAttributes : kOther;
+        }
+        return kOther;
+      case kVolumeAttributes:
+        if (key == kDatasetAttribute)
+          Keep(volumes_.back()["csi"]["volumeAttributes"], key, type, text);
         return kOther;
       case kNodeNames:
         if (type == kString) {
@@ -261,12 +273,22 @@ class NamesSax {
     return kOther;
   }
 
+  // Sets `object[key]` to a string value, and drops it for any other: a key
+  // given twice keeps its last value, as in ParseArgs's DOM.
+  static void Keep(json& object, const std::string& key, Type type, std::string* text) {
+    if (type == kString) {
+      object[key] = std::move(*text);
+    } else {
+      object.erase(key);
+    }
+  }
+
   bool Value(Type type, std::string* text = nullptr) {
     Arrive(type, text);
     return true;
   }
   bool Open(Type type) {
-    if (frames_.size() > kMaxDepth) {
+    if (frames_.size() > kMaxJsonDepth) {
       too_deep_ = true;
       return false;  // Stops the parse.
     }
@@ -291,6 +313,7 @@ class NamesSax {
   bool malformed_ = false;
   bool root_object_ = false;
   json annotations_ = json::object();
+  json volumes_ = json::array();
   bool names_present_ = false, names_is_list_ = false, names_non_string_ = false;
   std::vector<std::string> names_;
   bool nodes_present_ = false, nodes_is_list_ = false, items_not_list_ = false,
@@ -308,24 +331,10 @@ absl::StatusOr<Args> ParseNames(std::string_view body) {
 // The pod's datasets, located; neutral when they are unknown or the cluster
 // cannot answer.
 LocalityIndex Locate(const Locator& locator, const PodRequest& request) {
-  LocalityIndex index;
-  for (const std::string& dataset : request.datasets) {
-    absl::StatusOr<v1::LocateResponse> locate = locator(dataset);
-    if (locate.ok()) {
-      index.Add(*locate);
-    } else if (absl::IsNotFound(locate.status())) {
-      GRANARY_LOG(INFO) << "dataset '" << dataset << "' is unknown to the cluster; ignored";
-    } else {
-      GRANARY_LOG(WARNING) << "cannot locate dataset '" << dataset
-                           << "', answering neutrally: " << locate.status().message();
-      return LocalityIndex();
-    }
-  }
-  return index;
-}
-
-std::string Dump(const json& reply) {
-  return reply.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace);
+  absl::StatusOr<LocalityIndex> index = LocateDatasets(locator, request.datasets);
+  if (index.ok()) return *std::move(index);
+  GRANARY_LOG(WARNING) << index.status().message() << "; answering neutrally";
+  return LocalityIndex();
 }
 
 std::string Percent(double share) { return absl::StrCat(std::floor(share * 100), "%"); }
@@ -340,11 +349,11 @@ absl::StatusOr<std::string> Extender::Filter(std::string_view body) const {
   if (!args.ok()) return args.status();
   absl::StatusOr<PodRequest> request = ReadPodRequest(args->pod, options_.max_datasets_per_pod);
   if (!request.ok()) {
-    return Dump({{"Nodes", nullptr},
-                 {"NodeNames", nullptr},
-                 {"FailedNodes", json::object()},
-                 {"FailedAndUnresolvableNodes", json::object()},
-                 {"Error", absl::StrCat("granary: ", request.status().message())}});
+    return DumpJson({{"Nodes", nullptr},
+                     {"NodeNames", nullptr},
+                     {"FailedNodes", json::object()},
+                     {"FailedAndUnresolvableNodes", json::object()},
+                     {"Error", absl::StrCat("granary: ", request.status().message())}});
   }
   LocalityIndex index;
   if (request->locality_required) index = Locate(locator_, *request);
@@ -386,7 +395,7 @@ absl::StatusOr<std::string> Extender::Filter(std::string_view body) const {
   reply["FailedNodes"] = json::object();
   reply["FailedAndUnresolvableNodes"] = std::move(failed);
   reply["Error"] = "";
-  return Dump(reply);
+  return DumpJson(reply);
 }
 
 absl::StatusOr<std::string> Extender::Prioritize(std::string_view body) const {
@@ -399,8 +408,8 @@ absl::StatusOr<std::string> Extender::Prioritize(std::string_view body) const {
   std::string reply = "[";
   for (const std::string& name : args->names) {
     if (reply.size() > 1) reply += ',';
-    absl::StrAppend(&reply, "{\"Host\":", AsAbsl(Dump(name)), ",\"Score\":", index.Of(name).score,
-                    "}");
+    absl::StrAppend(&reply, "{\"Host\":", AsAbsl(DumpJson(name)),
+                    ",\"Score\":", index.Of(name).score, "}");
   }
   reply += ']';
   return reply;

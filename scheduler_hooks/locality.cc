@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
 #include "common/locality_share.h"
+#include "common/logging.h"
+#include "common/printable.h"
 
 namespace granary::hooks {
 
@@ -31,13 +35,65 @@ NodeLocality LocalityIndex::Of(std::string_view node_id) const {
   auto node = nodes_.find(AsAbsl(node_id));
   if (node == nodes_.end()) return locality;
   locality.group = node->second.group;
-  const double total = static_cast<double>(total_bytes_);
-  locality.node_share = std::min(1.0, node->second.weighted_share / total);
+  locality.node_share = ShareOf(node->second.weighted_share);
   if (auto group = groups_.find(node->second.group); group != groups_.end()) {
-    locality.group_share = std::min(1.0, group->second / total);
+    locality.group_share = ShareOf(group->second);
   }
   locality.score = ScoreOf(kGroupWeight * locality.group_share + kNodeWeight * locality.node_share);
   return locality;
+}
+
+double LocalityIndex::ShareOf(double weighted_share) const {
+  return std::min(1.0, weighted_share / static_cast<double>(total_bytes_));
+}
+
+namespace {
+
+void SortLargestFirst(std::vector<LocalityIndex::Share>& shares) {
+  std::sort(shares.begin(), shares.end(), [](const auto& a, const auto& b) {
+    return a.share != b.share ? a.share > b.share : a.name < b.name;
+  });
+}
+
+}  // namespace
+
+std::vector<LocalityIndex::Share> LocalityIndex::GroupShares() const {
+  std::vector<Share> shares;
+  if (neutral()) return shares;
+  for (const auto& [group, weighted] : groups_) {
+    if (weighted > 0) shares.push_back({group, ShareOf(weighted)});
+  }
+  SortLargestFirst(shares);
+  return shares;
+}
+
+std::vector<LocalityIndex::Share> LocalityIndex::NodeShares() const {
+  std::vector<Share> shares;
+  if (neutral()) return shares;
+  for (const auto& [node, held] : nodes_) {
+    if (held.weighted_share > 0) shares.push_back({node, ShareOf(held.weighted_share)});
+  }
+  SortLargestFirst(shares);
+  return shares;
+}
+
+absl::StatusOr<LocalityIndex> LocateDatasets(const Locator& locator,
+                                             const std::vector<std::string>& datasets) {
+  LocalityIndex index;
+  for (const std::string& dataset : datasets) {
+    absl::StatusOr<v1::LocateResponse> locate = locator(dataset);
+    if (locate.ok()) {
+      index.Add(*locate);
+    } else if (absl::IsNotFound(locate.status())) {
+      GRANARY_LOG(INFO) << "dataset '" << Printable(dataset)
+                        << "' is unknown to the cluster; ignored";
+    } else {
+      return absl::Status(locate.status().code(),
+                          absl::StrCat("cannot locate dataset '", Printable(dataset),
+                                       "': ", locate.status().message()));
+    }
+  }
+  return index;
 }
 
 int ScoreOf(double locality) {

@@ -30,9 +30,12 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "proto/granary.pb.h"
+#include "scheduler_hooks/locator.h"
 
 namespace granary::hooks {
 
@@ -59,16 +62,35 @@ class LocalityIndex {
   // the scheduler's node name).
   NodeLocality Of(std::string_view node_id) const;
 
+  // Every cache group with its share G, and every node with its own share N
+  // (the node part of N(n) above), largest first, ties by name; those holding
+  // nothing are left out. Empty when neutral().
+  struct Share {
+    std::string name;
+    double share = 0;
+  };
+  std::vector<Share> GroupShares() const;
+  std::vector<Share> NodeShares() const;
+
  private:
   // Shares weighted by their datasets' bytes (B_d * n_d, B_d * g_d), summed.
   struct NodeBytes {
     std::string group;
     double weighted_share = 0;
   };
+  // A share of all the datasets' bytes from its weighted sum, at most 1.
+  double ShareOf(double weighted_share) const;
+
   uint64_t total_bytes_ = 0;
   absl::flat_hash_map<std::string, NodeBytes> nodes_;
   absl::flat_hash_map<std::string, double> groups_;
 };
+
+// The index of `datasets`, each asked of `locator`: a dataset the cluster
+// does not know is left out (and logged); any other error is returned, naming
+// the dataset, since a partial index would rank nodes wrongly.
+absl::StatusOr<LocalityIndex> LocateDatasets(const Locator& locator,
+                                             const std::vector<std::string>& datasets);
 
 // S for a locality L in 0..1: floor(10 * L), clamped to 0..kMaxScore.
 int ScoreOf(double locality);

@@ -1,4 +1,8 @@
-// What a Kubernetes pod asks of Granary, read from its annotations:
+// What a Kubernetes pod asks of Granary. The datasets it reads are those of
+// its inline Granary CSI volumes (spec.volumes[].csi with driver
+// csi.granary.io: volumeAttributes.dataset), then those its annotation names;
+// a volume through a PersistentVolumeClaim is not visible in the pod, so a pod
+// reading one names its dataset in the annotation:
 //   granary.io/datasets: "imagenet, coco"   datasets the pod reads (comma-separated)
 //   granary.io/locality: "required"          only nodes whose cache group holds
 //                                            enough of them may run the pod
@@ -29,10 +33,10 @@ struct PodRequest {
   bool locality_required = false;
 };
 
-// Reads the annotations of `pod` (a v1.Pod as JSON). A pod without metadata,
-// annotations or the annotations above asks for nothing. INVALID_ARGUMENT
-// naming the annotation, the count and the cap when it names more than
-// `max_datasets` distinct datasets.
+// Reads the volumes and annotations of `pod` (a v1.Pod as JSON). A pod
+// without Granary volumes or the annotations above asks for nothing; parts of
+// the wrong type are ignored. INVALID_ARGUMENT naming the count and the cap
+// when the pod names more than `max_datasets` distinct datasets.
 absl::StatusOr<PodRequest> ReadPodRequest(const nlohmann::json& pod, size_t max_datasets);
 
 }  // namespace granary::hooks

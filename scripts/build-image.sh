@@ -17,7 +17,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 version="$(sed -n 's/^project(granary VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")"
 image="${GRANARY_IMAGE:-localhost/granary:$version}"
 base="localhost/granary-base:bookworm"
-binaries=(granaryd granary-fuse granary granary-csi granary-extender)
+binaries=(granaryd granary-fuse granary granary-csi granary-extender granary-webhook)
 
 for tool in mmdebstrap podman runc; do
   if ! command -v "$tool" >/dev/null; then

@@ -8,7 +8,7 @@ packages=(
   clang libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev liburing-dev libxxhash-dev libfuse3-dev fuse3
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
   nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libcpp-httplib-dev
   etcd-server
   python3 curl procps psmisc

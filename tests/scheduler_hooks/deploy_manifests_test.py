@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """Checks deploy/: every Kubernetes manifest parses and holds together (mount
-propagation, the scheduler's extender stanza, ports and paths consistent across
-objects and with the binaries' flags), the systemd units name real flags, and
-the Slurm hooks are well formed.
+propagation, the scheduler's extender stanza, the admission webhook's
+configuration, ports and paths consistent across objects and with the
+binaries' flags), the systemd units name real flags, and the Slurm hooks are
+well formed.
 
-Usage: deploy_manifests_test.py DEPLOY_DIR SLURM_HOOKS_DIR GRANARYD GRANARY_FUSE GRANARY_EXTENDER GRANARY_CSI
+Usage: deploy_manifests_test.py DEPLOY_DIR SLURM_HOOKS_DIR GRANARYD GRANARY_FUSE GRANARY_EXTENDER
+       GRANARY_CSI GRANARY_WEBHOOK
 """
 import configparser
 import glob
@@ -18,7 +20,7 @@ import urllib.parse
 
 import yaml
 
-DEPLOY, SLURM_HOOKS, GRANARYD, GRANARY_FUSE, EXTENDER, GRANARY_CSI = sys.argv[1:7]
+DEPLOY, SLURM_HOOKS, GRANARYD, GRANARY_FUSE, EXTENDER, GRANARY_CSI, WEBHOOK = sys.argv[1:8]
 NAMESPACE = "granary-system"
 
 
@@ -81,7 +83,7 @@ class KubernetesTest(unittest.TestCase):
     def test_every_document_is_a_named_object_in_the_namespace(self):
         self.assertGreaterEqual(len(DOCUMENTS), 15)
         cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CSIDriver",
-                          "PersistentVolume"}
+                          "PersistentVolume", "MutatingWebhookConfiguration"}
         for path, document in DOCUMENTS:
             for key in ("apiVersion", "kind", "metadata"):
                 self.assertIn(key, document, path)
@@ -224,6 +226,60 @@ class KubernetesTest(unittest.TestCase):
         bindings = [d for _, d in DOCUMENTS if d["kind"] == "ClusterRoleBinding"]
         self.assertEqual({b["roleRef"]["name"] for b in bindings},
                          {"system:kube-scheduler", "system:volume-scheduler"})
+
+    def test_webhook_deployment_service_secret_and_configuration_agree(self):
+        deployment = find("Deployment", "granary-webhook")
+        pod_spec = deployment["spec"]["template"]["spec"]
+        webhook = container(deployment, "granary-webhook")
+        self.assertEqual(webhook["command"], ["/usr/local/bin/granary-webhook"])
+        self.assertTrue(long_flags(webhook["args"]) <=
+                        set(re.findall(r"--[a-z-]+", help_text(WEBHOOK))))
+        listen_port = int(flag_value(webhook["args"], "--listen").rsplit(":", 1)[1])
+        self.assertEqual({p["name"]: p["containerPort"] for p in webhook["ports"]}["https"], listen_port)
+        for probe in ("readinessProbe", "livenessProbe"):
+            self.assertEqual(webhook[probe]["httpGet"],
+                             {"path": "/healthz", "port": "https", "scheme": "HTTPS"})
+
+        # The certificate and key, from the kubernetes.io/tls Secret.
+        volumes = {v["name"]: v for v in pod_spec["volumes"]}
+        mounts = {m["name"]: m for m in webhook["volumeMounts"]}
+        secret = find("Secret", "granary-webhook-tls")
+        self.assertEqual(secret["type"], "kubernetes.io/tls")
+        for flag, key in (("--tls-cert-file", "tls.crt"), ("--tls-key-file", "tls.key")):
+            path = flag_value(webhook["args"], flag)
+            [name] = [n for n, m in mounts.items() if path == m["mountPath"] + "/" + key]
+            self.assertIs(mounts[name]["readOnly"], True)
+            self.assertEqual(volumes[name]["secret"]["secretName"], "granary-webhook-tls")
+            self.assertIn(key, secret["stringData"])
+
+        server = flag_value(webhook["args"], "--server")
+        self.assertTokenMounted(pod_spec, webhook, webhook["args"])
+        node_service = find("Service", "granary-node")
+        self.assertEqual(server, "granary-node.%s.svc:%d" % (NAMESPACE, node_service["spec"]["ports"][0]["port"]))
+
+        service = find("Service", "granary-webhook")
+        self.assertEqual(service["spec"]["selector"], deployment["spec"]["selector"]["matchLabels"])
+        [port] = service["spec"]["ports"]
+        self.assertEqual(port["targetPort"], "https")
+
+        configuration = find("MutatingWebhookConfiguration", "granary-webhook")
+        [hook] = configuration["webhooks"]
+        self.assertEqual(hook["admissionReviewVersions"], ["v1"])
+        # A pod is never refused or held up because of Granary.
+        self.assertEqual(hook["failurePolicy"], "Ignore")
+        self.assertLessEqual(hook["timeoutSeconds"], 10)
+        self.assertEqual(hook["sideEffects"], "NoneOnDryRun")
+        self.assertEqual(hook["clientConfig"]["service"],
+                         {"name": "granary-webhook", "namespace": NAMESPACE, "path": "/mutate",
+                          "port": port["port"]})
+        [rule] = hook["rules"]
+        self.assertEqual((rule["operations"], rule["apiGroups"], rule["apiVersions"], rule["resources"]),
+                         (["CREATE"], [""], ["v1"], ["pods"]))
+        [excluded] = hook["namespaceSelector"]["matchExpressions"]
+        self.assertEqual((excluded["key"], excluded["operator"]), ("kubernetes.io/metadata.name", "NotIn"))
+        self.assertIn(NAMESPACE, excluded["values"])
+        self.assertEqual(configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+                         "%s/%s" % (NAMESPACE, service["metadata"]["name"]))
 
     def test_training_job_reads_its_dataset_from_a_granary_claim_without_host_paths(self):
         job = find("Job", "resnet-train")

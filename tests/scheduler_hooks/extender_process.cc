@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <thread>
@@ -17,6 +18,40 @@
 namespace granary::testing {
 
 std::string ExtenderPath() { return GRANARY_TEST_EXTENDER_PATH; }
+
+void AddDataset(GranarydProcess& server, const std::string& root, const std::string& name,
+                const std::vector<std::pair<std::string, int>>& files,
+                const std::vector<std::string>& prewarm) {
+  std::string source = root + "/" + name;
+  std::filesystem::create_directories(source);
+  const std::string block(kMiB, 'g');
+  for (const auto& [file, mib] : files) {
+    std::ofstream out(source + "/" + file, std::ios::binary);
+    for (int i = 0; i < mib; ++i) out.write(block.data(), block.size());
+  }
+  auto stub = server.SocketStub();
+  {
+    grpc::ClientContext context;
+    v1::AddDatasetRequest request;
+    request.set_name(name);
+    request.set_source(source);
+    v1::DatasetInfo info;
+    grpc::Status status = stub->AddDataset(&context, request, &info);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  if (prewarm.empty()) return;
+  grpc::ClientContext context;
+  v1::PrewarmRequest request;
+  request.set_name(name);
+  for (const std::string& path : prewarm) request.add_paths(path);
+  auto reader = stub->Prewarm(&context, request);
+  v1::PrewarmProgress progress;
+  while (reader->Read(&progress)) {
+  }
+  grpc::Status status = reader->Finish();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(progress.failures_size(), 0);
+}
 
 ExtenderProcess::ExtenderProcess(const std::string& server, std::vector<std::string> extra_args) {
   port_ = FreeTcpPort();

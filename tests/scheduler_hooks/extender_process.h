@@ -1,7 +1,8 @@
-// Test support for the scheduler extender: a real granary-extender child
-// process spoken to over HTTP, and LocateCounter, a gRPC server that answers
+// Test support for the scheduler hooks: a real granary-extender child
+// process spoken to over HTTP; LocateCounter, a gRPC server that answers
 // Locate by asking a real granaryd and counts the calls (granaryd itself
-// counts none), so that tests see how many Locate calls the extender made.
+// counts none), so that tests see how many Locate calls the extender made;
+// and AddDataset, which gives a real granaryd a dataset partly cached.
 //
 // Thread-safety: ExtenderProcess from one test thread; LocateCounter serves
 // concurrently and calls() may be read from any thread.
@@ -11,6 +12,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -55,6 +57,14 @@ class ExtenderProcess {
 
 // The granary-extender binary these tests were built with.
 std::string ExtenderPath();
+
+inline constexpr uint64_t kMiB = 1 << 20;
+
+// Registers `name` over new files under `root`/`name` (file name, MiB) and
+// prewarms the `prewarm` ones (test failures otherwise).
+void AddDataset(GranarydProcess& server, const std::string& root, const std::string& name,
+                const std::vector<std::pair<std::string, int>>& files,
+                const std::vector<std::string>& prewarm);
 
 class LocateCounter {
  public:

@@ -3,6 +3,7 @@
 // kube-scheduler's: a full v1.Pod as its informer holds it, candidates as a
 // NodeList of full v1.Node objects or as NodeNames (nodeCacheCapable), and every
 // field of every reply is checked.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -30,49 +31,12 @@ namespace granary {
 namespace {
 
 using nlohmann::json;
+using testing::AddDataset;
 using testing::ExtenderProcess;
 using testing::GranarydProcess;
+using testing::kMiB;
 using testing::SuiteSetup;
 using testing::TempDir;
-
-constexpr uint64_t kMiB = 1 << 20;
-
-void WriteFile(const std::string& path, uint64_t size) {
-  std::ofstream out(path, std::ios::binary);
-  std::string block(kMiB, 'g');
-  for (uint64_t i = 0; i < size / kMiB; ++i) out.write(block.data(), block.size());
-}
-
-// Registers `name` over `files` (name, MiB) and prewarms `prewarm` of them.
-void AddDataset(GranarydProcess& server, const std::string& root, const std::string& name,
-                const std::vector<std::pair<std::string, int>>& files,
-                const std::vector<std::string>& prewarm) {
-  std::string source = root + "/" + name;
-  std::filesystem::create_directories(source);
-  for (const auto& [file, mib] : files) WriteFile(source + "/" + file, mib * kMiB);
-  auto stub = server.SocketStub();
-  {
-    grpc::ClientContext context;
-    v1::AddDatasetRequest request;
-    request.set_name(name);
-    request.set_source(source);
-    v1::DatasetInfo info;
-    grpc::Status status = stub->AddDataset(&context, request, &info);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-  }
-  if (prewarm.empty()) return;
-  grpc::ClientContext context;
-  v1::PrewarmRequest request;
-  request.set_name(name);
-  for (const std::string& path : prewarm) request.add_paths(path);
-  auto reader = stub->Prewarm(&context, request);
-  v1::PrewarmProgress progress;
-  while (reader->Read(&progress)) {
-  }
-  grpc::Status status = reader->Finish();
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  ASSERT_EQ(progress.failures_size(), 0);
-}
 
 // A pending pod as kube-scheduler's informer holds it (Go omits the empty
 // TypeMeta), with `annotations`.
@@ -221,6 +185,24 @@ TEST_F(ExtenderTest, PrioritizeWeighsSeveralDatasetsByBytes) {
   EXPECT_EQ(extender_->PostJson("/prioritize",
                                 NameArgs({{"granary.io/datasets", "full,no-such-dataset"}})),
             Priorities(10, 0));
+}
+
+TEST_F(ExtenderTest, GranaryCsiVolumesNameDatasetsAsTheAnnotationDoes) {
+  // Inline csi.granary.io volumes count as the annotation would; another
+  // driver's volume does not.
+  json args = NameArgs({{"granary.io/locality", "required"}});
+  args["Pod"]["spec"]["volumes"].push_back(
+      {{"name", "imagenet"},
+       {"csi", {{"driver", "csi.granary.io"}, {"volumeAttributes", {{"dataset", "half"}}}}}});
+  args["Pod"]["spec"]["volumes"].push_back(
+      {{"name", "other"},
+       {"csi", {{"driver", "csi.example.com"}, {"volumeAttributes", {{"dataset", "full"}}}}}});
+  EXPECT_EQ(extender_->PostJson("/prioritize", args), Priorities(7, 0));
+  EXPECT_EQ(extender_->PostJson("/filter", args)["NodeNames"], json::array({"node-a"}));
+  json list_args = ListArgs({{"granary.io/datasets", "full"}});
+  list_args["Pod"]["spec"]["volumes"] = args["Pod"]["spec"]["volumes"];
+  // (4 + 3) of (4 + 4) MiB.
+  EXPECT_EQ(extender_->PostJson("/prioritize", list_args), Priorities(8, 0));
 }
 
 TEST_F(ExtenderTest, NoOrUnknownDatasetsGetNeutralScores) {
@@ -402,7 +384,8 @@ TEST_F(ExtenderLocateCallsTest, TooManyDatasetsAreRefusedWithoutALocateCall) {
   // Five distinct names; the repeat counts once.
   json annotations = {{"granary.io/datasets", "half, full, quarter, a, b, half"}};
   const std::string refusal =
-      "annotation granary.io/datasets names 5 datasets; at most 3 are allowed";
+      "the pod names 5 datasets (Granary volumes and annotation granary.io/datasets); at most 3 "
+      "are allowed";
   EXPECT_EQ(extender.PostJson("/filter", NameArgs(annotations)),
             (json{{"Nodes", nullptr},
                   {"NodeNames", nullptr},
@@ -432,9 +415,8 @@ TEST(ExtenderUnreachableTest, UnreachableServerGivesNeutralAnswersAndALogLine) {
                          {"FailedNodes", json::object()},
                          {"FailedAndUnresolvableNodes", json::object()},
                          {"Error", ""}}));
-  EXPECT_NE(extender.log().find("cannot locate dataset 'half', answering neutrally"),
-            std::string::npos)
-      << extender.log();
+  EXPECT_THAT(extender.log(),
+              ::testing::ContainsRegex("cannot locate dataset 'half': .*; answering neutrally"));
   EXPECT_EQ(extender.Terminate(), 0);
 }
 
@@ -820,9 +802,8 @@ TEST_F(ExtenderClusterTest, WithoutTheTokenTheExtenderAnswersNeutrally) {
   EXPECT_EQ(extender.PostJson("/prioritize", ClusterNameArgs(annotations)), priorities);
   EXPECT_EQ(extender.PostJson("/filter", ClusterNameArgs(annotations))["NodeNames"],
             json(kClusterNodeNames));
-  EXPECT_NE(extender.log().find("cannot locate dataset 'images', answering neutrally"),
-            std::string::npos)
-      << extender.log();
+  EXPECT_THAT(extender.log(),
+              ::testing::ContainsRegex("cannot locate dataset 'images': .*; answering neutrally"));
 }
 
 }  // namespace

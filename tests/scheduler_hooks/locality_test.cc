@@ -115,14 +115,34 @@ TEST(PodRequestTest, ReadsDatasetsAndLocality) {
   EXPECT_TRUE(request->locality_required);
 }
 
+TEST(PodRequestTest, ReadsGranaryCsiVolumesBeforeTheAnnotation) {
+  nlohmann::json pod = nlohmann::json::parse(R"({
+    "metadata": {"annotations": {"granary.io/datasets": "coco, imagenet"}},
+    "spec": {"volumes": [
+      {"name": "a", "csi": {"driver": "csi.granary.io", "volumeAttributes": {"dataset": "imagenet"}}},
+      {"name": "b", "csi": {"driver": "csi.example.com", "volumeAttributes": {"dataset": "other"}}},
+      {"name": "c", "csi": {"driver": "csi.granary.io", "volumeAttributes": {"dataset": 7}}},
+      {"name": "d", "csi": {"driver": "csi.granary.io"}},
+      {"name": "e", "persistentVolumeClaim": {"claimName": "laion"}},
+      {"name": "f", "csi": {"driver": "csi.granary.io", "volumeAttributes": {"dataset": "laion"}}}
+    ]}})");
+  absl::StatusOr<PodRequest> request = ReadPodRequest(pod, /*max_datasets=*/8);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->datasets, (std::vector<std::string>{"imagenet", "laion", "coco"}));
+  EXPECT_FALSE(request->locality_required);
+  // Volumes and annotation count together against the cap.
+  EXPECT_EQ(ReadPodRequest(pod, /*max_datasets=*/2).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(PodRequestTest, MoreDistinctDatasetsThanTheCapAreRefused) {
   std::string names;
   for (int i = 0; i < 20000; ++i) absl::StrAppend(&names, i == 0 ? "" : ",", "d", i % 5000);
   nlohmann::json pod = {{"metadata", {{"annotations", {{"granary.io/datasets", names}}}}}};
   absl::StatusOr<PodRequest> request = ReadPodRequest(pod, /*max_datasets=*/64);
   EXPECT_EQ(request.status(),
-            absl::InvalidArgumentError(
-                "annotation granary.io/datasets names 5000 datasets; at most 64 are allowed"));
+            absl::InvalidArgumentError("the pod names 5000 datasets (Granary volumes and "
+                                       "annotation granary.io/datasets); at most 64 are allowed"));
   request = ReadPodRequest(pod, /*max_datasets=*/5000);
   ASSERT_TRUE(request.ok()) << request.status();
   EXPECT_EQ(request->datasets.size(), 5000u);

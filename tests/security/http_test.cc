@@ -328,7 +328,8 @@ TEST_F(HttpSecurityTest, TwentyThousandDatasetsInOneAnnotationCostNoLocateCall) 
   for (int i = 0; i < 20000; ++i) absl::StrAppend(&datasets, i ? "," : "", "dataset-", i);
   const std::string path = BodyFile("names.json", Args(datasets).dump());
   const std::string refusal =
-      "annotation granary.io/datasets names 20000 datasets; at most 64 are allowed";
+      "the pod names 20000 datasets (Granary volumes and annotation granary.io/datasets); at most "
+      "64 are allowed";
 
   auto [filter_status, filter_reply] =
       CurlPost(absl::StrCat("http://", extender.address(), "/filter"), path);
