@@ -2,7 +2,7 @@
 # directory (scripts/package.sh): granaryd (with its systemd unit, the default
 # configuration, and the groups the trust model names and the cluster token,
 # created at install), granary-fuse (with its mount unit), granary (the CLI),
-# granary-csi and granary-extender. Runtime dependencies come from
+# granary-csi, granary-webhook and granary-extender. Runtime dependencies come from
 # dpkg-shlibdeps, so the packages install with apt on any Debian 12 machine.
 
 include(GNUInstallDirs)
@@ -26,6 +26,8 @@ granary_package(server granaryd granaryd
 granary_package(fuse granary-fuse granary-fuse "the read-only mount of every dataset")
 granary_package(cli granary granary "the command line (datasets, prewarm, locate, status, cat)")
 granary_package(csi granary-csi granary-csi "the Kubernetes CSI node plugin")
+granary_package(webhook granary-webhook granary-webhook
+  "the Kubernetes admission webhook giving pods affinity towards their cached datasets")
 granary_package(extender granary-extender granary-extender
   "the Kubernetes scheduler extender scoring nodes by cached share")
 

@@ -2,7 +2,7 @@
 # Builds Granary's Debian packages (cmake/Packaging.cmake) on Debian 12:
 # installs the build dependencies, builds the five programs in a Release
 # build (build-release/, or GRANARY_BUILD_DIR) and writes granaryd,
-# granary-fuse, granary, granary-csi and granary-extender packages into its
+# granary-fuse, granary, granary-csi, granary-webhook and granary-extender packages into its
 # packages/ folder. Install them with apt, which fetches their runtime
 # libraries from Debian:  apt-get install ./build-release/packages/granaryd_*.deb ...
 set -euo pipefail
@@ -11,7 +11,7 @@ build_dir="${GRANARY_BUILD_DIR:-$root/build-release}"
 
 bash "$root/scripts/install-deps.sh"
 GRANARY_BUILD_DIR="$build_dir" \
-  GRANARY_BUILD_TARGETS="granaryd granary-fuse granary granary-csi granary-extender" \
+  GRANARY_BUILD_TARGETS="granaryd granary-fuse granary granary-csi granary-webhook granary-extender" \
   bash "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=Release
 rm -rf "$build_dir/packages"
 (cd "$build_dir" && cpack >/dev/null)

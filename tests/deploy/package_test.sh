@@ -51,7 +51,7 @@ trap 'echo "FAIL: line ${LINENO}: ${BASH_COMMAND}" >&2' ERR
 echo "== cpack"
 (cd "${build_dir}" && cpack -D CPACK_OUTPUT_FILE_PREFIX="${tmp}/packages" >"${tmp}/cpack.log" 2>&1) ||
   fail "cpack failed"
-packages=(granaryd granary-fuse granary granary-csi granary-extender)
+packages=(granaryd granary-fuse granary granary-csi granary-webhook granary-extender)
 for package in "${packages[@]}"; do
   deb=$(ls "${tmp}/packages/${package}"_*.deb 2>/dev/null) || fail "no ${package} package"
   [[ $(dpkg-deb --field "${deb}" Package) == "${package}" ]] || fail "${deb} is not ${package}"
