@@ -177,6 +177,38 @@ static_assert(sizeof(ManifestEntry) <= 96);
 
 uint64_t ManifestEntry::device() const { return makedev(device_ >> 20, device_ & 0xfffff); }
 
+namespace {
+
+constexpr uint8_t kSectorShift = 9;        // st_blocks counts 512-byte units.
+constexpr uint8_t kLargestUnitShift = 20;  // No filesystem allocates in units over 1 MiB.
+constexpr uint8_t kNothingAllocated = 0xff;
+
+uint64_t BlocksInUnitsOf(uint64_t size, uint8_t shift) {
+  const uint64_t unit = uint64_t{1} << shift;
+  return (size + unit - 1) / unit << (shift - kSectorShift);
+}
+
+}  // namespace
+
+uint64_t ManifestEntry::blocks() const {
+  if (allocation_shift_ == kNothingAllocated) return 0;
+  return BlocksInUnitsOf(size, allocation_shift_ == 0 ? kSectorShift : allocation_shift_);
+}
+
+void ManifestEntry::set_blocks(uint64_t blocks) {
+  allocation_shift_ = 0;
+  if (blocks == 0) {
+    if (size > 0) allocation_shift_ = kNothingAllocated;
+    return;
+  }
+  for (uint8_t shift = kSectorShift; shift <= kLargestUnitShift; ++shift) {
+    if (BlocksInUnitsOf(size, shift) == blocks) {
+      allocation_shift_ = shift;
+      return;
+    }
+  }
+}
+
 bool ManifestEntry::set_device(uint64_t device) {
   if (major(device) >= (1u << 12) || minor(device) >= (1u << 20)) return false;
   device_ = major(device) << 20 | minor(device);
@@ -197,6 +229,7 @@ void ManifestEntry::ToProto(v1::ManifestEntry* out) const {
   out->set_inode(inode);
   out->set_ctime_ns(ctime_ns);
   out->set_nlink(nlink);
+  if (allocation_shift_ != 0) out->set_blocks(blocks());
   for (const ExtendedAttribute& xattr : xattrs()) {
     v1::ExtendedAttribute* added = out->add_xattrs();
     added->set_name(xattr.name);
@@ -231,6 +264,8 @@ absl::StatusOr<ManifestEntry> ManifestEntry::FromProto(v1::ManifestEntry entry) 
   out.ctime_ns = entry.ctime_ns();
   // Records made before link counts were kept have none.
   out.nlink = std::max(entry.nlink(), 1u);
+  // Records made before allocations were kept have none.
+  if (entry.has_blocks()) out.set_blocks(entry.blocks());
   if (entry.xattrs_size() > 0) {
     std::vector<ExtendedAttribute> xattrs;
     xattrs.reserve(entry.xattrs_size());

@@ -1,11 +1,10 @@
 // A Manifest is the immutable snapshot of a dataset's source taken when it was
 // registered or refreshed: every regular file, directory and in-tree symlink
 // with its path, size, mode, owner, link count, mtime, user.* extended
-// attributes, ACLs (common/posix_acl.h) and identity (device, inode, ctime). Paths and link targets are
-// bytes, as Linux names are. Entries are sorted by path; an entry's index is
-// its file id, which chunk keys name. The version is an XXH3-64 hash of the
-// dataset's identity (name, source, chunk size) and every entry, so equal
-// content gives an equal version and any change gives a new one.
+// attributes, ACLs (common/posix_acl.h) and identity (device, inode, ctime). Paths and link targets
+// are bytes, as Linux names are. Entries are sorted by path; an entry's index is its file id, which
+// chunk keys name. The version is an XXH3-64 hash of the dataset's identity (name, source, chunk
+// size) and every entry, so equal content gives an equal version and any change gives a new one.
 //
 // Files of one device and inode are hard links: the first by path is the
 // file whose chunks hold their bytes (CanonicalFileId) and the mount shows
@@ -109,11 +108,27 @@ struct ManifestEntry {
  public:
   EntryType type = EntryType::kFile;
 
+ private:
+  // The source allocates the entry whole units of 2^allocation_shift_ bytes
+  // (a file of 100 bytes takes 4 KiB on most filesystems); 0 when unknown,
+  // kNothingAllocated when it takes no block (a short symlink, inline data).
+  // A byte in padding the fields above leave, where st_blocks would cost 8.
+  uint8_t allocation_shift_ = 0;
+
+ public:
   // st_dev as stat() returns it.
   uint64_t device() const;
   // False, changing nothing, when `device` is no Linux device number (a major
   // of 4096 or more, or a minor of 2^20 or more): stat() never returns one.
   [[nodiscard]] bool set_device(uint64_t device);
+  // st_blocks as the source had it (512-byte units), so that du and ls -s
+  // count as over the source; from the size where unknown (object stores).
+  uint64_t blocks() const;
+  // The source's st_blocks of an entry whose size is already set. Kept when
+  // it is 0 or the size rounded up to whole units of 512 bytes to 1 MiB;
+  // other counts (partly sparse or preallocated files) leave blocks() counted
+  // from the size.
+  void set_blocks(uint64_t blocks);
   // Empty when the entry has none.
   const std::string& symlink_target() const;
   const std::string& etag() const;

@@ -42,7 +42,8 @@ int64_t Nanoseconds(const struct timespec& time) {
 }
 
 // What the manifest keeps of every entry's stat: mode, owner, link count,
-// mtime and identity; a directory's size too, as ls and du show it. False if
+// mtime and identity; a file's and a directory's size and allocation too, as
+// ls and du show them. False if
 // the stat's device is none the manifest can hold (UnknownDevice says so).
 bool RecordStat(const struct stat& st, ManifestEntry* entry) {
   if (!entry->set_device(st.st_dev)) return false;
@@ -53,7 +54,10 @@ bool RecordStat(const struct stat& st, ManifestEntry* entry) {
   entry->inode = st.st_ino;
   entry->ctime_ns = Nanoseconds(st.st_ctim);
   entry->nlink = static_cast<uint32_t>(std::min<nlink_t>(st.st_nlink, UINT32_MAX));
-  if (S_ISDIR(st.st_mode)) entry->size = static_cast<uint64_t>(st.st_size);
+  if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+    entry->size = static_cast<uint64_t>(st.st_size);
+    entry->set_blocks(static_cast<uint64_t>(st.st_blocks));
+  }
   return true;
 }
 
@@ -290,7 +294,6 @@ class Scan {
       }
       if (S_ISREG(st.st_mode)) {
         entry.type = EntryType::kFile;
-        entry.size = static_cast<uint64_t>(st.st_size);
       } else if (S_ISDIR(st.st_mode)) {
         entry.type = EntryType::kDirectory;
         subdirs->push_back(entry.path);
@@ -311,6 +314,7 @@ class Scan {
         }
         entry.type = EntryType::kSymlink;
         entry.size = kept->size();
+        entry.set_blocks(static_cast<uint64_t>(st.st_blocks));
         entry.set_symlink_target(*std::move(kept));
       } else {
         skipped->push_back(

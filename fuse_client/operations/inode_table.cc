@@ -223,7 +223,8 @@ void MountedDataset::Stat(uint64_t node, struct stat* out) const {
     out->st_uid = entry->uid;
     out->st_gid = entry->gid;
   }
-  out->st_blocks = (out->st_size + 511) / 512;
+  out->st_blocks =
+      entry != nullptr ? static_cast<blkcnt_t>(entry->blocks()) : (out->st_size + 511) / 512;
   out->st_ino = InodeOf(node);
   out->st_blksize = kPreferredIoBytes;
 }

@@ -296,6 +296,34 @@ TEST(Manifest, DevicesSurviveTheWireAndOnlyLinuxOnesAreTaken) {
       << foreign.status();
 }
 
+// du counts what the source allocated: a 100-byte file in a 4 KiB block, a
+// short symlink in none; counts no unit explains fall back to the size.
+TEST(Manifest, BlocksAreTheSourcesAllocationAndSurviveTheWire) {
+  ManifestEntry tiny = Entry("tiny", EntryType::kFile, 100, 0100644, 1);
+  EXPECT_EQ(tiny.blocks(), 1u);
+  tiny.set_blocks(8);
+  EXPECT_EQ(tiny.blocks(), 8u);
+  ManifestEntry link = Entry("link", EntryType::kSymlink, 12, 0120777, 1);
+  link.set_blocks(0);
+  EXPECT_EQ(link.blocks(), 0u);
+  ManifestEntry large = Entry("large", EntryType::kFile, (5 << 20) + 1, 0100644, 1);
+  large.set_blocks((6 << 20) / 512);
+  EXPECT_EQ(large.blocks(), (6u << 20) / 512);
+  ManifestEntry partly_sparse = Entry("sparse", EntryType::kFile, 1 << 20, 0100644, 1);
+  partly_sparse.set_blocks(24);
+  EXPECT_EQ(partly_sparse.blocks(), 2048u);
+
+  for (const ManifestEntry* entry : {&tiny, &link, &large, &partly_sparse}) {
+    v1::ManifestEntry wire;
+    entry->ToProto(&wire);
+    EXPECT_EQ(ManifestEntry::FromProto(wire)->blocks(), entry->blocks()) << entry->path;
+  }
+  v1::ManifestEntry recorded_before_blocks;
+  tiny.ToProto(&recorded_before_blocks);
+  recorded_before_blocks.clear_blocks();
+  EXPECT_EQ(ManifestEntry::FromProto(recorded_before_blocks)->blocks(), 1u);
+}
+
 TEST(Manifest, EntriesWithoutExtrasCarryNone) {
   ManifestEntry plain = Entry("short", EntryType::kFile, 1, 0100644, 1);
   plain.set_symlink_target("");

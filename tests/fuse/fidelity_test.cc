@@ -162,6 +162,19 @@ TEST_F(FidelityTest, FindPrintsTheSameOwnersModesLinksSizesAndTimes) {
   EXPECT_EQ(SortedLines(source_, find), SortedLines(mounted_, find));
 }
 
+// du and ls -s count what the source allocated: a 5-byte file takes a whole
+// block there, a short symlink none.
+TEST_F(FidelityTest, DuCountsTheBlocksTheSourceAllocated) {
+  std::string blocks = "find . -printf '%p %b\\n'";
+  for (const auto* list : {&kDropped, &kRewritten}) {
+    for (const std::string& path : *list) blocks += " | grep -av '^./" + path + " '";
+  }
+  EXPECT_EQ(SortedLines(source_, blocks), SortedLines(mounted_, blocks));
+  const std::string du =
+      "du -s --exclude=abs_out --exclude=fifo --exclude=rel_out --exclude=abs_in . | cut -f1";
+  EXPECT_EQ(SortedLines(source_, du), SortedLines(mounted_, du));
+}
+
 // Whether the user `uid` (in group `gid` alone) reads `path` whole and finds
 // `want` there; in a child process that drops root.
 bool ReadsAs(uid_t uid, gid_t gid, const std::string& path, const std::string& want) {
