@@ -13,6 +13,8 @@
 #define GRANARY_SCHEDULER_HOOKS_JSON_BODY_H_
 
 #include <cstddef>
+#include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -27,9 +29,17 @@ inline constexpr size_t kMaxJsonDepth = 512;
 // INVALID_ARGUMENT saying the body nests deeper than kMaxJsonDepth.
 absl::Status TooDeep();
 
-// The JSON object in `body`. INVALID_ARGUMENT from TooDeep(), or saying the
-// body "is not a JSON <what> object" when it is not JSON or not an object.
-absl::StatusOr<nlohmann::json> ParseJsonObject(std::string_view body, std::string_view what);
+// Whether a value of the body is kept, from the keys leading to it ("" for
+// an element of an array): {"Nodes", "items", "", "metadata"} is the metadata
+// of a node in ExtenderArgs.Nodes.items. A value dropped is never built, nor
+// anything inside it.
+using KeepJsonValue = std::function<bool(std::span<const std::string_view> path)>;
+
+// The JSON object in `body`, with the values `keep` keeps (all without it).
+// INVALID_ARGUMENT from TooDeep(), or saying the body "is not a JSON <what>
+// object" when it is not JSON or not an object.
+absl::StatusOr<nlohmann::json> ParseJsonObject(std::string_view body, std::string_view what,
+                                               const KeepJsonValue& keep = nullptr);
 
 // `value` as compact JSON.
 std::string DumpJson(const nlohmann::json& value);

@@ -293,7 +293,7 @@ TEST_F(ExtenderTest, MalformedRequestsAreRefusedWithTheReason) {
   std::tie(status, body) = extender_->Post("/prioritize", R"({"NodeNames": [1]})");
   EXPECT_EQ(status, 400);
   EXPECT_EQ(body, "ExtenderArgs.NodeNames holds a non-string\n");
-  // Prioritize reads the request with a SAX parser of its own: the same checks.
+  // Prioritize builds only the names of the NodeList's nodes: the same checks.
   for (const char* verb : {"/filter", "/prioritize"}) {
     for (const auto& [request, reason] : std::vector<std::pair<std::string, std::string>>{
              {"[1]", "request body is not a JSON ExtenderArgs object\n"},
