@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Builds the Granary image (deploy/image/Containerfile) with no container
-# registry, as root on Debian 12:
-#   1. the binaries (scripts/build.sh: RelWithDebInfo, -O2, in build/ or
-#      $GRANARY_BUILD_DIR), stripped;
-#   2. a minbase Debian 12 root filesystem (mmdebstrap, from Debian's
-#      packages: those that ship the libraries ldd lists for the binaries, and
-#      fuse3), imported with `podman import` as localhost/granary-base:bookworm;
+# Builds the Granary image (deploy/image/Containerfile) from Granary's Debian
+# packages, with no container registry, as root on Debian 12:
+#   1. the packages (scripts/package.sh: a Release build, in build-release/
+#      or $GRANARY_BUILD_DIR);
+#   2. a minbase Debian 12 root filesystem (mmdebstrap) with the packages
+#      installed by apt, which brings their runtime libraries (and fuse3) from
+#      Debian as on any node; the cluster token the granaryd package makes is
+#      removed (each cluster's comes from its Secret); imported with
+#      `podman import` as localhost/granary-base:bookworm;
 #   3. `podman build --isolation=chroot` (no container runtime, no network)
 #      of the Containerfile over it, tagged localhost/granary:VERSION, the
 #      image the manifests of deploy/kubernetes name.
-# Then it runs each binary's --help in the image (runc, no network).
+# Then it runs each program's --help in the image (runc, no network).
 # GRANARY_IMAGE overrides the tag. deploy/README.md says how to bring the
 # image to a cluster's nodes.
 set -euo pipefail
@@ -17,7 +19,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 version="$(sed -n 's/^project(granary VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")"
 image="${GRANARY_IMAGE:-localhost/granary:$version}"
 base="localhost/granary-base:bookworm"
-binaries=(granaryd granary-fuse granary granary-csi granary-extender granary-webhook)
+programs=(granaryd granary-fuse granary granary-csi granary-extender granary-webhook)
 
 for tool in mmdebstrap podman runc; do
   if ! command -v "$tool" >/dev/null; then
@@ -26,27 +28,23 @@ for tool in mmdebstrap podman runc; do
   fi
 done
 
-build_dir="${GRANARY_BUILD_DIR:-$root/build}"
-GRANARY_BUILD_DIR="$build_dir" GRANARY_BUILD_TARGETS="${binaries[*]}" bash "$root/scripts/build.sh"
+build_dir="${GRANARY_BUILD_DIR:-$root/build-release}"
+GRANARY_BUILD_DIR="$build_dir" bash "$root/scripts/package.sh" >/dev/null
+debs=()
+for program in "${programs[@]}"; do debs+=("$(ls "$build_dir"/packages/"$program"_*.deb)"); done
 
 work="$root/build-image"
 rm -rf "$work"
 mkdir -p "$work/context"
-for binary in "${binaries[@]}"; do strip -o "$work/context/$binary" "$build_dir/$binary"; done
-
-# The Debian packages that ship the binaries' shared libraries.
-mapfile -t libraries < <(for binary in "${binaries[@]}"; do ldd "$work/context/$binary"; done |
-  awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u)
-mapfile -t packages < <(for library in "${libraries[@]}"; do
-  dpkg -S "$(readlink -f "$library")" 2>/dev/null || dpkg -S "$library"
-done | cut -d: -f1 | sort -u)
-packages+=(fuse3)
-echo "build-image: runtime packages: ${packages[*]}" >&2
-
+in_root=()
+for deb in "${debs[@]}"; do in_root+=("/tmp/$(basename "$deb")"); done
 mmdebstrap --variant=minbase --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
-  --include="$(IFS=,; echo "${packages[*]}")" \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
   --dpkgopt='path-exclude=/usr/share/locale/*' \
+  --customize-hook="copy-in ${debs[*]} /tmp" \
+  --customize-hook="chroot \"\$1\" apt-get install --yes --no-install-recommends ${in_root[*]}" \
+  --customize-hook="rm -f \"\$1\"/tmp/*.deb \"\$1\"/etc/granary/token" \
+  --customize-hook="chroot \"\$1\" apt-get clean" \
   bookworm "$work/rootfs.tar"
 podman import "$work/rootfs.tar" "$base" >/dev/null
 
@@ -56,9 +54,11 @@ ulimits=(--ulimit "nofile=$(ulimit -Sn):$(ulimit -Sn)" --ulimit "nproc=4096:4096
 podman build --isolation=chroot "${ulimits[@]}" --build-arg "BASE=$base" \
   -f "$root/deploy/image/Containerfile" -t "$image" "$work/context"
 
-for binary in "${binaries[@]}"; do
+for program in "${programs[@]}"; do
   podman run --rm --runtime runc --network none "${ulimits[@]}" "$image" \
-    "/usr/local/bin/$binary" --help >/dev/null
+    "/usr/bin/$program" --help >/dev/null
 done
+podman run --rm --runtime runc --network none "${ulimits[@]}" "$image" \
+  sh -c 'test ! -e /etc/granary/token && getent group granary >/dev/null'
 podman image ls "$image"
 echo "build-image: built $image" >&2

@@ -66,7 +66,7 @@ def fuse_invocation(fuse):
     binary with, and the loop's script."""
     script = fuse["args"][0]
     tokens = shlex.split(script.replace("\\\n", " "))
-    start = tokens.index("/usr/local/bin/granary-fuse") + 1
+    start = tokens.index("/usr/bin/granary-fuse") + 1
     end = next(i for i in range(start, len(tokens)) if tokens[i].endswith(";"))
     return tokens[start:end] + [tokens[end].rstrip(";")], script
 
@@ -113,7 +113,7 @@ class KubernetesTest(unittest.TestCase):
         self.assertEqual(fuse["command"], ["/bin/sh", "-c"])
         # Restarted in the container until it exits 0 (unmounted), so a
         # crash is taken over from the connection keeper in this container.
-        self.assertIn("until /usr/local/bin/granary-fuse", script)
+        self.assertIn("until /usr/bin/granary-fuse", script)
         self.assertEqual(fuse_args[0], "/mnt/granary")
         self.assertEqual(mounts["/mnt/granary"]["mountPropagation"], "Bidirectional")
         self.assertEqual(volumes[mounts["/mnt/granary"]["name"]]["hostPath"]["path"], "/mnt/granary")
@@ -231,7 +231,7 @@ class KubernetesTest(unittest.TestCase):
         deployment = find("Deployment", "granary-webhook")
         pod_spec = deployment["spec"]["template"]["spec"]
         webhook = container(deployment, "granary-webhook")
-        self.assertEqual(webhook["command"], ["/usr/local/bin/granary-webhook"])
+        self.assertEqual(webhook["command"], ["/usr/bin/granary-webhook"])
         self.assertTrue(long_flags(webhook["args"]) <=
                         set(re.findall(r"--[a-z-]+", help_text(WEBHOOK))))
         listen_port = int(flag_value(webhook["args"], "--listen").rsplit(":", 1)[1])
