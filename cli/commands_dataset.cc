@@ -28,6 +28,7 @@
 #include "common/s3_location.h"
 #include "common/size.h"
 #include "common/status.h"
+#include "source/source_kind.h"
 
 namespace granary::cli {
 namespace {
@@ -79,7 +80,7 @@ absl::StatusOr<uint32_t> GroupIdOf(const std::string& group) {
 absl::StatusOr<std::string> SourceToRegister(const AddOptions& options) {
   const bool s3_flags = options.endpoint || options.region || options.profile ||
                         options.addressing || options.readers_group;
-  if (!IsS3Source(options.source)) {
+  if (KindOf(options.source) == SourceKind::kPosix) {
     if (s3_flags) {
       return absl::InvalidArgumentError(
           absl::StrCat("--endpoint, --region, --profile, --addressing and --readers-group are for "

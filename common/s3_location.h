@@ -42,7 +42,8 @@ struct S3Location {
   friend bool operator==(const S3Location&, const S3Location&) = default;
 };
 
-// Whether `source` names an S3 source (starts with "s3://").
+// Whether `source` is written as an S3 source (starts with "s3://"). Parts
+// of Granary ask source/source_kind.h's KindOf, which decides every kind.
 bool IsS3Source(std::string_view source);
 
 // `endpoint` as S3Location keeps it: scheme://host[:port] in lower case,

@@ -7,13 +7,18 @@
 #include "source/posix_source.h"
 #include "source/s3_credentials.h"
 #include "source/s3_source.h"
+#include "source/source_kind.h"
 
 namespace granary {
 
 absl::StatusOr<std::shared_ptr<const Source>> OpenedSources::Open(std::string_view source) {
-  if (!IsS3Source(source)) {
-    GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(source));
-    return std::make_shared<const PosixSource>(std::move(root), options_.scan_threads);
+  switch (KindOf(source)) {
+    case SourceKind::kPosix: {
+      GRANARY_ASSIGN_OR_RETURN(std::string root, PosixRootOf(source));
+      return std::make_shared<const PosixSource>(std::move(root), options_.scan_threads);
+    }
+    case SourceKind::kS3:
+      break;
   }
   GRANARY_ASSIGN_OR_RETURN(S3Location location, ParseS3Source(source));
   const auto endpoint_profile = options_.s3_endpoint_profiles.find(location.endpoint);

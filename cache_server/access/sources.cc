@@ -7,8 +7,8 @@
 #include "common/absl_compat.h"
 #include "common/printable.h"
 #include "common/s3_location.h"
-#include "common/source_path.h"
 #include "common/status.h"
+#include "source/source_kind.h"
 
 namespace granary {
 
@@ -41,13 +41,16 @@ absl::StatusOr<std::unique_ptr<Sources>> Sources::Create(
 }
 
 absl::StatusOr<std::string> Sources::Canonical(std::string_view source) const {
-  if (!IsS3Source(source)) return std::string(source);
-  GRANARY_ASSIGN_OR_RETURN(S3Location location, ParseS3Source(source));
-  return FormatS3Source(location);
+  return CanonicalSource(source);
 }
 
 absl::Status Sources::Check(std::string_view source) const {
-  if (!IsS3Source(source)) return roots_->Confine(source).status();
+  switch (KindOf(source)) {
+    case SourceKind::kPosix:
+      return roots_->Confine(source).status();
+    case SourceKind::kS3:
+      break;
+  }
   GRANARY_ASSIGN_OR_RETURN(S3Location location, ParseS3Source(source));
   for (const std::string& endpoint : s3_endpoints_) {
     if (endpoint == location.endpoint) return absl::OkStatus();
@@ -67,11 +70,15 @@ absl::Status Sources::Check(std::string_view source) const {
 }
 
 absl::StatusOr<std::shared_ptr<const Source>> Sources::OpenToScan(std::string_view source) {
-  if (!IsS3Source(source)) {
-    // Confining a POSIX source beneath the roots is its check (Check()),
-    // made once: the scan reads the directory confining resolved it to.
-    GRANARY_ASSIGN_OR_RETURN(std::string root, roots_->Confine(source));
-    return opened_.Reopen(root);
+  switch (KindOf(source)) {
+    case SourceKind::kPosix: {
+      // Confining a POSIX source beneath the roots is its check (Check()),
+      // made once: the scan reads the directory confining resolved it to.
+      GRANARY_ASSIGN_OR_RETURN(std::string root, roots_->Confine(source));
+      return opened_.Reopen(root);
+    }
+    case SourceKind::kS3:
+      break;
   }
   GRANARY_RETURN_IF_ERROR(Check(source));
   return opened_.Reopen(source);

@@ -3,22 +3,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/s3_location.h"
-#include "common/source_path.h"
+#include "source/source_kind.h"
 
 namespace granary::fuse {
 
-std::string SourceFile::Path() const {
-  if (IsS3Source(source_)) {
-    absl::StatusOr<S3Location> location = ParseS3Source(source_);
-    if (!location.ok()) return std::string(source_);
-    return absl::StrCat("s3://", location->bucket, "/", location->prefix, entry_.path);
-  }
-  absl::StatusOr<std::string> root = PosixRootOf(source_);
-  if (!root.ok()) return std::string(source_);
-  return entry_.path.empty() ? *root
-                             : absl::StrCat(*root, root->ends_with('/') ? "" : "/", entry_.path);
-}
+std::string SourceFile::Path() const { return SourcePathOf(source_, entry_.path); }
 
 absl::Status SourceFile::ReadExactly(OpenedSources& sources, uint64_t offset,
                                      std::span<char> out) const {

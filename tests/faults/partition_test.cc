@@ -295,8 +295,9 @@ TEST_F(PartitionTest, EachSideServesFromItsOwnGroupAndTheSourceAndCopiesAgainOnc
     }
   }
   EXPECT_GE(copies_again, 0) << "rack-b never copied from rack-a after the link came back";
-  // Within the channels' reconnection backoff, not after a whole deadline.
-  EXPECT_LT(copies_again, 5.0);
+  // Within the channels' reconnection backoff (seconds, even on loaded
+  // cores), not never or after the readers' whole run.
+  EXPECT_LT(copies_again, 10.0);
 
   for (int side = 0; side < 2; ++side) {
     EXPECT_EQ(sides[side].errors, 0u)

@@ -29,6 +29,7 @@
 #include "proto/granary.pb.h"
 #include "rocksdb/db.h"
 #include "source/posix_scanner.h"
+#include "source/source_kind.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
 
@@ -199,6 +200,26 @@ TEST(PosixSource, RootOfAcceptsPosixUrlsAndAbsolutePathsOnly) {
   EXPECT_FALSE(PosixRootOf("s3://bucket/prefix").ok());
   EXPECT_FALSE(PosixRootOf("data").ok());
   EXPECT_FALSE(PosixRootOf("posix://relative").ok());
+}
+
+// Every part asks the one place that tells source kinds apart.
+TEST(SourceKind, TheFormNamesTheKindAndEachKindNamesItsPaths) {
+  EXPECT_EQ(KindOf("s3://bucket/prefix"), SourceKind::kS3);
+  EXPECT_EQ(KindOf("posix:///data"), SourceKind::kPosix);
+  EXPECT_EQ(KindOf("/data"), SourceKind::kPosix);
+  EXPECT_EQ(KindOf("data"), SourceKind::kPosix);  // PosixRootOf refuses it.
+
+  EXPECT_EQ(*CanonicalSource("/data/set/"), "/data/set/");
+  absl::StatusOr<std::string> s3 = CanonicalSource("s3://bucket/prefix/?region=eu-west-1");
+  ASSERT_TRUE(s3.ok()) << s3.status();
+  EXPECT_EQ(*CanonicalSource(*s3), *s3);
+  EXPECT_EQ(CanonicalSource("s3://").status().code(), absl::StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(SourcePathOf("posix:///data/set/", "a/b.jpg"), "/data/set/a/b.jpg");
+  EXPECT_EQ(SourcePathOf("/", "a"), "/a");
+  EXPECT_EQ(SourcePathOf("/data", ""), "/data");
+  EXPECT_EQ(SourcePathOf("s3://bucket/prefix/", "a/b.jpg"), "s3://bucket/prefix/a/b.jpg");
+  EXPECT_EQ(SourcePathOf("relative", "a"), "relative");
 }
 
 TEST(PosixScanner, RelativeSymlinksAreKeptWhileTheyStayInside) {
