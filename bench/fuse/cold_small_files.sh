@@ -6,8 +6,8 @@
 # Per round and setup (in turn first): a fresh granaryd (fresh data directory) and mount, a
 # dataset of FILES files of 110 KB (fill off unless FILL says), the page cache dropped, every
 # file read whole by THREADS threads; then the source read the same way.
-# Prints one line per read: seconds, and granaryd's and granary-fuse's CPU
-# in clock ticks.
+# Prints one line per read: seconds, granaryd's and granary-fuse's CPU in
+# clock ticks, and the megabytes granaryd read from the source by then.
 #
 # With READ=random, each read is READS reads of PIECE_KIB KiB at random
 # offsets of the files instead (large files: SIZES, and FILES a few).
@@ -55,7 +55,10 @@ for ((round = 1; round <= rounds; round++)); do
     for _ in $(seq 100); do [[ -d $mount_dir/cold ]] && break; sleep 0.1; done
     drop_caches
     g0=$(cpu "$server") f0=$(cpu "$fuse")
-    echo "round $round $setup: $(read_all "$mount_dir/cold" $read_order) granaryd_cpu $(($(cpu "$server") - g0)) fuse_cpu $(($(cpu "$fuse") - f0))"
+    result=$(read_all "$mount_dir/cold" $read_order)
+    source_mb=$("$build/granary" status --json |
+      python3 -c 'import json, sys; print("%.1f" % (json.load(sys.stdin)["nodes"][0]["bytes_from_source"] / 1e6))')
+    echo "round $round $setup: $result granaryd_cpu $(($(cpu "$server") - g0)) fuse_cpu $(($(cpu "$fuse") - f0)) source_mb $source_mb"
     stop
   done
   if [[ -n ${REFERENCE:-} ]]; then

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/chunk_math.h"
 #include "common/printable.h"
 #include "common/size.h"
@@ -206,11 +207,17 @@ void PrewarmJob::Stop(absl::Status why) {
 
 absl::Status PrewarmJob::NotKept(const Manifest& manifest) const {
   const store::StoreStats stats = store_->Stats();
+  const uint64_t held = store_->CachedBytes(manifest.version());
   return absl::ResourceExhaustedError(absl::StrCat(
       "the cache did not keep what it fetched of '", Printable(manifest.identity().name),
-      "': this node holds ", FormatSize(store_->CachedBytes(manifest.version())), " of its ",
-      FormatSize(manifest.total_bytes()), " (capacity ", FormatSize(stats.capacity_bytes), ", ",
-      FormatSize(stats.disk_bytes), " in use, by data it keeps for datasets in use)"));
+      "': this node holds ", FormatSize(held), " (",
+      absl::StrFormat("%.1f%%", manifest.total_bytes() == 0
+                                    ? 100.0
+                                    : 100.0 * static_cast<double>(held) /
+                                          static_cast<double>(manifest.total_bytes())),
+      ") of its ", FormatSize(manifest.total_bytes()), " (capacity ",
+      FormatSize(stats.capacity_bytes), ", ", FormatSize(stats.disk_bytes),
+      " in use, by data it keeps for datasets in use)"));
 }
 
 absl::Status PrewarmJob::Stopped() const {

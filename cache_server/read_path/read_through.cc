@@ -55,6 +55,23 @@ ReadThrough::ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetri
 
 absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32_t offset,
                                                      uint32_t length, ChunkSourcing sourcing) {
+  return ReadStart(key, offset, length, length, sourcing);
+}
+
+bool ReadThrough::FetchesBlocks(const ChunkKey& key, uint64_t offset, uint64_t end,
+                                uint32_t chunk_length, ChunkSourcing sourcing) {
+  if ((offset == 0 && end == chunk_length) || offset >= end) return false;
+  // A node that is not the owner asks the owner, which reads the source;
+  // and where a peer may hold the chunk, it is copied whole.
+  if (sourcing != ChunkSourcing::kOwnerFetch && cluster_->OwnerElsewhere(key).has_value()) {
+    return false;
+  }
+  return cluster_->CopySources(key).empty();
+}
+
+absl::StatusOr<ReadThrough::Chunk> ReadThrough::ReadStart(const ChunkKey& key, uint32_t offset,
+                                                          uint32_t length, uint32_t read_length,
+                                                          ChunkSourcing sourcing) {
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
                            catalog_->GetManifest(key.dataset_version));
   GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry, ChunkEntry(*manifest, key));
@@ -92,6 +109,16 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32
   if (sourcing == ChunkSourcing::kCacheOnly) {
     return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached here"));
   }
+  const uint64_t read_end = read_length == 0
+                                ? chunk_length
+                                : std::min<uint64_t>(chunk_length, uint64_t{offset} + read_length);
+  if (FetchesBlocks(key, offset, read_end, chunk_length, sourcing)) {
+    GRANARY_ASSIGN_OR_RETURN(
+        Blocks blocks, FetchBlocksMiss(manifest, *entry, key, offset, read_end, chunk_length));
+    return Chunk{std::make_shared<const std::string>(
+                     blocks.data->substr(offset - blocks.offset, end - offset)),
+                 false, chunk_length, std::move(blocks.data), blocks.offset};
+  }
   GRANARY_ASSIGN_OR_RETURN(ChunkData data, FetchMiss(manifest, key, sourcing, Storing::kBehind));
   if (offset == 0 && end == data->size()) return Chunk{data, false, chunk_length, data};
   return Chunk{std::make_shared<const std::string>(data->substr(offset, end - offset)), false,
@@ -114,7 +141,7 @@ absl::Status ReadThrough::Serve(const ChunkKey& key, uint32_t offset, uint32_t l
                                 ChunkSourcing sourcing, uint32_t piece_bytes, RangeSink& sink) {
   const auto started = std::chrono::steady_clock::now();
   const uint32_t first = length == 0 ? piece_bytes : std::min(length, piece_bytes);
-  GRANARY_ASSIGN_OR_RETURN(Chunk chunk, Read(key, offset, first, sourcing));
+  GRANARY_ASSIGN_OR_RETURN(Chunk chunk, ReadStart(key, offset, first, length, sourcing));
   metrics_->read_latency.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   const uint64_t end = length == 0
@@ -136,9 +163,9 @@ absl::Status ReadThrough::Serve(const ChunkKey& key, uint32_t offset, uint32_t l
         metrics_->bytes_from_cache.fetch_add(end - position, std::memory_order_relaxed);
       }
       for (; position < end; position += piece_bytes) {
-        const std::string_view rest =
-            std::string_view(*chunk.whole)
-                .substr(position, std::min<uint64_t>(piece_bytes, end - position));
+        const std::string_view rest = std::string_view(*chunk.whole)
+                                          .substr(position - chunk.whole_offset,
+                                                  std::min<uint64_t>(piece_bytes, end - position));
         if (!sink.Write(rest)) return absl::CancelledError("the reader went away");
       }
       return absl::OkStatus();
@@ -369,6 +396,31 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchMiss(
   return fetched;
 }
 
+absl::StatusOr<ReadThrough::Blocks> ReadThrough::FetchBlocksMiss(
+    const std::shared_ptr<const Manifest>& manifest, const ManifestEntry& entry,
+    const ChunkKey& key, uint64_t offset, uint64_t end, uint32_t chunk_length) {
+  const uint64_t block_bytes = store_->checksum_block_bytes();
+  const uint64_t begin = offset / block_bytes * block_bytes;
+  const uint64_t blocks_end =
+      std::min<uint64_t>(chunk_length, (end + block_bytes - 1) / block_bytes * block_bytes);
+  metrics_->misses.fetch_add(1, std::memory_order_relaxed);
+  readers_waiting_.fetch_add(1, std::memory_order_relaxed);
+  absl::StatusOr<std::string> read = ReadSource(*manifest, entry, key, begin, blocks_end - begin);
+  last_reader_miss_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                          std::memory_order_relaxed);
+  readers_waiting_.fetch_sub(1, std::memory_order_relaxed);
+  if (!read.ok()) return read.status();
+  auto data = std::make_shared<const std::string>(*std::move(read));
+  absl::StatusOr<bool> stored =
+      store_->InsertBlocks(key, manifest->chunk_size(), chunk_length, begin, *data);
+  if (!stored.ok()) {
+    GRANARY_LOG_FIRST_N(WARNING, 10) << "cannot store blocks [" << begin << ", " << blocks_end
+                                     << ") of " << key.ToString() << ": " << stored.status();
+  }
+  if (miss_listener_) miss_listener_(manifest, key);
+  return Blocks{std::move(data), static_cast<uint32_t>(begin)};
+}
+
 bool ReadThrough::Holds(const ChunkKey& key) {
   return store_->Contains(key) || write_behind_->Pending(key) != nullptr;
 }
@@ -398,7 +450,7 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
     metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
   } else {
-    GRANARY_ASSIGN_OR_RETURN(data, ReadSource(manifest, *entry, key));
+    GRANARY_ASSIGN_OR_RETURN(data, ReadSource(manifest, *entry, key, 0, length));
   }
   auto fetched = std::make_shared<const std::string>(*std::move(data));
   if (storing == Storing::kBehind) {
@@ -456,8 +508,8 @@ bool ReadThrough::NoteFailedPeerRead(const Member& peer, const ChunkKey& key,
 }
 
 absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
-                                                    const ManifestEntry& entry,
-                                                    const ChunkKey& key) {
+                                                    const ManifestEntry& entry, const ChunkKey& key,
+                                                    uint64_t offset, uint64_t length) {
   uint32_t chunk_size = manifest.chunk_size();
   metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
   const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kSource);
@@ -465,8 +517,7 @@ absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
       sources_->OpenToRead(manifest.identity().source);
   absl::StatusOr<Source::Range> data =
       source.ok() ? (*source)->ReadRangeNoticingChanges(
-                        entry, static_cast<uint64_t>(key.chunk_index) * chunk_size,
-                        ChunkLength(entry.size, chunk_size, key.chunk_index))
+                        entry, static_cast<uint64_t>(key.chunk_index) * chunk_size + offset, length)
                   : source.status();
   speeds_.End(fetch, data.ok() ? data->bytes.size() : 0);
   if (!data.ok()) {

@@ -1,6 +1,13 @@
 // ReadThrough answers "the bytes of chunk K" on one node: from the chunk store
 // when it holds K (verified by the store), else by fetching the whole chunk,
-// storing it and returning it. Only a chunk's owner in a cache group reads it
+// storing it and returning it. A read of part of a chunk that this node
+// reads from the source itself fetches only the checksum blocks covering it
+// (aligned, in one source read), stores them (the store holds the chunk in
+// part) and answers: a reader at random offsets costs the source about the
+// bytes it asks for. The rest of the chunk follows when a reader asks for it
+// whole (a sequential reader), or a prewarm or the dataset's fill fetches it.
+// Where a peer may hold the chunk (ClusterView::CopySources), it is copied
+// whole as before. Only a chunk's owner in a cache group reads it
 // from the source, so a node that is not the owner (a replica, or a node a
 // reader failed over to) first asks the owner, which reads the miss through
 // itself. Failing that, a miss is copied from a peer that holds the chunk
@@ -59,9 +66,11 @@ class ReadThrough {
     ChunkData data;  // The bytes asked for: the whole chunk or a range of it.
     bool from_cache = false;
     uint32_t chunk_length = 0;  // Of the whole chunk.
-    // The whole chunk when it was in memory (fetched, or waiting to be
-    // stored): the rest of a range is served from it.
+    // The chunk's bytes from `whole_offset` on, to the end of the range at
+    // least, when they were in memory (fetched, or waiting to be stored): the
+    // rest of a range is served from them.
     ChunkData whole;
+    uint32_t whole_offset = 0;
   };
 
   ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetrics* metrics,
@@ -71,7 +80,8 @@ class ReadThrough {
   // Bytes [offset, offset + length) of chunk `key`: length 0 reads to the
   // chunk's end, a range ending past it is cut there, an offset past it is
   // OUT_OF_RANGE. A hit reads and verifies only the store's checksum blocks
-  // covering the range; a miss fetches, stores and slices the whole chunk.
+  // covering the range; a miss fetches, stores and slices the whole chunk,
+  // or the blocks covering the range (see the top of this header).
   // With kCacheOnly a chunk this node does not hold is
   // NOT_FOUND (how peers copy from each other without loops); with
   // kOwnerFetch a miss is never forwarded to the owner.
@@ -198,6 +208,26 @@ class ReadThrough {
   bool ReadersMissedWithin(std::chrono::steady_clock::duration window) const;
 
  private:
+  // Read() of bytes [offset, offset + length) of chunk `key` that begin a
+  // read of `read_length` bytes (0: to the chunk's end), whose blocks a miss
+  // of part of the chunk fetches.
+  absl::StatusOr<Chunk> ReadStart(const ChunkKey& key, uint32_t offset, uint32_t length,
+                                  uint32_t read_length, ChunkSourcing sourcing);
+  // Whether a miss of bytes [offset, end) of chunk `key` (`chunk_length`
+  // bytes) fetches only the blocks covering them: part of the chunk, that
+  // this node reads from the source (no peer to copy it from).
+  bool FetchesBlocks(const ChunkKey& key, uint64_t offset, uint64_t end, uint32_t chunk_length,
+                     ChunkSourcing sourcing);
+  // A reader's miss of bytes [offset, end) of chunk `key` of file `entry`
+  // (`chunk_length` bytes): the blocks covering them, read from the source,
+  // stored, and told to the miss listener; counted as a miss.
+  struct Blocks {
+    ChunkData data;
+    uint32_t offset = 0;  // Where `data` starts in the chunk.
+  };
+  absl::StatusOr<Blocks> FetchBlocksMiss(const std::shared_ptr<const Manifest>& manifest,
+                                         const ManifestEntry& entry, const ChunkKey& key,
+                                         uint64_t offset, uint64_t end, uint32_t chunk_length);
   // A reader's miss of `key`: counted, fetched, and told to the miss listener.
   absl::StatusOr<ChunkData> FetchMiss(const std::shared_ptr<const Manifest>& manifest,
                                       const ChunkKey& key, ChunkSourcing sourcing, Storing storing);
@@ -240,8 +270,10 @@ class ReadThrough {
   // `key`, unless every node would have answered so (a miss among them);
   // whether it did.
   bool NoteFailedPeerRead(const Member& peer, const ChunkKey& key, const absl::Status& read);
+  // Bytes [offset, offset + length) of chunk `key` of file `entry`, from the
+  // source.
   absl::StatusOr<std::string> ReadSource(const Manifest& manifest, const ManifestEntry& entry,
-                                         const ChunkKey& key);
+                                         const ChunkKey& key, uint64_t offset, uint64_t length);
 
   Catalog* const catalog_;
   store::ChunkStore* const store_;

@@ -29,10 +29,17 @@
 //    data, a new chunk of an active version is not admitted in place of another
 //    active chunk (so epoch-style random access does not thrash). A version is
 //    inactive until SetVersionState says otherwise; the state persists.
+//  - A chunk is held whole (Insert) or in part (InsertBlocks: the checksum
+//    blocks a reader asked for). A chunk held in part serves ReadRange()
+//    inside its blocks and is absent to Read(), Locate(), Contains() and
+//    OpenWholeFile(), so only whole, verified files reach the kernel; its
+//    blocks count as the bytes they take; Insert() of the whole chunk
+//    completes it in place.
 //  - After a crash at any moment, reopening yields an index that points only at
-//    complete chunks whose checksums verify: a chunk's bytes are written before
-//    its index entry, and data files not yet synced are verified on open
-//    (chunk_store.cc explains why this needs no fsync per chunk).
+//    complete chunks, or blocks of chunks, whose checksums verify: bytes are
+//    written before their index entry, and data files not yet synced are
+//    verified on open (data_file_chunk_store.h explains why this needs no
+//    fsync per chunk).
 //
 // Thread-safety: all methods are safe to call concurrently. Reads of different
 // chunks, and the I/O of inserts, run in parallel.
@@ -120,9 +127,10 @@ enum class VersionState {
 
 struct StoreStats {
   uint64_t capacity_bytes = 0;
-  uint64_t used_bytes = 0;  // Bytes of live chunks.
-  uint64_t disk_bytes = 0;  // Blocks of data files on disk (≤ capacity_bytes).
-  uint64_t chunk_count = 0;
+  uint64_t used_bytes = 0;      // Bytes of live chunks.
+  uint64_t disk_bytes = 0;      // Blocks of data files on disk (≤ capacity_bytes).
+  uint64_t chunk_count = 0;     // Chunks held, whole or in part.
+  uint64_t partial_chunks = 0;  // Chunks held in part.
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t checksum_failures = 0;
@@ -203,17 +211,33 @@ class ChunkStore {
   };
   virtual Withdrawn WithdrawnSince(uint64_t after) = 0;
 
-  // Whether the index holds `key` (without reading or verifying it).
+  // Whether the index holds `key` whole (without reading or verifying it).
   virtual bool Contains(const ChunkKey& key) = 0;
 
   // Stores `data` under `key`, at key.chunk_index × `chunk_size` (the chunk
-  // size of its dataset version) in its file's data file. Returns true if
-  // stored (or already present), false if the admission rule declined it.
+  // size of its dataset version) in its file's data file, completing the
+  // chunk if it was held in part. Returns true if stored (or already held
+  // whole), false if the admission rule declined it.
   // INVALID_ARGUMENT for a chunk over max_chunk_bytes or over `chunk_size`;
   // RESOURCE_EXHAUSTED when the disk itself is full. A second insert of a key
   // being inserted waits for the first.
   virtual absl::StatusOr<bool> Insert(const ChunkKey& key, uint32_t chunk_size,
                                       std::string_view data) = 0;
+
+  // Stores `data`, bytes [offset, offset + data.size()) of chunk `key`
+  // (`chunk_length` bytes whole, of a version with chunks of `chunk_size`),
+  // at their place in its file's data file, and holds the chunk in part
+  // with those blocks added: `offset` must start a checksum block and the
+  // bytes must end at the end of one or of the chunk (INVALID_ARGUMENT
+  // otherwise). Returns true if stored (or held already, whole or those
+  // blocks), false if the admission rule declined them. Errors as Insert().
+  virtual absl::StatusOr<bool> InsertBlocks(const ChunkKey& key, uint32_t chunk_size,
+                                            uint32_t chunk_length, uint64_t offset,
+                                            std::string_view data) = 0;
+
+  // Bytes covered by one block checksum (StoreOptions::checksum_block_bytes):
+  // what InsertBlocks() takes in whole.
+  virtual uint64_t checksum_block_bytes() const = 0;
 
   virtual void SetVersionState(uint64_t dataset_version, VersionState state) = 0;
 
@@ -221,10 +245,12 @@ class ChunkStore {
   // chunk bytes freed. Chunks inserted while it runs may survive it.
   virtual absl::StatusOr<uint64_t> RemoveVersion(uint64_t dataset_version) = 0;
 
-  // Bytes of `dataset_version` held by this store.
+  // Bytes of `dataset_version` held by this store (of chunks held in part,
+  // their blocks).
   virtual uint64_t CachedBytes(uint64_t dataset_version) = 0;
 
-  // The keys of every indexed chunk of `dataset_version`, in key order.
+  // The keys of every chunk of `dataset_version` held whole or in part, in
+  // key order.
   virtual std::vector<ChunkKey> ChunksOf(uint64_t dataset_version) = 0;
 
   virtual StoreStats Stats() = 0;

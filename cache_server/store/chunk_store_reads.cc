@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/store/data_file_chunk_store.h"
+#include "cache_server/store/held_blocks.h"
 #include "common/block_checksums.h"
 #include "common/chunk_math.h"
 #include "common/filled_string.h"
@@ -93,7 +94,9 @@ absl::StatusOr<std::string> DataFileChunkStore::ReadRangeVerified(DataFile& file
                                                                   const v1::ChunkLocation& location,
                                                                   uint64_t offset,
                                                                   uint64_t length) {
-  if (offset == 0 && length == location.length()) return ReadVerified(file, location);
+  if (offset == 0 && length == location.length() && !IsPartial(location)) {
+    return ReadVerified(file, location);
+  }
   if (location.block_xxh3_size() == 0) {
     // An entry from before block checksums: only the whole chunk can be checked.
     GRANARY_ASSIGN_OR_RETURN(std::string whole, ReadVerified(file, location));
@@ -143,6 +146,11 @@ absl::StatusOr<std::string> DataFileChunkStore::ReadChunk(const ChunkKey& key,
                                               ") is past the end of chunk ", key.ToString(), " (",
                                               location.length(), " bytes)"));
   }
+  // Of a chunk held in part, only ranges inside its blocks are held.
+  if (IsPartial(location) && (!range || !HoldsRange(location, range->offset, range->length))) {
+    misses_++;
+    return NotCached(key);
+  }
   absl::StatusOr<std::string> data =
       range ? ReadRangeVerified(file, location, range->offset, range->length)
             : ReadVerified(file, location);
@@ -163,6 +171,14 @@ absl::StatusOr<std::string> DataFileChunkStore::ReadChunk(const ChunkKey& key,
 
 absl::Status DataFileChunkStore::VerifyChunk(DataFile& file, const v1::ChunkLocation& location,
                                              std::string& scratch) {
+  if (IsPartial(location)) {
+    GRANARY_RETURN_IF_ERROR(CheckBlockLayout(location, file));
+    for (const HeldExtent& extent : HeldExtents(location)) {
+      GRANARY_RETURN_IF_ERROR(
+          ReadRangeVerified(file, location, extent.begin, extent.end - extent.begin).status());
+    }
+    return absl::OkStatus();
+  }
   scratch.resize(location.length());
   GRANARY_RETURN_IF_ERROR(ReadVerifiedInto(file, location, scratch.data()));
   if (location.block_xxh3_size() == 0) return absl::OkStatus();
@@ -173,8 +189,10 @@ absl::Status DataFileChunkStore::VerifyChunk(DataFile& file, const v1::ChunkLoca
 absl::StatusOr<ChunkStore::Extent> DataFileChunkStore::Locate(const ChunkKey& key) {
   GRANARY_ASSIGN_OR_RETURN(std::optional<Found> found, Find(key.Encode()));
   // Opened by path, not dup()ed: the store's own descriptor may be O_DIRECT
-  // and is writable. A file unlinked since the lookup is a miss.
-  UniqueFd fd(found ? ::open(found->file->path().c_str(), O_RDONLY | O_CLOEXEC) : -1);
+  // and is writable. A file unlinked since the lookup is a miss, and so is a
+  // chunk held in part (its reader reads it whole).
+  const bool whole = found && !IsPartial(found->location);
+  UniqueFd fd(whole ? ::open(found->file->path().c_str(), O_RDONLY | O_CLOEXEC) : -1);
   if (!fd.valid()) {
     misses_++;
     return NotCached(key);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/store/data_file_chunk_store.h"
+#include "cache_server/store/held_blocks.h"
 #include "common/block_checksums.h"
 #include "common/chunk_math.h"
 #include "common/logging.h"
@@ -19,16 +20,23 @@
 namespace granary::store {
 namespace {
 
-// Frees the blocks of `file` below `end` that hold no indexed chunk: bytes
-// of writes a crash cut off before their entries were put, which would
-// otherwise take disk space the capacity does not count.
-absl::Status PunchUnindexedRanges(const DataFile& file,
-                                  std::vector<std::pair<std::string, v1::ChunkLocation>>& chunks,
-                                  uint64_t end) {
-  std::sort(chunks.begin(), chunks.end(),
-            [](const auto& a, const auto& b) { return a.second.offset() < b.second.offset(); });
+// Frees the blocks of `file` below `end` that hold no indexed bytes (of a
+// whole chunk, or the blocks held of a chunk held in part): bytes of writes a
+// crash cut off before their entries were put, which would otherwise take
+// disk space the capacity does not count.
+absl::Status PunchUnindexedRanges(
+    const DataFile& file, const std::vector<std::pair<std::string, v1::ChunkLocation>>& chunks,
+    uint64_t end) {
+  std::vector<HeldExtent> extents;  // In the data file.
+  for (const auto& [key, location] : chunks) {
+    for (const HeldExtent& extent : HeldExtents(location)) {
+      extents.push_back({location.offset() + extent.begin, location.offset() + extent.end});
+    }
+  }
+  std::sort(extents.begin(), extents.end(),
+            [](const HeldExtent& a, const HeldExtent& b) { return a.begin < b.begin; });
   GRANARY_ASSIGN_OR_RETURN(SharedFd fd, file.Descriptor());
-  uint64_t covered = 0;  // Block-aligned end of the chunks so far.
+  uint64_t covered = 0;  // Block-aligned end of the extents so far.
   auto punch = [&](uint64_t until) -> absl::Status {
     const uint64_t hole_end = until / kBlockBytes * kBlockBytes;
     if (hole_end <= covered) return absl::OkStatus();
@@ -38,9 +46,9 @@ absl::Status PunchUnindexedRanges(const DataFile& file,
     }
     return absl::OkStatus();
   };
-  for (const auto& [key, location] : chunks) {
-    GRANARY_RETURN_IF_ERROR(punch(location.offset()));
-    covered = std::max(covered, RoundUpToBlock(location.offset() + location.length()));
+  for (const HeldExtent& extent : extents) {
+    GRANARY_RETURN_IF_ERROR(punch(extent.begin));
+    covered = std::max(covered, RoundUpToBlock(extent.end));
   }
   return punch(RoundUpToBlock(end));
 }
@@ -109,6 +117,11 @@ absl::Status DataFileChunkStore::Recover() {
     uint64_t end = 0;
     std::vector<std::pair<std::string, v1::ChunkLocation>> kept;
     for (const auto& [key, location] : chunks[id]) {
+      if (!WellFormed(location)) {
+        dropped++;
+        GRANARY_RETURN_IF_ERROR(index_->Delete(key, id));
+        continue;
+      }
       if (!was_synced) {
         verified++;
         if (absl::Status checked = VerifyChunk(*data_file, location, scratch); !checked.ok()) {
@@ -120,12 +133,14 @@ absl::Status DataFileChunkStore::Recover() {
       }
       const ChunkKey chunk = *ChunkKey::Decode(key);
       file.source = {chunk.dataset_version, chunk.file_id};
-      const uint64_t stored =
-          data_file->direct_io() ? RoundUpToBlock(location.length()) : location.length();
+      // Past the last held byte, the file is cut off.
+      const uint64_t held_end = HeldExtents(location).back().end;
+      const uint64_t stored = data_file->direct_io() ? RoundUpToBlock(held_end) : held_end;
       end = std::max(end, location.offset() + stored);
-      file.disk_bytes += RoundUpToBlock(location.length());
-      file.live_bytes += location.length();
+      file.disk_bytes += HeldDiskBytes(location);
+      file.live_bytes += HeldBytes(location);
       file.live_chunks++;
+      if (IsPartial(location)) file.partial_chunks++;
       file.last_use_ms = std::max(file.last_use_ms, location.last_use_unix_ms());
       kept.emplace_back(key, location);
     }
@@ -150,6 +165,7 @@ absl::Status DataFileChunkStore::Recover() {
     directory_bytes_[directory] += file.disk_bytes;
     used_bytes_ += file.live_bytes;
     chunk_count_ += file.live_chunks;
+    partial_chunks_ += file.partial_chunks;
     version_bytes_[file.source.first] += file.live_bytes;
     files_by_source_[file.source] = id;
     CachedFile& added = files_.emplace(id, std::move(file)).first->second;

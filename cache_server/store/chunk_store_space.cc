@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "cache_server/store/data_file_chunk_store.h"
+#include "cache_server/store/held_blocks.h"
 #include "common/block_checksums.h"
 #include "common/chunk_math.h"
 #include "common/logging.h"
@@ -52,10 +53,13 @@ absl::StatusOr<bool> DataFileChunkStore::MakeRoomLocked(uint64_t bytes) {
 }
 
 absl::StatusOr<std::optional<DataFileChunkStore::Placement>> DataFileChunkStore::ReserveLocked(
-    const SourceFile& source, uint32_t chunk_size, uint64_t offset, uint64_t bytes) {
+    const SourceFile& source, uint32_t chunk_size, uint64_t offset, uint64_t bytes, bool whole) {
   auto existing = files_by_source_.find(source);
+  // Blocks of a chunk dropped there stay counted until a whole chunk is
+  // written there again; blocks of one held in part come out of them.
   const bool counted = existing != files_by_source_.end() &&
-                       files_.at(existing->second).unindexed_offsets.erase(offset) > 0;
+                       (whole ? files_.at(existing->second).unindexed_offsets.erase(offset) > 0
+                              : files_.at(existing->second).unindexed_offsets.contains(offset));
   if (!counted) {
     GRANARY_ASSIGN_OR_RETURN(bool room, MakeRoomLocked(bytes));
     if (!room) return std::nullopt;
@@ -142,6 +146,7 @@ absl::Status DataFileChunkStore::ReclaimLocked(uint64_t file_id) {
   directory_bytes_[file.directory] -= file.disk_bytes;
   used_bytes_ -= file.live_bytes;
   chunk_count_ -= file.live_chunks;
+  partial_chunks_ -= file.partial_chunks;
   ForgetVersionBytesLocked(file.source.first, file.live_bytes);
   WithdrawLocked(file.source);
   files_by_source_.erase(file.source);
@@ -172,15 +177,26 @@ void DataFileChunkStore::DropLocked(std::string_view key, const v1::ChunkLocatio
   auto it = files_.find(location.data_file_id());
   if (it == files_.end()) return;
   CachedFile& file = it->second;
+  // What the index held, which blocks added since the caller's lookup may
+  // have grown.
+  const v1::ChunkLocation& dropped = **current;
+  const uint64_t held_bytes = HeldBytes(dropped);
   file.written_here = false;  // Its chunks are read back from now on.
-  file.live_bytes -= location.length();
+  file.live_bytes -= held_bytes;
   file.live_chunks--;
-  used_bytes_ -= location.length();
+  used_bytes_ -= held_bytes;
   chunk_count_--;
-  ForgetVersionBytesLocked(file.source.first, location.length());
+  if (IsPartial(dropped)) {
+    file.partial_chunks--;
+    partial_chunks_--;
+  }
+  ForgetVersionBytesLocked(file.source.first, held_bytes);
   if (file.live_chunks > 0 || file.pending_writes > 0) {
     WithdrawLocked(file.source);  // No longer whole; reclaiming withdraws it too.
-    file.unindexed_offsets.insert(location.offset());
+    // The blocks of a whole chunk stay counted, so one written there again
+    // takes no more; those of a chunk held in part stay counted until the
+    // file goes.
+    if (!IsPartial(dropped)) file.unindexed_offsets.insert(location.offset());
   }
   ReclaimIfDeadLocked(file);
 }

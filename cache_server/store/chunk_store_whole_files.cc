@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/store/data_file_chunk_store.h"
+#include "cache_server/store/held_blocks.h"
 #include "common/absl_compat.h"
 #include "common/chunk_math.h"
 #include "common/logging.h"
@@ -45,9 +46,9 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
     auto it = files_by_source_.find(source);
     if (it == files_by_source_.end()) return not_whole("no chunk of it is cached");
     CachedFile& file = files_.at(it->second);
-    if (file.live_chunks != chunk_count || file.pending_writes > 0) {
-      return not_whole(
-          absl::StrCat(file.live_chunks, " of its ", chunk_count, " chunks are cached"));
+    if (file.live_chunks - file.partial_chunks != chunk_count || file.pending_writes > 0) {
+      return not_whole(absl::StrCat(file.live_chunks - file.partial_chunks, " of its ", chunk_count,
+                                    " chunks are cached whole"));
     }
     if (file.file->direct_io()) return not_whole("its data file is padded for O_DIRECT");
     if (use == WholeFileUse::kReadNow) file.last_use_ms = NowUnixMs();
@@ -71,7 +72,8 @@ absl::StatusOr<ChunkStore::WholeFile> DataFileChunkStore::OpenWholeFile(uint64_t
       const ChunkKey key{dataset_version, file_id, static_cast<uint32_t>(index)};
       const std::string encoded = key.Encode();
       GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> location, index_->Get(encoded));
-      const bool chunk_in_place = location && location->data_file_id() == data_file->id() &&
+      const bool chunk_in_place = location && !IsPartial(*location) &&
+                                  location->data_file_id() == data_file->id() &&
                                   location->offset() == index * chunk_size &&
                                   location->length() == ChunkLength(size, chunk_size, index);
       if (!chunk_in_place) return not_whole(absl::StrCat("chunk ", index, " is not in place"));

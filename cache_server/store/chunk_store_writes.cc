@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/store/data_file_chunk_store.h"
+#include "cache_server/store/held_blocks.h"
 #include "common/block_checksums.h"
 #include "common/chunk_math.h"
 #include "common/hash.h"
@@ -77,20 +78,75 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
                                                             : ", over its dataset's chunk size of ",
                      FormatSize(std::min<uint64_t>(options_.max_chunk_bytes, chunk_size))));
   }
+  return Store(key, chunk_size, static_cast<uint32_t>(data.size()), 0, data);
+}
+
+absl::StatusOr<bool> DataFileChunkStore::InsertBlocks(const ChunkKey& key, uint32_t chunk_size,
+                                                      uint32_t chunk_length, uint64_t offset,
+                                                      std::string_view data) {
+  const uint64_t block_bytes = options_.checksum_block_bytes;
+  const uint64_t end = offset + data.size();
+  if (chunk_length > options_.max_chunk_bytes || chunk_length > chunk_size || data.empty() ||
+      end > chunk_length || offset % block_bytes != 0 ||
+      (end % block_bytes != 0 && end != chunk_length)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bytes [", offset, ", ", end, ") of chunk ", key.ToString(), " (", chunk_length,
+        " bytes, in chunks of ", chunk_size, ") are not whole blocks of ", block_bytes,
+        " bytes of a chunk the store takes"));
+  }
+  return Store(key, chunk_size, chunk_length, offset, data);
+}
+
+void DataFileChunkStore::CountPutLocked(CachedFile& file,
+                                        const std::optional<v1::ChunkLocation>& replaced,
+                                        const v1::ChunkLocation& location) {
+  const uint64_t added = HeldBytes(location) - (replaced ? HeldBytes(*replaced) : 0);
+  file.live_bytes += added;
+  version_bytes_[location.dataset_version()] += added;
+  used_bytes_ += added;
+  if (!replaced) {
+    file.live_chunks++;
+    chunk_count_++;
+  }
+  const bool was_partial = replaced && IsPartial(*replaced);
+  if (IsPartial(location) && !was_partial) {
+    file.partial_chunks++;
+    partial_chunks_++;
+  } else if (!IsPartial(location) && was_partial) {
+    file.partial_chunks--;
+    partial_chunks_--;
+  }
+}
+
+absl::StatusOr<bool> DataFileChunkStore::Store(const ChunkKey& key, uint32_t chunk_size,
+                                               uint32_t chunk_length, uint64_t offset,
+                                               std::string_view data) {
+  const bool whole = offset == 0 && data.size() == chunk_length;
+  const uint64_t block_bytes = options_.checksum_block_bytes;
   const std::string encoded = key.Encode();
+  // The entry as this insert leaves it, before the index's own is merged in.
   v1::ChunkLocation location;
-  location.set_xxh3(Xxh3(data));
-  SetBlockChecksums(data, options_.checksum_block_bytes, location);
-  const uint64_t stored_bytes = RoundUpToBlock(data.size());
-  const uint64_t offset = uint64_t{key.chunk_index} * chunk_size;
+  if (whole) {
+    location.set_length(chunk_length);
+    location.set_xxh3(Xxh3(data));
+    SetBlockChecksums(data, block_bytes, location);
+  } else {
+    location = EmptyPartialEntry(chunk_length, block_bytes);
+    AddHeldBlocks(offset / block_bytes, data, location);
+  }
+  const uint64_t chunk_offset = uint64_t{key.chunk_index} * chunk_size;
   const SourceFile source{key.dataset_version, key.file_id};
   Placement placement;
   {
     MutexLock lock(&mu_);
+    std::optional<v1::ChunkLocation> existing;
     for (;;) {
       while (inserting_.contains(encoded)) insert_done_.Wait(&mu_);
-      GRANARY_ASSIGN_OR_RETURN(std::optional<v1::ChunkLocation> existing, index_->Get(encoded));
-      if (existing) return true;
+      GRANARY_ASSIGN_OR_RETURN(existing, index_->Get(encoded));
+      if (existing &&
+          (!IsPartial(*existing) || (!whole && HoldsRange(*existing, offset, data.size())))) {
+        return true;
+      }
       absl::StatusOr<bool> has_data_file = HasDataFileLocked(source, chunk_size);
       if (!has_data_file.ok()) {
         insert_errors_++;  // The data file could not be made: the disk is full, say.
@@ -98,8 +154,23 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
       }
       if (*has_data_file) break;
     }
+    // A block size changed between runs, or a damaged entry: the blocks
+    // held cannot be added to.
+    if (existing && !whole &&
+        (existing->checksum_block_bytes() != block_bytes || !WellFormed(*existing))) {
+      return false;
+    }
+    // Blocks held already take no more disk.
+    const uint64_t held_disk_bytes = existing ? HeldDiskBytes(*existing) : 0;
+    v1::ChunkLocation after = location;
+    if (existing && !whole) {
+      after = *existing;
+      AddHeldBlocks(offset / block_bytes, data, after);
+    }
+    const uint64_t disk_bytes = HeldDiskBytes(after);
     absl::StatusOr<std::optional<Placement>> reserved =
-        ReserveLocked(source, chunk_size, offset, stored_bytes);
+        ReserveLocked(source, chunk_size, chunk_offset,
+                      disk_bytes > held_disk_bytes ? disk_bytes - held_disk_bytes : 0, whole);
     if (!reserved.ok()) {
       insert_errors_++;  // A new data file could not be made: the disk is full, say.
       return reserved.status();
@@ -114,12 +185,12 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
 
   // Without the ctime the file is read back before it is handed out whole.
   std::optional<struct timespec> written_ctime;
-  absl::Status status = WriteChunk(*placement.file, placement.offset, data, &written_ctime);
+  absl::Status status =
+      WriteChunk(*placement.file, placement.offset + offset, data, &written_ctime);
 
   location.set_directory(placement.directory);
   location.set_data_file_id(placement.file->id());
   location.set_offset(placement.offset);
-  location.set_length(static_cast<uint32_t>(data.size()));
   location.set_dataset_version(key.dataset_version);
   location.set_last_use_unix_ms(NowUnixMs());
   {
@@ -128,14 +199,26 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
     insert_done_.SignalAll();
     CachedFile& file = files_.at(placement.file->id());
     file.pending_writes--;
+    // What the index holds now: the entry read before the write may have
+    // been dropped meanwhile (a block that did not verify), and its blocks
+    // must not come back with this insert's.
+    std::optional<v1::ChunkLocation> replaced;
+    if (status.ok()) {
+      absl::StatusOr<std::optional<v1::ChunkLocation>> current = index_->Get(encoded);
+      status = current.status();
+      if (status.ok()) replaced = *std::move(current);
+    }
+    if (status.ok() && replaced && !whole && IsPartial(*replaced) &&
+        replaced->checksum_block_bytes() == block_bytes && WellFormed(*replaced)) {
+      v1::ChunkLocation merged = *replaced;
+      AddHeldBlocks(offset / block_bytes, data, merged);
+      merged.set_last_use_unix_ms(location.last_use_unix_ms());
+      location = std::move(merged);
+    }
     if (status.ok()) status = index_->Put(encoded, location, placement.unmark_synced);
     if (status.ok()) {
-      file.live_bytes += data.size();
-      file.live_chunks++;
+      CountPutLocked(file, replaced, location);
       file.last_use_ms = location.last_use_unix_ms();
-      version_bytes_[key.dataset_version] += data.size();
-      used_bytes_ += data.size();
-      chunk_count_++;
       inserts_++;
       if (file.written_here && written_ctime && file.pending_writes == 0 &&
           file.generation == placement.generation) {
@@ -149,7 +232,7 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
     // capacity it reserved go now, or they would pile up, one per failed
     // insert, until no chunk could be admitted.
     if (!status.ok()) {
-      file.unindexed_offsets.insert(placement.offset);
+      if (whole) file.unindexed_offsets.insert(placement.offset);
       ReclaimIfDeadLocked(file);
     }
   }

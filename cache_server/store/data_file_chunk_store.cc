@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cache_server/store/held_blocks.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/wall_clock.h"
@@ -61,7 +62,7 @@ absl::StatusOr<std::optional<DataFileChunkStore::Found>> DataFileChunkStore::Fin
 
 bool DataFileChunkStore::Contains(const ChunkKey& key) {
   auto location = index_->Get(key.Encode());
-  return location.ok() && location->has_value();
+  return location.ok() && location->has_value() && !IsPartial(**location);
 }
 
 void DataFileChunkStore::SetVersionState(uint64_t dataset_version, VersionState state) {
@@ -119,6 +120,7 @@ StoreStats DataFileChunkStore::Stats() {
     stats.used_bytes = used_bytes_;
     stats.disk_bytes = disk_bytes_;
     stats.chunk_count = chunk_count_;
+    stats.partial_chunks = partial_chunks_;
   }
   stats.capacity_bytes = options_.capacity_bytes;
   stats.hits = hits_;

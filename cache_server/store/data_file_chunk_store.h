@@ -46,6 +46,24 @@
 // chunk streams in; a smaller range reads its covering blocks and checks
 // each. Recovery checks both, so an entry it keeps is right for either read.
 //
+// Chunks held in part: a reader's miss of part of a chunk may fetch only the
+// checksum blocks it covers (InsertBlocks). They are written where the whole
+// chunk would be, so the data file stays the source file's image with holes;
+// the chunk's entry lists the blocks held, each with its own XXH3, and is
+// rewritten, with more blocks, by each later insert of blocks (inserts of
+// one key run one at a time, and merge into the entry the index holds when
+// they finish, so a block dropped meanwhile is not brought back). An insert
+// of the whole chunk rewrites its bytes and replaces the entry with a whole
+// one. Counted: the held blocks' bytes are live bytes, each extent of
+// adjacent held blocks takes its whole 4 KiB blocks of disk, reserved before
+// it is written like a chunk's. Verified: ranged reads check each block
+// they read; reads of a whole chunk, Locate and whole files see only whole
+// entries, so a file holding a partial chunk is never handed out whole.
+// Recovered: a partial entry of an unsynced file has its held blocks
+// verified on open, and the bytes between held extents (blocks written by
+// an insert a crash cut short) are punched out like other unindexed bytes.
+// Evicted: with their data file, as every chunk is.
+//
 // Thread-safety: every public method may be called concurrently. One mutex
 // guards the in-memory bookkeeping and orders every index mutation; file I/O,
 // checksumming and fdatasync run outside it. A read holds
@@ -106,6 +124,9 @@ class DataFileChunkStore final : public ChunkStore {
   bool Contains(const ChunkKey& key) override;
   absl::StatusOr<bool> Insert(const ChunkKey& key, uint32_t chunk_size,
                               std::string_view data) override;
+  absl::StatusOr<bool> InsertBlocks(const ChunkKey& key, uint32_t chunk_size, uint32_t chunk_length,
+                                    uint64_t offset, std::string_view data) override;
+  uint64_t checksum_block_bytes() const override { return options_.checksum_block_bytes; }
   void SetVersionState(uint64_t dataset_version, VersionState state) override;
   absl::StatusOr<uint64_t> RemoveVersion(uint64_t dataset_version) override;
   uint64_t CachedBytes(uint64_t dataset_version) override;
@@ -128,7 +149,8 @@ class DataFileChunkStore final : public ChunkStore {
     // takes no more.
     absl::flat_hash_set<uint64_t> unindexed_offsets;
     uint64_t live_bytes = 0;
-    uint64_t live_chunks = 0;
+    uint64_t live_chunks = 0;     // Whole or in part.
+    uint64_t partial_chunks = 0;  // In part.
     int64_t last_use_ms = 0;
     int pending_writes = 0;
     uint64_t generation = 1;         // Bumped by every write.
@@ -164,11 +186,12 @@ class DataFileChunkStore final : public ChunkStore {
   // Frees room for `bytes` more under the capacity; false when the policy
   // declines.
   absl::StatusOr<bool> MakeRoomLocked(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reserves `bytes` at `offset` of the source file's data file (creating it
-  // as needed); nullopt when the policy declines.
+  // Reserves `bytes` more for the chunk at `offset` of the source file's
+  // data file (creating it as needed), to be written whole or in part;
+  // nullopt when the policy declines.
   absl::StatusOr<std::optional<Placement>> ReserveLocked(const SourceFile& source,
                                                          uint32_t chunk_size, uint64_t offset,
-                                                         uint64_t bytes)
+                                                         uint64_t bytes, bool whole)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The source file's data file, created for chunks of `chunk_size` if
   // there is none.
@@ -206,6 +229,15 @@ class DataFileChunkStore final : public ChunkStore {
   absl::Status MarkSyncedLocked(const std::vector<DataFileSyncer::SyncedFile>& synced)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Insert() and InsertBlocks(): stores bytes [offset, offset + data.size())
+  // of the chunk, `chunk_length` bytes whole; whole when they are all of it.
+  absl::StatusOr<bool> Store(const ChunkKey& key, uint32_t chunk_size, uint32_t chunk_length,
+                             uint64_t offset, std::string_view data);
+  // Counts `location`, just put in the index, in place of `replaced` (the
+  // entry it replaced, if any) in `file` and the store's totals.
+  void CountPutLocked(CachedFile& file, const std::optional<v1::ChunkLocation>& replaced,
+                      const v1::ChunkLocation& location) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Writes `data` at `offset` of O_DIRECT descriptor `fd` from an aligned
   // buffer, zero-padded to `disk_bytes` (a multiple of kBlockBytes).
   absl::Status WriteAligned(int fd, uint64_t offset, std::string_view data, uint64_t disk_bytes);
@@ -223,7 +255,8 @@ class DataFileChunkStore final : public ChunkStore {
   absl::StatusOr<std::string> ReadVerified(DataFile& file, const v1::ChunkLocation& location);
   // Reads the chunk into `out` (location.length() bytes) and verifies it.
   absl::Status ReadVerifiedInto(DataFile& file, const v1::ChunkLocation& location, char* out);
-  // Checks the chunk's whole XXH3 and, when it has them, its block checksums.
+  // Checks the chunk's whole XXH3 and, when it has them, its block
+  // checksums; of a chunk held in part, each held block's.
   absl::Status VerifyChunk(DataFile& file, const v1::ChunkLocation& location, std::string& scratch);
   // Bytes [offset, offset + length) of the chunk, which the caller checked lie
   // inside it; DATA_LOSS when a block covering them does not match.
@@ -268,6 +301,7 @@ class DataFileChunkStore final : public ChunkStore {
   uint64_t disk_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t chunk_count_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t partial_chunks_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_file_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Withdrawn files, newest last, numbered from withdrawn_first_; numbers
   // start at the store's opening time in ns, so that those of an earlier

@@ -26,10 +26,16 @@ FileReader::Stream FileReader::Record(uint64_t offset, uint64_t end) {
   near_run_ = near ? near_run_ + 1 : 0;
   const bool sequential = offset == 0 || offset == next_offset_ || near_run_ >= 2 ||
                           ((near || just_behind) && streaming_);
+  // Readahead pays once the stream has shown itself: a read that starts
+  // where the one before it ended, or a third sequential read in a row. A
+  // read near a lone first one (a header, then a record in the first
+  // chunks) does not.
+  const bool continued =
+      sequential && streaming_ && (offset == next_offset_ || sequential_run_ >= 2);
   next_offset_ = sequential ? std::max(next_offset_, end) : end;
-  const Stream stream{.sequential = sequential, .continued = sequential && streaming_};
+  sequential_run_ = sequential ? sequential_run_ + 1 : 0;
   streaming_ = sequential;
-  return stream;
+  return Stream{.sequential = sequential, .continued = continued};
 }
 
 absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size) {
@@ -58,14 +64,20 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
   for (const ChunkSlice& slice : slices) {
     std::shared_ptr<const Chunk> chunk =
         context_.cache->GetIfCached(file_->KeyOf(slice.chunk_index));
-    if (chunk == nullptr && sequential) {
-      // Straight from the local store when it holds the chunk: each byte is
-      // read and copied once, and no whole chunk waits in memory.
-      if (context_.fetcher
-              ->FetchLocal(file_->ref(), slice.chunk_index, slice.offset_in_chunk, output_of(slice))
-              .ok()) {
-        continue;
-      }
+    // Straight from the local store when it holds the chunk: each byte is
+    // read and copied once, and no whole chunk waits in memory.
+    const bool local = chunk == nullptr && context_.fetcher
+                                               ->FetchLocal(file_->ref(), slice.chunk_index,
+                                                            slice.offset_in_chunk, output_of(slice))
+                                               .ok();
+    if (local && sequential) continue;
+    if (local) {
+      // A random read of a held chunk: its next reads are a page cache hit
+      // once the chunk's copy lands there.
+      context_.readahead->Schedule(file_, slice.chunk_index, /*into_page_cache=*/true);
+      continue;
+    }
+    if (chunk == nullptr && stream.continued) {
       if (slices.size() == 1) assembled.reset();  // The reply points into the chunk instead.
       auto loaded =
           file_->LoadChunk(slice.chunk_index, *context_.cache, *context_.fetcher, nullptr);
@@ -82,9 +94,8 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
       std::memcpy(assembled->bytes.get() + slice.offset_in_range, bytes.data(), bytes.size());
       continue;
     }
-    // A random read: its whole chunk is fetched in the background (for the
-    // reads near it that usually follow), while it reads only its bytes.
-    context_.readahead->Schedule(file_, slice.chunk_index, /*into_page_cache=*/true);
+    // A random read, or the first of a stream, of a chunk not held: only its
+    // own bytes, so that granaryd fetches only the blocks covering them.
     absl::Status status = context_.fetcher->Fetch(file_->ref(), slice.chunk_index,
                                                   slice.offset_in_chunk, output_of(slice));
     if (!status.ok()) return status;

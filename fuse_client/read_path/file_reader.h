@@ -5,24 +5,29 @@
 //    `readahead_bytes` worth of them fetched in the background (of local
 //    ones, only their disk read is started), since sending the local chunks
 //    through the chunk cache only adds a copy;
-//  - a random reader's read of an uncached chunk fetches only its own bytes,
-//    and the whole chunk is fetched in the background and copied into the
-//    kernel's page cache (PageStore), so the nearby reads that usually follow
-//    never reach granary-fuse; a chunk already in the chunk cache is copied
-//    there at its first random read. Sequential readers' chunks are not
-//    copied there (the kernel's readahead asks for the same pages), and a
-//    random read does not wait for its whole chunk.
+//  - a random reader's read, and the first read of a stream, of a chunk
+//    neither granary-fuse nor the local granaryd holds fetches only its own
+//    bytes (granaryd then fetches only the blocks covering them, so a
+//    reader at random offsets costs the source about what it asks for);
+//  - a random reader's read of a chunk the local granaryd holds, or in the
+//    chunk cache, has the whole chunk copied into the kernel's page cache
+//    (PageStore, in the background for the former), so the nearby reads
+//    that usually follow never reach granary-fuse. Sequential readers'
+//    chunks are not copied there (the kernel's readahead asks for the same
+//    pages), and a random read does not wait for its whole chunk.
 //
 // A read continues a sequential stream when it starts at offset 0 or where
 // the previous read ended, or when it lies within a chunk of where the stream
 // was, or a little behind it, and either the previous read was sequential too
 // or it is the second such read in a row (the kernel's parallel readahead
 // arrives out of order).
-// A stream's reads after its first get the next `readahead_bytes` worth of
-// chunks fetched in the background: a lone read at offset 0 (a header, a
-// file's magic number) is answered as a sequential read but sets off no
-// readahead, nor does one near read after a random read, so that readers
-// rarely cause fetches they will not use.
+// A stream that has shown itself sequential (a read starting where the one
+// before it ended, or a third sequential read in a row) waits for whole
+// chunks and gets the next `readahead_bytes` worth of them fetched in the
+// background: a lone read at offset 0 (a header, a file's magic number), or
+// a read near it after it, is answered as a sequential read but fetches no
+// whole chunk and sets off no readahead, nor does one near read after a
+// random read, so that readers rarely cause fetches they will not use.
 // A reply that lies inside one chunk points into it without a copy.
 //
 // Thread-safety: Read() may be called concurrently (the kernel issues
@@ -73,7 +78,7 @@ class FileReader {
   // How a read relates to the reads of the file before it.
   struct Stream {
     bool sequential = false;  // It starts or continues a sequential stream.
-    bool continued = false;   // It follows a sequential read: readahead pays.
+    bool continued = false;   // The stream has shown itself: readahead pays.
   };
   // Records a read of [offset, end) and says how it relates to those before.
   Stream Record(uint64_t offset, uint64_t end);
@@ -84,6 +89,7 @@ class FileReader {
   uint64_t next_offset_ ABSL_GUARDED_BY(mutex_) = 0;
   int near_run_ ABSL_GUARDED_BY(mutex_) = 0;  // Reads in a row within a chunk of next_offset_.
   bool streaming_ ABSL_GUARDED_BY(mutex_) = false;  // The last read was sequential.
+  int sequential_run_ ABSL_GUARDED_BY(mutex_) = 0;  // Sequential reads in a row, up to the last.
 };
 
 }  // namespace granary::fuse

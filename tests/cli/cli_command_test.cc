@@ -365,6 +365,42 @@ TEST_F(CliTest, StatusCountsHitsAfterReads) {
   EXPECT_NE(human.out.find("hit ratio: "), std::string::npos) << human.out;
 }
 
+// A cache of 64 MiB: tiny files are counted as the disk counts them, and a
+// prewarm of a dataset twice the cache fails naming the share it holds.
+TEST(CliSmallCacheTest, StatusAndPrewarmSayWhatTheCacheHolds) {
+  auto server = GranarydProcess::Start({.extra_args = {"--capacity", "64MiB"}});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto granary = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--server", (*server)->socket_address()});
+    return RunGranary(args);
+  };
+  TempDir tiny;
+  for (int i = 0; i < 100; ++i) {
+    WriteFile(std::filesystem::path(tiny.path()) / absl::StrCat("t", i), RandomBytes(100, i));
+  }
+  ParseJson(granary({"dataset", "add", "tiny", tiny.path(), "--json"}));
+  ParseJson(granary({"prewarm", "tiny", "--json"}));
+  json status = ParseJson(granary({"status", "--json"}));
+  ASSERT_EQ(status["nodes"].size(), 1u);
+  // 100 files of 100 bytes take a 4 KiB block each.
+  EXPECT_EQ(status["nodes"][0]["used_bytes"], 100 * 4096);
+
+  TempDir large;
+  for (int i = 0; i < 32; ++i) {
+    WriteFile(std::filesystem::path(large.path()) / absl::StrCat("part-", i),
+              RandomBytes(4 << 20, 1000 + i));
+  }
+  ParseJson(granary({"dataset", "add", "large", large.path(), "--chunk-size", "4MiB", "--json"}));
+  CliResult prewarm = granary({"prewarm", "large"});
+  EXPECT_NE(prewarm.exit_code, 0);
+  EXPECT_NE(prewarm.err.find("this node holds "), std::string::npos) << prewarm.err;
+  EXPECT_NE(prewarm.err.find("%) of its 128.0 MiB (capacity 64.0 MiB"), std::string::npos)
+      << prewarm.err;
+  EXPECT_EQ(prewarm.err.find("100.0%)"), std::string::npos) << prewarm.err;
+  status = ParseJson(granary({"status", "--json"}));
+  EXPECT_LE(status["nodes"][0]["used_bytes"].get<uint64_t>(), 64u << 20);
+}
+
 TEST_F(CliTest, ServerComesFromTheEnvironmentWithoutFlag) {
   CliResult result = RunGranary({"status", "--json"}, server_->socket_address().c_str());
   EXPECT_EQ(result.exit_code, 0) << result.err;

@@ -1,5 +1,5 @@
-// The read path under concurrency and crashes: single-flight misses (of
-// whole chunks and of parts of one), prewarm
+// The read path under concurrency and crashes: single-flight misses of
+// whole chunks, misses of parts of one fetching their blocks, prewarm
 // progress, prewarm resumed after kill -9, whole files handed to a local
 // reader in memory before they are stored, and files held whole handed out
 // ahead of their opens.
@@ -128,27 +128,38 @@ TEST_F(ReadPathTest, AMissServedInPiecesCountsAsOneMissAndItsBytesOnce) {
   EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 1);
 }
 
-TEST_F(ReadPathTest, MissesOfPartsOfAChunkGetTheirPartsAndTheChunkIsReadOnceAndStoredWhole) {
+TEST_F(ReadPathTest, MissesOfPartsOfAChunkFetchTheirBlocksAndAWholeReadCompletesIt) {
   StartServer();
   constexpr uint32_t kBigChunk = 16u << 20;
+  constexpr uint64_t kBlock = 64 << 10;  // granaryd's checksum block.
   std::string content = PatternBytes(kBigChunk, 5);
   WriteSourceFile(root_, "big.bin", content);
   auto entries = Register("big", kBigChunk);
   uint64_t id = FileId(entries, "big.bin");
   std::unique_ptr<v1::Granary::Stub> stub = server_->SocketStub();
-  // A miss of a part, then misses at once of parts at the start, in the
-  // middle and at the end, and of the whole chunk: each gets its bytes, and
-  // the chunk is read from the source once.
-  ReadResult first = ReadChunk(stub.get(), version_, id, 0, 5u << 20, 64u << 10);
+  auto source_bytes = [&] { return *server_->Metric("granary_bytes_from_source_total"); };
+  // A miss of one block's bytes reads that block from the source, and holds it.
+  ReadResult first = ReadChunk(stub.get(), version_, id, 0, 5u << 20, kBlock);
   ASSERT_TRUE(first.status.ok()) << first.status.error_message();
-  EXPECT_TRUE(first.data == content.substr(5u << 20, 64u << 10));
+  EXPECT_TRUE(first.data == content.substr(5u << 20, kBlock));
   EXPECT_FALSE(first.from_cache);
+  EXPECT_EQ(source_bytes(), kBlock);
+  EXPECT_EQ(*server_->Metric("granary_cache_misses_total"), 1);
+  EXPECT_EQ(*server_->Metric("granary_store_used_bytes"), kBlock);
+  ReadResult again = ReadChunk(stub.get(), version_, id, 0, (5u << 20) + 100, 4096);
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  EXPECT_TRUE(again.from_cache);
+  EXPECT_TRUE(again.data == content.substr((5u << 20) + 100, 4096));
+  EXPECT_EQ(source_bytes(), kBlock);
+
+  // Misses at once of parts at the start, across two blocks, at the end and
+  // of many blocks: each gets its bytes, reading the blocks around them.
   struct Part {
     uint32_t offset;
     uint32_t length;  // 0: to the chunk's end.
   };
   const std::vector<Part> parts = {
-      {0, 4096}, {kBigChunk - 100, 100}, {3u << 20, 1u << 20}, {0, 0}, {9u << 20, 0}};
+      {0, 4096}, {(3u << 20) - 10, 20}, {kBigChunk - 100, 100}, {9u << 20, 3u << 20}};
   std::vector<ReadResult> results(parts.size());
   std::vector<std::thread> readers;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -163,18 +174,23 @@ TEST_F(ReadPathTest, MissesOfPartsOfAChunkGetTheirPartsAndTheChunkIsReadOnceAndS
     const size_t length = parts[i].length == 0 ? std::string::npos : parts[i].length;
     EXPECT_TRUE(results[i].data == content.substr(parts[i].offset, length)) << "part " << i;
   }
-  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 1);
-  EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), content.size());
-  // Stored whole behind the answers (write-behind): a later part is a hit.
-  ReadResult later;
-  for (int attempt = 0; attempt < 200 && !later.from_cache; ++attempt) {
-    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    later = ReadChunk(stub.get(), version_, id, 0, 7u << 20, 4096);
-    ASSERT_TRUE(later.status.ok()) << later.status.error_message();
-  }
+  const double blocks_read = kBlock + kBlock + 2 * kBlock + kBlock + (3u << 20);
+  EXPECT_EQ(source_bytes(), blocks_read);
+  EXPECT_EQ(*server_->Metric("granary_store_used_bytes"), blocks_read);
+
+  // A read of the whole chunk fetches it whole and completes it in the store.
+  ReadResult whole = ReadChunk(stub.get(), version_, id, 0);
+  ASSERT_TRUE(whole.status.ok()) << whole.status.error_message();
+  EXPECT_TRUE(whole.data == content);
+  EXPECT_FALSE(whole.from_cache);
+  ASSERT_TRUE(server_->WaitForWriteBehind().ok());
+  EXPECT_EQ(*server_->Metric("granary_store_used_bytes"), kBigChunk);
+  EXPECT_EQ(source_bytes(), blocks_read + kBigChunk);
+  ReadResult later = ReadChunk(stub.get(), version_, id, 0, 7u << 20, 4096);
+  ASSERT_TRUE(later.status.ok()) << later.status.error_message();
   EXPECT_TRUE(later.from_cache);
   EXPECT_TRUE(later.data == content.substr(7u << 20, 4096));
-  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 1);
+  EXPECT_EQ(source_bytes(), blocks_read + kBigChunk);
 }
 
 TEST_F(ReadPathTest, PrewarmProgressIsMonotoneAndEndsAtExactlyOneHundredPercent) {

@@ -17,6 +17,8 @@ namespace granary::store::testing {
 
 inline constexpr uint64_t kCrashVersions[] = {1, 2, 3};
 inline constexpr uint64_t kCrashMaxChunkBytes = 256 << 10;
+// The store's checksum block (its default), the unit of blocks of chunks.
+inline constexpr uint64_t kCrashBlockBytes = 64 << 10;
 
 inline StoreOptions CrashStoreOptions(const std::string& root) {
   StoreOptions options;
@@ -24,6 +26,7 @@ inline StoreOptions CrashStoreOptions(const std::string& root) {
   options.index_path = root + "/index";
   options.capacity_bytes = 8 << 20;
   options.max_chunk_bytes = kCrashMaxChunkBytes;
+  options.checksum_block_bytes = kCrashBlockBytes;
   return options;
 }
 

@@ -1,6 +1,6 @@
 // store_crash_writer ROOT SEED: opens the chunk store of crash_workload.h under
-// ROOT, prints "ready", and inserts, reads and removes chunks until it is
-// killed. The crash
+// ROOT, prints "ready", and inserts chunks and blocks of chunks, reads and
+// removes them until it is killed. The crash
 // test SIGKILLs it at random moments and then checks the store it left.
 #include <cstdlib>
 #include <iostream>
@@ -40,6 +40,21 @@ int main(int argc, char** argv) {
       }
     } else if (i % 3 == 0) {
       (void)(*store)->Read(key);
+    } else if (i % 3 == 1) {
+      // Some blocks of the chunk, as a reader's miss of part of it stores.
+      const uint64_t length = testing::CrashChunkLength(key);
+      const uint64_t blocks = (length + testing::kCrashBlockBytes - 1) / testing::kCrashBlockBytes;
+      const uint64_t first = random() % blocks;
+      const uint64_t offset = first * testing::kCrashBlockBytes;
+      const uint64_t count = 1 + random() % (blocks - first);
+      const std::string bytes =
+          testing::ChunkBytes(key, length).substr(offset, count * testing::kCrashBlockBytes);
+      auto stored = (*store)->InsertBlocks(key, testing::kAnyChunkSize,
+                                           static_cast<uint32_t>(length), offset, bytes);
+      if (!stored.ok()) {
+        std::cerr << "store_crash_writer: " << stored.status() << "\n";
+        return 1;
+      }
     } else {
       auto stored = (*store)->Insert(key, testing::kAnyChunkSize,
                                      testing::ChunkBytes(key, testing::CrashChunkLength(key)));
