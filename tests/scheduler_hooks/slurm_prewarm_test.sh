@@ -10,8 +10,10 @@
 # prewarms both onto the job's node before the job script starts, and the
 # script finds ds1 fully cached (granary locate --json). A second job, of user
 # nobody (Slurm refuses burst buffers to root), asks for ds2 with a
-# "#BB_LUA granary ds2" directive: burst_buffer.lua's pre_run prewarms it
-# before that job starts, and it is then fully cached. Every daemon is stopped
+# "#BB_LUA granary ds2" directive: its data_in hands it to granaryd, which
+# cannot read this queue (it was started before SLURM_CONF named it), so
+# nothing follows a forecast and burst_buffer.lua's pre_run tops up all of
+# ds2 before that job starts; it is then fully cached. Every daemon is stopped
 # on exit, whatever happens.
 #
 # Usage: slurm_prewarm_test.sh GRANARYD GRANARY HOOKS_DIR SLURM_CONF_GRANARY
@@ -56,8 +58,7 @@ published_like_fresh() { [[ "$(ds0_bytes_by_node)" == "$(ds0_bytes_by_node --fre
 wait_for 30 published_like_fresh || fail "ds0's published figures never matched a fresh locate"
 
 # Slurm, configured in the temporary directory.
-write_slurm_conf "$(grep -v '^#' "${conf_lines}" | grep . | sed "s|/etc/slurm/|${tmp}/etc/|")
-BurstBufferType=burst_buffer/lua"
+write_slurm_conf "$(grep -v '^#' "${conf_lines}" | grep . | sed "s|/etc/slurm/|${tmp}/etc/|")"
 cp "${hooks}/job_submit.lua" "${hooks}/burst_buffer.lua" "${tmp}/etc/"
 : >"${tmp}/etc/burst_buffer.conf"
 # The prolog as installed, with this test's CLI, server, Slurm configuration
@@ -149,8 +150,8 @@ job="$(cd "${tmp}/bb" && runuser -u nobody -- sbatch --parsable --output="${tmp}
 wait_for 90 job_done || fail "job ${job} did not finish: $(scontrol show job "${job}")"
 scontrol show job "${job}" | grep -q 'JobState=COMPLETED' ||
   fail "job ${job} did not complete: $(scontrol show job "${job}")"
-order="$(grep -oE "prewarming 'ds2'|prewarmed 'ds2'|job started" "${tmp}/bb/order.log" | paste -sd'|' -)"
-[[ "${order}" == "prewarming 'ds2'|prewarmed 'ds2'|job started" ]] || fail "burst buffer order: ${order}"
+order="$(grep -oE "topping up 'ds2'|topped up 'ds2'|job started" "${tmp}/bb/order.log" | paste -sd'|' -)"
+[[ "${order}" == "topping up 'ds2'|topped up 'ds2'|job started" ]] || fail "burst buffer order: ${order}"
 "${granary}" locate ds2 --fresh --json >"${tmp}/locate_bb.json"
 fully_cached "${tmp}/locate_bb.json" $((3 << 20)) ||
   fail "ds2 not fully cached: $(cat "${tmp}/locate_bb.json")"
