@@ -2,7 +2,8 @@
 // Slurm controller (its scontrol fails): bad input is refused naming the
 // fault, a dataset the catalog does not know becomes a failed target, a
 // stage-in that cannot read the queue keeps its forecast, and a top-up fills
-// the groups of the job's nodes once, fetching nothing the second time.
+// the groups of the job's nodes once, fetching nothing the second time, and
+// stops at the policy's longest wait.
 // Holds (capacity 96 MiB, hold_share 0.5): one past the share is refused
 // naming the holds that fill it, a release makes room, a lease lapses.
 // The Slurm side runs against real daemons in
@@ -181,6 +182,23 @@ TEST_F(StageInTest, TopUpFetchesOnlyWhatTheGroupLacks) {
   ASSERT_TRUE(staging_->ListStageIns(&list_context, v1::ListStageInsRequest(), &listed).ok());
   ASSERT_EQ(listed.stage_ins_size(), 1);
   EXPECT_EQ(listed.stage_ins(0).state(), "ended");
+}
+
+TEST_F(StageInTest, TopUpHoldsTheJobNoLongerThanThePolicySays) {
+  WriteSourceFile(source_.path() + "/large", "l.bin", PatternBytes(64 << 20, 3));
+  v1::DatasetInfo info;
+  ASSERT_TRUE(AddDataset(stub_.get(), "large", source_.path() + "/large", kChunk, &info).ok());
+  v1::TopUpStageInRequest request = TopUpOn("10", "n1");
+  request.add_datasets("large");
+  request.set_max_wait_ms(1);
+  v1::StageIn stage_in;
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(TopUp(request, &stage_in).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  ASSERT_EQ(stage_in.targets_size(), 1);
+  EXPECT_EQ(stage_in.targets(0).state(), "partial");
+  EXPECT_NE(stage_in.targets(0).error().find("holds a job at most 1 ms"), std::string::npos)
+      << stage_in.targets(0).error();
 }
 
 TEST_F(StageInTest, NodesThatAreNotGranaryNodesAreNamedAndNothingIsWarmed) {
