@@ -32,6 +32,8 @@
 #include "cache_server/cluster/cluster_view.h"
 #include "cache_server/config/members_file.h"
 #include "cache_server/data_dir_lock.h"
+#include "cache_server/holds/cluster_holds.h"
+#include "cache_server/holds/hold_table.h"
 #include "cache_server/listening_socket.h"
 #include "cache_server/membership/etcd_membership.h"
 #include "cache_server/membership/static_membership.h"
@@ -45,6 +47,9 @@
 #include "cache_server/read_path/stream_watchdog.h"
 #include "cache_server/read_path/write_behind.h"
 #include "cache_server/service.h"
+#include "cache_server/staging/slurm_queue.h"
+#include "cache_server/staging/stage_ins.h"
+#include "cache_server/staging/staging_service.h"
 #include "cache_server/status/cluster_status.h"
 #include "cache_server/status/locality_board.h"
 #include "cache_server/store/chunk_store.h"
@@ -67,8 +72,6 @@
 namespace granary {
 namespace {
 
-// A version nobody read or prewarmed for this long stops counting as active.
-constexpr std::chrono::minutes kActiveAfterLastUse{5};
 constexpr int kScanThreads = 16;
 // Requests in flight to one S3 endpoint: enough for prewarm to saturate
 // it, few enough not to be throttled (503 SlowDown).
@@ -260,6 +263,11 @@ struct GranaryServer::Parts {
   std::unique_ptr<LocalityBoard> locality;
   std::unique_ptr<ClusterStatus> status;
   std::unique_ptr<GranaryService> service;
+  std::unique_ptr<HoldTable> holds;
+  std::unique_ptr<ClusterHolds> cluster_holds;
+  std::unique_ptr<SlurmQueue> slurm_queue;
+  std::unique_ptr<StageIns> stage_ins;
+  std::unique_ptr<StagingService> staging_service;
   std::unique_ptr<StreamWatchdog> watchdog;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<ConnectionAcceptor> acceptor;
@@ -305,7 +313,8 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
       parts->catalog,
       Catalog::Open(c.data_dir + "/catalog",
                     {.manifest_memory_bytes = uint64_t{c.manifest_memory_mib} << 20}));
-  parts->activity = std::make_unique<VersionActivity>(parts->store.get(), kActiveAfterLastUse);
+  parts->activity = std::make_unique<VersionActivity>(parts->store.get(),
+                                                      std::chrono::seconds(c.active_after_seconds));
   GRANARY_ASSIGN_OR_RETURN(SourceRoots roots, SourceRoots::Resolve(c.source_roots));
   parts->source_roots = std::make_unique<SourceRoots>(std::move(roots));
   GRANARY_ASSIGN_OR_RETURN(
@@ -397,6 +406,21 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
       parts->catalog.get(), parts->registry.get(), parts->read_through.get(), &parts->metrics,
       parts->cluster.get(), parts->catalog_sync.get(), parts->authenticator.get(),
       parts->policy.get(), parts->prewarms.get(), parts->status.get(), parts->locality.get()});
+  parts->holds = std::make_unique<HoldTable>(
+      parts->registry.get(), parts->activity.get(), parts->cluster.get(),
+      HoldTable::Options{.share_bytes = static_cast<uint64_t>(
+                             static_cast<double>(c.capacity_bytes) * c.hold_share),
+                         .share_text = absl::StrCat("hold_share ", c.hold_share, " of ",
+                                                    FormatSize(c.capacity_bytes))});
+  parts->cluster_holds = std::make_unique<ClusterHolds>(parts->holds.get(), parts->cluster.get());
+  parts->slurm_queue = std::make_unique<SlurmQueue>(c.scontrol);
+  parts->stage_ins = std::make_unique<StageIns>(
+      parts->slurm_queue.get(), parts->cluster.get(), parts->registry.get(),
+      parts->cluster_holds.get(),
+      StageIns::Options{.poll_period = std::chrono::milliseconds(c.stage_in_poll_ms)});
+  parts->staging_service = std::make_unique<StagingService>(
+      parts->stage_ins.get(), parts->holds.get(), parts->cluster_holds.get(),
+      parts->authenticator.get(), parts->policy.get());
 
   GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));
   gid_t socket_gid = ::getegid();
@@ -447,6 +471,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   watched.push_back(parts->watchdog->InterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(watched));
   builder.RegisterService(parts->service.get());
+  builder.RegisterService(parts->staging_service.get());
   parts->grpc_server = builder.BuildAndStart();
   if (parts->grpc_server == nullptr) {
     close_listeners();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "cache_server/access/call_authorization.h"
 #include "cache_server/read_path/read_permission.h"
 #include "common/chunk_key.h"
 #include "common/logging.h"
@@ -21,13 +22,6 @@ grpc::Status Answer(const absl::Status& status, const char* operation) {
   return ToGrpcStatus(status);
 }
 
-// One line in the log for every change a caller asks for, allowed or not:
-// who, what, and the result.
-void Audit(const Caller& caller, std::string_view change, const absl::Status& result) {
-  GRANARY_LOG(INFO) << "audit: " << DescribeCaller(caller) << ": " << change << ": "
-                    << (result.ok() ? std::string("OK") : result.ToString());
-}
-
 }  // namespace
 
 GranaryService::GranaryService(ServiceParts parts) : parts_(parts) {}
@@ -36,13 +30,7 @@ absl::StatusOr<Caller> GranaryService::Authorize(const grpc::ServerContextBase& 
                                                  std::string_view method,
                                                  AccessPolicy::Action action,
                                                  std::string_view change) {
-  GRANARY_ASSIGN_OR_RETURN(Caller caller, parts_.authenticator->Authenticate(context, method));
-  absl::Status allowed = parts_.policy->Allow(caller, action, method);
-  if (!allowed.ok()) {
-    if (!change.empty()) Audit(caller, change, allowed);
-    return allowed;
-  }
-  return caller;
+  return AuthorizeCall(*parts_.authenticator, *parts_.policy, context, method, action, change);
 }
 
 grpc::Status GranaryService::AddDataset(grpc::ServerContext* context,

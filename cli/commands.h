@@ -32,6 +32,10 @@ void AddPrewarmCommand(CLI::App& app, const GlobalOptions& global, Action& actio
 void AddClusterCommands(CLI::App& app, const GlobalOptions& global, Action& action);
 // cat
 void AddCatCommand(CLI::App& app, const GlobalOptions& global, Action& action);
+// holds
+void AddHoldsCommand(CLI::App& app, const GlobalOptions& global, Action& action);
+// stage-in start|top-up|end|ls
+void AddStageInCommands(CLI::App& app, const GlobalOptions& global, Action& action);
 
 }  // namespace granary::cli
 

@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   granary::cli::AddPrewarmCommand(app, global, action);
   granary::cli::AddClusterCommands(app, global, action);
   granary::cli::AddCatCommand(app, global, action);
+  granary::cli::AddHoldsCommand(app, global, action);
+  granary::cli::AddStageInCommands(app, global, action);
 
   try {
     app.parse(argc, argv);

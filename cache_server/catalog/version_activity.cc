@@ -29,6 +29,22 @@ void VersionActivity::Touch(uint64_t version) {
   }
 }
 
+void VersionActivity::Hold(uint64_t version) {
+  MutexLock lock(&mu_);
+  Use& use = uses_[version];
+  use.holds++;
+  if (!use.active) {
+    use.active = true;
+    store_->SetVersionState(version, store::VersionState::kActive);
+  }
+}
+
+void VersionActivity::Release(uint64_t version) {
+  MutexLock lock(&mu_);
+  auto it = uses_.find(version);
+  if (it != uses_.end() && it->second.holds > 0) it->second.holds--;
+}
+
 void VersionActivity::Keep(uint64_t version) {
   const Clock::time_point now = Clock::now();
   MutexLock lock(&mu_);
@@ -62,7 +78,7 @@ void VersionActivity::DemoteIdle() {
                         [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; })) {
     Clock::time_point now = Clock::now();
     for (auto& [version, use] : uses_) {
-      if (use.active && now - use.last_touch >= idle_after_) {
+      if (use.active && use.holds == 0 && now - use.last_touch >= idle_after_) {
         use.active = false;
         store_->SetVersionState(version, store::VersionState::kInactive);
       }

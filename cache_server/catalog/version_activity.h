@@ -11,6 +11,11 @@
 // Being kept by a mount does not make a version active: a mount shows every
 // dataset, and eviction must still tell the datasets jobs read.
 //
+// A version held for a job (HoldTable) is active for as long as it is held,
+// touched or not: the dataset-aware eviction reclaims only inactive
+// versions, so nothing evicts it for another dataset's chunks. Once
+// released, it is demoted `idle_after` after its last touch, as any other.
+//
 // Thread-safety: all methods are safe to call concurrently; a background
 // thread, stopped by the destructor, does the demotions.
 #ifndef GRANARY_CACHE_SERVER_CATALOG_VERSION_ACTIVITY_H_
@@ -41,6 +46,9 @@ class VersionActivity {
   bool KeptWithin(uint64_t version, std::chrono::milliseconds window);
   // Whether `version` was touched (read or prewarmed) within the last `window`.
   bool TouchedWithin(uint64_t version, std::chrono::milliseconds window);
+  // Holds `version` for a job: it is active until released as many times.
+  void Hold(uint64_t version);
+  void Release(uint64_t version);
   // Stops tracking a removed version.
   void Forget(uint64_t version);
 
@@ -49,6 +57,7 @@ class VersionActivity {
   struct Use {
     Clock::time_point last_touch;  // Read or prewarmed; what `active` follows.
     Clock::time_point last_keep;   // Reported kept by a mount.
+    uint32_t holds = 0;            // Held for jobs: never demoted meanwhile.
     bool active = false;
   };
   // Whether `version`'s `last` time is within the last `window`.

@@ -204,6 +204,10 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"max_prewarms_per_user", WholeNumberKey(&GranarydConfig::max_prewarms_per_user, 1, 1 << 16)},
       {"prewarm_user_share", FractionKey(&GranarydConfig::prewarm_user_share, 0.01, 1)},
       {"manifest_memory_mib", WholeNumberKey(&GranarydConfig::manifest_memory_mib, 1, 1 << 20)},
+      {"scontrol", StringKey(&GranarydConfig::scontrol)},
+      {"stage_in_poll_ms", WholeNumberKey(&GranarydConfig::stage_in_poll_ms, 100, 600'000)},
+      {"hold_share", FractionKey(&GranarydConfig::hold_share, 0, 1)},
+      {"active_after_seconds", WholeNumberKey(&GranarydConfig::active_after_seconds, 1, 86400)},
   };
   return *parsers;
 }

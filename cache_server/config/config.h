@@ -162,6 +162,19 @@ struct GranarydConfig {
   // from memory, and loaded from the catalog again when next needed
   // (cache_server/catalog/catalog.h).
   uint32_t manifest_memory_mib = 1024;
+  // Stage-ins of batch jobs (cache_server/staging/): the Slurm client run to
+  // read the queue (on PATH unless a path; its cluster is the one SLURM_CONF
+  // names in granaryd's environment, as for any Slurm client), and how often
+  // the queue is read while some job is followed.
+  std::string scontrol = "scontrol";
+  uint32_t stage_in_poll_ms = 5000;
+  // The share of the capacity that datasets held for pending and running
+  // jobs may take on this node (cache_server/holds/hold_table.h); past it, a
+  // new hold is refused and its job reads through.
+  double hold_share = 0.5;
+  // A dataset version nobody read, prewarmed or held for this long is
+  // inactive: eviction takes it first.
+  uint32_t active_after_seconds = 300;
 };
 
 // A capacity such as "200GiB"; INVALID_ARGUMENT for a bad size or 0.

@@ -381,6 +381,7 @@ class SlurmTest(unittest.TestCase):
         with open(os.path.join(DEPLOY, "slurm", "slurm.conf.granary")) as f:
             lines = dict(l.strip().split("=", 1) for l in f if l.strip() and not l.startswith("#"))
         self.assertEqual(lines["JobSubmitPlugins"], "lua")
+        self.assertEqual(lines["BurstBufferType"], "burst_buffer/lua")
         self.assertTrue(os.access(os.path.join(SLURM_HOOKS, os.path.basename(lines["PrologSlurmctld"])),
                                   os.X_OK))
 

@@ -10,8 +10,10 @@
 # prewarms both onto the job's node before the job script starts, and the
 # script finds ds1 fully cached (granary locate --json). A second job, of user
 # nobody (Slurm refuses burst buffers to root), asks for ds2 with a
-# "#BB_LUA granary ds2" directive: burst_buffer.lua's pre_run prewarms it
-# before that job starts, and it is then fully cached. Every daemon is stopped
+# "#BB_LUA granary ds2" directive: its data_in hands it to granaryd, which
+# cannot read this queue (it was started before SLURM_CONF named it), so
+# nothing follows a forecast and burst_buffer.lua's pre_run tops up all of
+# ds2 before that job starts; it is then fully cached. Every daemon is stopped
 # on exit, whatever happens.
 #
 # Usage: slurm_prewarm_test.sh GRANARYD GRANARY HOOKS_DIR SLURM_CONF_GRANARY
@@ -23,95 +25,12 @@ granary="$2"
 hooks="$3"
 conf_lines="$4"
 
-fail() {
-  echo "FAIL: $*" >&2
-  for log in "${tmp}"/log/* "${tmp}/order.log" "${tmp}/bb/order.log"; do echo "--- ${log}" >&2; tail -n 30 "${log}" >&2 || true; done
-  exit 1
-}
+source "$(dirname "$0")/slurm_test_lib.sh"
 
-tmp="$(mktemp -d)"
-chmod 755 "${tmp}"
-pids=()
-cleanup() {
-  local pid
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    pid="${pids[i]}"
-    kill -TERM "${pid}" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 50); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "${pid}" 2>/dev/null || true
-  done
-  if [[ -f "${tmp}/munge/munged.pid" ]]; then kill -KILL "$(cat "${tmp}/munge/munged.pid")" 2>/dev/null || true; fi
-  rm -rf "${tmp}"
-}
-trap cleanup EXIT
-
-[[ "$(id -u)" -eq 0 ]] || fail "needs root to run munged as munge and slurmd"
-for tool in munged slurmctld slurmd sbatch scontrol; do
-  command -v "${tool}" >/dev/null || fail "${tool} is not installed (scripts/install-deps.sh)"
-done
-
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# Waits up to $1 seconds for the command in the remaining arguments to succeed.
-wait_for() {
-  local seconds="$1"
-  shift
-  for _ in $(seq $((seconds * 10))); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.1
-  done
-  return 1
-}
-
-mkdir -p "${tmp}/log" "${tmp}/munge" "${tmp}/etc" "${tmp}/state" "${tmp}/spool" "${tmp}/source"
-
-# munge, with a key of its own.
-dd if=/dev/urandom of="${tmp}/munge/munge.key" bs=1024 count=1 status=none
-chown -R munge:munge "${tmp}/munge"
-chmod 755 "${tmp}/munge"
-chmod 400 "${tmp}/munge/munge.key"
-runuser -u munge -- munged --foreground --socket="${tmp}/munge/munge.sock" \
-  --key-file="${tmp}/munge/munge.key" --pid-file="${tmp}/munge/munged.pid" \
-  --seed-file="${tmp}/munge/munged.seed" --log-file="${tmp}/munge/munged.log" \
-  >"${tmp}/log/munged" 2>&1 &
-pids+=($!)
-wait_for 10 test -S "${tmp}/munge/munge.sock" || fail "munged did not start"
-
-# A Granary cluster of three granaryd with the cluster token: "localhost" (the
-# Slurm node) and "peer-a" in cache group rack-a, "remote-b" in rack-b. The
-# hooks and the CLI ask localhost's granaryd over TCP, so every call needs the
-# token (GRANARY_TOKEN_FILE).
-(umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"${tmp}/token")
-export GRANARY_TOKEN_FILE="${tmp}/token"
-granary_nodes=(localhost:rack-a peer-a:rack-a remote-b:rack-b)
-declare -A peer_port
-echo "members:" >"${tmp}/members.yaml"
-for spec in "${granary_nodes[@]}"; do
-  id="${spec%%:*}"
-  peer_port[${id}]="$(free_port)"
-  printf '  - id: %s\n    address: 127.0.0.1:%s\n    group: %s\n' "${id}" "${peer_port[${id}]}" \
-    "${spec#*:}" >>"${tmp}/members.yaml"
-done
-for spec in "${granary_nodes[@]}"; do
-  id="${spec%%:*}"
-  "${granaryd}" --data-dir "${tmp}/granary-${id}" --socket "${tmp}/granaryd-${id}.sock" \
-    --listen "127.0.0.1:${peer_port[${id}]}" --metrics-listen "127.0.0.1:$(free_port)" \
-    --node-id "${id}" --group "${spec#*:}" --members "${tmp}/members.yaml" \
-    --token-file "${GRANARY_TOKEN_FILE}" --source-root "${tmp}" --locality-period-ms 200 \
-    >"${tmp}/log/granaryd-${id}" 2>&1 &
-  pids+=($!)
-done
-export GRANARY_SERVER="127.0.0.1:${peer_port[localhost]}"
-for spec in "${granary_nodes[@]}"; do
-  id="${spec%%:*}"
-  wait_for 20 "${granary}" --server "unix:${tmp}/granaryd-${id}.sock" status ||
-    fail "granaryd ${id} did not start"
-done
-# Every node sees all three members.
-members_up() { [[ "$("${granary}" status --json | grep -o '"node_id"' | wc -l)" -ge 3 ]]; }
-wait_for 30 members_up || fail "the cluster did not form: $("${granary}" status --json)"
+start_munge
+# The hooks and the CLI ask localhost's granaryd over TCP, so every call needs
+# the token (GRANARY_TOKEN_FILE).
+start_granary_cluster "${granaryd}" "${granary}"
 # Without the token, TCP calls are refused.
 if env -u GRANARY_TOKEN_FILE "${granary}" status >/dev/null 2>&1; then
   fail "granaryd answered a TCP call without the token"
@@ -139,41 +58,7 @@ published_like_fresh() { [[ "$(ds0_bytes_by_node)" == "$(ds0_bytes_by_node --fre
 wait_for 30 published_like_fresh || fail "ds0's published figures never matched a fresh locate"
 
 # Slurm, configured in the temporary directory.
-ctld_port="$(free_port)"
-slurmd_port="$(free_port)"
-cat >"${tmp}/etc/slurm.conf" <<CONF
-ClusterName=granarytest
-SlurmctldHost=localhost
-SlurmctldPort=${ctld_port}
-SlurmdPort=${slurmd_port}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=${tmp}/munge/munge.sock
-StateSaveLocation=${tmp}/state
-SlurmdSpoolDir=${tmp}/spool
-SlurmctldPidFile=${tmp}/slurmctld.pid
-SlurmdPidFile=${tmp}/slurmd.pid
-SlurmctldLogFile=${tmp}/log/slurmctld
-SlurmdLogFile=${tmp}/log/slurmd
-SlurmctldDebug=info
-SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-SchedulerType=sched/backfill
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-$(grep -v '^#' "${conf_lines}" | grep . | sed "s|/etc/slurm/|${tmp}/etc/|")
-NodeName=localhost CPUs=2 State=UNKNOWN
-PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
-BurstBufferType=burst_buffer/lua
-CONF
+write_slurm_conf "$(grep -v '^#' "${conf_lines}" | grep . | sed "s|/etc/slurm/|${tmp}/etc/|")"
 cp "${hooks}/job_submit.lua" "${hooks}/burst_buffer.lua" "${tmp}/etc/"
 : >"${tmp}/etc/burst_buffer.conf"
 # The prolog as installed, with this test's CLI, server, Slurm configuration
@@ -186,7 +71,6 @@ export SLURM_CONF='${tmp}/etc/slurm.conf'
 exec '${hooks}/granary-prolog-slurmctld'
 PROLOG
 chmod 755 "${tmp}/etc/granary-prolog-slurmctld"
-export SLURM_CONF="${tmp}/etc/slurm.conf"
 export GRANARY_SLURM_FEATURES="${tmp}/slurm-features"
 # For burst_buffer.lua, which runs in slurmctld's environment.
 export GRANARY="${granary}" GRANARY_HOOK_LOG="${tmp}/bb/order.log"
@@ -195,12 +79,7 @@ touch "${GRANARY_HOOK_LOG}"
 chmod 777 "${tmp}/bb"
 chmod 666 "${GRANARY_HOOK_LOG}"
 
-slurmctld -D -i >"${tmp}/log/slurmctld.out" 2>&1 &
-pids+=($!)
-slurmd -D -N localhost >"${tmp}/log/slurmd.out" 2>&1 &
-pids+=($!)
-node_idle() { scontrol show node localhost | grep -q 'State=IDLE'; }
-wait_for 60 node_idle || fail "slurm node localhost did not become idle"
+start_slurm
 
 # Node features: ds0 is cached, ds1 is not.
 GRANARY="${granary}" "${hooks}/granary-slurm-features" >"${tmp}/log/features" 2>&1 ||
@@ -271,8 +150,8 @@ job="$(cd "${tmp}/bb" && runuser -u nobody -- sbatch --parsable --output="${tmp}
 wait_for 90 job_done || fail "job ${job} did not finish: $(scontrol show job "${job}")"
 scontrol show job "${job}" | grep -q 'JobState=COMPLETED' ||
   fail "job ${job} did not complete: $(scontrol show job "${job}")"
-order="$(grep -oE "prewarming 'ds2'|prewarmed 'ds2'|job started" "${tmp}/bb/order.log" | paste -sd'|' -)"
-[[ "${order}" == "prewarming 'ds2'|prewarmed 'ds2'|job started" ]] || fail "burst buffer order: ${order}"
+order="$(grep -oE "topping up 'ds2'|topped up 'ds2'|job started" "${tmp}/bb/order.log" | paste -sd'|' -)"
+[[ "${order}" == "topping up 'ds2'|topped up 'ds2'|job started" ]] || fail "burst buffer order: ${order}"
 "${granary}" locate ds2 --fresh --json >"${tmp}/locate_bb.json"
 fully_cached "${tmp}/locate_bb.json" $((3 << 20)) ||
   fail "ds2 not fully cached: $(cat "${tmp}/locate_bb.json")"

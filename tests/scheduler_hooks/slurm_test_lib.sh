@@ -1,0 +1,170 @@
+# Sourced by the Slurm tests of scheduler_hooks/slurm (and bench/scheduler_hooks):
+# real daemons on localhost in a temporary directory, ${tmp}, removed on exit
+# with every daemon started here stopped, whatever happens.
+#
+#   start_munge                    munged as the munge user, with a key of its own
+#   start_granary_cluster GRANARYD GRANARY [CONFIG]
+#                                  three granaryd with the cluster token, on
+#                                  loopback: "localhost" (the Slurm node) and
+#                                  "peer-a" in cache group rack-a, "remote-b" in
+#                                  rack-b; CONFIG, a granaryd config file for
+#                                  all three; exports GRANARY_SERVER (localhost's
+#                                  TCP address) and GRANARY_TOKEN_FILE;
+#                                  granaryd_pid[ID] is each one's process id;
+#                                  with granaryd_cgroup set (a cgroup v1
+#                                  directory), they run in that cgroup
+#   write_slurm_conf LINES         ${tmp}/etc/slurm.conf: one node "localhost"
+#                                  with 2 CPUs, partition "debug", the backfill
+#                                  scheduler, and LINES; exports SLURM_CONF
+#   start_slurm                    slurmctld and slurmd; waits for the node
+#   fail MESSAGE                   prints MESSAGE and the logs' tails, exits 1
+#   wait_for SECONDS COMMAND...    until COMMAND succeeds; 1 when it never did
+#
+# cleanup_hooks: commands the exit runs first (unmounts, say).
+# Needs root (munged runs as the munge user, the daemons as root).
+
+tmp="$(mktemp -d)"
+chmod 755 "${tmp}"
+pids=()
+cleanup_hooks=()
+mkdir -p "${tmp}/log" "${tmp}/munge" "${tmp}/etc" "${tmp}/state" "${tmp}/spool" "${tmp}/source"
+
+fail() {
+  echo "FAIL: $*" >&2
+  local log
+  for log in "${tmp}"/log/* "${tmp}"/*.log "${tmp}"/*/*.log "${tmp}"/jobs/*.out; do
+    [[ -f "${log}" ]] || continue
+    echo "--- ${log}" >&2
+    tail -n 30 "${log}" >&2 || true
+  done
+  exit 1
+}
+
+cleanup() {
+  local pid i hook
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    kill -TERM "${pids[i]}" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "${pid}" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "${pid}" 2>/dev/null || true
+  done
+  if [[ -f "${tmp}/munge/munged.pid" ]]; then kill -KILL "$(cat "${tmp}/munge/munged.pid")" 2>/dev/null || true; fi
+  for hook in "${cleanup_hooks[@]}"; do eval "${hook}" || true; done
+  rm -rf "${tmp}"
+}
+trap cleanup EXIT
+
+[[ "$(id -u)" -eq 0 ]] || fail "needs root to run munged as munge and slurmd"
+for tool in munged slurmctld slurmd sbatch scontrol; do
+  command -v "${tool}" >/dev/null || fail "${tool} is not installed (scripts/install-deps.sh)"
+done
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+wait_for() {
+  local seconds="$1"
+  shift
+  for _ in $(seq $((seconds * 10))); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+
+start_munge() {
+  dd if=/dev/urandom of="${tmp}/munge/munge.key" bs=1024 count=1 status=none
+  chown -R munge:munge "${tmp}/munge"
+  chmod 755 "${tmp}/munge"
+  chmod 400 "${tmp}/munge/munge.key"
+  runuser -u munge -- munged --foreground --socket="${tmp}/munge/munge.sock" \
+    --key-file="${tmp}/munge/munge.key" --pid-file="${tmp}/munge/munged.pid" \
+    --seed-file="${tmp}/munge/munged.seed" --log-file="${tmp}/munge/munged.log" \
+    >"${tmp}/log/munged" 2>&1 &
+  pids+=($!)
+  wait_for 10 test -S "${tmp}/munge/munge.sock" || fail "munged did not start"
+}
+
+declare -A peer_port granaryd_pid
+granary_nodes=(localhost:rack-a peer-a:rack-a remote-b:rack-b)
+
+start_granary_cluster() {
+  local granaryd="$1" granary="$2" config="${3:-}" spec id wrap=()
+  if [[ -n "${granaryd_cgroup:-}" ]]; then
+    wrap=(bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "${granaryd_cgroup}")
+  fi
+  (umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"${tmp}/token")
+  export GRANARY_TOKEN_FILE="${tmp}/token"
+  echo "members:" >"${tmp}/members.yaml"
+  for spec in "${granary_nodes[@]}"; do
+    id="${spec%%:*}"
+    peer_port[${id}]="$(free_port)"
+    printf '  - id: %s\n    address: 127.0.0.1:%s\n    group: %s\n' "${id}" "${peer_port[${id}]}" \
+      "${spec#*:}" >>"${tmp}/members.yaml"
+  done
+  for spec in "${granary_nodes[@]}"; do
+    id="${spec%%:*}"
+    "${wrap[@]}" "${granaryd}" ${config:+--config "${config}"} --data-dir "${tmp}/granary-${id}" \
+      --socket "${tmp}/granaryd-${id}.sock" \
+      --listen "127.0.0.1:${peer_port[${id}]}" --metrics-listen "127.0.0.1:$(free_port)" \
+      --node-id "${id}" --group "${spec#*:}" --members "${tmp}/members.yaml" \
+      --token-file "${GRANARY_TOKEN_FILE}" --source-root "${tmp}" --locality-period-ms 200 \
+      >"${tmp}/log/granaryd-${id}" 2>&1 &
+    pids+=($!)
+    granaryd_pid[${id}]=$!
+  done
+  export GRANARY_SERVER="127.0.0.1:${peer_port[localhost]}"
+  for spec in "${granary_nodes[@]}"; do
+    id="${spec%%:*}"
+    wait_for 20 "${granary}" --server "unix:${tmp}/granaryd-${id}.sock" status ||
+      fail "granaryd ${id} did not start"
+  done
+  members_up() { [[ "$("${granary}" status --json | grep -o '"node_id"' | wc -l)" -ge 3 ]]; }
+  wait_for 30 members_up || fail "the cluster did not form: $("${granary}" status --json)"
+}
+
+write_slurm_conf() {
+  local lines="$1"
+  cat >"${tmp}/etc/slurm.conf" <<CONF
+ClusterName=granarytest
+SlurmctldHost=localhost
+SlurmctldPort=$(free_port)
+SlurmdPort=$(free_port)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=${tmp}/munge/munge.sock
+StateSaveLocation=${tmp}/state
+SlurmdSpoolDir=${tmp}/spool
+SlurmctldPidFile=${tmp}/slurmctld.pid
+SlurmdPidFile=${tmp}/slurmd.pid
+SlurmctldLogFile=${tmp}/log/slurmctld
+SlurmdLogFile=${tmp}/log/slurmd
+SlurmctldDebug=info
+SlurmdDebug=info
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/backfill
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+${lines}
+NodeName=localhost CPUs=2 State=UNKNOWN
+PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
+CONF
+  export SLURM_CONF="${tmp}/etc/slurm.conf"
+}
+
+start_slurm() {
+  slurmctld -D -i >"${tmp}/log/slurmctld.out" 2>&1 &
+  pids+=($!)
+  slurmd -D -N localhost >"${tmp}/log/slurmd.out" 2>&1 &
+  pids+=($!)
+  node_idle() { scontrol show node localhost | grep -q 'State=IDLE'; }
+  wait_for 60 node_idle || fail "slurm node localhost did not become idle"
+}
