@@ -11,15 +11,15 @@
 
 namespace granary::cli {
 
-ServerConnection::ServerConnection(std::string address, std::unique_ptr<v1::Granary::Stub> stub)
-    : address_(std::move(address)), stub_(std::move(stub)) {}
+ServerConnection::ServerConnection(std::string address, std::shared_ptr<grpc::Channel> channel)
+    : address_(std::move(address)), channel_(channel), stub_(v1::Granary::NewStub(channel)) {}
 
 absl::StatusOr<ServerConnection> ServerConnection::Open(std::string_view explicit_address,
                                                         std::string_view token_file) {
   std::string address = ResolveServerAddress(explicit_address);
   GRANARY_ASSIGN_OR_RETURN(std::string token, ResolveClusterToken(token_file));
   GRANARY_ASSIGN_OR_RETURN(auto channel, MakeChannel(address, token));
-  return ServerConnection(std::move(address), v1::Granary::NewStub(channel));
+  return ServerConnection(std::move(address), std::move(channel));
 }
 
 absl::Status ServerConnection::Check(const grpc::Status& status) const {

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/status.h"
+#include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
 #include "proto/granary.grpc.pb.h"
@@ -32,6 +33,8 @@ class ServerConnection {
                                                std::string_view token_file);
 
   v1::Granary::Stub& stub() const { return *stub_; }
+  // The channel, for stubs of granaryd's other services (proto/jobs.proto).
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
   const std::string& address() const { return address_; }
 
   // The absl::Status of a finished RPC, worded by NameServerInError.
@@ -51,9 +54,10 @@ class ServerConnection {
   }
 
  private:
-  ServerConnection(std::string address, std::unique_ptr<v1::Granary::Stub> stub);
+  ServerConnection(std::string address, std::shared_ptr<grpc::Channel> channel);
 
   std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Granary::Stub> stub_;
 };
 

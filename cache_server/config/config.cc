@@ -204,6 +204,8 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"max_prewarms_per_user", WholeNumberKey(&GranarydConfig::max_prewarms_per_user, 1, 1 << 16)},
       {"prewarm_user_share", FractionKey(&GranarydConfig::prewarm_user_share, 0.01, 1)},
       {"manifest_memory_mib", WholeNumberKey(&GranarydConfig::manifest_memory_mib, 1, 1 << 20)},
+      {"max_job_series", WholeNumberKey(&GranarydConfig::max_job_series, 1, 100'000)},
+      {"job_idle_seconds", WholeNumberKey(&GranarydConfig::job_idle_seconds, 1, 30 * 86400)},
   };
   return *parsers;
 }
