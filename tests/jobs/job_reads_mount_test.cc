@@ -276,6 +276,24 @@ TEST_F(JobReadsMountTest, AUserOtherThanRootCannotReportJobsReads) {
   EXPECT_EQ(Entry(Jobs(), "slurm:1", "ds"), nullptr);
 }
 
+TEST_F(JobReadsMountTest, ThePythonClientsBatchesCountForTheCallersJob) {
+  if (!cgroups_.available()) GTEST_SKIP() << "no writable cgroup v2 hierarchy here";
+  const std::string cgroup = cgroups_.Make("job_5151");
+  auto [code, output] =
+      RunInCgroup(cgroup, 0,
+                  absl::StrCat("env PYTHONPATH=", GRANARY_PYTHON_PATH,
+                               " /usr/bin/python3 -c \"import granary; ", "granary.Client(\\\"",
+                               server_->socket_path(),
+                               "\\\").read_many(\\\"text\\\", [\\\"0.txt\\\", \\\"1.txt\\\"])\""));
+  ASSERT_EQ(code, 0) << output;
+  const nlohmann::json jobs = JobsOnceOpened("slurm:5151", "text", 2);
+  const nlohmann::json* entry = Entry(jobs, "slurm:5151", "text");
+  ASSERT_NE(entry, nullptr) << jobs.dump(2);
+  EXPECT_EQ((*entry)["files_opened"], 2);
+  EXPECT_EQ((*entry)["bytes_read"], 150'000u + 150'001u) << jobs.dump(2);
+  EXPECT_GT((*entry)["wait_seconds"].get<double>(), 0);
+}
+
 // A node that lists three jobs apart: the rest are summed into "other".
 class BoundedJobSeriesTest : public JobReadsMountTest {
  protected:
