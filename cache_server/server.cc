@@ -51,6 +51,8 @@
 #include "cache_server/staging/stage_ins.h"
 #include "cache_server/staging/staging_service.h"
 #include "cache_server/status/cluster_status.h"
+#include "cache_server/status/job_metrics.h"
+#include "cache_server/status/jobs_service.h"
 #include "cache_server/status/locality_board.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/absl_compat.h"
@@ -262,12 +264,14 @@ struct GranaryServer::Parts {
   std::unique_ptr<PrewarmCoordinator> prewarms;
   std::unique_ptr<LocalityBoard> locality;
   std::unique_ptr<ClusterStatus> status;
+  std::unique_ptr<JobLedger> jobs;
   std::unique_ptr<GranaryService> service;
   std::unique_ptr<HoldTable> holds;
   std::unique_ptr<ClusterHolds> cluster_holds;
   std::unique_ptr<SlurmQueue> slurm_queue;
   std::unique_ptr<StageIns> stage_ins;
   std::unique_ptr<StagingService> staging_service;
+  std::unique_ptr<JobsService> jobs_service;
   std::unique_ptr<StreamWatchdog> watchdog;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<ConnectionAcceptor> acceptor;
@@ -402,6 +406,8 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->status = std::make_unique<ClusterStatus>(ClusterStatus::Parts{
       parts->catalog.get(), parts->registry.get(), parts->store.get(), &parts->metrics,
       parts->cluster.get(), parts->fills.get(), parts->locality.get()});
+  parts->jobs = std::make_unique<JobLedger>(JobLedger::Limits{
+      .max_entries = c.max_job_series, .idle_after = std::chrono::seconds(c.job_idle_seconds)});
   parts->service = std::make_unique<GranaryService>(ServiceParts{
       parts->catalog.get(), parts->registry.get(), parts->read_through.get(), &parts->metrics,
       parts->cluster.get(), parts->catalog_sync.get(), parts->authenticator.get(),
@@ -421,6 +427,8 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->staging_service = std::make_unique<StagingService>(
       parts->stage_ins.get(), parts->holds.get(), parts->cluster_holds.get(),
       parts->authenticator.get(), parts->policy.get());
+  parts->jobs_service = std::make_unique<JobsService>(parts->jobs.get(), parts->authenticator.get(),
+                                                      parts->policy.get(), parts->cluster.get());
 
   GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));
   gid_t socket_gid = ::getegid();
@@ -429,16 +437,17 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   }
   // The local read socket and the metrics endpoint come up before the gRPC
   // socket accepts, so that a client that got an answer finds them too.
-  GRANARY_ASSIGN_OR_RETURN(
-      parts->local_reads,
-      LocalReadServer::Start(LocalReadSocketPath(c.socket_path), c.socket_mode, socket_gid,
-                             parts->read_through.get(), parts->batch_reads.get()));
+  GRANARY_ASSIGN_OR_RETURN(parts->local_reads,
+                           LocalReadServer::Start(LocalReadSocketPath(c.socket_path), c.socket_mode,
+                                                  socket_gid, parts->read_through.get(),
+                                                  parts->batch_reads.get(), parts->jobs.get()));
   Parts* raw = parts.get();
   parts->metrics_http.Handle("GET", "/metrics", [raw](const HttpRequest&) {
     HttpResponse response;
     response.content_type = "text/plain; version=0.0.4; charset=utf-8";
     response.body = raw->metrics.Render(raw->store->Stats(), raw->catalog->Size(),
                                         raw->catalog->ManifestMemory());
+    RenderJobMetrics(raw->jobs->Totals(), &response.body);
     return response;
   });
   if (absl::Status started = parts->metrics_http.Start(c.metrics_listen); !started.ok()) {
@@ -472,6 +481,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   builder.experimental().SetInterceptorCreators(std::move(watched));
   builder.RegisterService(parts->service.get());
   builder.RegisterService(parts->staging_service.get());
+  builder.RegisterService(parts->jobs_service.get());
   parts->grpc_server = builder.BuildAndStart();
   if (parts->grpc_server == nullptr) {
     close_listeners();

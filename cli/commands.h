@@ -30,6 +30,8 @@ void AddDatasetCommands(CLI::App& app, const GlobalOptions& global, Action& acti
 void AddPrewarmCommand(CLI::App& app, const GlobalOptions& global, Action& action);
 // status, locate
 void AddClusterCommands(CLI::App& app, const GlobalOptions& global, Action& action);
+// jobs
+void AddJobsCommand(CLI::App& app, const GlobalOptions& global, Action& action);
 // cat
 void AddCatCommand(CLI::App& app, const GlobalOptions& global, Action& action);
 // holds

@@ -19,6 +19,7 @@
 
 #include "nlohmann/json.hpp"
 #include "proto/granary.pb.h"
+#include "proto/jobs.pb.h"
 
 namespace granary::cli {
 
@@ -27,6 +28,9 @@ nlohmann::json DatasetListJson(const v1::ListDatasetsResponse& response);
 nlohmann::json RemovedDatasetJson(std::string_view name, const v1::RemoveDatasetResponse& response);
 nlohmann::json StatusJson(const v1::StatusResponse& status);
 nlohmann::json LocateJson(const v1::LocateResponse& locate);
+// Per job: bytes, reads and read waits by origin ("memory", "passthrough",
+// "local", "peer", "source"), waits in seconds.
+nlohmann::json JobsJson(const v1::ListJobsResponse& jobs);
 // The last progress message of a prewarm of `name` that took `seconds`.
 nlohmann::json PrewarmJson(std::string_view name, const v1::PrewarmProgress& progress,
                            double seconds);

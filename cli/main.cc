@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   granary::cli::AddDatasetCommands(app, global, action);
   granary::cli::AddPrewarmCommand(app, global, action);
   granary::cli::AddClusterCommands(app, global, action);
+  granary::cli::AddJobsCommand(app, global, action);
   granary::cli::AddCatCommand(app, global, action);
   granary::cli::AddHoldsCommand(app, global, action);
   granary::cli::AddStageInCommands(app, global, action);

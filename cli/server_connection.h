@@ -33,7 +33,7 @@ class ServerConnection {
                                                std::string_view token_file);
 
   v1::Granary::Stub& stub() const { return *stub_; }
-  // For granaryd's other services (Staging).
+  // The channel, for stubs of granaryd's other services (Staging, Jobs).
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
   const std::string& address() const { return address_; }
 

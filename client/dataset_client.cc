@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/absl_compat.h"
+#include "common/read_origin.h"
 #include "common/server_address.h"
 #include "common/status.h"
 #include "grpcpp/channel.h"
@@ -230,6 +231,8 @@ absl::Status DatasetClient::ReadChunkOverGrpc(const v1::ReadChunkRequest& reques
   size_t received = 0;
   bool overflow = false;
   while (reader->Read(&piece)) {
+    // Only the first message says whether the chunk was a hit.
+    if (received == 0 && !piece.from_cache()) NoteReadOrigin(ReadOrigin::kSource);
     const std::string& data = piece.data();
     if (data.size() > out.size() - received) {
       overflow = true;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/peer_read_protocol.h"
 #include "common/absl_compat.h"
+#include "common/read_origin.h"
 #include "common/server_address.h"
 #include "common/status.h"
 
@@ -135,6 +136,7 @@ absl::Status PeerReadConnections::ReceiveAnswer(int fd, std::span<char> out,
   }
   GRANARY_RETURN_IF_ERROR(ReceiveExactly(fd, out, what));
   *reusable = true;
+  if (!header->from_cache) NoteReadOrigin(ReadOrigin::kSource);
   return absl::OkStatus();
 }
 

@@ -59,6 +59,8 @@
 #include "common/server_address.h"
 #include "common/size.h"
 #include "common/unique_fd.h"
+#include "fuse_client/jobs/job_reporter.h"
+#include "fuse_client/jobs/reading_jobs.h"
 #include "fuse_client/kernel/detach_mount.h"
 #include "fuse_client/kernel/kernel_channel.h"
 #include "fuse_client/kernel/mount_device.h"
@@ -88,6 +90,9 @@ constexpr size_t kPageStoreQueue = 16;
 // How often reads served without granaryd are reported to it (and files it
 // withdrew are learnt): a withdrawn file's disk blocks stay held this long.
 constexpr std::chrono::milliseconds kUseReportInterval{1000};
+
+// How often what jobs read is reported to granaryd, which publishes it.
+constexpr std::chrono::milliseconds kJobReportInterval{1000};
 
 // How often the dataset list is refreshed and versions past their grace
 // period are looked for, whether or not anyone looks at the root.
@@ -131,6 +136,7 @@ struct Flags {
   bool no_page_store = false;
   bool no_local_reads = false;
   bool no_passthrough = false;
+  bool no_job_accounting = false;
   size_t max_kept_files = 131072;
   std::string cold_open_memory = "256MiB";
   uint32_t fuse_threads = 16;
@@ -368,8 +374,17 @@ int Run(const Flags& flags, int report_fd) {
   }
   MountedVersionReleaser releaser(&table, &refresher, kReleasePeriod);
   const uint16_t generation = handover ? static_cast<uint16_t>(handover->state.generation()) : 1;
+  // Jobs' reads are counted where a local granaryd takes the reports.
+  ReadingJobs jobs;
+  std::unique_ptr<JobReporter> job_reporter;
+  if (local_reads != nullptr && !flags.no_job_accounting) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> granaryd = MakeChannel((*client)->address());
+    if (!granaryd.ok()) return fail(std::string(granaryd.status().message()));
+    job_reporter =
+        std::make_unique<JobReporter>(&jobs.ledger(), *std::move(granaryd), kJobReportInterval);
+  }
   GranaryFs fs(&table, &refresher, {&cache, &fetcher, &readahead, &page_store, *readahead_bytes},
-               &channel, passthrough.get(), generation);
+               &channel, passthrough.get(), generation, job_reporter != nullptr ? &jobs : nullptr);
 
   // default_permissions always: the kernel checks each access against the
   // source's owners and modes that the entries show (fuse_ops.h); no option
@@ -493,6 +508,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-passthrough", flags.no_passthrough,
                "Serve every read through granary-fuse, never letting the kernel read files the "
                "local server holds whole (FUSE passthrough)");
+  app.add_flag("--no-job-accounting", flags.no_job_accounting,
+               "Do not count what each job reads (granary jobs, the per-job series of "
+               "granaryd's /metrics)");
   app.add_option("--max-kept-files", flags.max_kept_files,
                  "Files held whole whose descriptors stay open after they are closed, or that "
                  "the server handed out ahead of their first open, so that the next open "

@@ -208,6 +208,8 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"stage_in_poll_ms", WholeNumberKey(&GranarydConfig::stage_in_poll_ms, 100, 600'000)},
       {"hold_share", FractionKey(&GranarydConfig::hold_share, 0, 1)},
       {"active_after_seconds", WholeNumberKey(&GranarydConfig::active_after_seconds, 1, 86400)},
+      {"max_job_series", WholeNumberKey(&GranarydConfig::max_job_series, 1, 100'000)},
+      {"job_idle_seconds", WholeNumberKey(&GranarydConfig::job_idle_seconds, 1, 30 * 86400)},
   };
   return *parsers;
 }

@@ -175,6 +175,12 @@ struct GranarydConfig {
   // A dataset version nobody read, prewarmed or held for this long is
   // inactive: eviction takes it first.
   uint32_t active_after_seconds = 300;
+  // The jobs whose reads on this node are listed (granary jobs, /metrics)
+  // apart, as (job, dataset) pairs; beyond it, and once a pair has read
+  // nothing for job_idle_seconds, pairs are summed into one "other" entry
+  // (common/job_reads.h).
+  uint32_t max_job_series = 256;
+  uint32_t job_idle_seconds = 600;
 };
 
 // A capacity such as "200GiB"; INVALID_ARGUMENT for a bad size or 0.

@@ -6,7 +6,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
+#include <chrono>
 #include <memory>
 #include <thread>
 
@@ -25,9 +28,10 @@ namespace granary {
 absl::StatusOr<std::unique_ptr<LocalReadServer>> LocalReadServer::Start(const std::string& path,
                                                                         uint32_t mode, gid_t gid,
                                                                         ReadThrough* reads,
-                                                                        BatchReads* batches) {
+                                                                        BatchReads* batches,
+                                                                        JobLedger* jobs) {
   GRANARY_ASSIGN_OR_RETURN(int fd, ListenOnUnixSocket(path, SOCK_SEQPACKET, mode, gid));
-  std::unique_ptr<LocalReadServer> server(new LocalReadServer(fd, reads, batches));
+  std::unique_ptr<LocalReadServer> server(new LocalReadServer(fd, reads, batches, jobs));
   server->acceptor_ = std::thread([raw = server.get()] { raw->Accept(); });
   return server;
 }
@@ -131,7 +135,12 @@ v1::LocalReadResponse LocalReadServer::Answer(const absl::Status& received,
   absl::Status answer = received;
   const bool trusted = caller.credentials.uid == 0 || caller.credentials.uid == ::geteuid();
   if (answer.ok() && request.has_batch()) {
+    const auto started = std::chrono::steady_clock::now();
     answer = batches_->Answer(caller, request.batch(), response.mutable_batch(), passed);
+    CountBatch(caller, request.batch(), response.batch(),
+               std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::steady_clock::now() - started)
+                   .count());
   } else if (answer.ok() && !trusted) {
     answer = absl::PermissionDeniedError(
         "the local read socket hands out cache files, so it answers only root and "
@@ -188,6 +197,35 @@ v1::LocalReadResponse LocalReadServer::Answer(const absl::Status& received,
   response.set_code(static_cast<int>(answer.code()));
   response.set_message(std::string(answer.message()));
   return response;
+}
+
+void LocalReadServer::CountBatch(const Caller& caller, const v1::BatchRequest& request,
+                                 const v1::BatchAnswer& answer, int64_t wait_ns) {
+  // A batch refused whole (an unknown dataset) is no job's read.
+  if (answer.files().empty()) return;
+  std::array<uint64_t, kReadOrigins> bytes{};
+  bool read_any = false;
+  ReadOrigin slowest = ReadOrigin::kLocal;
+  std::shared_ptr<JobReadCounters> counters = jobs_->For(
+      job_identifier_.JobOf(caller.credentials.pid, caller.credentials.uid), request.dataset());
+  for (const v1::BatchFile& file : answer.files()) {
+    if (file.code() != 0) {
+      counters->Failed();
+      continue;
+    }
+    if (file.read_by_ranges()) continue;  // Its bytes come over gRPC, not counted here.
+    const ReadOrigin origin = file.in_memory() ? ReadOrigin::kSource : ReadOrigin::kLocal;
+    counters->Opened(0);
+    bytes[static_cast<size_t>(origin)] += file.size();
+    slowest = std::max(slowest, origin);
+    read_any = true;
+  }
+  if (!read_any) return;
+  for (int origin = 0; origin < kReadOrigins; ++origin) {
+    if (bytes[origin] == 0 && static_cast<ReadOrigin>(origin) != slowest) continue;
+    counters->Read(static_cast<ReadOrigin>(origin), bytes[origin],
+                   static_cast<ReadOrigin>(origin) == slowest ? wait_ns : 0);
+  }
 }
 
 }  // namespace granary

@@ -29,6 +29,11 @@
 // short back off and retry; the listener never stops. A request's read_bytes counts as served up to
 // the chunk's length, no more.
 //
+// Jobs: a batch is counted in `jobs` for the caller's job (its SO_PEERCRED pid's cgroup,
+// common/job_identity.h): its files opened, their bytes (a file read
+// through for the batch as from the source, one handed from the store as
+// local) and the batch's time as one read of its slowest origin.
+//
 // Thread-safety: Shutdown() (or the destructor) from one thread.
 #ifndef GRANARY_CACHE_SERVER_READ_PATH_LOCAL_READ_SERVER_H_
 #define GRANARY_CACHE_SERVER_READ_PATH_LOCAL_READ_SERVER_H_
@@ -48,6 +53,8 @@
 #include "cache_server/connection_threads.h"
 #include "cache_server/read_path/batch_reads.h"
 #include "cache_server/read_path/read_through.h"
+#include "common/job_identity.h"
+#include "common/job_reads.h"
 #include "common/unique_fd.h"
 
 namespace granary {
@@ -59,12 +66,13 @@ class LocalReadServer {
   static constexpr std::chrono::seconds kAnswerReadTimeout{10};
 
   // Listens on `path` with permission bits `mode` and group `gid`,
-  // replacing a stale socket file there; `reads` and `batches` must outlive
-  // the server.
+  // replacing a stale socket file there; `reads`, `batches` and `jobs` must
+  // outlive the server.
   static absl::StatusOr<std::unique_ptr<LocalReadServer>> Start(const std::string& path,
                                                                 uint32_t mode, gid_t gid,
                                                                 ReadThrough* reads,
-                                                                BatchReads* batches);
+                                                                BatchReads* batches,
+                                                                JobLedger* jobs);
   ~LocalReadServer();
   LocalReadServer(const LocalReadServer&) = delete;
   LocalReadServer& operator=(const LocalReadServer&) = delete;
@@ -73,8 +81,8 @@ class LocalReadServer {
   void Shutdown();
 
  private:
-  LocalReadServer(int listen_fd, ReadThrough* reads, BatchReads* batches)
-      : listen_fd_(listen_fd), reads_(reads), batches_(batches) {}
+  LocalReadServer(int listen_fd, ReadThrough* reads, BatchReads* batches, JobLedger* jobs)
+      : listen_fd_(listen_fd), reads_(reads), batches_(batches), jobs_(jobs) {}
 
   void Accept();
   // Answers the requests of `caller` on `connection` in turn until it closes.
@@ -83,10 +91,15 @@ class LocalReadServer {
   // of `caller`; `*passed` gets the descriptors to pass with it.
   v1::LocalReadResponse Answer(const absl::Status& received, const v1::LocalReadRequest& request,
                                const Caller& caller, std::vector<UniqueFd>* passed);
+  // Counts the batch `answer` answered for `caller` in `wait_ns`.
+  void CountBatch(const Caller& caller, const v1::BatchRequest& request,
+                  const v1::BatchAnswer& answer, int64_t wait_ns);
 
   const int listen_fd_;
   ReadThrough* const reads_;
   BatchReads* const batches_;
+  JobLedger* const jobs_;
+  JobIdentifier job_identifier_;
   std::atomic<bool> stopping_{false};
   ConnectionThreads connections_{kMaxConnections};
   // Connections of users other than root and granaryd's own, by uid.

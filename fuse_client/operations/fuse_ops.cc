@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/read_origin.h"
 #include "fuse_client/operations/newer_permissions.h"
 
 namespace granary::fuse {
@@ -23,6 +25,12 @@ constexpr double kRootTimeout = 1.0;           // Dataset names in the root.
 
 int ErrnoOf(const absl::Status& status) {
   return status.code() == absl::StatusCode::kFailedPrecondition ? ESTALE : EIO;
+}
+
+int64_t NanosSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                              start)
+      .count();
 }
 
 }  // namespace
@@ -38,12 +46,13 @@ struct DirHandle {
 
 GranaryFs::GranaryFs(InodeTable* table, DatasetRefresher* refresher,
                      const FileReader::Context& read_path, KernelChannel* channel,
-                     PassthroughFiles* passthrough, uint16_t generation)
+                     PassthroughFiles* passthrough, uint16_t generation, ReadingJobs* jobs)
     : table_(table),
       refresher_(refresher),
       read_path_(read_path),
       channel_(channel),
       passthrough_(passthrough),
+      jobs_(jobs),
       files_(generation),
       dirs_(generation) {}
 
@@ -278,7 +287,13 @@ struct Ops {
       fuse_reply_err(req, EACCES);
       return;
     }
+    const auto started = std::chrono::steady_clock::now();
+    ReadOriginScope origins;
     auto file = std::make_shared<OpenFile>(node.dataset, node.node);
+    if (fs.jobs_ != nullptr) {
+      const fuse_ctx* caller = fuse_req_ctx(req);
+      file->job_reads = fs.jobs_->CountersFor(caller->pid, caller->uid, node.dataset->name());
+    }
     if (fs.passthrough_ != nullptr) {
       const DatasetSnapshot& snapshot = file->dataset->snapshot();
       file->backing_id = fs.passthrough_->Open(*file, [&](uint64_t file_id, uint64_t size) {
@@ -298,7 +313,15 @@ struct Ops {
       fi->noflush = 1;
       replied = fuse_reply_open(req, fi);
     }
-    if (replied == -ENOENT) ReleaseReader(fs, handle, ino);  // The open was interrupted.
+    if (replied == -ENOENT) {
+      ReleaseReader(fs, handle, ino);  // The open was interrupted.
+    } else if (file->job_reads != nullptr) {
+      file->job_reads->Opened(NanosSince(started));
+      // A file granaryd read through for this open counts as read from the source.
+      if (file->backing_id > 0) {
+        file->job_reads->Read(origins.slowest().value_or(ReadOrigin::kPassthrough), entry->size, 0);
+      }
+    }
   }
 
   static void ReleaseReader(GranaryFs& fs, uint64_t handle, fuse_ino_t ino) {
@@ -330,6 +353,11 @@ struct Ops {
       fuse_reply_err(req, ESTALE);
       return;
     }
+    const auto started = std::chrono::steady_clock::now();
+    ReadOriginScope origins;
+    // Held, not borrowed: once answered, the file may be released (and its
+    // reader freed) by another thread before this one counts the read.
+    const std::shared_ptr<JobReadCounters> job = reader->file().job_reads;
     PageStore* page_store = fs.read_path_.page_store;
     PageStore::Answering answering =
         page_store->BeginAnswer(ino, static_cast<uint64_t>(offset), size);
@@ -340,6 +368,14 @@ struct Ops {
       fuse_reply_err(req, ErrnoOf(reply.status()));
     }
     page_store->EndAnswer(answering);
+    if (job == nullptr) return;
+    if (reply.ok()) {
+      // Nothing noted: the bytes were in granary-fuse's chunk cache.
+      job->Read(origins.slowest().value_or(ReadOrigin::kMemory), reply->bytes.size(),
+                NanosSince(started));
+    } else {
+      job->Failed();
+    }
   }
 
   static void Release(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {

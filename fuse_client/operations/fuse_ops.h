@@ -45,6 +45,7 @@
 
 #include <cstdint>
 
+#include "fuse_client/jobs/reading_jobs.h"
 #include "fuse_client/kernel/kernel_channel.h"
 #include "fuse_client/operations/dataset_refresher.h"
 #include "fuse_client/operations/file_handles.h"
@@ -64,8 +65,15 @@ class GranaryFs {
   // Everything must outlive the session; `passthrough` is null when files
   // are never passed through (no local granaryd to hand out whole files).
   // `generation` tags the file handles this process issues (FileHandles).
+  // `jobs` (null: reads are not counted) gets each open file's job and what
+  // it read: a read's bytes and time go to its slowest origin
+  // (common/read_origin.h), bytes the kernel serves from a passed-through
+  // file are counted whole at its open (as from the source when granaryd
+  // read the file through for the open), and the reads the kernel answers
+  // from its page cache are not seen.
   GranaryFs(InodeTable* table, DatasetRefresher* refresher, const FileReader::Context& read_path,
-            KernelChannel* channel, PassthroughFiles* passthrough, uint16_t generation);
+            KernelChannel* channel, PassthroughFiles* passthrough, uint16_t generation,
+            ReadingJobs* jobs = nullptr);
   ~GranaryFs();
 
   // The operation table; fuse_session_new()'s userdata must be this object.
@@ -82,6 +90,7 @@ class GranaryFs {
   const FileReader::Context read_path_;
   KernelChannel* const channel_;
   PassthroughFiles* const passthrough_;
+  ReadingJobs* const jobs_;
   FileHandles<FileReader> files_;
   FileHandles<DirHandle> dirs_;
 };

@@ -7,6 +7,7 @@
 #include "common/chunk_math.h"
 #include "common/logging.h"
 #include "common/memory_file.h"
+#include "common/read_origin.h"
 
 namespace granary::fuse {
 namespace {
@@ -211,6 +212,8 @@ int32_t PassthroughFiles::ChooseMode(const OpenFile& file, OwnedWhole owned_whol
       if (registered.ok()) {
         whole = *std::move(fetched);
         backing_id = *registered;
+        // A copy of what granaryd read through for this open.
+        if (whole.in_memory) NoteReadOrigin(ReadOrigin::kSource);
       }
     } else if (!fetched.ok() && !absl::IsNotFound(fetched.status())) {
       GRANARY_LOG_FIRST_N(WARNING, 10)

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/chunk_math.h"
 #include "common/logging.h"
+#include "common/read_origin.h"
 
 namespace granary::fuse {
 namespace {
@@ -48,6 +49,7 @@ absl::Status ChunkFetcher::FetchLocal(const FileRef& file, uint32_t chunk_index,
   if (status.ok() && !asked && uses_ != nullptr) {
     uses_->Record(file.snapshot.manifest.version(), file.file_id, out.size(), 1);
   }
+  if (status.ok()) NoteReadOrigin(ReadOrigin::kLocal);
   return status;
 }
 
@@ -83,6 +85,9 @@ absl::Status ChunkFetcher::Fetch(const FileRef& file, uint32_t chunk_index,
     if (FetchLocal(file, chunk_index, offset_in_chunk, out).ok()) return absl::OkStatus();
     server_status = servers_->ReadChunk(key, offset_in_chunk, out);
     if (server_status.ok()) {
+      // A chunk its owner read through from the source was noted as such by
+      // the client (DatasetClient): the slowest origin noted counts.
+      NoteReadOrigin(MayBeLocal(file, chunk_index) ? ReadOrigin::kLocal : ReadOrigin::kPeer);
       if (down_until_ns_.exchange(0) != 0) {
         GRANARY_LOG(INFO) << "the cache answers again";
       }
@@ -105,7 +110,10 @@ absl::Status ChunkFetcher::Fetch(const FileRef& file, uint32_t chunk_index,
   }
   uint64_t offset = uint64_t{chunk_index} * file.snapshot.manifest.chunk_size() + offset_in_chunk;
   absl::Status source_status = file.source.ReadExactly(*sources_, offset, out);
-  if (source_status.ok()) return source_status;
+  if (source_status.ok()) {
+    NoteReadOrigin(ReadOrigin::kSource);
+    return source_status;
+  }
   GRANARY_LOG(ERROR) << "read of " << file.source.Path() << " [" << offset << ", +" << out.size()
                      << ") failed: server: " << server_status << "; source: " << source_status;
   if (source_status.code() == absl::StatusCode::kFailedPrecondition) return source_status;

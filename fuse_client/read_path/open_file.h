@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "common/job_reads.h"
 #include "fuse_client/operations/inode_table.h"
 #include "fuse_client/read_path/chunk_cache.h"
 #include "fuse_client/read_path/chunk_fetcher.h"
@@ -59,6 +60,9 @@ struct OpenFile {
   // The kernel's backing file of this open when it is passed through (set
   // before the OPEN reply), else 0.
   int32_t backing_id = 0;
+  // What the opener's job read of this dataset (set before the OPEN reply);
+  // null when reads are not counted.
+  std::shared_ptr<JobReadCounters> job_reads;
 };
 
 }  // namespace granary::fuse

@@ -1,0 +1,56 @@
+#include "fuse_client/jobs/job_reporter.h"
+
+#include "common/logging.h"
+#include "common/status.h"
+#include "grpcpp/client_context.h"
+
+namespace granary::fuse {
+
+namespace {
+
+// How long one report may take: a granaryd that does not answer costs the
+// reporter's thread this, never a reader.
+constexpr std::chrono::seconds kReportDeadline{5};
+
+}  // namespace
+
+JobReporter::JobReporter(JobLedger* ledger, std::shared_ptr<grpc::Channel> granaryd,
+                         std::chrono::milliseconds interval)
+    : ledger_(ledger), stub_(v1::Jobs::NewStub(std::move(granaryd))), interval_(interval) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+JobReporter::~JobReporter() {
+  {
+    MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
+  wake_.SignalAll();
+  thread_.join();
+}
+
+void JobReporter::Run() {
+  for (bool stopping = false; !stopping;) {
+    {
+      MutexLock lock(&mutex_);
+      wake_.WaitFor(&mutex_, interval_,
+                    [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; });
+      stopping = stopping_;
+    }
+    SendPending();
+  }
+}
+
+void JobReporter::SendPending() {
+  const v1::JobReadsReport pending = ledger_->TakeReport();
+  if (pending.jobs().empty()) return;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kReportDeadline);
+  v1::ReportJobReadsResponse response;
+  const absl::Status sent = FromGrpcStatus(stub_->ReportJobReads(&context, pending, &response));
+  if (!sent.ok()) {
+    GRANARY_LOG_FIRST_N(WARNING, 10) << "cannot report jobs' reads to granaryd: " << sent;
+  }
+}
+
+}  // namespace granary::fuse
