@@ -16,29 +16,13 @@ constexpr std::chrono::seconds kReportDeadline{5};
 
 JobReporter::JobReporter(JobLedger* ledger, std::shared_ptr<grpc::Channel> granaryd,
                          std::chrono::milliseconds interval)
-    : ledger_(ledger), stub_(v1::Jobs::NewStub(std::move(granaryd))), interval_(interval) {
-  thread_ = std::thread([this] { Run(); });
-}
+    : ledger_(ledger),
+      stub_(v1::Jobs::NewStub(std::move(granaryd))),
+      reports_(std::make_unique<PeriodicThread>(interval, interval, [this] { SendPending(); })) {}
 
 JobReporter::~JobReporter() {
-  {
-    MutexLock lock(&mutex_);
-    stopping_ = true;
-  }
-  wake_.SignalAll();
-  thread_.join();
-}
-
-void JobReporter::Run() {
-  for (bool stopping = false; !stopping;) {
-    {
-      MutexLock lock(&mutex_);
-      wake_.WaitFor(&mutex_, interval_,
-                    [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; });
-      stopping = stopping_;
-    }
-    SendPending();
-  }
+  reports_.reset();
+  SendPending();
 }
 
 void JobReporter::SendPending() {

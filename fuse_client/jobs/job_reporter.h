@@ -13,10 +13,9 @@
 
 #include <chrono>
 #include <memory>
-#include <thread>
 
 #include "common/job_reads.h"
-#include "common/mutex.h"
+#include "common/periodic_thread.h"
 #include "grpcpp/channel.h"
 #include "proto/jobs.grpc.pb.h"
 
@@ -32,16 +31,11 @@ class JobReporter {
   JobReporter& operator=(const JobReporter&) = delete;
 
  private:
-  void Run();
   void SendPending();
 
   JobLedger* const ledger_;
   const std::unique_ptr<v1::Jobs::Stub> stub_;
-  const std::chrono::milliseconds interval_;
-  Mutex mutex_;
-  CondVar wake_;
-  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
-  std::thread thread_;
+  std::unique_ptr<PeriodicThread> reports_;  // Last: starts once the rest exists.
 };
 
 }  // namespace granary::fuse

@@ -196,9 +196,16 @@ TEST_F(StageInTest, TopUpHoldsTheJobNoLongerThanThePolicySays) {
   ASSERT_TRUE(TopUp(request, &stage_in).ok());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   ASSERT_EQ(stage_in.targets_size(), 1);
-  EXPECT_EQ(stage_in.targets(0).state(), "partial");
-  EXPECT_NE(stage_in.targets(0).error().find("holds a job at most 1 ms"), std::string::npos)
-      << stage_in.targets(0).error();
+  // A machine fast enough to cache the 64 MiB before the prewarm's first
+  // look at the clock has it whole, which the policy allows; otherwise the
+  // top-up stops and says why.
+  const v1::StageInTarget& target = stage_in.targets(0);
+  if (target.state() == "cached") {
+    EXPECT_EQ(target.bytes_cached(), target.bytes_total());
+  } else {
+    EXPECT_EQ(target.state(), "partial");
+    EXPECT_NE(target.error().find("holds a job at most 1 ms"), std::string::npos) << target.error();
+  }
 }
 
 TEST_F(StageInTest, NodesThatAreNotGranaryNodesAreNamedAndNothingIsWarmed) {
