@@ -4,16 +4,16 @@
 
 #include <utility>
 
+#include "cache_server/access/call_authorization.h"
 #include "common/status.h"
 
 namespace granary {
 
 grpc::Status JobsService::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest*,
                                    v1::ListJobsResponse* response) {
-  absl::StatusOr<Caller> caller = authenticator_->Authenticate(*context, "ListJobs");
+  absl::StatusOr<Caller> caller = AuthorizeCall(*authenticator_, *policy_, *context, "ListJobs",
+                                                AccessPolicy::Action::kDescribe);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  absl::Status allowed = policy_->Allow(*caller, AccessPolicy::Action::kDescribe, "ListJobs");
-  if (!allowed.ok()) return ToGrpcStatus(allowed);
   response->set_node_id(cluster_->self().id);
   response->set_group(cluster_->self().group);
   JobLedger::Listing listing = jobs_->Totals();
