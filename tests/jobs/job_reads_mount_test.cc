@@ -67,7 +67,7 @@ class TestCgroups {
     std::string path = base_;
     MakeOne(path);
     for (const auto& part : std::filesystem::path(relative)) {
-      path += "/" + part.string();
+      absl::StrAppend(&path, "/", part.string());
       MakeOne(path);
     }
     return path;
