@@ -118,8 +118,9 @@ by_origin = listed["bytes"]
 ratio = listed["wait_seconds"] / job["inside_seconds"]
 print("slurm:%s read %d files, %d bytes in %.3f s (workers inside open and read: %.3f s)"
       % (job["job"], job["files"], job["bytes"], job["wall_seconds"], job["inside_seconds"]))
-print("granary jobs: wait %.3f s, %.3f of the workers' own; bytes by origin %s"
-      % (listed["wait_seconds"], ratio, json.dumps(by_origin)))
+print("granary jobs: wait %.3f s, %.3f of the workers' own (opens %.3f s); bytes by origin %s "
+      "in reads %s" % (listed["wait_seconds"], ratio, listed["open_wait_seconds"],
+                       json.dumps(by_origin), json.dumps(listed["reads"])))
 failed = []
 if listed["bytes_read"] != job["bytes"] or sum(by_origin.values()) != job["bytes"]:
     failed.append("bytes by origin do not add up to the %d bytes read" % job["bytes"])
