@@ -158,6 +158,7 @@ TEST_F(ManyJobsTest, MemoryDescriptorsAndPrometheusSeriesStayBounded) {
   TakeSample(&before);
   if (HasFatalFailure()) return;
   Sample peak = before;
+  std::string trace;  // Resident memory after every tenth of the jobs.
   const auto start = std::chrono::steady_clock::now();
   for (int job = 1; job <= jobs; ++job) {
     const std::string name = absl::StrCat("job_", job);
@@ -170,6 +171,10 @@ TEST_F(ManyJobsTest, MemoryDescriptorsAndPrometheusSeriesStayBounded) {
       if (HasFatalFailure()) return;
       peak = {std::max(peak.server_rss, now.server_rss), std::max(peak.mount_rss, now.mount_rss),
               std::max(peak.server_fds, now.server_fds), std::max(peak.mount_fds, now.mount_fds)};
+      if (job % std::max(jobs / 10, 100) == 0) {
+        absl::StrAppendFormat(&trace, "after %d jobs: granaryd %.1f MiB, granary-fuse %.1f MiB\n",
+                              job, double(now.server_rss) / kMiB, double(now.mount_rss) / kMiB);
+      }
     }
   }
   const double seconds =
@@ -208,20 +213,22 @@ TEST_F(ManyJobsTest, MemoryDescriptorsAndPrometheusSeriesStayBounded) {
             before.server_fds + kDescriptorGrowthBound);
   EXPECT_LE(std::max(peak.mount_fds, after.mount_fds), before.mount_fds + kDescriptorGrowthBound);
 
-  std::cout << absl::StrFormat(
-      "%d jobs in %.1f s (%.2f ms a job)\n"
-      "granaryd RSS %.1f MiB before, %.1f MiB at most during, %.1f MiB after; "
-      "descriptors %d, %d, %d\n"
-      "granary-fuse RSS %.1f MiB before, %.1f MiB at most during, %.1f MiB after; "
-      "descriptors %d, %d, %d\n"
-      "Prometheus: at most %d series of granary_job_files_opened_total at once "
-      "(max_job_series %d), %s distinct over the run; opens counted %d\n",
-      jobs, seconds, seconds * 1000 / jobs, double(before.server_rss) / kMiB,
-      double(peak.server_rss) / kMiB, double(after.server_rss) / kMiB, before.server_fds,
-      peak.server_fds, after.server_fds, double(before.mount_rss) / kMiB,
-      double(peak.mount_rss) / kMiB, double(after.mount_rss) / kMiB, before.mount_fds,
-      peak.mount_fds, after.mount_fds, most_series, kMaxJobSeries,
-      ever[0]["value"][1].get<std::string>(), opens_counted());
+  std::cout << trace
+            << absl::StrFormat(
+                   "%d jobs in %.1f s (%.2f ms a job)\n"
+                   "granaryd RSS %.1f MiB before, %.1f MiB at most during, %.1f MiB after; "
+                   "descriptors %d, %d, %d\n"
+                   "granary-fuse RSS %.1f MiB before, %.1f MiB at most during, %.1f MiB after; "
+                   "descriptors %d, %d, %d\n"
+                   "Prometheus: at most %d series of granary_job_files_opened_total at once "
+                   "(max_job_series %d), %s distinct over the run; opens counted %d\n",
+                   jobs, seconds, seconds * 1000 / jobs, double(before.server_rss) / kMiB,
+                   double(peak.server_rss) / kMiB, double(after.server_rss) / kMiB,
+                   before.server_fds, peak.server_fds, after.server_fds,
+                   double(before.mount_rss) / kMiB, double(peak.mount_rss) / kMiB,
+                   double(after.mount_rss) / kMiB, before.mount_fds, peak.mount_fds,
+                   after.mount_fds, most_series, kMaxJobSeries,
+                   ever[0]["value"][1].get<std::string>(), opens_counted());
 }
 
 }  // namespace
