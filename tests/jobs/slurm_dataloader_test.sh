@@ -3,7 +3,7 @@
 # Slurm allocation (munged, slurmctld, slurmd of Slurm 22.05 on localhost,
 # slurm_test_lib.sh) reads a half-cached dataset through a real granary-fuse
 # mount of a real granaryd: half its files prewarmed, the other half cold at
-# the source. Slurm itself places the job's processes in its cgroups
+# a slow source (granaryd reads it at 4 MiB/s). Slurm itself places the job's processes in its cgroups
 # (proctrack/cgroup and task/cgroup), which is how Granary finds the job:
 #
 #  - `granary jobs --json` lists the job as slurm:<its id> with every file it
@@ -18,7 +18,11 @@
 #
 # Every read goes through granary-fuse (--no-passthrough): with passthrough
 # the kernel reads a cached file itself, and Granary sees its open only, so
-# it cannot count the time spent reading it.
+# it cannot count the time spent reading it. The source is slow because the
+# kernel's side of each open and read (waking a granary-fuse thread, then the
+# worker) is time the workers measure and granary-fuse cannot: milliseconds
+# a request on a loaded machine, a fixed cost that a real wait on the source
+# makes small.
 #
 # Prints the figures (for bench/RESULTS.md). Usage (root):
 #   slurm_dataloader_test.sh GRANARYD GRANARY GRANARY_FUSE JOB_SCRIPT
