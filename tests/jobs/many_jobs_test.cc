@@ -47,7 +47,7 @@ constexpr uint64_t kMiB = 1 << 20;
 // number: granary-fuse remembers at most JobIdentifier::kMaxProcesses
 // processes and ReadingJobs::kLimits.max_entries jobs, granaryd at most
 // max_job_series jobs.
-constexpr uint64_t kRssGrowthBound = 16 * kMiB;
+constexpr uint64_t kRssGrowthBound = 8 * kMiB;
 constexpr size_t kDescriptorGrowthBound = 8;
 
 // Open descriptors of process `pid`.
@@ -197,6 +197,9 @@ TEST_F(ManyJobsTest, MemoryDescriptorsAndPrometheusSeriesStayBounded) {
   ASSERT_TRUE(most.is_array() && !most.empty()) << most.dump();
   const int most_series = std::stoi(most[0]["value"][1].get<std::string>());
   EXPECT_LE(most_series, kMaxJobSeries + 1);
+  // The jobs filled granaryd's listing (idle jobs stay listed for 10
+  // minutes): the bound was reached, not only respected.
+  EXPECT_GE(most_series, kMaxJobSeries);
   const nlohmann::json ever =
       (*prometheus)
           ->Query(absl::StrCat("count(count_over_time(granary_job_files_opened_total[", window + 30,
