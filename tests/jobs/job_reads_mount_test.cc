@@ -9,9 +9,7 @@
 // user other than root cannot report jobs' reads to granaryd.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -20,12 +18,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/http.h"
 #include "nlohmann/json.hpp"
 #include "tests/fuse/mounted_tree.h"
-#include "tests/support/child_process.h"
+#include "tests/jobs/prometheus_server.h"
+#include "tests/jobs/test_cgroups.h"
 
 namespace granary::testing {
 namespace {
@@ -35,53 +32,6 @@ constexpr char kPodSlice[] =
     "kubepods.slice/kubepods-besteffort.slice/"
     "kubepods-besteffort-pod1b2c3d4e_5f60_7182_93a4_b5c6d7e8f901.slice";
 constexpr uid_t kNobody = 65534;
-
-// Where this host lets the test make cgroup v2 directories: the unified
-// hierarchy of a hybrid host, else the root of a v2-only one.
-std::string CgroupV2Root() {
-  for (const char* root : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
-    std::error_code error;
-    if (std::filesystem::exists(absl::StrCat(root, "/cgroup.procs"), error) &&
-        std::filesystem::exists(absl::StrCat(root, "/cgroup.controllers"), error) &&
-        ::access(root, W_OK) == 0) {
-      return root;
-    }
-  }
-  return "";
-}
-
-// Cgroups made beneath one directory of the test's own, removed at the end
-// (their processes have exited by then).
-class TestCgroups {
- public:
-  TestCgroups() : root_(CgroupV2Root()) {
-    if (!root_.empty()) base_ = absl::StrCat(root_, "/granary-jobs-test-", ::getpid());
-  }
-  ~TestCgroups() {
-    for (auto it = made_.rbegin(); it != made_.rend(); ++it) ::rmdir(it->c_str());
-  }
-  bool available() const { return !base_.empty(); }
-
-  // The directory of cgroup `relative` (created with its parents).
-  std::string Make(const std::string& relative) {
-    std::string path = base_;
-    MakeOne(path);
-    for (const auto& part : std::filesystem::path(relative)) {
-      absl::StrAppend(&path, "/", part.string());
-      MakeOne(path);
-    }
-    return path;
-  }
-
- private:
-  void MakeOne(const std::string& path) {
-    if (::mkdir(path.c_str(), 0755) == 0) made_.push_back(path);
-  }
-
-  const std::string root_;
-  std::string base_;
-  std::vector<std::string> made_;
-};
 
 // `sh -c` that moves itself into cgroup `cgroup` (unless empty), then runs
 // `command` as user `uid` (root: as it is), for at most a minute (a read
@@ -324,34 +274,10 @@ TEST_F(BoundedJobSeriesTest, JobsBeyondTheBoundAreSummedAndPrometheusSeesBounded
   EXPECT_EQ(jobs["jobs"].back()["job"], "other");
 
   // A real Prometheus scrapes granaryd every second.
-  TempDir prometheus_dir;
-  const int port = FreeTcpPort();
-  const std::string config = prometheus_dir.path() + "/prometheus.yml";
-  std::ofstream(config) << "global:\n  scrape_interval: 1s\n"
-                        << "scrape_configs:\n  - job_name: granary\n    static_configs:\n"
-                        << "      - targets: ['" << server_->metrics_address() << "']\n";
-  absl::StatusOr<pid_t> prometheus = SpawnChild(
-      "/usr/bin/prometheus",
-      {"--config.file=" + config, "--storage.tsdb.path=" + prometheus_dir.path() + "/data",
-       absl::StrCat("--web.listen-address=127.0.0.1:", port)},
-      prometheus_dir.path() + "/log");
+  absl::StatusOr<std::unique_ptr<PrometheusServer>> prometheus =
+      PrometheusServer::Start(server_->metrics_address());
   ASSERT_TRUE(prometheus.ok()) << prometheus.status();
-  const std::string address = absl::StrCat("127.0.0.1:", port);
-  auto query = [&](const std::string& promql) -> nlohmann::json {
-    std::string encoded;
-    for (char c : promql) {
-      if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
-        encoded += c;
-      } else {
-        encoded += absl::StrFormat("%%%02X", static_cast<unsigned char>(c));
-      }
-    }
-    absl::StatusOr<std::string> answer = HttpGet(address, "/api/v1/query?query=" + encoded);
-    if (!answer.ok()) return nlohmann::json();
-    nlohmann::json parsed = nlohmann::json::parse(*answer, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded() || parsed["status"] != "success") return nlohmann::json();
-    return parsed["data"]["result"];
-  };
+  auto query = [&](const std::string& promql) { return (*prometheus)->Query(promql); };
   nlohmann::json total;
   for (int i = 0; i < 300; ++i) {
     total = query("sum(granary_job_files_opened_total)");
@@ -359,7 +285,7 @@ TEST_F(BoundedJobSeriesTest, JobsBeyondTheBoundAreSummedAndPrometheusSeesBounded
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_TRUE(total.is_array() && !total.empty())
-      << "Prometheus never scraped granaryd: " << ReadWhole(prometheus_dir.path() + "/log");
+      << "Prometheus never scraped granaryd: " << (*prometheus)->log();
   EXPECT_EQ(total[0]["value"][1], std::to_string(kJobs));
   const nlohmann::json series = query("count(granary_job_files_opened_total)");
   ASSERT_TRUE(series.is_array() && !series.empty());
@@ -367,7 +293,6 @@ TEST_F(BoundedJobSeriesTest, JobsBeyondTheBoundAreSummedAndPrometheusSeesBounded
   const nlohmann::json other = query("granary_job_files_opened_total{job_id=\"other\"}");
   ASSERT_TRUE(other.is_array() && other.size() == 1u) << other.dump();
   EXPECT_EQ(other[0]["metric"]["job"], "granary") << "Prometheus' own job label is untouched";
-  KillChild(*prometheus);
 }
 
 }  // namespace

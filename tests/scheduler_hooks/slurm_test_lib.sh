@@ -15,7 +15,11 @@
 #                                  directory), they run in that cgroup
 #   write_slurm_conf LINES         ${tmp}/etc/slurm.conf: one node "localhost"
 #                                  with 2 CPUs, partition "debug", the backfill
-#                                  scheduler, and LINES; exports SLURM_CONF
+#                                  scheduler, and LINES; exports SLURM_CONF;
+#                                  processes tracked by slurm_proctrack and
+#                                  tasks confined by slurm_task_plugin (set
+#                                  before: proctrack/linuxproc and task/none
+#                                  unless the test needs Slurm's cgroups)
 #   start_slurm                    slurmctld and slurmd; waits for the node
 #   fail MESSAGE                   prints MESSAGE and the logs' tails, exits 1
 #   wait_for SECONDS COMMAND...    until COMMAND succeeds; 1 when it never did
@@ -143,8 +147,8 @@ SlurmctldLogFile=${tmp}/log/slurmctld
 SlurmdLogFile=${tmp}/log/slurmd
 SlurmctldDebug=info
 SlurmdDebug=info
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+ProctrackType=${slurm_proctrack:-proctrack/linuxproc}
+TaskPlugin=${slurm_task_plugin:-task/none}
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
