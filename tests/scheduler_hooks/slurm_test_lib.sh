@@ -88,8 +88,32 @@ start_munge() {
 declare -A peer_port granaryd_pid
 granary_nodes=(localhost:rack-a peer-a:rack-a remote-b:rack-b)
 
+start_granaryd() {  # start_granaryd ID:GROUP, with start_granary_cluster's settings
+  local spec="$1" id="${1%%:*}"
+  "${granary_wrap[@]}" "${granaryd_binary}" ${granary_config:+--config "${granary_config}"} \
+    --data-dir "${tmp}/granary-${id}" --socket "${tmp}/granaryd-${id}.sock" \
+    --listen "127.0.0.1:${peer_port[${id}]}" --metrics-listen "127.0.0.1:$(free_port)" \
+    --node-id "${id}" --group "${spec#*:}" --members "${tmp}/members.yaml" \
+    --token-file "${GRANARY_TOKEN_FILE}" --source-root "${tmp}" --locality-period-ms 200 \
+    >>"${tmp}/log/granaryd-${id}" 2>&1 &
+  pids+=($!)
+  granaryd_pid[${id}]=$!
+}
+
+restart_granaryd() {
+  local id="$1" spec
+  kill -KILL "${granaryd_pid[${id}]}"
+  wait_for 10 bash -c "! kill -0 ${granaryd_pid[${id}]}" || fail "granaryd ${id} outlived SIGKILL"
+  for spec in "${granary_nodes[@]}"; do
+    [[ "${spec%%:*}" == "${id}" ]] && start_granaryd "${spec}"
+  done
+  wait_for 20 "${granary_cli}" --server "unix:${tmp}/granaryd-${id}.sock" status ||
+    fail "granaryd ${id} did not start again"
+}
+
 start_granary_cluster() {
   local granaryd="$1" granary="$2" config="${3:-}" spec id wrap=()
+  granary_cli="${granary}"
   if [[ -n "${granaryd_cgroup:-}" ]]; then
     wrap=(bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "${granaryd_cgroup}")
   fi
@@ -102,17 +126,10 @@ start_granary_cluster() {
     printf '  - id: %s\n    address: 127.0.0.1:%s\n    group: %s\n' "${id}" "${peer_port[${id}]}" \
       "${spec#*:}" >>"${tmp}/members.yaml"
   done
-  for spec in "${granary_nodes[@]}"; do
-    id="${spec%%:*}"
-    "${wrap[@]}" "${granaryd}" ${config:+--config "${config}"} --data-dir "${tmp}/granary-${id}" \
-      --socket "${tmp}/granaryd-${id}.sock" \
-      --listen "127.0.0.1:${peer_port[${id}]}" --metrics-listen "127.0.0.1:$(free_port)" \
-      --node-id "${id}" --group "${spec#*:}" --members "${tmp}/members.yaml" \
-      --token-file "${GRANARY_TOKEN_FILE}" --source-root "${tmp}" --locality-period-ms 200 \
-      >"${tmp}/log/granaryd-${id}" 2>&1 &
-    pids+=($!)
-    granaryd_pid[${id}]=$!
-  done
+  granary_wrap=("${wrap[@]}")
+  granary_config="${config}"
+  granaryd_binary="${granaryd}"
+  for spec in "${granary_nodes[@]}"; do start_granaryd "${spec}"; done
   export GRANARY_SERVER="127.0.0.1:${peer_port[localhost]}"
   for spec in "${granary_nodes[@]}"; do
     id="${spec%%:*}"
