@@ -443,6 +443,9 @@ std::optional<StageIns::Target> StageIns::NextTargetLocked() {
         continue;
       }
       target.set_state("warming");
+      GRANARY_LOG(INFO) << "stage-in: job " << entry->info.job_id() << " (start "
+                        << entry->info.start_unix_s() << "): warming '" << target.dataset()
+                        << "' in group " << target.group();
       return Target{entry->info.job_id(), target.dataset(), target.group()};
     }
   }

@@ -16,7 +16,8 @@
 #   write_slurm_conf LINES         ${tmp}/etc/slurm.conf: one node "localhost"
 #                                  with 2 CPUs, partition "debug", the backfill
 #                                  scheduler, and LINES; exports SLURM_CONF
-#   start_slurm                    slurmctld and slurmd; waits for the node
+#   start_slurm                    slurmctld and slurmd; waits for the node;
+#                                  slurmctld_pid is slurmctld's process id
 #   fail MESSAGE                   prints MESSAGE and the logs' tails, exits 1
 #   wait_for SECONDS COMMAND...    until COMMAND succeeds; 1 when it never did
 #
@@ -180,6 +181,7 @@ CONF
 start_slurm() {
   slurmctld -D -i >"${tmp}/log/slurmctld.out" 2>&1 &
   pids+=($!)
+  slurmctld_pid=$!
   slurmd -D -N localhost >"${tmp}/log/slurmd.out" 2>&1 &
   pids+=($!)
   node_idle() { scontrol show node localhost | grep -q 'State=IDLE'; }
