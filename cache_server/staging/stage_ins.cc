@@ -1,6 +1,7 @@
 #include "cache_server/staging/stage_ins.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <tuple>
@@ -357,6 +358,9 @@ void StageIns::RenewHolds() {
           (holding.groups == entry.held_groups && now - entry.held_at < HoldLease() / 3)) {
         continue;
       }
+      std::set_difference(entry.held_groups.begin(), entry.held_groups.end(),
+                          holding.groups.begin(), holding.groups.end(),
+                          std::back_inserter(holding.left));
       due.push_back(std::move(holding));
     }
   }
@@ -364,6 +368,7 @@ void StageIns::RenewHolds() {
   for (const Holding& holding : due) {
     absl::Status placed =
         holds_->Place("slurm:" + holding.job_id, holding.datasets, holding.groups, HoldLease());
+    if (placed.ok()) holds_->ReleaseIn("slurm:" + holding.job_id, holding.left);
     MutexLock lock(&mu_);
     auto it = entries_.find(holding.job_id);
     if (it == entries_.end() || it->second.info.state() == kEnded) {

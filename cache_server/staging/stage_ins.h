@@ -26,7 +26,8 @@
 //
 // Holds: while a stage-in has target groups, its job's datasets are held on
 // every member of them (ClusterHolds, holder "slurm:JOB"), renewed every
-// third of kHoldLease and released when the stage-in ends; a refusal (a
+// third of kHoldLease, released in the groups a changed forecast leaves and
+// everywhere when the stage-in ends; a refusal (a
 // node's hold share is full) is recorded in the stage-in and tried again at
 // the next renewal.
 //
@@ -128,6 +129,7 @@ class StageIns {
     std::string job_id;
     std::vector<std::string> datasets;
     std::vector<std::string> groups;
+    std::vector<std::string> left;  // Groups held before and no longer targeted.
   };
   struct Target {
     std::string job_id;
