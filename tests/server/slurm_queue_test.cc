@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace granary {
 namespace {
 
@@ -43,7 +45,7 @@ int64_t Local(int year, int month, int day, int hour, int minute, int second) {
 // the backfill scheduler), 33 s after (_2: job 1 completed, job 2 runs) and
 // once all were cancelled (_3); and `scontrol show partition -o --all`.
 std::string Captured(const std::string& name) {
-  std::ifstream file(std::string(GRANARY_SERVER_TESTDATA) + "/" + name);
+  std::ifstream file(absl::StrCat(GRANARY_SERVER_TESTDATA, "/", name));
   EXPECT_TRUE(file.good()) << name;
   std::stringstream text;
   text << file.rdbuf();
