@@ -269,6 +269,7 @@ struct GranaryServer::Parts {
   std::unique_ptr<HoldTable> holds;
   std::unique_ptr<ClusterHolds> cluster_holds;
   std::unique_ptr<SlurmQueue> slurm_queue;
+  std::unique_ptr<StageInJournal> stage_in_journal;
   std::unique_ptr<StageIns> stage_ins;
   std::unique_ptr<StagingService> staging_service;
   std::unique_ptr<JobsService> jobs_service;
@@ -420,9 +421,11 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
                                                     FormatSize(c.capacity_bytes))});
   parts->cluster_holds = std::make_unique<ClusterHolds>(parts->holds.get(), parts->cluster.get());
   parts->slurm_queue = std::make_unique<SlurmQueue>(c.scontrol);
+  GRANARY_ASSIGN_OR_RETURN(parts->stage_in_journal,
+                           StageInJournal::Open(absl::StrCat(c.data_dir, "/staging")));
   parts->stage_ins = std::make_unique<StageIns>(
       parts->slurm_queue.get(), parts->cluster.get(), parts->registry.get(),
-      parts->cluster_holds.get(),
+      parts->cluster_holds.get(), parts->stage_in_journal.get(),
       StageIns::Options{.poll_period = std::chrono::milliseconds(c.stage_in_poll_ms)});
   parts->staging_service = std::make_unique<StagingService>(
       parts->stage_ins.get(), parts->holds.get(), parts->cluster_holds.get(),

@@ -25,24 +25,27 @@ void VersionActivity::Touch(uint64_t version) {
   if (!use.active) {
     use.active = true;
     // Under the lock, so that a concurrent demotion cannot overtake it.
-    store_->SetVersionState(version, store::VersionState::kActive);
+    SetStateLocked(version, store::VersionState::kActive);
   }
 }
 
 void VersionActivity::Hold(uint64_t version) {
   MutexLock lock(&mu_);
   Use& use = uses_[version];
-  use.holds++;
-  if (!use.active) {
-    use.active = true;
-    store_->SetVersionState(version, store::VersionState::kActive);
-  }
+  use.active = true;
+  if (use.holds++ == 0) SetStateLocked(version, store::VersionState::kHeld);
 }
 
 void VersionActivity::Release(uint64_t version) {
   MutexLock lock(&mu_);
   auto it = uses_.find(version);
-  if (it != uses_.end() && it->second.holds > 0) it->second.holds--;
+  if (it == uses_.end() || it->second.holds == 0) return;
+  if (--it->second.holds == 0) SetStateLocked(version, store::VersionState::kActive);
+}
+
+void VersionActivity::SetStateLocked(uint64_t version, store::VersionState state) {
+  if (store_->GetVersionState(version) == store::VersionState::kPinned) return;
+  store_->SetVersionState(version, state);
 }
 
 void VersionActivity::Keep(uint64_t version) {
@@ -80,7 +83,7 @@ void VersionActivity::DemoteIdle() {
     for (auto& [version, use] : uses_) {
       if (use.active && use.holds == 0 && now - use.last_touch >= idle_after_) {
         use.active = false;
-        store_->SetVersionState(version, store::VersionState::kInactive);
+        SetStateLocked(version, store::VersionState::kInactive);
       }
     }
   }

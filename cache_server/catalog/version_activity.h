@@ -11,10 +11,13 @@
 // Being kept by a mount does not make a version active: a mount shows every
 // dataset, and eviction must still tell the datasets jobs read.
 //
-// A version held for a job (HoldTable) is active for as long as it is held,
-// touched or not: the dataset-aware eviction reclaims only inactive
-// versions, so nothing evicts it for another dataset's chunks. Once
-// released, it is demoted `idle_after` after its last touch, as any other.
+// A version held for a job (HoldTable) is held in the store
+// (VersionState::kHeld) for as long as it is held, touched or not: neither
+// eviction mode reclaims it for another dataset's chunks. Once released, it
+// is active, and demoted `idle_after` after its last touch, as any other.
+//
+// A version pinned in the store stays pinned: touches, holds and demotions
+// leave its state alone.
 //
 // Thread-safety: all methods are safe to call concurrently; a background
 // thread, stopped by the destructor, does the demotions.
@@ -57,9 +60,12 @@ class VersionActivity {
   struct Use {
     Clock::time_point last_touch;  // Read or prewarmed; what `active` follows.
     Clock::time_point last_keep;   // Reported kept by a mount.
-    uint32_t holds = 0;            // Held for jobs: never demoted meanwhile.
-    bool active = false;
+    uint32_t holds = 0;            // Held for jobs: kHeld meanwhile.
+    bool active = false;           // Active or held.
   };
+  // Gives `version` `state` in the store unless it is pinned there.
+  void SetStateLocked(uint64_t version, store::VersionState state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `version`'s `last` time is within the last `window`.
   bool Within(uint64_t version, std::chrono::milliseconds window, Clock::time_point Use::*last);
   void DemoteIdle();

@@ -45,6 +45,12 @@ void ClusterHolds::Release(const std::string& holder) {
   for (const Member& member : LiveMembers(cluster_)) ReleaseOn(member, holder);
 }
 
+void ClusterHolds::ReleaseIn(const std::string& holder, const std::vector<std::string>& groups) {
+  for (const std::string& group : groups) {
+    for (const Member& member : cluster_->GroupMembers(group)) ReleaseOn(member, holder);
+  }
+}
+
 v1::ListHoldsResponse ClusterHolds::List() {
   v1::ListHoldsResponse response;
   for (const Member& member : LiveMembers(cluster_)) {

@@ -37,6 +37,9 @@ class ClusterHolds {
                      const std::vector<std::string>& groups, std::chrono::milliseconds lease);
   // Releases `holder` on every live member.
   void Release(const std::string& holder);
+  // Releases `holder` on every live member of `groups` (those a job no
+  // longer targets).
+  void ReleaseIn(const std::string& holder, const std::vector<std::string>& groups);
   // Every live member's holds; a member that could not be asked has its error.
   v1::ListHoldsResponse List();
 

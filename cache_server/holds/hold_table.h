@@ -1,10 +1,10 @@
 // HoldTable is this node's table of holds: the dataset versions it keeps in
 // its cache for batch jobs that named them and wait or run (placed by their
 // stage-ins, cache_server/staging/, on every member of the groups the jobs
-// target). A held version is active for as long as it is held
-// (VersionActivity::Hold), so the dataset-aware eviction never reclaims its
-// chunks for another dataset's; pinned versions and the rule that an active
-// chunk never displaces another stay as they were.
+// target). A held version is held in the store for as long as it is held
+// (VersionActivity::Hold), so neither eviction mode (dataset-aware or LRU)
+// reclaims its chunks for another dataset's; pinned versions and the rule
+// that an active chunk never displaces another stay as they were.
 //
 // Holds are leases: a holder's holds lapse `lease` after it last placed
 // them, so a job whose stage-in is gone (its granaryd restarted, or the

@@ -8,10 +8,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
+#include <optional>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -24,7 +29,9 @@ extern char** environ;
 namespace granary {
 namespace {
 
-// Key=value fields of one line, the first occurrence of each key.
+// Key=value fields of one line, the first occurrence of each key: for
+// `scontrol show partition -o`, whose values are an administrator's and never
+// hold spaces.
 absl::flat_hash_map<std::string_view, std::string_view> Fields(std::string_view line) {
   absl::flat_hash_map<std::string_view, std::string_view> fields;
   for (absl::string_view piece : absl::StrSplit(AsAbsl(line), ' ', absl::SkipEmpty())) {
@@ -34,6 +41,117 @@ absl::flat_hash_map<std::string_view, std::string_view> Fields(std::string_view 
     fields.emplace(token.substr(0, equals), token.substr(equals + 1));
   }
   return fields;
+}
+
+// The keys `scontrol show job -o` prints (Slurm 22.05) up to the last one
+// read here, in the order it prints them. Anchors are printed for every job;
+// the others only for some (arrays, heterogeneous jobs, pending jobs with a
+// plan...) or not by every release. A "Key=" inside a value passes for a
+// field only if every anchor before it comes before it in the value too.
+struct JobKey {
+  std::string_view name;
+  bool anchor;
+};
+constexpr JobKey kJobKeys[] = {
+    {"JobId", true},
+    {"ArrayJobId", false},
+    {"ArrayTaskId", false},
+    {"ArrayTaskThrottle", false},
+    {"HetJobId", false},
+    {"HetJobOffset", false},
+    {"HetJobIdSet", false},
+    {"JobName", true},
+    {"UserId", true},
+    {"GroupId", true},
+    {"MCS_label", true},
+    {"Priority", true},
+    {"Nice", true},
+    {"Account", true},
+    {"QOS", true},
+    {"WCKey", false},
+    {"JobState", true},
+    {"Reason", true},
+    {"Dependency", true},
+    {"Requeue", true},
+    {"Restarts", true},
+    {"BatchFlag", true},
+    {"Reboot", true},
+    {"ExitCode", true},
+    {"DerivedExitCode", false},
+    {"RunTime", true},
+    {"TimeLimit", true},
+    {"TimeMin", true},
+    {"SubmitTime", true},
+    {"EligibleTime", true},
+    {"AccrueTime", false},
+    {"ResizeTime", false},
+    {"StartTime", true},
+    {"EndTime", true},
+    {"Deadline", true},
+    {"PreemptEligibleTime", false},
+    {"PreemptTime", false},
+    {"SuspendTime", false},
+    {"SecsPreSuspend", false},
+    {"LastSchedEval", false},
+    {"Scheduler", false},
+    {"Partition", true},
+    {"AllocNode:Sid", true},
+    {"ReqNodeList", true},
+    {"ExcNodeList", true},
+    {"NodeList", true},
+    {"SchedNodeList", false},
+    {"BatchHost", false},
+    {"NumNodes", true},
+};
+constexpr size_t kNoKey = std::size(kJobKeys);
+
+size_t JobKeyRank(std::string_view name) {
+  for (size_t rank = 0; rank < kNoKey; ++rank) {
+    if (kJobKeys[rank].name == name) return rank;
+  }
+  return kNoKey;
+}
+
+// The fields of one job's line, by rank in kJobKeys. Values may hold spaces
+// and '=' (a job's name, a path), so a "Key=" inside one could pass for a
+// field: a key counts only where Slurm prints it, after the key before it
+// and with no anchor passed over; whatever else follows a key, up to the
+// next one that counts, is its value.
+std::array<std::optional<std::string_view>, kNoKey> JobFields(std::string_view line) {
+  std::array<std::optional<std::string_view>, kNoKey> fields;
+  size_t current = kNoKey;  // The rank of the key whose value is being read.
+  size_t value_start = 0;
+  auto close = [&](size_t end) {
+    if (current == kNoKey) return;
+    std::string_view value = line.substr(value_start, end - value_start);
+    while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
+    fields[current] = value;
+  };
+  for (size_t start = 0; start < line.size(); ++start) {
+    if (start > 0 && line[start - 1] != ' ') continue;
+    const size_t equals = line.find('=', start);
+    if (equals == std::string_view::npos) break;
+    const size_t rank = JobKeyRank(line.substr(start, equals - start));
+    if (rank == kNoKey || (current != kNoKey && rank <= current)) continue;
+    const size_t first_skipped = current == kNoKey ? 0 : current + 1;
+    bool skips_anchor = false;
+    for (size_t skipped = first_skipped; skipped < rank; ++skipped) {
+      skips_anchor = skips_anchor || kJobKeys[skipped].anchor;
+    }
+    if (skips_anchor) continue;
+    close(start);
+    current = rank;
+    value_start = equals + 1;
+  }
+  close(line.size());
+  return fields;
+}
+
+// The first word of a field read here: none of them holds a space, and a key
+// of a later Slurm that is not in kJobKeys lands after it.
+std::string_view FirstWord(const std::optional<std::string_view>& value) {
+  if (!value.has_value()) return {};
+  return value->substr(0, value->find(' '));
 }
 
 // A host list as scontrol shows it; "" for none.
@@ -71,15 +189,16 @@ SlurmJob::Phase PhaseOf(std::string_view state) {
 absl::flat_hash_map<std::string, SlurmJob> ParseSlurmJobs(std::string_view text) {
   absl::flat_hash_map<std::string, SlurmJob> jobs;
   for (absl::string_view line : absl::StrSplit(AsAbsl(text), '\n', absl::SkipWhitespace())) {
-    const auto fields = Fields(AsStd(line));
-    auto id = fields.find("JobId");
-    if (id == fields.end() || id->second.empty()) continue;
+    if (!absl::StartsWith(line, "JobId=")) continue;
+    const auto fields = JobFields(AsStd(line));
+    auto get = [&fields](std::string_view key) { return FirstWord(fields[JobKeyRank(key)]); };
+    const std::string_view id = get("JobId");
+    if (id.empty() || get("JobState").empty() ||
+        !std::all_of(id.begin(), id.end(), absl::ascii_isdigit) || jobs.contains(AsAbsl(id))) {
+      continue;
+    }
     SlurmJob job;
-    job.id = std::string(id->second);
-    auto get = [&fields](std::string_view key) {
-      auto it = fields.find(key);
-      return it == fields.end() ? std::string_view() : it->second;
-    };
+    job.id = std::string(id);
     job.state = std::string(get("JobState"));
     job.phase = PhaseOf(job.state);
     job.partition = std::string(get("Partition"));

@@ -36,8 +36,12 @@ struct SlurmJob {
   int64_t start_unix_s = 0;  // Expected (pending) or actual start; 0: unknown.
 };
 
-// The jobs in `scontrol show job -o` output, by id. A line without a JobId is
-// skipped. Each key's first occurrence on a line counts.
+// The jobs in `scontrol show job -o` output (Slurm 22.05's keys, in its
+// order), by id. A line that does not open with a numeric JobId, or shows
+// no JobState, is skipped, and so is a second line of one job. Values may
+// hold spaces and '=' (a job's name, comment or paths): a "Key=" inside one
+// counts only where Slurm prints that key, so it does not shift the fields
+// read.
 absl::flat_hash_map<std::string, SlurmJob> ParseSlurmJobs(std::string_view text);
 
 // Partition name -> its Nodes host list, from `scontrol show partition -o`.

@@ -1,6 +1,7 @@
 #include "cache_server/staging/stage_ins.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <tuple>
@@ -39,8 +40,17 @@ absl::Status CheckJobId(const std::string& job_id) {
 }  // namespace
 
 StageIns::StageIns(SlurmQueue* queue, ClusterView* cluster, DatasetRegistry* registry,
-                   ClusterHolds* holds, Options options)
-    : queue_(queue), cluster_(cluster), registry_(registry), holds_(holds), options_(options) {
+                   ClusterHolds* holds, StageInJournal* journal, Options options)
+    : queue_(queue),
+      cluster_(cluster),
+      registry_(registry),
+      holds_(holds),
+      journal_(journal),
+      options_(options) {
+  {
+    MutexLock lock(&mu_);
+    RestoreLocked();
+  }
   follower_ = std::thread([this] { FollowLoop(); });
   warmer_ = std::thread([this] { WarmLoop(); });
 }
@@ -67,6 +77,7 @@ absl::StatusOr<v1::StageIn> StageIns::Start(const v1::StartStageInRequest& reque
   if (it != entries_.end() && it->second.info.state() != kEnded) {
     Entry& entry = it->second;
     GRANARY_RETURN_IF_ERROR(SetDatasetsLocked(&entry, request.datasets()));
+    JournalLocked(entry);
     const std::string state = entry.info.state();
     PlaceLocked(&entry, state, {entry.info.nodes().begin(), entry.info.nodes().end()});
     work_.SignalAll();
@@ -347,6 +358,9 @@ void StageIns::RenewHolds() {
           (holding.groups == entry.held_groups && now - entry.held_at < HoldLease() / 3)) {
         continue;
       }
+      std::set_difference(entry.held_groups.begin(), entry.held_groups.end(),
+                          holding.groups.begin(), holding.groups.end(),
+                          std::back_inserter(holding.left));
       due.push_back(std::move(holding));
     }
   }
@@ -354,6 +368,7 @@ void StageIns::RenewHolds() {
   for (const Holding& holding : due) {
     absl::Status placed =
         holds_->Place("slurm:" + holding.job_id, holding.datasets, holding.groups, HoldLease());
+    if (placed.ok()) holds_->ReleaseIn("slurm:" + holding.job_id, holding.left);
     MutexLock lock(&mu_);
     auto it = entries_.find(holding.job_id);
     if (it == entries_.end() || it->second.info.state() == kEnded) {
@@ -433,6 +448,9 @@ std::optional<StageIns::Target> StageIns::NextTargetLocked() {
         continue;
       }
       target.set_state("warming");
+      GRANARY_LOG(INFO) << "stage-in: job " << entry->info.job_id() << " (start "
+                        << entry->info.start_unix_s() << "): warming '" << target.dataset()
+                        << "' in group " << target.group();
       return Target{entry->info.job_id(), target.dataset(), target.group()};
     }
   }
@@ -512,8 +530,41 @@ absl::StatusOr<StageIns::Entry*> StageIns::CreateLocked(
   entry.info.set_state(std::string(kForecast));
   entry.info.set_created_unix_ms(NowUnixMs());
   GRANARY_RETURN_IF_ERROR(SetDatasetsLocked(&entry, datasets));
+  JournalLocked(entry);
   auto [it, inserted] = entries_.insert_or_assign(job_id, std::move(entry));
   return &it->second;
+}
+
+void StageIns::RestoreLocked() {
+  absl::StatusOr<std::vector<v1::StageIn>> recorded = journal_->Load();
+  if (!recorded.ok()) {
+    GRANARY_LOG(ERROR) << "stage-in: not followed again; their jobs read through: "
+                       << recorded.status();
+    return;
+  }
+  for (const v1::StageIn& record : *recorded) {
+    Entry entry;
+    entry.order = next_order_++;
+    entry.restored = true;
+    entry.info.set_job_id(record.job_id());
+    entry.info.set_state(std::string(kForecast));
+    entry.info.set_created_unix_ms(record.created_unix_ms());
+    if (absl::Status set = SetDatasetsLocked(&entry, record.datasets()); !set.ok()) {
+      GRANARY_LOG(ERROR) << "stage-in: job " << record.job_id() << " not followed again: " << set;
+      continue;
+    }
+    GRANARY_LOG(INFO) << "stage-in: following job " << record.job_id() << " again for "
+                      << absl::StrJoin(entry.info.datasets(), ",");
+    entries_.insert_or_assign(record.job_id(), std::move(entry));
+  }
+  poll_requested_ = !entries_.empty();
+}
+
+void StageIns::JournalLocked(const Entry& entry) {
+  if (absl::Status put = journal_->Put(entry.info); !put.ok()) {
+    GRANARY_LOG(WARNING) << "stage-in: job " << entry.info.job_id()
+                         << " is not followed again after a restart: " << put;
+  }
 }
 
 absl::Status StageIns::SetDatasetsLocked(
@@ -569,7 +620,10 @@ void StageIns::PlaceLocked(Entry* entry, const std::string& state,
 }
 
 void StageIns::EndLocked(Entry* entry, const std::string& why) {
-  if (!entry->held_groups.empty()) to_release_.push_back(entry->info.job_id());
+  if (!entry->held_groups.empty() || entry->restored) to_release_.push_back(entry->info.job_id());
+  if (absl::Status erased = journal_->Erase(entry->info.job_id()); !erased.ok()) {
+    GRANARY_LOG(WARNING) << "stage-in: job " << entry->info.job_id() << ": " << erased;
+  }
   entry->held_groups.clear();
   entry->info.clear_hold();
   entry->info.set_state(std::string(kEnded));

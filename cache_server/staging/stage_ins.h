@@ -26,9 +26,15 @@
 //
 // Holds: while a stage-in has target groups, its job's datasets are held on
 // every member of them (ClusterHolds, holder "slurm:JOB"), renewed every
-// third of kHoldLease and released when the stage-in ends; a refusal (a
+// third of kHoldLease, released in the groups a changed forecast leaves and
+// everywhere when the stage-in ends; a refusal (a
 // node's hold share is full) is recorded in the stage-in and tried again at
 // the next renewal.
+//
+// Restarts: every stage-in not ended is recorded in a StageInJournal, and a
+// new StageIns follows again those its journal holds, from the first reading
+// of the queue on (a job that ended meanwhile ends its stage-in, releasing
+// holds its granaryd placed before).
 //
 // Nothing here can fail a job: errors are recorded in the stage-in (a
 // target's error, the stage-in's note) and logged, and the job reads
@@ -54,6 +60,7 @@
 #include "cache_server/cluster/cluster_view.h"
 #include "cache_server/holds/cluster_holds.h"
 #include "cache_server/staging/slurm_queue.h"
+#include "cache_server/staging/stage_in_journal.h"
 #include "common/mutex.h"
 #include "proto/staging.pb.h"
 
@@ -77,9 +84,10 @@ class StageIns {
   // How long holds last unless renewed: ten polls, and at least a minute.
   std::chrono::milliseconds HoldLease() const;
 
-  // The parts must outlive the object.
+  // The parts must outlive the object; the stage-ins `journal` records are
+  // followed again.
   StageIns(SlurmQueue* queue, ClusterView* cluster, DatasetRegistry* registry, ClusterHolds* holds,
-           Options options);
+           StageInJournal* journal, Options options);
   ~StageIns();
   StageIns(const StageIns&) = delete;
   StageIns& operator=(const StageIns&) = delete;
@@ -113,11 +121,15 @@ class StageIns {
     // The groups its holds were last placed in (or refused for), and when.
     std::vector<std::string> held_groups;
     Clock::time_point held_at;
+    // Taken from the journal: its holds may have been placed before the
+    // restart, and are released at its end all the same.
+    bool restored = false;
   };
   struct Holding {
     std::string job_id;
     std::vector<std::string> datasets;
     std::vector<std::string> groups;
+    std::vector<std::string> left;  // Groups held before and no longer targeted.
   };
   struct Target {
     std::string job_id;
@@ -155,6 +167,10 @@ class StageIns {
   absl::StatusOr<Entry*> CreateLocked(
       const std::string& job_id, const google::protobuf::RepeatedPtrField<std::string>& datasets)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Follows again the stage-ins the journal holds.
+  void RestoreLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records `entry` in the journal (logged when it cannot be).
+  void JournalLocked(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets the datasets of `entry`: unknown ones become failed targets.
   absl::Status SetDatasetsLocked(Entry* entry,
                                  const google::protobuf::RepeatedPtrField<std::string>& datasets)
@@ -175,6 +191,7 @@ class StageIns {
   ClusterView* const cluster_;
   DatasetRegistry* const registry_;
   ClusterHolds* const holds_;
+  StageInJournal* const journal_;
   const Options options_;
 
   mutable Mutex mu_;

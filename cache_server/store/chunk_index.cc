@@ -181,7 +181,8 @@ absl::Status ChunkIndex::SetVersionState(uint64_t dataset_version, VersionState 
   if (state == VersionState::kInactive) {
     return FromRocks(db_->Delete(rocksdb::WriteOptions(), meta_, key), "set version state");
   }
-  const std::string value(1, static_cast<char>(state));
+  const std::string value(
+      1, static_cast<char>(state == VersionState::kHeld ? VersionState::kActive : state));
   return FromRocks(db_->Put(rocksdb::WriteOptions(), meta_, key, value), "set version state");
 }
 

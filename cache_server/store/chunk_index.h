@@ -6,7 +6,8 @@
 //                    scan (named when data files were called segments)
 //   meta:            's' + data file id → ""   the file is synced
 //                    'v' + version    → one byte, a VersionState other than
-//                                       kInactive (the default)
+//                                       kInactive (the default) and kHeld
+//                                       (written as kActive)
 // A chunk's two entries are written and deleted in one atomic batch.
 //
 // Writes go to RocksDB's write-ahead log without fsync: a killed process

@@ -25,7 +25,7 @@
 //    dataset version only, so it has one version state and one last use
 //    (eviction_policy.h).
 //  - Eviction is dataset-aware: inactive versions go first, least recently used
-//    first; pinned versions are never evicted; when the store is full of active
+//    first; pinned and held versions are never evicted; when the store is full of active
 //    data, a new chunk of an active version is not admitted in place of another
 //    active chunk (so epoch-style random access does not thrash). A version is
 //    inactive until SetVersionState says otherwise; the state persists.
@@ -71,7 +71,7 @@ enum class EvictionMode {
   // Inactive versions first, least recently used first; pinned never; a chunk
   // of an active version is not admitted in place of another active chunk.
   kDatasetAware,
-  // Plain least-recently-used over everything but pinned versions. Thrashes
+  // Plain least-recently-used over everything but pinned and held versions. Thrashes
   // under epoch-style access; kept to measure against and for tests.
   kLru,
 };
@@ -119,10 +119,15 @@ struct StoreOptions {
   size_t max_open_data_files = 0;
 };
 
+// Values are stored in the index: keep them.
 enum class VersionState {
-  kInactive,  // No running job reads it: evicted first.
-  kActive,    // A job reads or prewarms it.
-  kPinned,    // Never evicted.
+  kInactive = 0,  // No running job reads it: evicted first.
+  kActive = 1,    // A job reads or prewarms it.
+  kPinned = 2,    // Never evicted.
+  // Held for a job that waits or runs: never evicted, under either mode, and
+  // otherwise active. Holds are leases, placed again after a restart, so it
+  // is stored as kActive.
+  kHeld = 3,
 };
 
 struct StoreStats {
@@ -240,6 +245,8 @@ class ChunkStore {
   virtual uint64_t checksum_block_bytes() const = 0;
 
   virtual void SetVersionState(uint64_t dataset_version, VersionState state) = 0;
+  // What SetVersionState last made `dataset_version`; kInactive if nothing.
+  virtual VersionState GetVersionState(uint64_t dataset_version) = 0;
 
   // Drops every chunk of `dataset_version` and forgets its state; returns the
   // chunk bytes freed. Chunks inserted while it runs may survive it.

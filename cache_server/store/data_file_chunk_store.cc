@@ -77,6 +77,11 @@ void DataFileChunkStore::SetVersionState(uint64_t dataset_version, VersionState 
   }
 }
 
+VersionState DataFileChunkStore::GetVersionState(uint64_t dataset_version) {
+  MutexLock lock(&mu_);
+  return StateLocked(dataset_version);
+}
+
 absl::StatusOr<uint64_t> DataFileChunkStore::RemoveVersion(uint64_t dataset_version) {
   MutexLock lock(&mu_);
   const auto it = version_bytes_.find(dataset_version);

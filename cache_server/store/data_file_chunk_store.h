@@ -128,6 +128,7 @@ class DataFileChunkStore final : public ChunkStore {
                                     uint64_t offset, std::string_view data) override;
   uint64_t checksum_block_bytes() const override { return options_.checksum_block_bytes; }
   void SetVersionState(uint64_t dataset_version, VersionState state) override;
+  VersionState GetVersionState(uint64_t dataset_version) override;
   absl::StatusOr<uint64_t> RemoveVersion(uint64_t dataset_version) override;
   uint64_t CachedBytes(uint64_t dataset_version) override;
   std::vector<ChunkKey> ChunksOf(uint64_t dataset_version) override;

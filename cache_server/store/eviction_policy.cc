@@ -11,9 +11,24 @@ bool Reclaimable(EvictionMode mode, VersionState state) {
     case EvictionMode::kDatasetAware:
       return state == VersionState::kInactive;
     case EvictionMode::kLru:
-      return state != VersionState::kPinned;
+      return state != VersionState::kPinned && state != VersionState::kHeld;
   }
   return false;
+}
+
+// Where a file of a version in `state` comes in OverflowOrder().
+int OverflowRank(VersionState state) {
+  switch (state) {
+    case VersionState::kInactive:
+      return 0;
+    case VersionState::kActive:
+      return 1;
+    case VersionState::kHeld:
+      return 2;
+    case VersionState::kPinned:
+      return 3;
+  }
+  return 3;
 }
 
 }  // namespace
@@ -38,7 +53,8 @@ std::optional<std::vector<uint64_t>> ChooseVictims(EvictionMode mode, uint64_t n
 
 std::vector<uint64_t> OverflowOrder(std::vector<FileUsage> files) {
   std::sort(files.begin(), files.end(), [](const FileUsage& a, const FileUsage& b) {
-    return std::tie(a.state, a.last_use_ms, a.id) < std::tie(b.state, b.last_use_ms, b.id);
+    return std::tuple(OverflowRank(a.state), a.last_use_ms, a.id) <
+           std::tuple(OverflowRank(b.state), b.last_use_ms, b.id);
   });
   std::vector<uint64_t> order;
   order.reserve(files.size());

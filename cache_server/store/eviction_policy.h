@@ -12,7 +12,8 @@
 // version never displaces another active chunk, so an active dataset larger
 // than the cache keeps the part it has (hit rate ≈ capacity / dataset) instead
 // of cycling through it (LRU's hit rate ≈ 0 under epoch-style access).
-// kLru: every file but pinned ones, least recently used first.
+// kLru: every file but those of pinned and held versions, least recently
+// used first.
 //
 // Thread-safety: pure functions.
 #ifndef GRANARY_CACHE_SERVER_STORE_EVICTION_POLICY_H_
@@ -42,7 +43,7 @@ std::optional<std::vector<uint64_t>> ChooseVictims(EvictionMode mode, uint64_t n
 
 // Every data file in the order to reclaim them when the store holds more than
 // its capacity (the capacity was lowered between runs): inactive, then
-// active, then pinned, least recently used first within each.
+// active, then held, then pinned, least recently used first within each.
 std::vector<uint64_t> OverflowOrder(std::vector<FileUsage> files);
 
 }  // namespace granary::store

@@ -150,8 +150,10 @@ function slurm_bb_pre_run(job_id, job_script)
   local datasets = requested_datasets(job_script)
   if #datasets == 0 then return slurm.SUCCESS end
   local list = table.concat(datasets, ",")
-  local job, ok = run("scontrol show job -o " .. shell_quote(tostring(job_id)))
-  local nodelist = ok and string.match(job, " NodeList=(%S+)") or nil
+  -- squeue prints the node list alone: in scontrol's line, a job name or
+  -- comment holding " NodeList=" would pass for it.
+  local job, ok = run("squeue --noheader --format=%N --jobs=" .. shell_quote(tostring(job_id)))
+  local nodelist = ok and string.match(job, "^%s*(%S+)%s*$") or nil
   if nodelist == nil or nodelist == "(null)" then
     log(false, "granary: JobId=%s has no nodes; nothing topped up", tostring(job_id))
     return slurm.SUCCESS

@@ -17,6 +17,8 @@
 #    would pass the share, and its hold is refused naming B's; a reader C of
 #    a dataset larger than rack-a's cache evicts an unheld, prewarmed dataset
 #    (dsX) but not dsB.
+#  - localhost's granaryd, killed (SIGKILL) and started again while B pends,
+#    follows B again: dsB cached and held in rack-a, as before.
 #  - B starts after A ends, its pre_run finds nothing to top up, and its first
 #    epoch (every file of dsB read through localhost's granaryd) reads 0 bytes
 #    from the source. After B, its stage-in has ended (teardown) and its hold
@@ -163,6 +165,16 @@ b_held() {
 wait_for 20 b_held || fail "dsB is not held for job ${job_b}: $("${granary}" holds)"
 "${granary}" holds | grep -q "slurm:${job_b}" || fail "granary holds does not list B's hold"
 
+# --- localhost's granaryd killed while B pends: restarted, it follows B again
+# (its journal), with B's dataset cached and held in rack-a.
+restart_granaryd localhost
+stage_in "${job_b}" 's["state"]' | grep -qE '"(forecast|planned)"' ||
+  fail "job ${job_b}'s stage-in did not survive the restart: $("${granary}" stage-in ls)"
+wait_for 20 b_cached || fail "job ${job_b}'s stage-in is not back after the restart: $("${granary}" stage-in ls)"
+wait_for 20 b_held || fail "dsB is not held again after the restart: $("${granary}" holds)"
+grep -q "following job ${job_b} again for dsB" "${tmp}/log/granaryd-localhost" ||
+  fail "granaryd did not log following job ${job_b} again"
+
 # Job E's hold would pass the share: refused, naming B's hold; E reads through.
 cat >"${tmp}/jobs/e.sh" <<JOB
 #!/bin/bash
@@ -282,4 +294,4 @@ wait_for 90 job_done "${job_d}" || fail "job ${job_d} is wedged: $(scontrol show
 grep -q "JobId=${job_d} stage-in of 'dsB' not started" "${tmp}/jobs/hook.log" ||
   fail "no error line for job ${job_d}"
 
-echo "PASS: job B's dataset was cached in its forecast group while job A ran and held there against reader C, and B's first epoch read nothing from the source; a hold past the share was refused naming B's; B's hold was released at its end; unknown datasets and a stopped granaryd never held a job"
+echo "PASS: job B's dataset was cached in its forecast group while job A ran and held there against reader C (across a SIGKILL of granaryd), and B's first epoch read nothing from the source; a hold past the share was refused naming B's; B's hold was released at its end; unknown datasets and a stopped granaryd never held a job"

@@ -60,7 +60,7 @@ TEST_P(Capacity, ThreeTimesCapacityNeverExceedsTheBoundOnDisk) {
 
 INSTANTIATE_TEST_SUITE_P(States, Capacity,
                          ::testing::Values(VersionState::kInactive, VersionState::kActive,
-                                           VersionState::kPinned),
+                                           VersionState::kPinned, VersionState::kHeld),
                          [](const auto& info) {
                            switch (info.param) {
                              case VersionState::kInactive:
@@ -69,6 +69,8 @@ INSTANTIATE_TEST_SUITE_P(States, Capacity,
                                return "Active";
                              case VersionState::kPinned:
                                return "Pinned";
+                             case VersionState::kHeld:
+                               return "Held";
                            }
                            return "Unknown";
                          });
