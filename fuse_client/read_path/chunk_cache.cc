@@ -4,19 +4,19 @@
 
 namespace granary::fuse {
 
-absl::StatusOr<std::shared_ptr<const Chunk>> ChunkCache::GetOrFetch(const ChunkKey& key,
-                                                                    const Fetch& fetch) {
-  if (std::shared_ptr<const Chunk> cached = GetIfCached(key)) return cached;
+absl::StatusOr<std::shared_ptr<const ChunkBytes>> ChunkCache::GetOrFetch(const ChunkKey& key,
+                                                                         const Fetch& fetch) {
+  if (std::shared_ptr<const ChunkBytes> cached = GetIfCached(key)) return cached;
   return fetches_.Do(key, [&] { return FetchAndKeep(key, fetch); });
 }
 
-absl::StatusOr<std::shared_ptr<const Chunk>> ChunkCache::FetchAndKeep(const ChunkKey& key,
-                                                                      const Fetch& fetch) {
+absl::StatusOr<std::shared_ptr<const ChunkBytes>> ChunkCache::FetchAndKeep(const ChunkKey& key,
+                                                                           const Fetch& fetch) {
   // A fetch of `key` that ended after GetOrFetch looked has cached it.
-  if (std::shared_ptr<const Chunk> cached = GetIfCached(key)) return cached;
-  absl::StatusOr<Chunk> fetched = fetch();
+  if (std::shared_ptr<const ChunkBytes> cached = GetIfCached(key)) return cached;
+  absl::StatusOr<ChunkBytes> fetched = fetch();
   if (!fetched.ok()) return fetched.status();
-  auto chunk = std::make_shared<const Chunk>(*std::move(fetched));
+  auto chunk = std::make_shared<const ChunkBytes>(*std::move(fetched));
   MutexLock lock(&mutex_);
   lru_.push_front(key);
   cached_.try_emplace(key, Cached{chunk, lru_.begin()});
@@ -25,7 +25,7 @@ absl::StatusOr<std::shared_ptr<const Chunk>> ChunkCache::FetchAndKeep(const Chun
   return chunk;
 }
 
-std::shared_ptr<const Chunk> ChunkCache::GetIfCached(const ChunkKey& key) {
+std::shared_ptr<const ChunkBytes> ChunkCache::GetIfCached(const ChunkKey& key) {
   MutexLock lock(&mutex_);
   auto it = cached_.find(key);
   if (it == cached_.end()) return nullptr;

@@ -27,8 +27,8 @@
 namespace granary::fuse {
 
 // The bytes of one whole chunk (or of a slice of one, for uncached reads).
-struct Chunk {
-  explicit Chunk(size_t length) : bytes(new char[length]), size(length) {}
+struct ChunkBytes {
+  explicit ChunkBytes(size_t length) : bytes(new char[length]), size(length) {}
   std::span<char> span() { return {bytes.get(), size}; }
   std::span<const char> span() const { return {bytes.get(), size}; }
 
@@ -42,29 +42,30 @@ class ChunkCache {
   ChunkCache(const ChunkCache&) = delete;
   ChunkCache& operator=(const ChunkCache&) = delete;
 
-  using Fetch = std::function<absl::StatusOr<Chunk>()>;
+  using Fetch = std::function<absl::StatusOr<ChunkBytes>()>;
 
   // The chunk named by `key`: cached, in flight (waits for it) or fetched now
   // with `fetch`.
-  absl::StatusOr<std::shared_ptr<const Chunk>> GetOrFetch(const ChunkKey& key, const Fetch& fetch);
+  absl::StatusOr<std::shared_ptr<const ChunkBytes>> GetOrFetch(const ChunkKey& key,
+                                                               const Fetch& fetch);
   // The chunk if it is cached; never waits.
-  std::shared_ptr<const Chunk> GetIfCached(const ChunkKey& key);
+  std::shared_ptr<const ChunkBytes> GetIfCached(const ChunkKey& key);
   // True if `key` is cached or being fetched.
   bool Contains(const ChunkKey& key);
 
  private:
   struct Cached {
-    std::shared_ptr<const Chunk> chunk;
+    std::shared_ptr<const ChunkBytes> chunk;
     std::list<ChunkKey>::iterator lru_position;
   };
 
   // Fetches `key` and caches it; runs as the only fetch of `key` in flight.
-  absl::StatusOr<std::shared_ptr<const Chunk>> FetchAndKeep(const ChunkKey& key,
-                                                            const Fetch& fetch);
+  absl::StatusOr<std::shared_ptr<const ChunkBytes>> FetchAndKeep(const ChunkKey& key,
+                                                                 const Fetch& fetch);
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const uint64_t capacity_bytes_;
-  SingleFlight<ChunkKey, absl::StatusOr<std::shared_ptr<const Chunk>>> fetches_;
+  SingleFlight<ChunkKey, absl::StatusOr<std::shared_ptr<const ChunkBytes>>> fetches_;
   Mutex mutex_;
   absl::flat_hash_map<ChunkKey, Cached> cached_ ABSL_GUARDED_BY(mutex_);
   // The keys of cached_, most recent first.

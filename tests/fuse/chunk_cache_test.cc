@@ -16,9 +16,9 @@ ChunkKey KeyOf(uint32_t chunk_index) { return ChunkKey{1, 2, chunk_index}; }
 
 // A fetch of `size` bytes of `fill` that counts its calls in `*fetches`.
 ChunkCache::Fetch Filled(size_t size, char fill, int* fetches) {
-  return [=]() -> absl::StatusOr<Chunk> {
+  return [=]() -> absl::StatusOr<ChunkBytes> {
     ++*fetches;
-    Chunk chunk(size);
+    ChunkBytes chunk(size);
     std::memset(chunk.bytes.get(), fill, size);
     return chunk;
   };
@@ -27,10 +27,10 @@ ChunkCache::Fetch Filled(size_t size, char fill, int* fetches) {
 TEST(ChunkCacheTest, AFetchedChunkIsServedWithoutFetchingAgain) {
   ChunkCache cache(1 << 20);
   int fetches = 0;
-  absl::StatusOr<std::shared_ptr<const Chunk>> first =
+  absl::StatusOr<std::shared_ptr<const ChunkBytes>> first =
       cache.GetOrFetch(KeyOf(0), Filled(100, 'a', &fetches));
   ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<std::shared_ptr<const Chunk>> again =
+  absl::StatusOr<std::shared_ptr<const ChunkBytes>> again =
       cache.GetOrFetch(KeyOf(0), Filled(100, 'b', &fetches));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(fetches, 1);
@@ -46,7 +46,7 @@ TEST(ChunkCacheTest, AChunkBeingFetchedIsContainedButNotYetCached) {
   ChunkCache::Fetch fill = Filled(100, 'a', &fetches);
   ASSERT_TRUE(cache
                   .GetOrFetch(KeyOf(0),
-                              [&]() -> absl::StatusOr<Chunk> {
+                              [&]() -> absl::StatusOr<ChunkBytes> {
                                 EXPECT_TRUE(cache.Contains(KeyOf(0)));
                                 EXPECT_EQ(cache.GetIfCached(KeyOf(0)), nullptr);
                                 EXPECT_FALSE(cache.Contains(KeyOf(1)));
@@ -58,8 +58,8 @@ TEST(ChunkCacheTest, AChunkBeingFetchedIsContainedButNotYetCached) {
 TEST(ChunkCacheTest, AFailedFetchIsNotKept) {
   ChunkCache cache(1 << 20);
   int fetches = 0;
-  absl::StatusOr<std::shared_ptr<const Chunk>> failed =
-      cache.GetOrFetch(KeyOf(0), [&]() -> absl::StatusOr<Chunk> {
+  absl::StatusOr<std::shared_ptr<const ChunkBytes>> failed =
+      cache.GetOrFetch(KeyOf(0), [&]() -> absl::StatusOr<ChunkBytes> {
         ++fetches;
         return absl::UnavailableError("no owner answered");
       });
@@ -74,9 +74,9 @@ TEST(ChunkCacheTest, TheLeastRecentlyUsedChunksGoPastTheCapacity) {
   int fetches = 0;
   ASSERT_TRUE(cache.GetOrFetch(KeyOf(0), Filled(100, 'a', &fetches)).ok());
   ASSERT_TRUE(cache.GetOrFetch(KeyOf(1), Filled(100, 'b', &fetches)).ok());
-  // Chunk 0 is used again, so chunk 1 is the one to go.
+  // ChunkBytes 0 is used again, so chunk 1 is the one to go.
   ASSERT_NE(cache.GetIfCached(KeyOf(0)), nullptr);
-  std::shared_ptr<const Chunk> held = cache.GetIfCached(KeyOf(1));
+  std::shared_ptr<const ChunkBytes> held = cache.GetIfCached(KeyOf(1));
   ASSERT_TRUE(cache.GetOrFetch(KeyOf(0), Filled(100, 'a', &fetches)).ok());
   ASSERT_TRUE(cache.GetOrFetch(KeyOf(2), Filled(100, 'c', &fetches)).ok());
   EXPECT_TRUE(cache.Contains(KeyOf(0)));

@@ -382,7 +382,7 @@ Manifest FilesManifest(const std::vector<std::pair<std::string, uint64_t>>& file
 
 // A walk of every chunk of every file of `manifest`.
 ChunkWalk WalkOfEveryChunk(const Manifest& manifest) {
-  std::vector<ChunkWalk::Chunk> chunks;
+  std::vector<ChunkWalk::PlannedChunk> chunks;
   for (uint64_t id = 0; id < manifest.entries().size(); ++id) {
     for (uint32_t index = 0; index < ChunkCount(manifest.entries()[id].size, 1 << 20); ++index) {
       chunks.push_back({id, index, 0});
