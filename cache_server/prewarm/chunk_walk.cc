@@ -6,12 +6,12 @@
 
 namespace granary {
 
-ChunkWalk::ChunkWalk(std::vector<Chunk> chunks, size_t file_count)
+ChunkWalk::ChunkWalk(std::vector<PlannedChunk> chunks, size_t file_count)
     : chunks_(std::move(chunks)), taken_(chunks_.size(), false), failed_(file_count, false) {}
 
 void ChunkWalk::Prefer(const Manifest& manifest, const ChunkKey& missed) {
   auto after = std::upper_bound(
-      chunks_.begin(), chunks_.end(), missed, [](const ChunkKey& key, const Chunk& chunk) {
+      chunks_.begin(), chunks_.end(), missed, [](const ChunkKey& key, const PlannedChunk& chunk) {
         return std::tie(key.file_id, key.chunk_index) < std::tie(chunk.file_id, chunk.chunk_index);
       });
   const ManifestEntries& entries = manifest.entries();

@@ -31,7 +31,8 @@ namespace granary {
 
 class ChunkWalk {
  public:
-  struct Chunk {
+  // One chunk of the plan: which file, which chunk of it, how long.
+  struct PlannedChunk {
     uint64_t file_id;
     uint32_t chunk_index;
     uint32_t length;
@@ -45,10 +46,10 @@ class ChunkWalk {
 
   // `chunks` in file id order, then chunk order, of a manifest of
   // `file_count` entries.
-  ChunkWalk(std::vector<Chunk> chunks, size_t file_count);
+  ChunkWalk(std::vector<PlannedChunk> chunks, size_t file_count);
 
   size_t size() const { return chunks_.size(); }
-  const Chunk& chunk(size_t index) const { return chunks_[index]; }
+  const PlannedChunk& chunk(size_t index) const { return chunks_[index]; }
 
   // Hands out the chunks that follow `missed` in its directory of `manifest`
   // (the manifest the chunks were planned from) next.
@@ -70,7 +71,7 @@ class ChunkWalk {
  private:
   bool Available(size_t index) const { return !taken_[index] && !failed_[chunks_[index].file_id]; }
 
-  const std::vector<Chunk> chunks_;
+  const std::vector<PlannedChunk> chunks_;
   std::vector<bool> taken_;   // By chunk.
   std::vector<bool> failed_;  // By file id.
   size_t next_ = 0;           // The walk in order.

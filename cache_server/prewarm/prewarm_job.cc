@@ -61,11 +61,12 @@ constexpr std::chrono::milliseconds kYieldWait{2};
 constexpr std::chrono::milliseconds kReadersActiveWait{50};
 
 // The chunks of `file_ids` (sorted here) that pass `filter`, in order.
-std::vector<ChunkWalk::Chunk> PlanChunks(const Manifest& manifest, std::vector<uint64_t> file_ids,
-                                         const PrewarmJob::ChunkFilter& filter) {
+std::vector<ChunkWalk::PlannedChunk> PlanChunks(const Manifest& manifest,
+                                                std::vector<uint64_t> file_ids,
+                                                const PrewarmJob::ChunkFilter& filter) {
   std::sort(file_ids.begin(), file_ids.end());
   const uint32_t chunk_size = manifest.chunk_size();
-  std::vector<ChunkWalk::Chunk> chunks;
+  std::vector<ChunkWalk::PlannedChunk> chunks;
   for (uint64_t file_id : file_ids) {
     uint64_t size = manifest.entries()[file_id].size;
     for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
@@ -152,7 +153,7 @@ void PrewarmJob::Work(unsigned worker) {
       }
     }
     if (!next.has_value()) break;
-    const ChunkWalk::Chunk& chunk = walk_.chunk(*next);
+    const ChunkWalk::PlannedChunk& chunk = walk_.chunk(*next);
     ChunkKey key{manifest->version(), chunk.file_id, chunk.chunk_index};
     if (store_->Contains(key)) {
       chunks_already_cached_.fetch_add(1);

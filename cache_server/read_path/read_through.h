@@ -48,13 +48,13 @@
 #include "cache_server/cluster/cluster_view.h"
 #include "cache_server/metrics.h"
 #include "cache_server/read_path/fetch_speeds.h"
-#include "cache_server/read_path/single_flight.h"
 #include "cache_server/read_path/write_behind.h"
 #include "cache_server/store/chunk_store.h"
 #include "client/dataset_client.h"
 #include "common/chunk_key.h"
 #include "common/local_read_socket.h"
 #include "common/manifest.h"
+#include "common/single_flight.h"
 #include "common/unique_fd.h"
 
 namespace granary {

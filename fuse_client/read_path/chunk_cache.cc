@@ -4,66 +4,47 @@
 
 namespace granary::fuse {
 
-struct ChunkCache::Slot {
-  bool done = false;
-  absl::StatusOr<std::shared_ptr<const Chunk>> result;
-  CondVar fetched;
-  std::list<ChunkKey>::iterator lru_position;  // Valid once done and cached.
-};
-
-absl::StatusOr<std::shared_ptr<const Chunk>> ChunkCache::GetOrFetch(const ChunkKey& key,
-                                                                    const Fetch& fetch) {
-  std::shared_ptr<Slot> slot;
-  {
-    MutexLock lock(&mutex_);
-    auto [it, inserted] = slots_.try_emplace(key);
-    if (!inserted) {
-      slot = it->second;
-      if (slot->done) {
-        lru_.splice(lru_.begin(), lru_, slot->lru_position);
-        return slot->result;
-      }
-      while (!slot->done) slot->fetched.Wait(&mutex_);
-      return slot->result;
-    }
-    it->second = slot = std::make_shared<Slot>();
-  }
-
-  absl::StatusOr<Chunk> fetched = fetch();
-  MutexLock lock(&mutex_);
-  slot->done = true;
-  if (fetched.ok()) {
-    cached_bytes_ += fetched->size;
-    slot->result = std::make_shared<const Chunk>(*std::move(fetched));
-    lru_.push_front(key);
-    slot->lru_position = lru_.begin();
-    EvictLocked();
-  } else {
-    slot->result = fetched.status();
-    slots_.erase(key);
-  }
-  slot->fetched.SignalAll();
-  return slot->result;
+absl::StatusOr<std::shared_ptr<const ChunkBytes>> ChunkCache::GetOrFetch(const ChunkKey& key,
+                                                                         const Fetch& fetch) {
+  if (std::shared_ptr<const ChunkBytes> cached = GetIfCached(key)) return cached;
+  return fetches_.Do(key, [&] { return FetchAndKeep(key, fetch); });
 }
 
-std::shared_ptr<const Chunk> ChunkCache::GetIfCached(const ChunkKey& key) {
+absl::StatusOr<std::shared_ptr<const ChunkBytes>> ChunkCache::FetchAndKeep(const ChunkKey& key,
+                                                                           const Fetch& fetch) {
+  // A fetch of `key` that ended after GetOrFetch looked has cached it.
+  if (std::shared_ptr<const ChunkBytes> cached = GetIfCached(key)) return cached;
+  absl::StatusOr<ChunkBytes> fetched = fetch();
+  if (!fetched.ok()) return fetched.status();
+  auto chunk = std::make_shared<const ChunkBytes>(*std::move(fetched));
   MutexLock lock(&mutex_);
-  auto it = slots_.find(key);
-  if (it == slots_.end() || !it->second->done) return nullptr;
-  lru_.splice(lru_.begin(), lru_, it->second->lru_position);
-  return *it->second->result;
+  lru_.push_front(key);
+  cached_.try_emplace(key, Cached{chunk, lru_.begin()});
+  cached_bytes_ += chunk->size;
+  EvictLocked();
+  return chunk;
+}
+
+std::shared_ptr<const ChunkBytes> ChunkCache::GetIfCached(const ChunkKey& key) {
+  MutexLock lock(&mutex_);
+  auto it = cached_.find(key);
+  if (it == cached_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second.lru_position);
+  return it->second.chunk;
 }
 
 bool ChunkCache::Contains(const ChunkKey& key) {
+  // In this order: a fetch caches its chunk before it stops being in flight.
+  if (fetches_.InFlight(key)) return true;
   MutexLock lock(&mutex_);
-  return slots_.contains(key);
+  return cached_.contains(key);
 }
 
 void ChunkCache::EvictLocked() {
   while (cached_bytes_ > capacity_bytes_ && lru_.size() > 1) {
-    auto it = slots_.find(lru_.back());
-    cached_bytes_ -= (*it->second->result)->size;
-    slots_.erase(it);
+    auto it = cached_.find(lru_.back());
+    cached_bytes_ -= it->second.chunk->size;
+    cached_.erase(it);
     lru_.pop_back();
   }
 }

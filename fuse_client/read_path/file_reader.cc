@@ -55,14 +55,14 @@ absl::StatusOr<FileReader::Reply> FileReader::Read(uint64_t offset, size_t size)
     }
   }
 
-  std::shared_ptr<Chunk> assembled;
-  if (slices.size() > 1) assembled = std::make_shared<Chunk>(end - offset);
+  std::shared_ptr<ChunkBytes> assembled;
+  if (slices.size() > 1) assembled = std::make_shared<ChunkBytes>(end - offset);
   auto output_of = [&](const ChunkSlice& slice) {
-    if (assembled == nullptr) assembled = std::make_shared<Chunk>(slice.length);
+    if (assembled == nullptr) assembled = std::make_shared<ChunkBytes>(slice.length);
     return assembled->span().subspan(slice.offset_in_range, slice.length);
   };
   for (const ChunkSlice& slice : slices) {
-    std::shared_ptr<const Chunk> chunk =
+    std::shared_ptr<const ChunkBytes> chunk =
         context_.cache->GetIfCached(file_->KeyOf(slice.chunk_index));
     // Straight from the local store when it holds the chunk: each byte is
     // read and copied once, and no whole chunk waits in memory.

@@ -65,7 +65,7 @@ class FileReader {
 
   // The bytes of a read: `bytes` points into `hold`. Empty at end of file.
   struct Reply {
-    std::shared_ptr<const Chunk> hold;
+    std::shared_ptr<const ChunkBytes> hold;
     std::span<const char> bytes;
   };
   // Reads up to `size` bytes at `offset` (fewer only at end of file).

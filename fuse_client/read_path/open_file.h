@@ -47,9 +47,10 @@ struct OpenFile {
   // Whole chunk `chunk_index`, from `cache` or fetched into it; a chunk
   // fetched here is also handed to `page_store`, unless null, for the
   // kernel's page cache.
-  absl::StatusOr<std::shared_ptr<const Chunk>> LoadChunk(uint32_t chunk_index, ChunkCache& cache,
-                                                         ChunkFetcher& fetcher,
-                                                         PageStore* page_store);
+  absl::StatusOr<std::shared_ptr<const ChunkBytes>> LoadChunk(uint32_t chunk_index,
+                                                              ChunkCache& cache,
+                                                              ChunkFetcher& fetcher,
+                                                              PageStore* page_store);
 
   const std::shared_ptr<const MountedDataset> dataset;
   const uint64_t inode;

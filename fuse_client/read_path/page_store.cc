@@ -32,7 +32,7 @@ void PageStore::Detach() {
   if (worker.joinable()) worker.join();
 }
 
-void PageStore::Store(uint64_t inode, uint64_t offset, std::shared_ptr<const Chunk> chunk) {
+void PageStore::Store(uint64_t inode, uint64_t offset, std::shared_ptr<const ChunkBytes> chunk) {
   {
     MutexLock lock(&mutex_);
     if (!attached_ || queue_.size() + awaiting_answers_.size() >= max_queued_) {

@@ -55,7 +55,7 @@ class PageStore {
 
   // Stores `chunk` as the bytes of inode `inode` at `offset`, unless the
   // same store is already waiting.
-  void Store(uint64_t inode, uint64_t offset, std::shared_ptr<const Chunk> chunk);
+  void Store(uint64_t inode, uint64_t offset, std::shared_ptr<const ChunkBytes> chunk);
 
   // A FUSE read of `size` bytes at `offset` of inode `inode` is being
   // answered until the returned token is given to EndAnswer(); stores that
@@ -72,7 +72,7 @@ class PageStore {
   struct Task {
     uint64_t inode;
     uint64_t offset;
-    std::shared_ptr<const Chunk> chunk;
+    std::shared_ptr<const ChunkBytes> chunk;
   };
 
   void Work(fuse_session* session);

@@ -21,17 +21,14 @@ UseReporter::UseReporter(LocalChunkReader* local, std::chrono::milliseconds inte
       kept_versions_(std::move(kept_versions)) {}
 
 UseReporter::~UseReporter() {
-  {
-    MutexLock lock(&mutex_);
-    stopping_ = true;
-  }
-  wake_.SignalAll();
-  if (thread_.joinable()) thread_.join();
+  if (reporting_ == nullptr) return;
+  reporting_.reset();
+  SendPending();
 }
 
 void UseReporter::Start() {
   SendPending();
-  thread_ = std::thread([this] { Run(); });
+  reporting_ = std::make_unique<PeriodicThread>(interval_, interval_, [this] { SendPending(); });
 }
 
 void UseReporter::Record(uint64_t dataset_version, uint64_t file_id, uint64_t bytes,
@@ -76,18 +73,6 @@ bool UseReporter::Send(const absl::flat_hash_map<FileKey, Use>& uses,
     reports_++;
   } while (it != uses.end());
   return true;
-}
-
-void UseReporter::Run() {
-  for (bool stopping = false; !stopping;) {
-    {
-      MutexLock lock(&mutex_);
-      wake_.WaitFor(&mutex_, interval_,
-                    [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return stopping_; });
-      stopping = stopping_;
-    }
-    SendPending();
-  }
 }
 
 void UseReporter::SendPending() {

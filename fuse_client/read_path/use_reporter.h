@@ -15,8 +15,8 @@
 // says where granaryd's withdrawals stand, and it closes whatever was kept
 // before it (files taken over from an earlier granary-fuse), so it must come
 // before the mount serves anything, or it would close files handed out since.
-// Then reports go every `interval` from a thread of the reporter's own, and
-// once more when it is destroyed; recording a use is a short critical section
+// Then reports go every `interval` from a PeriodicThread of the reporter's
+// own, and once more when it is destroyed; recording a use is a short critical section
 // on the reader's thread, never a round trip.
 //
 // Thread-safety: Record() may be called concurrently; Start() once, before
@@ -27,13 +27,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <thread>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "common/local_read_socket.h"
 #include "common/mutex.h"
+#include "common/periodic_thread.h"
 #include "proto/granary.pb.h"
 
 namespace granary::fuse {
@@ -69,7 +70,6 @@ class UseReporter {
     uint64_t chunks = 0;
   };
 
-  void Run();
   // Sends the uses recorded since the last report.
   void SendPending();
   // Sends `uses` in messages of a bounded size, the first with `kept`; false
@@ -81,12 +81,10 @@ class UseReporter {
   const OnWithdrawn on_withdrawn_;
   const KeptVersions kept_versions_;
   mutable Mutex mutex_;
-  CondVar wake_;
   absl::flat_hash_map<FileKey, Use> pending_ ABSL_GUARDED_BY(mutex_);
-  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   uint64_t reports_ ABSL_GUARDED_BY(mutex_) = 0;
-  uint64_t withdrawn_through_ = 0;  // The reporter thread's alone, once started.
-  std::thread thread_;
+  uint64_t withdrawn_through_ = 0;             // The reporting thread's alone, once started.
+  std::unique_ptr<PeriodicThread> reporting_;  // Set by Start().
 };
 
 }  // namespace granary::fuse

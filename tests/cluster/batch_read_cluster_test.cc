@@ -40,23 +40,15 @@ class BatchReadClusterTest : public ::testing::Test {
       paths_.push_back(FilePath(i));
     }
     auto cluster =
-        GranaryCluster::Start({.nodes = kThreeNodes, .etcd_endpoint = "", .extra_args = {}});
+        GranaryCluster::StartFormed({.nodes = kThreeNodes, .etcd_endpoint = "", .extra_args = {}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    for (size_t i = 0; i < cluster_->size(); ++i) {
-      ASSERT_TRUE(cluster_->WaitForMembers(i, {"n1", "n2", "n3"}).ok());
-    }
-    ASSERT_TRUE(cluster_->WaitForPeersReachable().ok());
   }
 
   void Register(const std::string& name) {
-    v1::DatasetInfo info;
-    ASSERT_TRUE(
-        AddDataset(cluster_->node(0).SocketStub().get(), name, source_.path(), kChunkSize, &info)
-            .ok());
-    for (size_t i = 0; i < cluster_->size(); ++i) {
-      ASSERT_TRUE(cluster_->WaitForDataset(i, name).ok()) << cluster_->spec(i).id;
-    }
+    absl::StatusOr<v1::DatasetInfo> registered =
+        cluster_->RegisterDataset(0, name, source_.path(), kChunkSize);
+    ASSERT_TRUE(registered.ok()) << registered.status();
   }
 
   // How many of the files each node owns.

@@ -69,15 +69,10 @@ class ClusterTest : public ::testing::Test {
     for (int file = 0; file < kFiles; ++file) {
       std::ofstream(source_.path() + "/file" + std::to_string(file)) << FileBytes(file);
     }
-    auto cluster = GranaryCluster::Start(
+    auto cluster = GranaryCluster::StartFormed(
         {.nodes = kFourNodes, .etcd_endpoint = etcd_endpoint, .extra_args = extra_args});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    for (size_t i = 0; i < cluster_->size(); ++i) {
-      ASSERT_TRUE(cluster_->WaitForMembers(i, {"a1", "a2", "b1", "b2"}).ok());
-    }
-    absl::Status reached = cluster_->WaitForPeersReachable();
-    ASSERT_TRUE(reached.ok()) << reached;
     ASSERT_TRUE(AddDataset(cluster_->node(0).SocketStub().get(), "images", source_.path(),
                            kChunkSize, &info_, replicas)
                     .ok());

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <thread>
 
 #include "client/dataset_client.h"
 #include "grpcpp/client_context.h"
@@ -22,7 +21,6 @@
 namespace granary {
 namespace {
 
-using testing::AddDataset;
 using testing::PatternBytes;
 
 using testing::FuseMount;
@@ -46,31 +44,15 @@ class RoutedReadTest : public ::testing::Test {
     for (int file = 0; file < kFiles; ++file) {
       std::ofstream(source_.path() + "/file" + std::to_string(file)) << FileBytes(file);
     }
-    token_file_ = dir_.path() + "/token";
-    ASSERT_TRUE(testing::WriteRandomClusterToken(token_file_).ok());
-    auto cluster = GranaryCluster::Start(
+    auto cluster = GranaryCluster::StartFormed(
         {.nodes = {{"a1", "rack-a"}, {"a2", "rack-a"}, {"a3", "rack-a"}, {"b1", "rack-b"}},
          .etcd_endpoint = "",
-         .extra_args = {"--token-file", token_file_}});
+         .extra_args = {}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    absl::Status reached = cluster_->WaitForPeersReachable();
-    ASSERT_TRUE(reached.ok()) << reached;
-    v1::DatasetInfo info;
-    ASSERT_TRUE(AddDataset(cluster_->node(0).SocketStub().get(), "images", source_.path(),
-                           kChunkSize, &info)
-                    .ok());
-    // Owners serve only versions their catalog holds.
-    for (size_t i = 1; i < cluster_->size(); ++i) {
-      auto client = DatasetClient::Connect(cluster_->node(i).socket_address());
-      ASSERT_TRUE(client.ok());
-      bool known = false;
-      for (int attempt = 0; attempt < 300 && !known; ++attempt) {
-        known = (*client)->GetManifest("images").ok();
-        if (!known) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-      ASSERT_TRUE(known) << "the catalog did not reach " << cluster_->spec(i).id;
-    }
+    absl::StatusOr<v1::DatasetInfo> registered =
+        cluster_->RegisterDataset(0, "images", source_.path(), kChunkSize);
+    ASSERT_TRUE(registered.ok()) << registered.status();
     auto client = DatasetClient::Connect(cluster_->node(0).socket_address());
     auto snapshot = (*client)->GetManifest("images");
     ASSERT_TRUE(snapshot.ok()) << snapshot.status();
@@ -97,14 +79,13 @@ class RoutedReadTest : public ::testing::Test {
 
   TempDir source_;
   TempDir dir_;
-  std::string token_file_;
   std::unique_ptr<GranaryCluster> cluster_;
   std::map<std::string, int> owned_;  // Chunks each member owns in rack-a.
 };
 
 TEST_F(RoutedReadTest, AMountReadsEachChunkFromItsOwnerAndCatFindsThemCached) {
-  auto mount =
-      FuseMount::Start(cluster_->node(0).socket_address(), {"--token-file", token_file_}, "images");
+  auto mount = FuseMount::Start(cluster_->node(0).socket_address(),
+                                {"--token-file", cluster_->cluster_token_file()}, "images");
   ASSERT_TRUE(mount.ok()) << mount.status();
   for (int file = 0; file < kFiles; ++file) {
     std::string name = "file" + std::to_string(file);
@@ -119,7 +100,7 @@ TEST_F(RoutedReadTest, AMountReadsEachChunkFromItsOwnerAndCatFindsThemCached) {
   for (size_t i = 0; i < cluster_->size(); ++i) {
     hits.push_back(Metric(i, "granary_cache_hits_total"));
   }
-  ASSERT_EQ(setenv("GRANARY_TOKEN_FILE", token_file_.c_str(), 1), 0);
+  ASSERT_EQ(setenv("GRANARY_TOKEN_FILE", cluster_->cluster_token_file().c_str(), 1), 0);
   for (int file = 0; file < kFiles; ++file) {
     std::string output = dir_.path() + "/cat" + std::to_string(file);
     auto pid = testing::SpawnChild(GRANARY_CLI_PATH,

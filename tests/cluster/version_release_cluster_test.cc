@@ -39,20 +39,16 @@ class VersionReleaseClusterTest : public ::testing::Test {
   void SetUp() override {
     WriteSource("kept.bin", PatternBytes(kFileSize, 1));
     WriteSource("changed.bin", PatternBytes(kFileSize, 2));
-    auto cluster = GranaryCluster::Start(
+    auto cluster = GranaryCluster::StartFormed(
         {.nodes = {{"n1", "rack-a"}, {"n2", "rack-a"}},
          .etcd_endpoint = "",
          .extra_args = {"--version-grace-seconds", std::to_string(kGraceSeconds)}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    for (size_t i = 0; i < cluster_->size(); ++i) {
-      ASSERT_TRUE(cluster_->WaitForMembers(i, {"n1", "n2"}).ok());
-    }
-    v1::DatasetInfo info;
-    ASSERT_TRUE(AddDataset(cluster_->node(0).SocketStub().get(), "images", source_.path(),
-                           kChunkSize, &info)
-                    .ok());
-    first_version_ = info.version();
+    absl::StatusOr<v1::DatasetInfo> registered =
+        cluster_->RegisterDataset(0, "images", source_.path(), kChunkSize);
+    ASSERT_TRUE(registered.ok()) << registered.status();
+    first_version_ = registered->version();
     auto mount = FuseMount::Start(cluster_->node(1).socket_address(),
                                   {"--token-file", cluster_->cluster_token_file(),
                                    "--no-passthrough", "--version-grace-seconds", "1"},

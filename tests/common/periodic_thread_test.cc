@@ -12,13 +12,16 @@ namespace {
 using std::chrono::milliseconds;
 
 TEST(PeriodicThreadTest, CallsRepeatedlyUntilDestroyed) {
+  constexpr milliseconds kPeriod(1);
   std::atomic<int> calls = 0;
   {
-    PeriodicThread thread(milliseconds(0), milliseconds(1), [&] { ++calls; });
-    while (calls < 3) std::this_thread::sleep_for(milliseconds(1));
+    PeriodicThread thread(milliseconds(0), kPeriod, [&] { ++calls; });
+    while (calls < 3) std::this_thread::yield();
   }
   const int after_destruction = calls;
-  std::this_thread::sleep_for(milliseconds(20));
+  // Nothing can be polled for a call that must not come: a thread still
+  // running would have called again many times over in 20 periods.
+  std::this_thread::sleep_for(20 * kPeriod);
   EXPECT_EQ(calls, after_destruction);
 }
 
@@ -38,10 +41,12 @@ TEST(PeriodicThreadTest, DestructionWaitsForARunningCall) {
   {
     PeriodicThread thread(milliseconds(0), std::chrono::hours(1), [&] {
       started = true;
+      // The call outlasts the destructor's start by this much: a destructor
+      // that did not wait would return first.
       std::this_thread::sleep_for(milliseconds(50));
       finished = true;
     });
-    while (!started) std::this_thread::sleep_for(milliseconds(1));
+    while (!started) std::this_thread::yield();
   }
   EXPECT_TRUE(finished);
 }

@@ -51,6 +51,19 @@ class VerifiedSourceFileTest : public ::testing::Test {
     return entry;
   }
 
+  // Waits until the file system's clock, which ticks at the kernel's timer
+  // granularity, has moved past the recorded file's times, so that a change
+  // made next shows in them: touches a scratch file until its times have.
+  void WaitForTheFileClockToTick() {
+    const std::string scratch = root_ + "/clock";
+    std::ofstream(scratch).close();
+    for (;;) {
+      ASSERT_EQ(::utimensat(AT_FDCWD, scratch.c_str(), nullptr, 0), 0);
+      const ManifestEntry now = Record("clock");
+      if (now.ctime_ns > entry_.ctime_ns && now.mtime_ns > entry_.mtime_ns) return;
+    }
+  }
+
   // Expects the open of the recorded file refused, naming it and `what`.
   void ExpectStale(const std::string& what) {
     absl::StatusOr<VerifiedSourceFile> file = VerifiedSourceFile::Open(root_, entry_);
@@ -91,8 +104,7 @@ TEST_F(VerifiedSourceFileTest, ReadsTheRecordedFileAsUnchanged) {
 }
 
 TEST_F(VerifiedSourceFileTest, AChmodOrAHardLinkChangesMetadataOnlyAndStillReads) {
-  // The ctime has a clock tick's granularity: make sure it moves.
-  ::usleep(20'000);
+  ASSERT_NO_FATAL_FAILURE(WaitForTheFileClockToTick());
   ASSERT_EQ(::chmod((root_ + "/file").c_str(), 0600), 0);
   ASSERT_EQ(::link((root_ + "/file").c_str(), (root_ + "/link").c_str()), 0);
   ASSERT_NE(Record("file").ctime_ns, entry_.ctime_ns);
@@ -105,7 +117,7 @@ TEST_F(VerifiedSourceFileTest, AChmodOrAHardLinkChangesMetadataOnlyAndStillReads
 }
 
 TEST_F(VerifiedSourceFileTest, ARewriteOfTheSameSizeIsRefused) {
-  ::usleep(20'000);
+  ASSERT_NO_FATAL_FAILURE(WaitForTheFileClockToTick());
   std::ofstream(root_ + "/file", std::ios::in | std::ios::out) << "REWRITE!";
   ExpectStale("mtime_ns");
 }
@@ -119,7 +131,7 @@ TEST_F(VerifiedSourceFileTest, AFifoInPlaceOfTheFileIsRefusedWithoutBlocking) {
 TEST_F(VerifiedSourceFileTest, AFileChangedAfterTheOpenFailsItsNextRead) {
   absl::StatusOr<VerifiedSourceFile> file = VerifiedSourceFile::Open(root_, entry_);
   ASSERT_TRUE(file.ok()) << file.status();
-  ::usleep(20'000);
+  ASSERT_NO_FATAL_FAILURE(WaitForTheFileClockToTick());
   std::ofstream(root_ + "/file", std::ios::in | std::ios::out) << "REWRITE!";
   std::string bytes(8, '\0');
   absl::Status read = file->ReadExactly(0, bytes);

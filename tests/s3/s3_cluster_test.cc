@@ -58,15 +58,10 @@ class S3ClusterTest : public ::testing::Test {
       node.command_prefix = GranarydS3CommandPrefix(home_.path(), S3rverKeysEnvironment());
       nodes.push_back(std::move(node));
     }
-    auto cluster = GranaryCluster::Start(
+    auto cluster = GranaryCluster::StartFormed(
         {.nodes = nodes, .etcd_endpoint = "", .extra_args = {"--s3-endpoint", endpoint()}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    for (size_t i = 0; i < cluster_->size(); ++i) {
-      ASSERT_TRUE(cluster_->WaitForMembers(i, {"n1", "n2", "n3"}).ok());
-    }
-    absl::Status reached = cluster_->WaitForPeersReachable();
-    ASSERT_TRUE(reached.ok()) << reached;
     grpc::Status added = AddDataset(cluster_->node(0).SocketStub().get(), "train",
                                     S3SourceOf(kBucket, endpoint(), "train"), kChunkSize, &info_);
     ASSERT_TRUE(added.ok()) << added.error_message() << "\n" << cluster_->node(0).log();

@@ -455,15 +455,12 @@ class ExtenderClusterTest : public ::testing::Test {
       std::filesystem::permissions(
           *token_file_, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
     }
-    auto cluster = testing::GranaryCluster::Start(
+    auto cluster = testing::GranaryCluster::StartFormed(
         {.nodes = {{"a1", "rack-a"}, {"a2", "rack-a"}, {"b1", "rack-b"}, {"b2", "rack-b"}},
          .etcd_endpoint = "",
          .extra_args = {"--token-file", *token_file_}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = cluster->release();
-    for (size_t i = 0; i < cluster_->size(); ++i) {
-      ASSERT_TRUE(cluster_->WaitForMembers(i, {"a1", "a2", "b1", "b2"}).ok());
-    }
     std::string source = temp_->path() + "/images";
     std::filesystem::create_directories(source);
     for (int file = 0; file < 8; ++file) {

@@ -164,16 +164,13 @@ class PeerReadFloodTest : public ::testing::Test {
     for (int file = 0; file < kFiles; ++file) {
       testing::WriteSourceFile(source_.path(), "file" + std::to_string(file), FileBytes(file));
     }
-    auto cluster =
-        GranaryCluster::Start({.nodes = {{"a"}, {"b"}}, .etcd_endpoint = "", .extra_args = {}});
+    auto cluster = GranaryCluster::StartFormed(
+        {.nodes = {{"a"}, {"b"}}, .etcd_endpoint = "", .extra_args = {}});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    ASSERT_TRUE(cluster_->WaitForPeersReachable().ok());
-    v1::DatasetInfo info;
-    grpc::Status added = testing::AddDataset(cluster_->node(0).SocketStub().get(), "flood",
-                                             source_.path(), kChunkSize, &info);
-    ASSERT_TRUE(added.ok()) << added.error_message();
-    ASSERT_TRUE(cluster_->WaitForDataset(1, "flood", info.version()).ok());
+    absl::StatusOr<v1::DatasetInfo> registered =
+        cluster_->RegisterDataset(0, "flood", source_.path(), kChunkSize);
+    ASSERT_TRUE(registered.ok()) << registered.status();
     auto snapshot =
         (*DatasetClient::Connect(cluster_->node(0).socket_address()))->GetManifest("flood");
     ASSERT_TRUE(snapshot.ok()) << snapshot.status();
@@ -182,7 +179,7 @@ class PeerReadFloodTest : public ::testing::Test {
     const ManifestEntries& entries = snapshot->manifest.entries();
     for (uint64_t id = 0; id < entries.size(); ++id) {
       if (entries[id].type != EntryType::kFile) continue;
-      const ChunkKey key{info.version(), id, 0};
+      const ChunkKey key{registered->version(), id, 0};
       if ((*map)->Owners(key, kDefaultGroup, 1)[0]->id != "b") continue;
       owned_by_b_.push_back(std::stoi(entries[id].path.substr(4)));
       keys_of_b_.push_back(key);

@@ -333,8 +333,13 @@ TEST_F(PeerReadTest, AReaderTurnedAwayByAFullHelloBudgetReadsOverGrpc) {
     Send(fd, std::string_view(kPeerReadMagic, sizeof(kPeerReadMagic)));
     held.push_back(fd);
   }
-  // The acceptor hands them to the server as their first byte comes.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The acceptor hands them to the server as their first byte comes; the
+  // first over the budget is closed and logged once the budget is full.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server_->log().find("max_unauthenticated_connections_per_host") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   PeerReadConnections direct(server_->tcp_address(), server_->cluster_token(),
                              std::chrono::seconds(5));
   std::string piece(100, '\0');

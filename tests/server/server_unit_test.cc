@@ -1,5 +1,5 @@
 // Unit tests of granaryd's parts that need no running server: configuration,
-// the posix scanner, single-flight, prewarm path selection and chunk order, the choice
+// the posix scanner, prewarm path selection and chunk order, the choice
 // between peer copies and source reads, the write-behind queue over a
 // real chunk store, and the catalog's release of older versions.
 #include <fcntl.h>
@@ -9,11 +9,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
-#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "cache_server/catalog/catalog.h"
@@ -21,7 +19,6 @@
 #include "cache_server/prewarm/chunk_walk.h"
 #include "cache_server/prewarm/prewarm_job.h"
 #include "cache_server/read_path/fetch_speeds.h"
-#include "cache_server/read_path/single_flight.h"
 #include "cache_server/read_path/write_behind.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/chunk_math.h"
@@ -335,30 +332,6 @@ TEST(PosixScanner, MissingRootIsNotFound) {
   EXPECT_NE(entries.status().message().find("/no/such/dir"), absl::string_view::npos);
 }
 
-TEST(SingleFlight, ConcurrentCallersShareOneCall) {
-  SingleFlight<int, int> flights;
-  std::atomic<int> calls{0};
-  std::atomic<int> arrived{0};
-  std::vector<std::thread> threads;
-  std::vector<int> results(16);
-  for (int i = 0; i < 16; ++i) {
-    threads.emplace_back([&, i] {
-      arrived.fetch_add(1);
-      results[i] = flights.Do(7, [&] {
-        // Hold the flight open until every caller has arrived.
-        while (arrived.load() < 16) std::this_thread::yield();
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        return ++calls * 100;
-      });
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(calls.load(), 1);
-  for (int result : results) EXPECT_EQ(result, 100);
-  // Once done, a new call runs again.
-  EXPECT_EQ(flights.Do(7, [&] { return ++calls * 100; }), 200);
-}
-
 TEST(Prewarm, SelectFilesTakesDirectoriesWholeAndOnlyThem) {
   ManifestEntries entries;
   auto add = [&](std::string path, EntryType type) {
@@ -409,7 +382,7 @@ Manifest FilesManifest(const std::vector<std::pair<std::string, uint64_t>>& file
 
 // A walk of every chunk of every file of `manifest`.
 ChunkWalk WalkOfEveryChunk(const Manifest& manifest) {
-  std::vector<ChunkWalk::Chunk> chunks;
+  std::vector<ChunkWalk::PlannedChunk> chunks;
   for (uint64_t id = 0; id < manifest.entries().size(); ++id) {
     for (uint32_t index = 0; index < ChunkCount(manifest.entries()[id].size, 1 << 20); ++index) {
       chunks.push_back({id, index, 0});

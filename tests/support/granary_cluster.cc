@@ -135,6 +135,38 @@ absl::Status GranaryCluster::WaitForMembers(size_t i, std::vector<std::string> i
                                                   absl::StrJoin(ids, ", "), "]"));
 }
 
+absl::StatusOr<std::unique_ptr<GranaryCluster>> GranaryCluster::StartFormed(Options options) {
+  GRANARY_ASSIGN_OR_RETURN(std::unique_ptr<GranaryCluster> cluster, Start(std::move(options)));
+  GRANARY_RETURN_IF_ERROR(cluster->WaitUntilFormed());
+  return cluster;
+}
+
+absl::Status GranaryCluster::WaitUntilFormed(std::chrono::milliseconds timeout) {
+  std::vector<std::string> ids;
+  for (const Node& node : nodes_) ids.push_back(node.spec.id);
+  for (size_t i = 0; i < size(); ++i) GRANARY_RETURN_IF_ERROR(WaitForMembers(i, ids, timeout));
+  return WaitForPeersReachable(timeout);
+}
+
+absl::StatusOr<v1::DatasetInfo> GranaryCluster::RegisterDataset(size_t via, const std::string& name,
+                                                                const std::string& source,
+                                                                uint32_t chunk_size,
+                                                                uint32_t replicas) {
+  v1::AddDatasetRequest request;
+  request.set_name(name);
+  request.set_source(source);
+  request.set_chunk_size(chunk_size);
+  request.set_replicas(replicas);
+  grpc::ClientContext context;
+  v1::DatasetInfo info;
+  GRANARY_RETURN_IF_ERROR(
+      FromGrpcStatus(node(via).SocketStub()->AddDataset(&context, request, &info)));
+  for (size_t i = 0; i < size(); ++i) {
+    GRANARY_RETURN_IF_ERROR(WaitForDataset(i, name, info.version()).status());
+  }
+  return info;
+}
+
 absl::Status GranaryCluster::WaitForPeersReachable(std::chrono::milliseconds timeout) {
   for (size_t i = 0; i < size(); ++i) {
     std::vector<std::string> down;

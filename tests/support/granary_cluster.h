@@ -44,6 +44,8 @@ class GranaryCluster {
   };
 
   static absl::StatusOr<std::unique_ptr<GranaryCluster>> Start(Options options);
+  // Start(), then WaitUntilFormed(): what most tests begin with.
+  static absl::StatusOr<std::unique_ptr<GranaryCluster>> StartFormed(Options options);
 
   size_t size() const { return nodes_.size(); }
   GranarydProcess& node(size_t i) { return *nodes_[i].process; }
@@ -62,6 +64,17 @@ class GranaryCluster {
   // Waits until node `i` reports exactly the members `ids` as up.
   absl::Status WaitForMembers(size_t i, std::vector<std::string> ids,
                               std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  // Waits until the cluster is formed: every node lists every member as up
+  // (WaitForMembers) and reaches each of them (WaitForPeersReachable).
+  absl::Status WaitUntilFormed(std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  // Registers `source` as dataset `name` through node `via`, and waits until
+  // every node lists that version (each serves only versions its catalog
+  // holds). `replicas` 0: the servers' default.
+  absl::StatusOr<v1::DatasetInfo> RegisterDataset(size_t via, const std::string& name,
+                                                  const std::string& source, uint32_t chunk_size,
+                                                  uint32_t replicas = 0);
 
   // Waits until every node's Status reaches every member (`timeout` per
   // node). A node that tried a peer before the peer listened keeps failing
