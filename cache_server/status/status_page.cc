@@ -23,7 +23,12 @@ void StatusPage::Register(HttpServer& server) const {
 nlohmann::json StatusPage::Document() const {
   const Member& self = parts_.cluster->self();
   nlohmann::json status = StatusJson(parts_.status->Status(/*local_only=*/true));
-  for (nlohmann::json& node : status["nodes"]) node.erase("address");
+  // What only authenticated callers get: where the node listens, and why a
+  // manifest would not load (RocksDB's errors may name the catalog's files).
+  for (nlohmann::json& node : status["nodes"]) {
+    node.erase("address");
+    for (nlohmann::json& unloadable : node["unloadable_datasets"]) unloadable.erase("error");
+  }
   nlohmann::json datasets = nlohmann::json::array();
   for (const v1::CatalogDataset& dataset : parts_.catalog->List()) {
     absl::StatusOr<v1::LocateResponse> located =

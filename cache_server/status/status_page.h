@@ -10,7 +10,8 @@
 // published reports, ListJobs), in the documents the CLI prints for them
 // (common/json_documents.h):
 //   {"node_id", "group", "generated_unix_ms",
-//    "status":   StatusJson of this node (without its address),
+//    "status":   StatusJson of this node (without its address, nor the
+//                errors of manifests that would not load),
 //    "datasets": [LocateJson of each dataset, from the members' published
 //                 locality reports],
 //    "jobs":     JobsJson of this node's jobs,
