@@ -3,7 +3,8 @@
 // share of each cached in every group, the jobs reading here and what they
 // waited for by origin, the holds, and the fills and prewarms in progress.
 // The page is static HTML, CSS and JavaScript compiled into granaryd (no
-// external asset); it reloads /status.json every few seconds.
+// external asset); it reloads /status.json every few seconds and draws every
+// name it holds (datasets, jobs, holders, groups) as text, never as markup.
 //
 // /status.json is one JSON document made of what the gRPC services answer
 // for this node (Status and ListHolds asked for this node only, Locate from
