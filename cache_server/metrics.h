@@ -1,7 +1,7 @@
 // ServerMetrics are granaryd's counters and the read-latency histogram, and
 // their rendering as Prometheus text (exposition format 0.0.4). Store figures
-// (usage, capacity, checksum failures) and catalog figures (datasets,
-// manifests in memory) are read from their owners when rendering.
+// (usage, capacity, checksum failures), catalog figures (datasets, manifests
+// in memory) and the node's holds are read from their owners when rendering.
 //
 // Metric names (the contract dashboards and tests rely on):
 //   granary_cache_hits_total, granary_cache_misses_total       chunk reads
@@ -32,6 +32,10 @@
 //   granary_manifest_memory_bytes, granary_manifests_in_memory
 //                                       manifests the catalog keeps in memory
 //   granary_manifest_loads_total        manifests loaded from the catalog's RocksDB
+//   granary_hold_share_bytes, granary_hold_held_bytes
+//                                       the node's hold share and what holds take
+//                                       of it (cache_server/holds/)
+//   granary_holds                       dataset versions held, once per holder
 //
 // Thread-safety: all methods are safe to call concurrently.
 #ifndef GRANARY_CACHE_SERVER_METRICS_H_
@@ -44,6 +48,7 @@
 
 #include "cache_server/catalog/catalog.h"
 #include "cache_server/store/chunk_store.h"
+#include "proto/staging.pb.h"
 
 namespace granary {
 
@@ -90,7 +95,7 @@ struct ServerMetrics {
   LatencyHistogram read_latency;
 
   std::string Render(const store::StoreStats& store, uint64_t dataset_count,
-                     const Catalog::MemoryUse& manifests) const;
+                     const Catalog::MemoryUse& manifests, const v1::NodeHolds& holds) const;
 };
 
 }  // namespace granary

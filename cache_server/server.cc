@@ -54,6 +54,7 @@
 #include "cache_server/status/job_metrics.h"
 #include "cache_server/status/jobs_service.h"
 #include "cache_server/status/locality_board.h"
+#include "cache_server/status/status_page.h"
 #include "cache_server/store/chunk_store.h"
 #include "common/absl_compat.h"
 #include "common/cluster_token.h"
@@ -273,6 +274,7 @@ struct GranaryServer::Parts {
   std::unique_ptr<StageIns> stage_ins;
   std::unique_ptr<StagingService> staging_service;
   std::unique_ptr<JobsService> jobs_service;
+  std::unique_ptr<StatusPage> status_page;
   std::unique_ptr<StreamWatchdog> watchdog;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<ConnectionAcceptor> acceptor;
@@ -449,10 +451,14 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
     HttpResponse response;
     response.content_type = "text/plain; version=0.0.4; charset=utf-8";
     response.body = raw->metrics.Render(raw->store->Stats(), raw->catalog->Size(),
-                                        raw->catalog->ManifestMemory());
+                                        raw->catalog->ManifestMemory(), raw->holds->List());
     RenderJobMetrics(raw->jobs->Totals(), &response.body);
     return response;
   });
+  parts->status_page = std::make_unique<StatusPage>(
+      StatusPage::Parts{parts->catalog.get(), parts->status.get(), parts->jobs.get(),
+                        parts->holds.get(), &parts->metrics, parts->cluster.get()});
+  parts->status_page->Register(parts->metrics_http);
   if (absl::Status started = parts->metrics_http.Start(c.metrics_listen); !started.ok()) {
     return absl::Status(started.code(), absl::StrCat("metrics endpoint: ", started.message()));
   }
@@ -530,9 +536,10 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   GRANARY_LOG(INFO) << "granaryd node '" << c.node_id << "' (group '" << c.group
                     << "') serving unix:" << c.socket_path << " and "
                     << (c.listen.empty() ? std::string("no TCP listener") : c.listen)
-                    << ", metrics on http://" << c.metrics_listen << "/metrics; data in "
-                    << c.data_dir << ", cache in " << absl::StrJoin(c.cache_dirs, ", ") << " ("
-                    << FormatSize(stats.capacity_bytes) << ", io " << stats.io_engine << ")";
+                    << ", metrics on http://" << c.metrics_listen
+                    << "/metrics and its status page at /; data in " << c.data_dir << ", cache in "
+                    << absl::StrJoin(c.cache_dirs, ", ") << " (" << FormatSize(stats.capacity_bytes)
+                    << ", io " << stats.io_engine << ")";
   return std::unique_ptr<GranaryServer>(new GranaryServer(std::move(parts)));
 }
 

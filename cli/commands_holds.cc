@@ -26,27 +26,6 @@ using Align = Table::Align;
 
 constexpr std::chrono::seconds kTimeout{10};
 
-nlohmann::json HoldsJson(const v1::ListHoldsResponse& response) {
-  nlohmann::json nodes = nlohmann::json::array();
-  for (const v1::NodeHolds& node : response.nodes()) {
-    nlohmann::json holds = nlohmann::json::array();
-    for (const v1::Hold& hold : node.holds()) {
-      holds.push_back({{"holder", hold.holder()},
-                       {"dataset", hold.dataset()},
-                       {"version", FormatVersion(hold.version())},
-                       {"bytes", hold.bytes()},
-                       {"expires_in_ms", hold.expires_in_ms()}});
-    }
-    nodes.push_back({{"node_id", node.node_id()},
-                     {"group", node.group()},
-                     {"share_bytes", node.share_bytes()},
-                     {"held_bytes", node.held_bytes()},
-                     {"holds", std::move(holds)},
-                     {"error", node.error()}});
-  }
-  return {{"nodes", std::move(nodes)}};
-}
-
 void PrintHolds(const v1::ListHoldsResponse& response) {
   Table table({{"NODE"},
                {"GROUP"},

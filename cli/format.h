@@ -1,15 +1,17 @@
 // Small text formats the CLI shares between its tables, summaries and progress
-// lines: percentages, rates, durations, hit ratios and fills.
+// lines: percentages, rates, durations and fills. The ratios themselves
+// (Fraction, HitRatio) are common/fraction.h's.
 //
 // Thread-safety: pure functions.
 #ifndef GRANARY_CLI_FORMAT_H_
 #define GRANARY_CLI_FORMAT_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 
+#include "common/fraction.h"
+#include "common/utf8.h"
 #include "proto/granary.pb.h"
 
 namespace granary::cli {
@@ -24,22 +26,11 @@ std::string FormatRate(double bytes_per_second);
 // an ETA is before the rate is known.
 std::string FormatDuration(double seconds);
 
-// hits / (hits + misses), or nothing before the first read.
-std::optional<double> HitRatio(uint64_t hits, uint64_t misses);
-
-// `done` / `total` as a fraction; an empty total is complete.
-double Fraction(uint64_t done, uint64_t total);
-
 // A name from a dataset (Linux names are bytes) as a terminal shows it
 // safely: UTF-8 characters as they are; bytes that are not UTF-8 and control
 // characters as \xNN, and a backslash as \\, so that every name reads back
 // unambiguously.
 std::string DisplayName(std::string_view bytes);
-
-// The length of the UTF-8 encoded character `bytes` begins with, or 0 if it
-// does not begin with one (a stray or overlong byte, a surrogate, a truncated
-// sequence).
-size_t Utf8CharacterLength(std::string_view bytes);
 
 // "on-read", "none", or "default" (each node's own).
 std::string FillPolicyName(v1::FillPolicy policy);

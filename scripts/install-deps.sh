@@ -23,6 +23,7 @@ packages=(
   libcurl4-openssl-dev libxml2-dev
   python3-dev pybind11-dev python3-fsspec python3-pandas
   prometheus
+  chromium
 )
 # Node.js and npm run s3rver, the S3 server of the S3 tests: Debian's
 # packages, unless a Node.js with its own npm is installed already.

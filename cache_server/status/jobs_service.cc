@@ -9,16 +9,22 @@
 
 namespace granary {
 
+v1::ListJobsResponse JobsListing(JobLedger& jobs, const Member& self) {
+  v1::ListJobsResponse response;
+  response.set_node_id(self.id);
+  response.set_group(self.group);
+  JobLedger::Listing listing = jobs.Totals();
+  for (v1::JobReads& job : listing.jobs) *response.add_jobs() = std::move(job);
+  response.set_folded_jobs(listing.folded_jobs);
+  return response;
+}
+
 grpc::Status JobsService::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest*,
                                    v1::ListJobsResponse* response) {
   absl::StatusOr<Caller> caller = AuthorizeCall(*authenticator_, *policy_, *context, "ListJobs",
                                                 AccessPolicy::Action::kDescribe);
   if (!caller.ok()) return ToGrpcStatus(caller.status());
-  response->set_node_id(cluster_->self().id);
-  response->set_group(cluster_->self().group);
-  JobLedger::Listing listing = jobs_->Totals();
-  for (v1::JobReads& job : listing.jobs) *response->add_jobs() = std::move(job);
-  response->set_folded_jobs(listing.folded_jobs);
+  *response = JobsListing(*jobs_, cluster_->self());
   return grpc::Status::OK;
 }
 

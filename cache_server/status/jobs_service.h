@@ -6,7 +6,8 @@
 // A report is taken only from root or granaryd's own user over the Unix
 // socket (granary-fuse runs as root), since whoever may report could put
 // any figure under any job's name; anyone else gets PERMISSION_DENIED.
-// ListJobs is allowed to whoever may ask for the node's status.
+// ListJobs is allowed to whoever may ask for the node's status; its answer
+// is JobsListing's, which granaryd's status page shows too.
 //
 // Thread-safety: gRPC calls handlers concurrently; the ledger is thread-safe.
 #ifndef GRANARY_CACHE_SERVER_STATUS_JOBS_SERVICE_H_
@@ -19,6 +20,9 @@
 #include "proto/jobs.grpc.pb.h"
 
 namespace granary {
+
+// The totals of the jobs that read on node `self`, as ListJobs answers them.
+v1::ListJobsResponse JobsListing(JobLedger& jobs, const Member& self);
 
 class JobsService final : public v1::Jobs::Service {
  public:
