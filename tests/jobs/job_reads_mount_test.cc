@@ -25,6 +25,7 @@
 #include "common/http.h"
 #include "nlohmann/json.hpp"
 #include "tests/fuse/mounted_tree.h"
+#include "tests/jobs/job_cgroups.h"
 #include "tests/support/child_process.h"
 
 namespace granary::testing {
@@ -34,71 +35,6 @@ constexpr char kPodUid[] = "1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901";
 constexpr char kPodSlice[] =
     "kubepods.slice/kubepods-besteffort.slice/"
     "kubepods-besteffort-pod1b2c3d4e_5f60_7182_93a4_b5c6d7e8f901.slice";
-constexpr uid_t kNobody = 65534;
-
-// Where this host lets the test make cgroup v2 directories: the unified
-// hierarchy of a hybrid host, else the root of a v2-only one.
-std::string CgroupV2Root() {
-  for (const char* root : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
-    std::error_code error;
-    if (std::filesystem::exists(absl::StrCat(root, "/cgroup.procs"), error) &&
-        std::filesystem::exists(absl::StrCat(root, "/cgroup.controllers"), error) &&
-        ::access(root, W_OK) == 0) {
-      return root;
-    }
-  }
-  return "";
-}
-
-// Cgroups made beneath one directory of the test's own, removed at the end
-// (their processes have exited by then).
-class TestCgroups {
- public:
-  TestCgroups() : root_(CgroupV2Root()) {
-    if (!root_.empty()) base_ = absl::StrCat(root_, "/granary-jobs-test-", ::getpid());
-  }
-  ~TestCgroups() {
-    for (auto it = made_.rbegin(); it != made_.rend(); ++it) ::rmdir(it->c_str());
-  }
-  bool available() const { return !base_.empty(); }
-
-  // The directory of cgroup `relative` (created with its parents).
-  std::string Make(const std::string& relative) {
-    std::string path = base_;
-    MakeOne(path);
-    for (const auto& part : std::filesystem::path(relative)) {
-      absl::StrAppend(&path, "/", part.string());
-      MakeOne(path);
-    }
-    return path;
-  }
-
- private:
-  void MakeOne(const std::string& path) {
-    if (::mkdir(path.c_str(), 0755) == 0) made_.push_back(path);
-  }
-
-  const std::string root_;
-  std::string base_;
-  std::vector<std::string> made_;
-};
-
-// `sh -c` that moves itself into cgroup `cgroup` (unless empty), then runs
-// `command` as user `uid` (root: as it is), for at most a minute (a read
-// that hangs fails the test instead of stalling it).
-std::pair<int, std::string> RunInCgroup(const std::string& cgroup, uid_t uid,
-                                        const std::string& command) {
-  std::string script;
-  if (!cgroup.empty()) script = absl::StrCat("echo $$ > ", cgroup, "/cgroup.procs && ");
-  if (uid != 0) {
-    absl::StrAppend(&script, "exec timeout 60 setpriv --reuid=", uid, " --regid=", uid,
-                    " --clear-groups ");
-  } else {
-    absl::StrAppend(&script, "exec timeout 60 ");
-  }
-  absl::StrAppend(&script, command);
-  return Shell(absl::StrCat("sh -c '", script, "'"));
-}
 
 uint64_t SumOf(const nlohmann::json& by_origin) {
   uint64_t sum = 0;
