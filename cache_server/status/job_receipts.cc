@@ -79,6 +79,13 @@ void JobReceipts::AddReads(const std::vector<v1::JobReads>& reads, v1::JobReceip
       }
     }
   }
+  // A start the hook did not give is the job's first read.
+  for (const v1::JobReads& version : receipt->reads()) {
+    const int64_t first = version.first_read_unix_ms();
+    if (first > 0 && (receipt->started_unix_ms() == 0 || first < receipt->started_unix_ms())) {
+      receipt->set_started_unix_ms(first);
+    }
+  }
   std::sort(receipt->mutable_reads()->begin(), receipt->mutable_reads()->end(),
             [](const v1::JobReads& a, const v1::JobReads& b) {
               if (a.dataset() != b.dataset()) return a.dataset() < b.dataset();
@@ -108,16 +115,7 @@ absl::StatusOr<JobReceipts::Ended> JobReceipts::End(std::string_view job, int64_
     }
     v1::JobReceipt& receipt = it->second;
     AddReads(reads, &receipt);
-    if (started_unix_ms > 0) {
-      receipt.set_started_unix_ms(started_unix_ms);
-    } else {
-      for (const v1::JobReads& version : receipt.reads()) {
-        const int64_t first = version.first_read_unix_ms();
-        if (first > 0 && (receipt.started_unix_ms() == 0 || first < receipt.started_unix_ms())) {
-          receipt.set_started_unix_ms(first);
-        }
-      }
-    }
+    if (started_unix_ms > 0) receipt.set_started_unix_ms(started_unix_ms);
     receipt.set_ended_unix_ms(NowUnixMs());
     ended.receipt = receipt;
   }

@@ -139,6 +139,7 @@ TEST(JobReceiptsTest, KeepsTheMostRecentAndAddsWhatEndedJobsReadLater) {
   absl::StatusOr<v1::JobReceipt> late = (*receipts)->Get("uid:5");
   ASSERT_TRUE(late.ok()) << late.status();
   EXPECT_EQ(LocalBytes(late->reads(0)), 8u);
+  EXPECT_GT(late->started_unix_ms(), 0) << "the start is its first read";
 }
 
 }  // namespace
