@@ -52,6 +52,7 @@
 #include "cache_server/staging/staging_service.h"
 #include "cache_server/status/cluster_status.h"
 #include "cache_server/status/job_metrics.h"
+#include "cache_server/status/job_receipts.h"
 #include "cache_server/status/jobs_service.h"
 #include "cache_server/status/locality_board.h"
 #include "cache_server/status/status_page.h"
@@ -266,6 +267,7 @@ struct GranaryServer::Parts {
   std::unique_ptr<LocalityBoard> locality;
   std::unique_ptr<ClusterStatus> status;
   std::unique_ptr<JobLedger> jobs;
+  std::unique_ptr<JobReceipts> receipts;
   std::unique_ptr<GranaryService> service;
   std::unique_ptr<HoldTable> holds;
   std::unique_ptr<ClusterHolds> cluster_holds;
@@ -301,6 +303,10 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
     c.node_id = host;
   }
   if (c.group.empty()) c.group = kDefaultGroup;
+  // Before anything is opened, so that a bad receipt_dir stops granaryd at once.
+  GRANARY_ASSIGN_OR_RETURN(
+      parts->receipts,
+      JobReceipts::Open({.node_id = c.node_id, .group = c.group, .directory = c.receipt_dir}));
   c.listen = TcpListenAddress(c);
   GRANARY_RETURN_IF_ERROR(CheckTcpPolicy(c));
 
@@ -432,7 +438,8 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->staging_service = std::make_unique<StagingService>(
       parts->stage_ins.get(), parts->holds.get(), parts->cluster_holds.get(),
       parts->authenticator.get(), parts->policy.get());
-  parts->jobs_service = std::make_unique<JobsService>(parts->jobs.get(), parts->authenticator.get(),
+  parts->jobs_service = std::make_unique<JobsService>(parts->jobs.get(), parts->receipts.get(),
+                                                      parts->authenticator.get(),
                                                       parts->policy.get(), parts->cluster.get());
 
   GRANARY_RETURN_IF_ERROR(PrepareSocket(c.socket_path));

@@ -2,7 +2,6 @@
 #include <grp.h>
 
 #include <charconv>
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -126,15 +125,6 @@ absl::StatusOr<uint32_t> ParseChunkSize(const std::string& text) {
                                               FormatSize(kMaxChunkSize), ")"));
   }
   return static_cast<uint32_t>(bytes);
-}
-
-std::string FormatUnixMs(int64_t unix_ms) {
-  std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &utc);
-  return text;
 }
 
 std::string CachedText(const v1::DatasetInfo& dataset) {

@@ -1,5 +1,6 @@
 // granary jobs: what each job read on this node, how long its readers
-// waited, and where their bytes came from.
+// waited, and where their bytes came from; a job's receipt once it ended
+// (--receipt), and ending a job (granary jobs end, for the scheduler's hooks).
 #include <iostream>
 #include <memory>
 #include <string>
@@ -7,12 +8,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "cli/commands.h"
 #include "cli/format.h"
 #include "cli/json_output.h"
 #include "cli/server_connection.h"
 #include "cli/table.h"
 #include "common/absl_compat.h"
+#include "common/chunk_key.h"
+#include "common/job_reads_json.h"
 #include "common/read_origin.h"
 #include "common/size.h"
 #include "common/status.h"
@@ -27,6 +31,13 @@ using Align = Table::Align;
 
 struct JobsOptions {
   bool group = false;
+  bool json = false;
+  std::string receipt;
+};
+
+struct EndOptions {
+  std::string job;
+  int64_t started_unix_ms = 0;
   bool json = false;
 };
 
@@ -88,6 +99,88 @@ void PrintJobs(const v1::ListJobsResponse& jobs) {
   }
 }
 
+// When, or "-" for a time not known.
+std::string TimeOrDash(int64_t unix_ms) { return unix_ms > 0 ? FormatUnixMs(unix_ms) : "-"; }
+
+void PrintReceipt(const v1::JobReceipt& receipt) {
+  std::cout << absl::StreamFormat("receipt of job %s on node %s (group %s)\n", receipt.job(),
+                                  receipt.node_id(), receipt.group());
+  std::cout << absl::StreamFormat("started %s, ended %s\n", TimeOrDash(receipt.started_unix_ms()),
+                                  TimeOrDash(receipt.ended_unix_ms()));
+  std::vector<std::string> readers;
+  for (uint32_t uid : receipt.reader_uids()) readers.push_back(absl::StrCat(uid));
+  std::cout << "read by uids " << (readers.empty() ? "-" : absl::StrJoin(readers, ", ")) << "\n\n";
+  Table table({{"DATASET"},
+               {"VERSION"},
+               {"FILES", Align::kRight},
+               {"READ", Align::kRight},
+               {"WAIT", Align::kRight},
+               {"MEMORY", Align::kRight},
+               {"PASSTHROUGH", Align::kRight},
+               {"LOCAL", Align::kRight},
+               {"PEER", Align::kRight},
+               {"SOURCE", Align::kRight},
+               {"ERRORS", Align::kRight}});
+  for (const v1::JobReads& version : receipt.reads()) {
+    uint64_t read = 0;
+    uint64_t wait_ns = version.open_wait_ns();
+    std::vector<std::string> by_origin;
+    for (int origin = 0; origin < kReadOrigins; ++origin) {
+      read += At(version.bytes(), origin);
+      wait_ns += At(version.wait_ns(), origin);
+      by_origin.push_back(FormatSize(At(version.bytes(), origin)));
+    }
+    table.AddRow({version.dataset(), FormatVersion(version.version()),
+                  absl::StrCat(version.files_opened()), FormatSize(read),
+                  absl::StrFormat("%.3fs", wait_ns / 1e9), by_origin[0], by_origin[1], by_origin[2],
+                  by_origin[3], by_origin[4], absl::StrCat(version.errors())});
+  }
+  std::cout << table.Render();
+}
+
+absl::Status RunReceipt(const GlobalOptions& global, const JobsOptions& options) {
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
+                           ServerConnection::Open(global.server, global.token_file));
+  std::unique_ptr<v1::Jobs::Stub> stub = v1::Jobs::NewStub(server.channel());
+  v1::GetReceiptRequest request;
+  request.set_job(options.receipt);
+  v1::JobReceipt receipt;
+  grpc::ClientContext context;
+  GRANARY_RETURN_IF_ERROR(server.Check(stub->GetReceipt(&context, request, &receipt)));
+  if (options.json) {
+    PrintJson(JobReceiptJson(receipt));
+  } else {
+    PrintReceipt(receipt);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunEnd(const GlobalOptions& global, const EndOptions& options) {
+  GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
+                           ServerConnection::Open(global.server, global.token_file));
+  std::unique_ptr<v1::Jobs::Stub> stub = v1::Jobs::NewStub(server.channel());
+  v1::EndJobRequest request;
+  request.set_job(options.job);
+  request.set_started_unix_ms(options.started_unix_ms);
+  v1::EndJobResponse ended;
+  grpc::ClientContext context;
+  GRANARY_RETURN_IF_ERROR(server.Check(stub->EndJob(&context, request, &ended)));
+  if (options.json) {
+    nlohmann::json document = {{"receipt", JobReceiptJson(ended.receipt())}};
+    document["path"] = ended.path().empty() ? nlohmann::json() : nlohmann::json(ended.path());
+    PrintJson(document);
+  } else if (ended.receipt().reads().empty()) {
+    std::cout << absl::StreamFormat("job %s read nothing on node %s: no receipt\n", options.job,
+                                    ended.receipt().node_id());
+  } else {
+    std::cout << absl::StreamFormat(
+        "job %s ended on node %s: receipt of %d dataset versions%s\n", options.job,
+        ended.receipt().node_id(), ended.receipt().reads_size(),
+        ended.path().empty() ? "" : absl::StrCat(", written to ", ended.path()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::ListJobsResponse> ListJobs(const ServerConnection& server) {
   std::unique_ptr<v1::Jobs::Stub> stub = v1::Jobs::NewStub(server.channel());
   v1::ListJobsResponse jobs;
@@ -122,6 +215,7 @@ absl::StatusOr<std::vector<v1::ListJobsResponse>> ListGroupJobs(const GlobalOpti
 }
 
 absl::Status RunJobs(const GlobalOptions& global, const JobsOptions& options) {
+  if (!options.receipt.empty()) return RunReceipt(global, options);
   GRANARY_ASSIGN_OR_RETURN(ServerConnection server,
                            ServerConnection::Open(global.server, global.token_file));
   if (!options.group) {
@@ -158,7 +252,23 @@ void AddJobsCommand(CLI::App& app, const GlobalOptions& global, Action& action) 
                  "token)");
   jobs->add_flag("--json", options->json,
                  "Print one JSON document (with --group: {\"nodes\": [one per node]})");
-  jobs->callback([&global, &action, options] {
+  jobs->add_option("--receipt", options->receipt,
+                   "The receipt of a job that ended on this node (slurm:ID, pod:UID, uid:N): "
+                   "the dataset versions it read, and what it read of each")
+      ->excludes("--group");
+
+  auto end_options = std::make_shared<EndOptions>();
+  CLI::App* end = jobs->add_subcommand(
+      "end", "End a job on this node and keep its receipt (the scheduler's hooks call it)");
+  end->add_option("JOB", end_options->job, "The job: slurm:ID, pod:UID or uid:N")->required();
+  end->add_option("--started-unix-ms", end_options->started_unix_ms,
+                  "When the job started (default: its first read on this node)");
+  end->add_flag("--json", end_options->json, "Print one JSON document");
+  end->callback([&global, &action, end_options] {
+    action = [&global, end_options] { return RunEnd(global, *end_options); };
+  });
+  jobs->callback([&global, &action, options, end] {
+    if (end->parsed()) return;
     action = [&global, options] { return RunJobs(global, *options); };
   });
 }

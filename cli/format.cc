@@ -2,12 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/size.h"
 
 namespace granary::cli {
+
+std::string FormatUnixMs(int64_t unix_ms) {
+  std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return text;
+}
 
 std::string DisplayName(std::string_view bytes) {
   std::string out;

@@ -25,6 +25,8 @@ std::string FormatRate(double bytes_per_second);
 // "0:07", "12:34", "1:02:03"; "--:--" for a negative or non-finite value, as
 // an ETA is before the rate is known.
 std::string FormatDuration(double seconds);
+// A time (ms since 1970) as "2026-12-07 13:32:45 UTC".
+std::string FormatUnixMs(int64_t unix_ms);
 
 // A name from a dataset (Linux names are bytes) as a terminal shows it
 // safely: UTF-8 characters as they are; bytes that are not UTF-8 and control

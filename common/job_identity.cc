@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "common/absl_compat.h"
 #include "common/file_util.h"
+#include "common/printable.h"
 
 namespace granary {
 namespace {
@@ -48,6 +49,21 @@ std::string JobOfPath(absl::string_view path) {
 }
 
 }  // namespace
+
+absl::Status ValidateJobName(std::string_view job) {
+  const absl::string_view name = AsAbsl(job);
+  const size_t colon = name.find(':');
+  const absl::string_view kind = name.substr(0, colon);
+  const absl::string_view id = colon == absl::string_view::npos ? "" : name.substr(colon + 1);
+  if (((kind == "slurm" || kind == "uid") && AllDigits(id) && id.size() <= 20) ||
+      (kind == "pod" && LooksLikePodUid(id))) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("job '", Printable(job),
+                   "' is not a job name: give slurm:JOBID, pod:POD_UID or uid:UID, as granary "
+                   "jobs lists them"));
+}
 
 std::string JobOfCgroups(std::string_view cgroups, uid_t uid) {
   for (absl::string_view line : absl::StrSplit(AsAbsl(cgroups), '\n', absl::SkipEmpty())) {

@@ -16,7 +16,7 @@
 // started, and pids are reused), and the cache holds at most kMaxProcesses
 // entries, so memory stays bounded whatever the number of processes.
 //
-// Thread-safety: JobOfCgroups() is a pure function; JobIdentifier may be
+// Thread-safety: JobOfCgroups() and ValidateJobName() are pure functions; JobIdentifier may be
 // used concurrently.
 #ifndef GRANARY_COMMON_JOB_IDENTITY_H_
 #define GRANARY_COMMON_JOB_IDENTITY_H_
@@ -29,9 +29,14 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "common/mutex.h"
 
 namespace granary {
+
+// OK when `job` is a name JobOfCgroups gives; INVALID_ARGUMENT naming it and
+// the forms it may take otherwise.
+absl::Status ValidateJobName(std::string_view job);
 
 // The job named by `cgroups` (the text of /proc/<pid>/cgroup) of a process
 // run by `uid`.

@@ -17,7 +17,9 @@ uint64_t Load(std::atomic<uint64_t>& counter, bool take) {
 template <typename Values>
 void AddEach(const Values& values, google::protobuf::RepeatedField<uint64_t>* out) {
   while (out->size() < static_cast<int>(values.size())) out->Add(0);
-  for (size_t i = 0; i < values.size(); ++i) out->Set(static_cast<int>(i), out->Get(i) + values[i]);
+  for (size_t i = 0; i < static_cast<size_t>(values.size()); ++i) {
+    out->Set(static_cast<int>(i), out->Get(static_cast<int>(i)) + values[i]);
+  }
 }
 
 uint64_t TotalWait(const v1::JobReads& reads) {
@@ -37,7 +39,40 @@ bool Empty(const v1::JobReads& reads) {
 
 }  // namespace
 
-void JobReadCounters::Touch() { last_active_ms_.store(NowUnixMs(), std::memory_order_relaxed); }
+void AddJobReads(const v1::JobReads& figures, v1::JobReads* total) {
+  total->set_files_opened(total->files_opened() + figures.files_opened());
+  total->set_open_wait_ns(total->open_wait_ns() + figures.open_wait_ns());
+  total->set_errors(total->errors() + figures.errors());
+  AddEach(figures.bytes(), total->mutable_bytes());
+  AddEach(figures.wait_ns(), total->mutable_wait_ns());
+  AddEach(figures.reads(), total->mutable_reads());
+  AddEach(figures.wait_buckets(), total->mutable_wait_buckets());
+  total->set_last_read_unix_ms(std::max(total->last_read_unix_ms(), figures.last_read_unix_ms()));
+  if (figures.first_read_unix_ms() != 0 &&
+      (total->first_read_unix_ms() == 0 ||
+       figures.first_read_unix_ms() < total->first_read_unix_ms())) {
+    total->set_first_read_unix_ms(figures.first_read_unix_ms());
+  }
+  for (uint32_t uid : figures.reader_uids()) {
+    if (std::find(total->reader_uids().begin(), total->reader_uids().end(), uid) ==
+        total->reader_uids().end()) {
+      total->add_reader_uids(uid);
+    }
+  }
+}
+
+void JobReadCounters::NoteFirst(int64_t unix_ms) {
+  int64_t first = first_active_ms_.load(std::memory_order_relaxed);
+  while ((first == 0 || unix_ms < first) &&
+         !first_active_ms_.compare_exchange_weak(first, unix_ms, std::memory_order_relaxed)) {
+  }
+}
+
+void JobReadCounters::Touch() {
+  const int64_t now = NowUnixMs();
+  last_active_ms_.store(now, std::memory_order_relaxed);
+  if (first_active_ms_.load(std::memory_order_relaxed) == 0) NoteFirst(now);
+}
 
 void JobReadCounters::Opened(int64_t wait_ns) {
   files_opened_.fetch_add(1, std::memory_order_relaxed);
@@ -81,6 +116,10 @@ void JobReadCounters::AddTo(v1::JobReads* out, bool take) {
   for (size_t i = 0; i < buckets.size(); ++i) buckets[i] = Load(wait_buckets_[i], take);
   AddEach(buckets, out->mutable_wait_buckets());
   out->set_last_read_unix_ms(std::max(out->last_read_unix_ms(), last_active_unix_ms()));
+  const int64_t first = first_active_ms_.load(std::memory_order_relaxed);
+  if (first != 0 && (out->first_read_unix_ms() == 0 || first < out->first_read_unix_ms())) {
+    out->set_first_read_unix_ms(first);
+  }
 }
 
 void JobReadCounters::Merge(const v1::JobReads& figures) {
@@ -101,24 +140,36 @@ void JobReadCounters::Merge(const v1::JobReads& figures) {
   for (int i = 0; i < std::min(figures.wait_buckets_size(), buckets); ++i) {
     wait_buckets_[i].fetch_add(figures.wait_buckets(i), std::memory_order_relaxed);
   }
+  if (figures.first_read_unix_ms() > 0) NoteFirst(figures.first_read_unix_ms());
   Touch();
 }
 
-std::shared_ptr<JobReadCounters> JobLedger::For(std::string_view job, std::string_view dataset) {
-  MutexLock lock(&mutex_);
-  Key key{std::string(job), std::string(dataset)};
+void JobLedger::AddReader(uint32_t uid, Entry* entry) {
+  if (entry->readers.size() >= kMaxReaders) return;
+  if (std::find(entry->readers.begin(), entry->readers.end(), uid) == entry->readers.end()) {
+    entry->readers.push_back(uid);
+  }
+}
+
+JobLedger::Entry& JobLedger::FindOrAddLocked(Key key) {
   auto it = entries_.find(key);
   if (it != entries_.end()) return it->second;
   if (entries_.size() >= limits_.max_entries) FoldOldestLocked();
-  auto counters = std::make_shared<JobReadCounters>();
-  entries_.emplace(std::move(key), counters);
-  return counters;
+  return entries_.emplace(std::move(key), Entry{std::make_shared<JobReadCounters>(), {}})
+      .first->second;
 }
 
-void JobLedger::FoldLocked(
-    absl::flat_hash_map<Key, std::shared_ptr<JobReadCounters>>::iterator it) {
+std::shared_ptr<JobReadCounters> JobLedger::For(std::string_view job, std::string_view dataset,
+                                                uint64_t version, std::optional<uint32_t> reader) {
+  MutexLock lock(&mutex_);
+  Entry& entry = FindOrAddLocked(Key{std::string(job), std::string(dataset), version});
+  if (reader) AddReader(*reader, &entry);
+  return entry.counters;
+}
+
+void JobLedger::FoldLocked(Entries::iterator it) {
   v1::JobReads totals;
-  it->second->AddTo(&totals, /*take=*/false);
+  it->second.counters->AddTo(&totals, /*take=*/false);
   other_.Merge(totals);
   ++folded_;
   entries_.erase(it);
@@ -127,9 +178,9 @@ void JobLedger::FoldLocked(
 void JobLedger::FoldOldestLocked() {
   auto oldest = entries_.end();
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-    if (it->second.use_count() > 1) continue;
-    if (oldest == entries_.end() ||
-        it->second->last_active_unix_ms() < oldest->second->last_active_unix_ms()) {
+    if (it->second.counters.use_count() > 1) continue;
+    if (oldest == entries_.end() || it->second.counters->last_active_unix_ms() <
+                                        oldest->second.counters->last_active_unix_ms()) {
       oldest = it;
     }
   }
@@ -139,7 +190,8 @@ void JobLedger::FoldOldestLocked() {
 void JobLedger::FoldIdleLocked(int64_t idle_before_ms) {
   for (auto it = entries_.begin(); it != entries_.end();) {
     auto next = std::next(it);
-    if (it->second.use_count() == 1 && it->second->last_active_unix_ms() < idle_before_ms) {
+    const JobReadCounters& counters = *it->second.counters;
+    if (it->second.counters.use_count() == 1 && counters.last_active_unix_ms() < idle_before_ms) {
       FoldLocked(it);
     }
     it = next;
@@ -152,13 +204,17 @@ v1::JobReadsReport JobLedger::TakeReport() {
   MutexLock lock(&mutex_);
   for (auto it = entries_.begin(); it != entries_.end();) {
     auto next = std::next(it);
+    const auto& [job, dataset, version] = it->first;
     v1::JobReads delta;
-    it->second->AddTo(&delta, /*take=*/true);
+    it->second.counters->AddTo(&delta, /*take=*/true);
     if (!Empty(delta)) {
-      delta.set_job(it->first.first);
-      delta.set_dataset(it->first.second);
+      delta.set_job(job);
+      delta.set_dataset(dataset);
+      delta.set_version(version);
+      delta.mutable_reader_uids()->Add(it->second.readers.begin(), it->second.readers.end());
       *report.add_jobs() = std::move(delta);
-    } else if (it->second.use_count() == 1 && it->second->last_active_unix_ms() < idle_before) {
+    } else if (it->second.counters.use_count() == 1 &&
+               it->second.counters->last_active_unix_ms() < idle_before) {
       entries_.erase(it);
     }
     it = next;
@@ -176,9 +232,16 @@ void JobLedger::Merge(const v1::JobReadsReport& report) {
   for (const v1::JobReads& reads : report.jobs()) {
     if (reads.job() == kOtherJob) {
       other_.Merge(reads);
-    } else {
-      For(reads.job(), reads.dataset())->Merge(reads);
+      continue;
     }
+    std::shared_ptr<JobReadCounters> counters;
+    {
+      MutexLock lock(&mutex_);
+      Entry& entry = FindOrAddLocked(Key{reads.job(), reads.dataset(), reads.version()});
+      for (uint32_t uid : reads.reader_uids()) AddReader(uid, &entry);
+      counters = entry.counters;
+    }
+    counters->Merge(reads);
   }
 }
 
@@ -187,11 +250,17 @@ JobLedger::Listing JobLedger::Totals() {
   {
     MutexLock lock(&mutex_);
     FoldIdleLocked(NowUnixMs() - limits_.idle_after.count());
-    for (const auto& [key, counters] : entries_) {
-      v1::JobReads& totals = listing.jobs.emplace_back();
-      totals.set_job(key.first);
-      totals.set_dataset(key.second);
-      counters->AddTo(&totals, /*take=*/false);
+    absl::flat_hash_map<std::pair<std::string_view, std::string_view>, size_t> rows;
+    for (const auto& [key, entry] : entries_) {
+      const auto& [job, dataset, version] = key;
+      auto [row, added] = rows.try_emplace(
+          std::pair<std::string_view, std::string_view>(job, dataset), listing.jobs.size());
+      if (added) {
+        v1::JobReads& totals = listing.jobs.emplace_back();
+        totals.set_job(job);
+        totals.set_dataset(dataset);
+      }
+      entry.counters->AddTo(&listing.jobs[row->second], /*take=*/false);
     }
     listing.folded_jobs = folded_;
   }
@@ -208,6 +277,32 @@ JobLedger::Listing JobLedger::Totals() {
     listing.jobs.push_back(std::move(folded));
   }
   return listing;
+}
+
+std::vector<v1::JobReads> JobLedger::TakeJob(std::string_view job) {
+  std::vector<v1::JobReads> taken;
+  {
+    MutexLock lock(&mutex_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      auto next = std::next(it);
+      const auto& [entry_job, dataset, version] = it->first;
+      if (entry_job == job) {
+        v1::JobReads& reads = taken.emplace_back();
+        reads.set_dataset(dataset);
+        reads.set_version(version);
+        reads.mutable_reader_uids()->Add(it->second.readers.begin(), it->second.readers.end());
+        it->second.counters->AddTo(&reads, /*take=*/true);
+        if (it->second.counters.use_count() == 1) entries_.erase(it);
+      }
+      it = next;
+    }
+  }
+  std::erase_if(taken, Empty);
+  std::sort(taken.begin(), taken.end(), [](const v1::JobReads& a, const v1::JobReads& b) {
+    if (a.dataset() != b.dataset()) return a.dataset() < b.dataset();
+    return a.version() < b.version();
+  });
+  return taken;
 }
 
 size_t JobLedger::entries() const {

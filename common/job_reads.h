@@ -1,24 +1,26 @@
-// The reads of each job on one node, per dataset (DESIGN.md, "Jobs"): files
-// opened, bytes by origin (common/read_origin.h), the time readers waited
-// (in opens, and in reads by each read's slowest origin, with a histogram
-// of read waits) and errors.
+// The reads of each job on one node, per dataset version (DESIGN.md,
+// "Jobs"): files opened, bytes by origin (common/read_origin.h), the time
+// readers waited (in opens, and in reads by each read's slowest origin, with
+// a histogram of read waits), errors, and the uids of the readers.
 //
-// JobReadCounters are one job's figures for one dataset: lock-free counters
-// that a reader's thread bumps (an open file holds its job's counters, so a
-// read costs a few relaxed atomic adds and no lookup).
+// JobReadCounters are one job's figures for one dataset version: lock-free
+// counters that a reader's thread bumps (an open file holds its job's
+// counters, so a read costs a few relaxed atomic adds and no lookup).
 //
-// JobLedger holds the counters of every job and dataset read lately, in
-// bounded memory: at most `max_entries` pairs; a pair idle for `idle_after`,
-// or the least recently active one when a new pair would exceed the bound,
-// is folded into one "other" entry (its figures summed there), so the
-// number of entries, and of the Prometheus series drawn from them, stays
-// bounded whatever the number of jobs. Counters still held by an open file
-// are never folded.
+// JobLedger holds the counters of every job and dataset version read lately,
+// in bounded memory: at most `max_entries` entries; one idle for
+// `idle_after`, or the least recently active one when a new entry would
+// exceed the bound, is folded into one "other" entry (its figures summed
+// there), so the number of entries, and of the Prometheus series drawn from
+// them, stays bounded whatever the number of jobs and versions. Counters
+// still held by an open file are never folded.
 //
-// Two uses: granary-fuse counts into a ledger and sends what was added since
-// the last report to granaryd (TakeReport); granaryd adds those reports
-// (Merge) and its own batch reads to its ledger, and lists its totals
-// (Totals). Figures are as the wire carries them (v1::JobReads).
+// Three uses: granary-fuse counts into a ledger and sends what was added
+// since the last report to granaryd (TakeReport); granaryd adds those
+// reports (Merge) and its own batch reads to its ledger, lists its totals
+// per job and dataset (Totals), and takes a job's figures per version out
+// when the job ends (TakeJob), for its receipt. Figures are as the wire
+// carries them (v1::JobReads).
 //
 // Thread-safety: every method may be called concurrently.
 #ifndef GRANARY_COMMON_JOB_READS_H_
@@ -29,8 +31,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -67,6 +71,8 @@ class JobReadCounters {
 
  private:
   void Touch();
+  // Keeps `unix_ms` as the first read's time if it is earlier.
+  void NoteFirst(int64_t unix_ms);
 
   std::atomic<uint64_t> files_opened_{0};
   std::atomic<uint64_t> open_wait_ns_{0};
@@ -76,7 +82,12 @@ class JobReadCounters {
   std::atomic<uint64_t> errors_{0};
   std::array<std::atomic<uint64_t>, kWaitBounds.size() + 1> wait_buckets_{};
   std::atomic<int64_t> last_active_ms_{0};
+  std::atomic<int64_t> first_active_ms_{0};
 };
+
+// Adds `figures` to `total` (the same job and dataset version): counts
+// summed, the first read the earliest, the last the latest, readers joined.
+void AddJobReads(const v1::JobReads& figures, v1::JobReads* total);
 
 class JobLedger {
  public:
@@ -86,14 +97,19 @@ class JobLedger {
   };
   // The name folded jobs are listed under.
   static constexpr std::string_view kOtherJob = "other";
+  // Reader uids kept per entry: a job's users, not its processes.
+  static constexpr size_t kMaxReaders = 16;
 
   explicit JobLedger(Limits limits) : limits_(limits) {}
   JobLedger(const JobLedger&) = delete;
   JobLedger& operator=(const JobLedger&) = delete;
 
-  // The counters of `job` reading `dataset`, created (folding others if the
-  // ledger is full) if it has none.
-  std::shared_ptr<JobReadCounters> For(std::string_view job, std::string_view dataset);
+  // The counters of `job` reading version `version` of `dataset`, created
+  // (folding others if the ledger is full) if it has none; `reader` is the
+  // uid of the process that reads, when known.
+  std::shared_ptr<JobReadCounters> For(std::string_view job, std::string_view dataset,
+                                       uint64_t version = 0,
+                                       std::optional<uint32_t> reader = std::nullopt);
 
   // What was added since the last report, of every entry that changed; the
   // counters are zeroed, and entries idle for idle_after and held by no open
@@ -104,29 +120,43 @@ class JobLedger {
   // this ledger's).
   void Merge(const v1::JobReadsReport& report);
 
-  // The totals of every entry, busiest (most wait) first, then "other" if
-  // any job was folded; entries idle for idle_after are folded first.
+  // The totals of every job and dataset (the versions it read summed),
+  // busiest (most wait) first, then "other" if any job was folded; entries
+  // idle for idle_after are folded first.
   struct Listing {
     std::vector<v1::JobReads> jobs;
     uint64_t folded_jobs = 0;
   };
   Listing Totals();
 
+  // What `job` read, one entry per dataset version with its readers, by
+  // dataset then version; the job's entries are zeroed, and forgotten
+  // unless an open file still holds them. Empty if the job read nothing.
+  std::vector<v1::JobReads> TakeJob(std::string_view job);
+
   size_t entries() const;
 
  private:
-  using Key = std::pair<std::string, std::string>;  // Job, dataset.
+  using Key = std::tuple<std::string, std::string, uint64_t>;  // Job, dataset, version.
+  struct Entry {
+    std::shared_ptr<JobReadCounters> counters;
+    std::vector<uint32_t> readers;  // At most kMaxReaders.
+  };
+  using Entries = absl::flat_hash_map<Key, Entry>;
+
+  // Adds `uid` to `entry`'s readers, up to kMaxReaders.
+  static void AddReader(uint32_t uid, Entry* entry);
+  Entry& FindOrAddLocked(Key key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // Folds entries idle since `idle_before_ms` and held by nobody else.
   void FoldIdleLocked(int64_t idle_before_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Folds the least recently active entry held by nobody else, if any.
   void FoldOldestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void FoldLocked(absl::flat_hash_map<Key, std::shared_ptr<JobReadCounters>>::iterator it)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void FoldLocked(Entries::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const Limits limits_;
   mutable Mutex mutex_;
-  absl::flat_hash_map<Key, std::shared_ptr<JobReadCounters>> entries_ ABSL_GUARDED_BY(mutex_);
+  Entries entries_ ABSL_GUARDED_BY(mutex_);
   JobReadCounters other_;  // Folded entries' figures.
   uint64_t folded_ ABSL_GUARDED_BY(mutex_) = 0;
 };

@@ -5,6 +5,7 @@
 
 #include "common/chunk_key.h"
 #include "common/fraction.h"
+#include "common/job_reads_json.h"
 #include "common/read_origin.h"
 #include "common/utf8.h"
 
@@ -81,36 +82,7 @@ nlohmann::json StatusJson(const v1::StatusResponse& status) {
 
 nlohmann::json JobsJson(const v1::ListJobsResponse& jobs) {
   nlohmann::json listed = nlohmann::json::array();
-  for (const v1::JobReads& job : jobs.jobs()) {
-    nlohmann::json bytes = nlohmann::json::object();
-    nlohmann::json reads = nlohmann::json::object();
-    nlohmann::json waits = nlohmann::json::object();
-    uint64_t bytes_read = 0;
-    uint64_t read_wait_ns = 0;
-    for (int i = 0; i < kReadOrigins; ++i) {
-      const std::string origin(ReadOriginName(static_cast<ReadOrigin>(i)));
-      const uint64_t origin_bytes = i < job.bytes_size() ? job.bytes(i) : 0;
-      const uint64_t origin_wait = i < job.wait_ns_size() ? job.wait_ns(i) : 0;
-      bytes[origin] = origin_bytes;
-      reads[origin] = i < job.reads_size() ? job.reads(i) : 0;
-      waits[origin] = origin_wait / 1e9;
-      bytes_read += origin_bytes;
-      read_wait_ns += origin_wait;
-    }
-    listed.push_back({
-        {"job", job.job()},
-        {"dataset", JsonName(job.dataset())},
-        {"files_opened", job.files_opened()},
-        {"bytes_read", bytes_read},
-        {"bytes", std::move(bytes)},
-        {"reads", std::move(reads)},
-        {"wait_seconds", (read_wait_ns + job.open_wait_ns()) / 1e9},
-        {"open_wait_seconds", job.open_wait_ns() / 1e9},
-        {"read_wait_seconds", std::move(waits)},
-        {"errors", job.errors()},
-        {"last_read_unix_ms", job.last_read_unix_ms()},
-    });
-  }
+  for (const v1::JobReads& job : jobs.jobs()) listed.push_back(JobReadsJson(job));
   return {
       {"node_id", jobs.node_id()},
       {"group", jobs.group()},

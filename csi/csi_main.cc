@@ -105,10 +105,11 @@ absl::Status Run(const Flags& flags) {
   if (flags.prewarm) {
     prewarmer = std::make_unique<granary::PrewarmQueue>(granaryd, "on placement");
   }
+  granary::csi_driver::PodJobs pod_jobs(granaryd);
   granary::csi_driver::IdentityService identity(&mounts);
   granary::csi_driver::NodeService node(
       {.id = flags.node_id.empty() ? HostName() : flags.node_id, .group = flags.group}, &mounts,
-      datasets.get(), prewarmer.get());
+      datasets.get(), prewarmer.get(), &pod_jobs);
 
   GRANARY_RETURN_IF_ERROR(ClearStaleSocket(socket_path));
   // The socket gets no permission for group or others: only root connects.

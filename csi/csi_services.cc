@@ -70,8 +70,12 @@ NodeService::VolumeOperation::~VolumeOperation() {
 }
 
 NodeService::NodeService(Node node, const DatasetMounts* mounts, const DatasetClient* datasets,
-                         PrewarmQueue* prewarmer)
-    : node_(std::move(node)), mounts_(mounts), datasets_(datasets), prewarmer_(prewarmer) {}
+                         PrewarmQueue* prewarmer, const PodJobs* pod_jobs)
+    : node_(std::move(node)),
+      mounts_(mounts),
+      datasets_(datasets),
+      prewarmer_(prewarmer),
+      pod_jobs_(pod_jobs) {}
 
 absl::StatusOr<granary::v1::DatasetInfo> NodeService::Dataset(const std::string& name) const {
   GRANARY_ASSIGN_OR_RETURN(std::vector<granary::v1::DatasetInfo> all, datasets_->ListDatasets());
@@ -119,7 +123,9 @@ grpc::Status NodeService::NodeUnpublishVolume(grpc::ServerContext*,
   if (!valid.ok()) return Reply(valid);
   VolumeOperation operation(this, request->volume_id());
   if (!operation.status().ok()) return Reply(operation.status());
-  return Reply(mounts_->Unpublish(request->target_path()));
+  absl::Status unpublished = mounts_->Unpublish(request->target_path());
+  if (unpublished.ok() && pod_jobs_ != nullptr) pod_jobs_->Unpublished(request->target_path());
+  return Reply(unpublished);
 }
 
 grpc::Status NodeService::NodeGetVolumeStats(grpc::ServerContext*,

@@ -8,7 +8,8 @@
 // The node's cache group is reported as the topology segment
 // kGroupTopologyKey, so PersistentVolumes can carry node affinity by group.
 // The granaryd answering `datasets` gives sizes and current versions; each
-// dataset published is handed to the prewarmer, if there is one.
+// dataset published is handed to the prewarmer, if there is one; each
+// volume unpublished ends its pod's job, which keeps its receipt (PodJobs).
 //
 // Thread-safety: the services are called from gRPC's threads concurrently;
 // two calls for one volume at once get ABORTED for the second, as the CSI
@@ -25,6 +26,7 @@
 #include "common/mutex.h"
 #include "common/prewarm_queue.h"
 #include "csi/dataset_mounts.h"
+#include "csi/pod_jobs.h"
 #include "csi/proto/csi.grpc.pb.h"
 
 namespace granary::csi_driver {
@@ -55,10 +57,10 @@ class NodeService final : public csi::v1::Node::Service {
     std::string id;
     std::string group;
   };
-  // `mounts`, `datasets` and `prewarmer` (may be null: no prewarm) must
-  // outlive the service.
+  // `mounts`, `datasets`, `prewarmer` (may be null: no prewarm) and
+  // `pod_jobs` (may be null: no receipts) must outlive the service.
   NodeService(Node node, const DatasetMounts* mounts, const DatasetClient* datasets,
-              PrewarmQueue* prewarmer);
+              PrewarmQueue* prewarmer, const PodJobs* pod_jobs);
 
   grpc::Status NodePublishVolume(grpc::ServerContext* context,
                                  const csi::v1::NodePublishVolumeRequest* request,
@@ -101,6 +103,7 @@ class NodeService final : public csi::v1::Node::Service {
   const DatasetMounts* mounts_;
   const DatasetClient* datasets_;
   PrewarmQueue* prewarmer_;
+  const PodJobs* pod_jobs_;
   Mutex mutex_;
   absl::flat_hash_set<std::string> busy_volumes_ ABSL_GUARDED_BY(mutex_);
 };

@@ -210,6 +210,7 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"active_after_seconds", WholeNumberKey(&GranarydConfig::active_after_seconds, 1, 86400)},
       {"max_job_series", WholeNumberKey(&GranarydConfig::max_job_series, 1, 100'000)},
       {"job_idle_seconds", WholeNumberKey(&GranarydConfig::job_idle_seconds, 1, 30 * 86400)},
+      {"receipt_dir", StringKey(&GranarydConfig::receipt_dir)},
   };
   return *parsers;
 }

@@ -29,6 +29,8 @@
 //   fill: on-read                     write_behind: 256MiB
 //   version_grace_seconds: 300        manifest_memory_mib: 1024
 //   source_refresh_interval_seconds: 60
+//   max_job_series: 256               job_idle_seconds: 600
+//   receipt_dir: /var/lib/granary/receipts
 // An unknown key, a value of the wrong kind, or a bad size or address is an
 // INVALID_ARGUMENT error naming the file, the key and the value.
 //
@@ -181,6 +183,10 @@ struct GranarydConfig {
   // (common/job_reads.h).
   uint32_t max_job_series = 256;
   uint32_t job_idle_seconds = 600;
+  // Where each ended job's receipt is written as a file
+  // (cache_server/status/job_receipts.h); empty: receipts are kept in
+  // granaryd's memory only.
+  std::string receipt_dir;
 };
 
 // A capacity such as "200GiB"; INVALID_ARGUMENT for a bad size or 0.

@@ -206,8 +206,9 @@ void LocalReadServer::CountBatch(const Caller& caller, const v1::BatchRequest& r
   std::array<uint64_t, kReadOrigins> bytes{};
   bool read_any = false;
   ReadOrigin slowest = ReadOrigin::kLocal;
-  std::shared_ptr<JobReadCounters> counters = jobs_->For(
-      job_identifier_.JobOf(caller.credentials.pid, caller.credentials.uid), request.dataset());
+  std::shared_ptr<JobReadCounters> counters =
+      jobs_->For(job_identifier_.JobOf(caller.credentials.pid, caller.credentials.uid),
+                 request.dataset(), answer.dataset_version(), caller.credentials.uid);
   for (const v1::BatchFile& file : answer.files()) {
     if (file.code() != 0) {
       counters->Failed();

@@ -2,9 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "cache_server/access/call_authorization.h"
+#include "common/job_identity.h"
+#include "common/printable.h"
 #include "common/status.h"
 
 namespace granary {
@@ -38,7 +43,55 @@ grpc::Status JobsService::ReportJobReads(grpc::ServerContext* context,
     return ToGrpcStatus(absl::PermissionDeniedError(
         "only root and granaryd's own user may report what jobs read, over the Unix socket"));
   }
-  jobs_->Merge(*report);
+  v1::JobReadsReport running;
+  for (const v1::JobReads& reads : report->jobs()) {
+    if (!receipts_->AddLate(reads)) *running.add_jobs() = reads;
+  }
+  jobs_->Merge(running);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobsService::EndJob(grpc::ServerContext* context, const v1::EndJobRequest* request,
+                                 v1::EndJobResponse* response) {
+  const std::string change = absl::StrCat("end job ", Printable(request->job()));
+  absl::StatusOr<Caller> caller = AuthorizeCall(*authenticator_, *policy_, *context, "EndJob",
+                                                AccessPolicy::Action::kAdminister, change);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  absl::StatusOr<JobReceipts::Ended> ended;
+  if (absl::Status valid = ValidateJobName(request->job()); valid.ok()) {
+    ended =
+        receipts_->End(request->job(), request->started_unix_ms(), jobs_->TakeJob(request->job()));
+  } else {
+    ended = valid;
+  }
+  Audit(*caller, change, ended.status());
+  if (!ended.ok()) return ToGrpcStatus(ended.status());
+  *response->mutable_receipt() = std::move(ended->receipt);
+  response->set_path(std::move(ended->path));
+  return grpc::Status::OK;
+}
+
+grpc::Status JobsService::GetReceipt(grpc::ServerContext* context,
+                                     const v1::GetReceiptRequest* request,
+                                     v1::JobReceipt* response) {
+  absl::StatusOr<Caller> caller = AuthorizeCall(*authenticator_, *policy_, *context, "GetReceipt",
+                                                AccessPolicy::Action::kDescribe);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
+  if (absl::Status valid = ValidateJobName(request->job()); !valid.ok()) {
+    return ToGrpcStatus(valid);
+  }
+  absl::StatusOr<v1::JobReceipt> receipt = receipts_->Get(request->job());
+  if (!receipt.ok()) return ToGrpcStatus(receipt.status());
+  const bool trusted =
+      policy_->Allow(*caller, AccessPolicy::Action::kAdminister, "GetReceipt").ok();
+  const auto& readers = receipt->reader_uids();
+  if (!trusted &&
+      std::find(readers.begin(), readers.end(), caller->credentials.uid) == readers.end()) {
+    return ToGrpcStatus(absl::PermissionDeniedError(
+        absl::StrCat(DescribeCaller(*caller), " may not read the receipt of job '", request->job(),
+                     "': only administrators and the users who read in the job may")));
+  }
+  *response = *std::move(receipt);
   return grpc::Status::OK;
 }
 

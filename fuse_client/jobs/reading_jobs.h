@@ -1,6 +1,7 @@
 // ReadingJobs is what granary-fuse knows of the jobs reading through its
 // mount: which job a request's process belongs to (JobIdentifier, cached per
-// process) and what each job read of each dataset (JobLedger). An open file
+// process) and what each job read of each dataset version (JobLedger), and
+// who read it. An open file
 // holds its opener's counters, so its reads are counted with no lookup.
 //
 // Thread-safety: every method may be called concurrently.
@@ -10,6 +11,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -27,9 +29,11 @@ class ReadingJobs {
 
   ReadingJobs() : ledger_(kLimits) {}
 
-  // The counters of the job of process `pid` (run by `uid`) reading `dataset`.
-  std::shared_ptr<JobReadCounters> CountersFor(pid_t pid, uid_t uid, std::string_view dataset) {
-    return ledger_.For(identifier_.JobOf(pid, uid), dataset);
+  // The counters of the job of process `pid` (run by `uid`) reading
+  // version `version` of `dataset`.
+  std::shared_ptr<JobReadCounters> CountersFor(pid_t pid, uid_t uid, std::string_view dataset,
+                                               uint64_t version) {
+    return ledger_.For(identifier_.JobOf(pid, uid), dataset, version, uid);
   }
 
   JobLedger& ledger() { return ledger_; }

@@ -292,7 +292,8 @@ struct Ops {
     auto file = std::make_shared<OpenFile>(node.dataset, node.node);
     if (fs.jobs_ != nullptr) {
       const fuse_ctx* caller = fuse_req_ctx(req);
-      file->job_reads = fs.jobs_->CountersFor(caller->pid, caller->uid, node.dataset->name());
+      file->job_reads = fs.jobs_->CountersFor(caller->pid, caller->uid, node.dataset->name(),
+                                              node.dataset->snapshot().info.version());
     }
     if (fs.passthrough_ != nullptr) {
       const DatasetSnapshot& snapshot = file->dataset->snapshot();

@@ -22,9 +22,13 @@ stage-in top-up; nothing, when the forecast held), holding the job at most
 GRANARY_STAGE_IN_MAX_WAIT seconds (default 60, and never more than half of
 burst_buffer.conf's OtherTimeout, which bounds pre_run) and only until
 GRANARY_STAGE_IN_ENOUGH of each dataset is cached there (default 1, all of
-it). slurm_bb_job_teardown ends the stage-in; `scontrol show bbstat` shows
-every stage-in (slurm_bb_get_status: granary stage-in ls). Staging never
-fails a job: an error is logged and the job reads through the cache.
+it). slurm_bb_job_teardown ends the stage-in, and ends the job on the
+granaryd it asks (granary jobs end slurm:ID), which keeps the job's receipt:
+the dataset versions it read there, and what it read of each (the Epilog
+granary-epilog does the same on every node of the job). `scontrol show
+bbstat` shows every stage-in (slurm_bb_get_status: granary stage-in ls).
+Staging never fails a job: an error is logged and the job reads through the
+cache.
 
 Slurm runs these functions in slurmscriptd, outside slurmctld's locks, so
 they may call granary. GRANARY and GRANARY_SERVER in slurmctld's environment
@@ -108,9 +112,17 @@ function slurm_bb_pools()
 end
 
 function slurm_bb_job_teardown(job_id, job_script, hurry)
+  local output, ended = run("timeout -k 1 5 " .. granary .. " jobs end " ..
+                            shell_quote("slurm:" .. tostring(job_id)))
+  if ended then
+    local said = string.gsub(output, "%s+$", "")
+    log(false, "granary: JobId=%s %s", tostring(job_id), said)
+  else
+    log(true, "granary: JobId=%s ended without a receipt: %s", tostring(job_id), output)
+  end
   if #requested_datasets(job_script) == 0 then return slurm.SUCCESS end
-  local output, ended = run("timeout -k 1 5 " .. granary .. " stage-in end " ..
-                            shell_quote(tostring(job_id)) .. " --timeout-ms 4000")
+  output, ended = run("timeout -k 1 5 " .. granary .. " stage-in end " ..
+                      shell_quote(tostring(job_id)) .. " --timeout-ms 4000")
   if not ended then
     log(true, "granary: JobId=%s stage-in not ended: %s", tostring(job_id), output)
   end

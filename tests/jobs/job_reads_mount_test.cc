@@ -21,8 +21,8 @@
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "tests/fuse/mounted_tree.h"
+#include "tests/jobs/job_cgroups.h"
 #include "tests/jobs/prometheus_server.h"
-#include "tests/jobs/test_cgroups.h"
 
 namespace granary::testing {
 namespace {
@@ -31,24 +31,6 @@ constexpr char kPodUid[] = "1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901";
 constexpr char kPodSlice[] =
     "kubepods.slice/kubepods-besteffort.slice/"
     "kubepods-besteffort-pod1b2c3d4e_5f60_7182_93a4_b5c6d7e8f901.slice";
-constexpr uid_t kNobody = 65534;
-
-// `sh -c` that moves itself into cgroup `cgroup` (unless empty), then runs
-// `command` as user `uid` (root: as it is), for at most a minute (a read
-// that hangs fails the test instead of stalling it).
-std::pair<int, std::string> RunInCgroup(const std::string& cgroup, uid_t uid,
-                                        const std::string& command) {
-  std::string script;
-  if (!cgroup.empty()) script = absl::StrCat("echo $$ > ", cgroup, "/cgroup.procs && ");
-  if (uid != 0) {
-    absl::StrAppend(&script, "exec timeout 60 setpriv --reuid=", uid, " --regid=", uid,
-                    " --clear-groups ");
-  } else {
-    absl::StrAppend(&script, "exec timeout 60 ");
-  }
-  absl::StrAppend(&script, command);
-  return Shell(absl::StrCat("sh -c '", script, "'"));
-}
 
 uint64_t SumOf(const nlohmann::json& by_origin) {
   uint64_t sum = 0;

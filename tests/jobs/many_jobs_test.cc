@@ -33,8 +33,8 @@
 #include "nlohmann/json.hpp"
 #include "tests/faults/fault_support.h"
 #include "tests/fuse/mounted_tree.h"
+#include "tests/jobs/job_cgroups.h"
 #include "tests/jobs/prometheus_server.h"
-#include "tests/jobs/test_cgroups.h"
 #include "tests/server/server_test_util.h"
 
 namespace granary::testing {

@@ -382,8 +382,9 @@ class SlurmTest(unittest.TestCase):
             lines = dict(l.strip().split("=", 1) for l in f if l.strip() and not l.startswith("#"))
         self.assertEqual(lines["JobSubmitPlugins"], "lua")
         self.assertEqual(lines["BurstBufferType"], "burst_buffer/lua")
-        self.assertTrue(os.access(os.path.join(SLURM_HOOKS, os.path.basename(lines["PrologSlurmctld"])),
-                                  os.X_OK))
+        for hook in ("PrologSlurmctld", "Epilog"):
+            self.assertTrue(os.access(os.path.join(SLURM_HOOKS, os.path.basename(lines[hook])),
+                                      os.X_OK), hook)
 
     def test_burst_buffer_defines_the_22_05_functions(self):
         with open(os.path.join(SLURM_HOOKS, "burst_buffer.lua")) as f:

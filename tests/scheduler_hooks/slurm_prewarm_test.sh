@@ -71,6 +71,14 @@ export SLURM_CONF='${tmp}/etc/slurm.conf'
 exec '${hooks}/granary-prolog-slurmctld'
 PROLOG
 chmod 755 "${tmp}/etc/granary-prolog-slurmctld"
+# The epilog too (slurm_receipt_test.sh checks the receipts it keeps).
+cat >"${tmp}/etc/granary-epilog" <<EPILOG
+#!/bin/bash
+export GRANARY='${granary}' GRANARY_SERVER='${GRANARY_SERVER}' GRANARY_HOOK_LOG='${tmp}/epilog.log'
+export GRANARY_TOKEN_FILE='${GRANARY_TOKEN_FILE}'
+exec '${hooks}/granary-epilog'
+EPILOG
+chmod 755 "${tmp}/etc/granary-epilog"
 export GRANARY_SLURM_FEATURES="${tmp}/slurm-features"
 # For burst_buffer.lua, which runs in slurmctld's environment.
 export GRANARY="${granary}" GRANARY_HOOK_LOG="${tmp}/bb/order.log"

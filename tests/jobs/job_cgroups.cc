@@ -1,19 +1,16 @@
-#include "tests/jobs/test_cgroups.h"
+#include "tests/jobs/job_cgroups.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "tests/fuse/mounted_tree.h"
 
 namespace granary::testing {
-namespace {
 
-// Where this host lets the test make cgroup v2 directories: the unified
-// hierarchy of a hybrid host, else the root of a v2-only one.
 std::string CgroupV2Root() {
   for (const char* root : {"/sys/fs/cgroup/unified", "/sys/fs/cgroup"}) {
     std::error_code error;
@@ -26,11 +23,8 @@ std::string CgroupV2Root() {
   return "";
 }
 
-}  // namespace
-
-TestCgroups::TestCgroups() {
-  const std::string root = CgroupV2Root();
-  if (!root.empty()) base_ = absl::StrCat(root, "/granary-jobs-test-", ::getpid());
+TestCgroups::TestCgroups() : root_(CgroupV2Root()) {
+  if (!root_.empty()) base_ = absl::StrCat(root_, "/granary-jobs-test-", ::getpid());
 }
 
 TestCgroups::~TestCgroups() {
@@ -56,6 +50,20 @@ bool TestCgroups::Remove(const std::string& relative) {
 
 void TestCgroups::MakeOne(const std::string& path) {
   if (::mkdir(path.c_str(), 0755) == 0) made_.push_back(path);
+}
+
+std::pair<int, std::string> RunInCgroup(const std::string& cgroup, uid_t uid,
+                                        const std::string& command) {
+  std::string script;
+  if (!cgroup.empty()) script = absl::StrCat("echo $$ > ", cgroup, "/cgroup.procs && ");
+  if (uid != 0) {
+    absl::StrAppend(&script, "exec timeout 60 setpriv --reuid=", uid, " --regid=", uid,
+                    " --clear-groups ");
+  } else {
+    absl::StrAppend(&script, "exec timeout 60 ");
+  }
+  absl::StrAppend(&script, command);
+  return Shell(absl::StrCat("sh -c '", script, "'"));
 }
 
 }  // namespace granary::testing
