@@ -399,7 +399,7 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchMiss(
 absl::StatusOr<ReadThrough::Blocks> ReadThrough::FetchBlocksMiss(
     const std::shared_ptr<const Manifest>& manifest, const ManifestEntry& entry,
     const ChunkKey& key, uint64_t offset, uint64_t end, uint32_t chunk_length) {
-  const uint64_t block_bytes = store_->checksum_block_bytes();
+  const uint64_t block_bytes = store_->partial_block_bytes(manifest->chunk_size());
   const uint64_t begin = offset / block_bytes * block_bytes;
   const uint64_t blocks_end =
       std::min<uint64_t>(chunk_length, (end + block_bytes - 1) / block_bytes * block_bytes);

@@ -131,7 +131,8 @@ TEST_F(ReadPathTest, AMissServedInPiecesCountsAsOneMissAndItsBytesOnce) {
 TEST_F(ReadPathTest, MissesOfPartsOfAChunkFetchTheirBlocksAndAWholeReadCompletesIt) {
   StartServer();
   constexpr uint32_t kBigChunk = 16u << 20;
-  constexpr uint64_t kBlock = 64 << 10;  // granaryd's checksum block.
+  // The checksum block of a 16 MiB chunk held in part: 1,024 to the chunk.
+  constexpr uint64_t kBlock = 16 << 10;
   std::string content = PatternBytes(kBigChunk, 5);
   WriteSourceFile(root_, "big.bin", content);
   auto entries = Register("big", kBigChunk);
@@ -191,6 +192,30 @@ TEST_F(ReadPathTest, MissesOfPartsOfAChunkFetchTheirBlocksAndAWholeReadCompletes
   EXPECT_TRUE(later.from_cache);
   EXPECT_TRUE(later.data == content.substr(7u << 20, 4096));
   EXPECT_EQ(source_bytes(), blocks_read + kBigChunk);
+}
+
+TEST_F(ReadPathTest, UnalignedRandomReadsCostTheSourceTheirDiskBlocks) {
+  StartServer();
+  constexpr uint32_t kFourMiB = 4u << 20;
+  constexpr uint64_t kRead = 64 << 10;
+  std::string content = PatternBytes(2 * kFourMiB, 6);
+  WriteSourceFile(root_, "big.bin", content);
+  auto entries = Register("big", kFourMiB);
+  uint64_t id = FileId(entries, "big.bin");
+  std::unique_ptr<v1::Granary::Stub> stub = server_->SocketStub();
+  // 20 reads of 64 KiB, none starting on a 4 KiB boundary, far apart: each
+  // costs the source the 17 disk blocks it covers, 1.0625 times its bytes.
+  constexpr int kReads = 20;
+  for (int i = 0; i < kReads; ++i) {
+    const uint64_t offset = 1000 + i * (400u << 10);
+    const auto chunk = static_cast<uint32_t>(offset / kFourMiB);
+    ReadResult read =
+        ReadChunk(stub.get(), version_, id, chunk, static_cast<uint32_t>(offset % kFourMiB), kRead);
+    ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+    ASSERT_TRUE(read.data == content.substr(offset, kRead)) << "read " << i;
+  }
+  EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), kReads * 17 * 4096);
+  EXPECT_EQ(*server_->Metric("granary_store_used_bytes"), kReads * 17 * 4096);
 }
 
 TEST_F(ReadPathTest, PrewarmProgressIsMonotoneAndEndsAtExactlyOneHundredPercent) {
