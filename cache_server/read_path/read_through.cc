@@ -400,25 +400,35 @@ absl::StatusOr<ReadThrough::Blocks> ReadThrough::FetchBlocksMiss(
     const std::shared_ptr<const Manifest>& manifest, const ManifestEntry& entry,
     const ChunkKey& key, uint64_t offset, uint64_t end, uint32_t chunk_length) {
   const uint64_t block_bytes = store_->partial_block_bytes(manifest->chunk_size());
-  const uint64_t begin = offset / block_bytes * block_bytes;
-  const uint64_t blocks_end =
-      std::min<uint64_t>(chunk_length, (end + block_bytes - 1) / block_bytes * block_bytes);
+  const BlockRange range{
+      key, offset / block_bytes * block_bytes,
+      std::min<uint64_t>(chunk_length, (end + block_bytes - 1) / block_bytes * block_bytes)};
   metrics_->misses.fetch_add(1, std::memory_order_relaxed);
   readers_waiting_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<std::string> read = ReadSource(*manifest, entry, key, begin, blocks_end - begin);
+  absl::StatusOr<ChunkData> data = block_flights_.Do(
+      range, [&] { return FetchBlocksOnce(*manifest, entry, range, chunk_length); });
   last_reader_miss_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                           std::memory_order_relaxed);
   readers_waiting_.fetch_sub(1, std::memory_order_relaxed);
-  if (!read.ok()) return read.status();
-  auto data = std::make_shared<const std::string>(*std::move(read));
-  absl::StatusOr<bool> stored =
-      store_->InsertBlocks(key, manifest->chunk_size(), chunk_length, begin, *data);
-  if (!stored.ok()) {
-    GRANARY_LOG_FIRST_N(WARNING, 10) << "cannot store blocks [" << begin << ", " << blocks_end
-                                     << ") of " << key.ToString() << ": " << stored.status();
-  }
+  if (!data.ok()) return data.status();
   if (miss_listener_) miss_listener_(manifest, key);
-  return Blocks{std::move(data), static_cast<uint32_t>(begin)};
+  return Blocks{*std::move(data), static_cast<uint32_t>(range.begin)};
+}
+
+absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchBlocksOnce(const Manifest& manifest,
+                                                                    const ManifestEntry& entry,
+                                                                    const BlockRange& range,
+                                                                    uint32_t chunk_length) {
+  GRANARY_ASSIGN_OR_RETURN(std::string read, ReadSource(manifest, entry, range.key, range.begin,
+                                                        range.end - range.begin));
+  auto data = std::make_shared<const std::string>(std::move(read));
+  absl::StatusOr<bool> stored =
+      store_->InsertBlocks(range.key, manifest.chunk_size(), chunk_length, range.begin, *data);
+  if (!stored.ok()) {
+    GRANARY_LOG_FIRST_N(WARNING, 10) << "cannot store blocks [" << range.begin << ", " << range.end
+                                     << ") of " << range.key.ToString() << ": " << stored.status();
+  }
+  return data;
 }
 
 bool ReadThrough::Holds(const ChunkKey& key) {

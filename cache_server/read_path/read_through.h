@@ -15,7 +15,9 @@
 // owner in another group), so a joining node and a second group warm from
 // their peers instead of reading the shared source again, while that is the
 // faster way (fetch_speeds.h); else it is read from the dataset's source. Concurrent misses of one
-// chunk share a single fetch. Every read marks its dataset version active for the store's eviction.
+// chunk share a single fetch, and concurrent misses of the same blocks of
+// one a single source read. Every read marks its dataset version active for
+// the store's eviction.
 //
 // A peer's copy is trusted as the peer verified it against the checksum it
 // stored on its first fetch; this node checksums it again as it stores it.
@@ -218,13 +220,30 @@ class ReadThrough {
   // this node reads from the source (no peer to copy it from).
   bool FetchesBlocks(const ChunkKey& key, uint64_t offset, uint64_t end, uint32_t chunk_length,
                      ChunkSourcing sourcing);
-  // A reader's miss of bytes [offset, end) of chunk `key` of file `entry`
-  // (`chunk_length` bytes): the blocks covering them, read from the source,
-  // stored, and told to the miss listener; counted as a miss.
   struct Blocks {
     ChunkData data;
     uint32_t offset = 0;  // Where `data` starts in the chunk.
   };
+  // Blocks [begin, end) of chunk `key`, as a reader's miss fetches them:
+  // what concurrent misses of the same blocks share.
+  struct BlockRange {
+    ChunkKey key;
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    friend bool operator==(const BlockRange&, const BlockRange&) = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const BlockRange& range) {
+      return H::combine(std::move(h), range.key, range.begin, range.end);
+    }
+  };
+  // The blocks `range` of file `entry`'s chunk (`chunk_length` bytes), read
+  // from the source and stored.
+  absl::StatusOr<ChunkData> FetchBlocksOnce(const Manifest& manifest, const ManifestEntry& entry,
+                                            const BlockRange& range, uint32_t chunk_length);
+  // A reader's miss of bytes [offset, end) of chunk `key` of file `entry`
+  // (`chunk_length` bytes): the blocks covering them, read from the source
+  // (by one of the misses of the same blocks at once), stored, and told to
+  // the miss listener; counted as a miss.
   absl::StatusOr<Blocks> FetchBlocksMiss(const std::shared_ptr<const Manifest>& manifest,
                                          const ManifestEntry& entry, const ChunkKey& key,
                                          uint64_t offset, uint64_t end, uint32_t chunk_length);
@@ -288,6 +307,7 @@ class ReadThrough {
   // When the last reader's miss was answered (steady_clock ticks).
   std::atomic<int64_t> last_reader_miss_{0};
   SingleFlight<ChunkKey, absl::StatusOr<ChunkData>> flights_;
+  SingleFlight<BlockRange, absl::StatusOr<ChunkData>> block_flights_;
   FetchSpeeds speeds_;
 };
 

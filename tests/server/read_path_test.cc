@@ -12,9 +12,11 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <latch>
 #include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/local_read_socket.h"
 #include "common/server_address.h"
 #include "grpcpp/client_context.h"
@@ -99,6 +101,44 @@ TEST_F(ReadPathTest, SixteenConcurrentMissesOfOneChunkReadTheSourceOnce) {
   }
   EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 1);
   EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), content.size());
+}
+
+TEST_F(ReadPathTest, ConcurrentMissesOfTheSameBlocksReadTheSourceOnce) {
+  StartServer();
+  constexpr uint32_t kBigChunk = 16u << 20;  // Held in part in 16 KiB blocks.
+  std::string content = PatternBytes(kBigChunk, 7);
+  WriteSourceFile(root_, "big.bin", content);
+  auto entries = Register("big", kBigChunk);
+  uint64_t id = FileId(entries, "big.bin");
+  {  // The source's pages dropped: its read goes to the disk, a slow fetch.
+    const int fd = ::open(absl::StrCat(root_, "/big.bin").c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fdatasync(fd), 0);
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    ::close(fd);
+  }
+  // Sixteen readers of the same unaligned 4 MiB part, asked at once.
+  constexpr uint32_t kOffset = 1000, kLength = 4u << 20;
+  constexpr int kReaders = 16;
+  std::vector<std::unique_ptr<v1::Granary::Stub>> stubs;
+  for (int i = 0; i < kReaders; ++i) stubs.push_back(server_->SocketStub());
+  std::vector<ReadResult> results(kReaders);
+  std::latch start(kReaders);
+  std::vector<std::thread> readers;
+  for (int i = 0; i < kReaders; ++i) {
+    readers.emplace_back([&, i] {
+      start.arrive_and_wait();
+      results[i] = ReadChunk(stubs[i].get(), version_, id, 0, kOffset, kLength);
+    });
+  }
+  for (std::thread& reader : readers) reader.join();
+  for (const ReadResult& result : results) {
+    ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+    EXPECT_TRUE(result.data == content.substr(kOffset, kLength));
+  }
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 1);
+  // The 16 KiB blocks around the part: 257 of them.
+  EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), 257 * (16 << 10));
 }
 
 TEST_F(ReadPathTest, AMissServedInPiecesCountsAsOneMissAndItsBytesOnce) {
