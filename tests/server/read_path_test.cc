@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
@@ -186,6 +187,7 @@ TEST_F(ReadPathTest, MissesOfPartsOfAChunkFetchTheirBlocksAndAWholeReadCompletes
   EXPECT_FALSE(first.from_cache);
   EXPECT_EQ(source_bytes(), kBlock);
   EXPECT_EQ(*server_->Metric("granary_cache_misses_total"), 1);
+  ASSERT_TRUE(server_->WaitForWriteBehind().ok());
   EXPECT_EQ(*server_->Metric("granary_store_used_bytes"), kBlock);
   ReadResult again = ReadChunk(stub.get(), version_, id, 0, (5u << 20) + 100, 4096);
   ASSERT_TRUE(again.status.ok()) << again.status.error_message();
@@ -217,6 +219,7 @@ TEST_F(ReadPathTest, MissesOfPartsOfAChunkFetchTheirBlocksAndAWholeReadCompletes
   }
   const double blocks_read = kBlock + kBlock + 2 * kBlock + kBlock + (3u << 20);
   EXPECT_EQ(source_bytes(), blocks_read);
+  ASSERT_TRUE(server_->WaitForWriteBehind().ok());
   EXPECT_EQ(*server_->Metric("granary_store_used_bytes"), blocks_read);
 
   // A read of the whole chunk fetches it whole and completes it in the store.
@@ -255,6 +258,7 @@ TEST_F(ReadPathTest, UnalignedRandomReadsCostTheSourceTheirDiskBlocks) {
     ASSERT_TRUE(read.data == content.substr(offset, kRead)) << "read " << i;
   }
   EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), kReads * 17 * 4096);
+  ASSERT_TRUE(server_->WaitForWriteBehind().ok());
   EXPECT_EQ(*server_->Metric("granary_store_used_bytes"), kReads * 17 * 4096);
 }
 
@@ -398,6 +402,35 @@ TEST_F(ReadPathTest, PrewarmAfterKillNineFetchesOnlyTheMissingChunks) {
   EXPECT_GT(last.chunks_already_cached(), 0u);
   EXPECT_EQ(*server_->Metric("granary_source_reads_total"),
             last.chunks_total() - last.chunks_already_cached());
+}
+
+TEST_F(ReadPathTest, ReadersMissesAreServedBeforeTheReadsOfAPrewarmRunningBesideThem) {
+  StartServer();
+  v1::PrewarmRequest request = RegisterLongPrewarmDataset();
+  std::vector<v1::ManifestEntry> entries;
+  ASSERT_TRUE(GetManifest(stub_.get(), "train", 0, &entries).ok());
+  // The last file in the manifest's (byte) order, which the prewarm reaches last.
+  const uint64_t last = FileId(entries, "f99");
+  const std::string content = PatternBytes(8 * kChunk, 99);
+  grpc::ClientContext context;
+  auto prewarm = stub_->Prewarm(&context, request);
+  const v1::PrewarmProgress progress = AwaitFirstChunks(prewarm.get());
+  ASSERT_LT(progress.chunks_done(), progress.chunks_total()) << "prewarm finished too soon";
+  // Misses of that file: each served at once, the prewarm's source reads
+  // waiting for them.
+  for (uint32_t i = 0; i < 20; ++i) {
+    const uint64_t offset = 1000 + i * (400u << 10);
+    const auto in_chunk = static_cast<uint32_t>(offset % kChunk);
+    const uint32_t length = std::min<uint32_t>(64 << 10, kChunk - in_chunk);  // Cut at its end.
+    ReadResult read = ReadChunk(stub_.get(), version_, last, static_cast<uint32_t>(offset / kChunk),
+                                in_chunk, length);
+    ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+    ASSERT_TRUE(read.data == content.substr(offset, length)) << "read " << i;
+  }
+  EXPECT_EQ(*server_->Metric("granary_prewarm_running"), 1) << "the reads ran beside the prewarm";
+  EXPECT_GT(*server_->Metric("granary_fill_source_waits_total"), 0);
+  context.TryCancel();
+  EXPECT_EQ(prewarm->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
 TEST_F(ReadPathTest, CancelledPrewarmStopsServerSideWork) {
