@@ -76,6 +76,9 @@ std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t datas
   Counter(&out, "granary_source_reads_total", "Whole-chunk fetches from dataset sources.",
           source_reads.load());
   Counter(&out, "granary_source_errors_total", "Source fetches that failed.", source_errors.load());
+  Counter(&out, "granary_fill_source_waits_total",
+          "Fill and prewarm source reads that waited for readers' source reads.",
+          fill_source_waits.load());
   Counter(&out, "granary_peer_copies_total", "Misses copied from a peer's cache.",
           peer_copies.load());
   Counter(&out, "granary_bytes_from_peers_total", "Bytes copied from peers' caches.",

@@ -8,6 +8,8 @@
 //   granary_bytes_from_cache_total, granary_bytes_from_source_total
 //   granary_source_reads_total          whole-chunk fetches from sources
 //   granary_source_errors_total         fetches that failed
+//   granary_fill_source_waits_total     fill and prewarm source reads that
+//                                       waited for readers' (source_turns.h)
 //   granary_peer_copies_total, granary_bytes_from_peers_total
 //                                       misses copied from a peer's cache
 //   granary_peer_copy_errors_total      peers that failed to answer a copy
@@ -83,6 +85,7 @@ struct ServerMetrics {
   std::atomic<uint64_t> bytes_from_cache{0};
   std::atomic<uint64_t> bytes_from_source{0};
   std::atomic<uint64_t> source_reads{0};
+  std::atomic<uint64_t> fill_source_waits{0};
   std::atomic<uint64_t> source_errors{0};
   std::atomic<uint64_t> peer_copies{0};
   std::atomic<uint64_t> bytes_from_peers{0};

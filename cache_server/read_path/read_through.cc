@@ -106,6 +106,14 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::ReadStart(const ChunkKey& key, u
     return Chunk{std::make_shared<const std::string>(pending->substr(offset, end - offset)), true,
                  chunk_length, std::move(pending)};
   }
+  if (WriteBehind::Blocks pending = write_behind_->PendingBlocks(key, offset, end); pending.data) {
+    // Blocks fetched a moment ago and waiting to be stored: a hit from memory.
+    metrics_->hits.fetch_add(1, std::memory_order_relaxed);
+    metrics_->bytes_from_cache.fetch_add(end - offset, std::memory_order_relaxed);
+    return Chunk{std::make_shared<const std::string>(
+                     pending.data->substr(offset - pending.offset, end - offset)),
+                 true, chunk_length, std::move(pending.data), pending.offset};
+  }
   if (sourcing == ChunkSourcing::kCacheOnly) {
     return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached here"));
   }
@@ -388,7 +396,8 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchMiss(
     Storing storing) {
   metrics_->misses.fetch_add(1, std::memory_order_relaxed);
   readers_waiting_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<ChunkData> fetched = Fetch(*manifest, key, sourcing, storing);
+  absl::StatusOr<ChunkData> fetched =
+      FetchFor(*manifest, key, sourcing, storing, SourceUse::kReader);
   last_reader_miss_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                           std::memory_order_relaxed);
   readers_waiting_.fetch_sub(1, std::memory_order_relaxed);
@@ -399,26 +408,45 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchMiss(
 absl::StatusOr<ReadThrough::Blocks> ReadThrough::FetchBlocksMiss(
     const std::shared_ptr<const Manifest>& manifest, const ManifestEntry& entry,
     const ChunkKey& key, uint64_t offset, uint64_t end, uint32_t chunk_length) {
-  const uint64_t block_bytes = store_->checksum_block_bytes();
-  const uint64_t begin = offset / block_bytes * block_bytes;
-  const uint64_t blocks_end =
-      std::min<uint64_t>(chunk_length, (end + block_bytes - 1) / block_bytes * block_bytes);
+  const uint64_t block_bytes = store_->partial_block_bytes(manifest->chunk_size());
+  const BlockRange range{
+      key, offset / block_bytes * block_bytes,
+      std::min<uint64_t>(chunk_length, (end + block_bytes - 1) / block_bytes * block_bytes)};
   metrics_->misses.fetch_add(1, std::memory_order_relaxed);
   readers_waiting_.fetch_add(1, std::memory_order_relaxed);
-  absl::StatusOr<std::string> read = ReadSource(*manifest, entry, key, begin, blocks_end - begin);
+  absl::StatusOr<Blocks> blocks = block_flights_.Do(
+      range, [&] { return FetchBlocksOnce(*manifest, entry, range, chunk_length); });
   last_reader_miss_.store(std::chrono::steady_clock::now().time_since_epoch().count(),
                           std::memory_order_relaxed);
   readers_waiting_.fetch_sub(1, std::memory_order_relaxed);
-  if (!read.ok()) return read.status();
-  auto data = std::make_shared<const std::string>(*std::move(read));
-  absl::StatusOr<bool> stored =
-      store_->InsertBlocks(key, manifest->chunk_size(), chunk_length, begin, *data);
-  if (!stored.ok()) {
-    GRANARY_LOG_FIRST_N(WARNING, 10) << "cannot store blocks [" << begin << ", " << blocks_end
-                                     << ") of " << key.ToString() << ": " << stored.status();
+  if (blocks.ok() && miss_listener_) miss_listener_(manifest, key);
+  return blocks;
+}
+
+absl::StatusOr<ReadThrough::Blocks> ReadThrough::FetchBlocksOnce(const Manifest& manifest,
+                                                                 const ManifestEntry& entry,
+                                                                 const BlockRange& range,
+                                                                 uint32_t chunk_length) {
+  // A flight for these blocks may have fetched them between our miss and
+  // this flight: they wait to be stored, or are stored.
+  if (WriteBehind::Blocks pending = write_behind_->PendingBlocks(range.key, range.begin, range.end);
+      pending.data) {
+    return Blocks{std::move(pending.data), pending.offset};
   }
-  if (miss_listener_) miss_listener_(manifest, key);
-  return Blocks{std::move(data), static_cast<uint32_t>(begin)};
+  if (absl::StatusOr<std::string> stored =
+          store_->ReadRange(range.key, range.begin, range.end - range.begin);
+      stored.ok()) {
+    return Blocks{std::make_shared<const std::string>(*std::move(stored)),
+                  static_cast<uint32_t>(range.begin)};
+  }
+  GRANARY_ASSIGN_OR_RETURN(
+      std::string read, ReadSource(manifest, entry, range.key, range.begin, range.end - range.begin,
+                                   SourceUse::kReader));
+  auto data = std::make_shared<const std::string>(std::move(read));
+  // Stored behind the answer: the reader waits for the source, not the store.
+  write_behind_->StoreBlocks(range.key, manifest.chunk_size(), chunk_length,
+                             static_cast<uint32_t>(range.begin), data);
+  return Blocks{std::move(data), static_cast<uint32_t>(range.begin)};
 }
 
 bool ReadThrough::Holds(const ChunkKey& key) {
@@ -428,13 +456,20 @@ bool ReadThrough::Holds(const ChunkKey& key) {
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::Fetch(const Manifest& manifest,
                                                           const ChunkKey& key,
                                                           ChunkSourcing sourcing, Storing storing) {
-  return flights_.Do(key, [&] { return FetchOnce(manifest, key, sourcing, storing); });
+  return FetchFor(manifest, key, sourcing, storing, SourceUse::kFill);
+}
+
+absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchFor(const Manifest& manifest,
+                                                             const ChunkKey& key,
+                                                             ChunkSourcing sourcing,
+                                                             Storing storing, SourceUse use) {
+  return flights_.Do(key, [&] { return FetchOnce(manifest, key, sourcing, storing, use); });
 }
 
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& manifest,
                                                               const ChunkKey& key,
                                                               ChunkSourcing sourcing,
-                                                              Storing storing) {
+                                                              Storing storing, SourceUse use) {
   // A flight for this key may have fetched it between our miss and this
   // flight: it waits to be stored, or is stored.
   if (ChunkData pending = write_behind_->Pending(key)) return pending;
@@ -450,7 +485,7 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
     metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
   } else {
-    GRANARY_ASSIGN_OR_RETURN(data, ReadSource(manifest, *entry, key, 0, length));
+    GRANARY_ASSIGN_OR_RETURN(data, ReadSource(manifest, *entry, key, 0, length, use));
   }
   auto fetched = std::make_shared<const std::string>(*std::move(data));
   if (storing == Storing::kBehind) {
@@ -509,27 +544,50 @@ bool ReadThrough::NoteFailedPeerRead(const Member& peer, const ChunkKey& key,
 
 absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
                                                     const ManifestEntry& entry, const ChunkKey& key,
-                                                    uint64_t offset, uint64_t length) {
-  uint32_t chunk_size = manifest.chunk_size();
+                                                    uint64_t offset, uint64_t length,
+                                                    SourceUse use) {
+  const uint64_t start = static_cast<uint64_t>(key.chunk_index) * manifest.chunk_size() + offset;
   metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
   const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kSource);
   absl::StatusOr<std::shared_ptr<const Source>> source =
       sources_->OpenToRead(manifest.identity().source);
-  absl::StatusOr<Source::Range> data =
-      source.ok() ? (*source)->ReadRangeNoticingChanges(
-                        entry, static_cast<uint64_t>(key.chunk_index) * chunk_size + offset, length)
-                  : source.status();
-  speeds_.End(fetch, data.ok() ? data->bytes.size() : 0);
-  if (!data.ok()) {
-    metrics_->source_errors.fetch_add(1, std::memory_order_relaxed);
-    return absl::Status(data.status().code(), absl::StrCat("dataset '", manifest.identity().name,
-                                                           "': ", data.status().message()));
+  absl::Status status = source.status();
+  std::string bytes;
+  bool metadata_changed = false;
+  // A reader's read is one turn; a fill's may be cut into pieces, each
+  // taking the turn readers leave it.
+  for (uint64_t done = 0; status.ok() && done < length;) {
+    const SourceTurns::Turn turn = use == SourceUse::kReader ? turns_.Reader() : turns_.Fill();
+    if (turn.waited_for_readers()) {
+      metrics_->fill_source_waits.fetch_add(1, std::memory_order_relaxed);
+    }
+    const uint64_t piece = std::min(length - done, turn.max_bytes());
+    absl::StatusOr<Source::Range> read =
+        (*source)->ReadRangeNoticingChanges(entry, start + done, piece);
+    if (!read.ok()) {
+      status = read.status();
+      break;
+    }
+    metadata_changed |= read->metadata_changed;
+    if (piece == length) {
+      bytes = std::move(read->bytes);
+    } else {
+      if (done == 0) bytes.reserve(length);
+      bytes.append(read->bytes);
+    }
+    done += piece;
   }
-  if (metadata_change_listener_ && data->metadata_changed) {
+  speeds_.End(fetch, status.ok() ? bytes.size() : 0);
+  if (!status.ok()) {
+    metrics_->source_errors.fetch_add(1, std::memory_order_relaxed);
+    return absl::Status(status.code(), absl::StrCat("dataset '", manifest.identity().name,
+                                                    "': ", status.message()));
+  }
+  if (metadata_change_listener_ && metadata_changed) {
     metadata_change_listener_(manifest, entry.path);
   }
-  metrics_->bytes_from_source.fetch_add(data->bytes.size(), std::memory_order_relaxed);
-  return std::move(data->bytes);
+  metrics_->bytes_from_source.fetch_add(bytes.size(), std::memory_order_relaxed);
+  return bytes;
 }
 
 }  // namespace granary

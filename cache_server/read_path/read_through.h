@@ -2,20 +2,21 @@
 // when it holds K (verified by the store), else by fetching the whole chunk,
 // storing it and returning it. A read of part of a chunk that this node
 // reads from the source itself fetches only the checksum blocks covering it
-// (aligned, in one source read), stores them (the store holds the chunk in
-// part) and answers: a reader at random offsets costs the source about the
-// bytes it asks for. The rest of the chunk follows when a reader asks for it
-// whole (a sequential reader), or a prewarm or the dataset's fill fetches it.
-// Where a peer may hold the chunk (ClusterView::CopySources), it is copied
-// whole as before. Only a chunk's owner in a cache group reads it
-// from the source, so a node that is not the owner (a replica, or a node a
-// reader failed over to) first asks the owner, which reads the miss through
+// (aligned, in one source read), answers, and stores them behind the answer
+// (the store holds the chunk in part): a reader at random offsets costs the
+// source about the bytes it asks for, and waits for the source alone. The rest of the chunk follows
+// when a reader asks for it whole (a sequential reader), or a prewarm or the dataset's fill fetches
+// it. Where a peer may hold the chunk (ClusterView::CopySources), it is copied whole as before.
+// Only a chunk's owner in a cache group reads it from the source, so a node that is not the owner
+// (a replica, or a node a reader failed over to) first asks the owner, which reads the miss through
 // itself. Failing that, a miss is copied from a peer that holds the chunk
 // (where the chunk lived in this group before a membership change, or its
 // owner in another group), so a joining node and a second group warm from
 // their peers instead of reading the shared source again, while that is the
 // faster way (fetch_speeds.h); else it is read from the dataset's source. Concurrent misses of one
-// chunk share a single fetch. Every read marks its dataset version active for the store's eviction.
+// chunk share a single fetch, and concurrent misses of the same blocks of
+// one a single source read. Every read marks its dataset version active for
+// the store's eviction.
 //
 // A peer's copy is trusted as the peer verified it against the checksum it
 // stored on its first fetch; this node checksums it again as it stores it.
@@ -27,6 +28,8 @@
 // source file whose metadata alone changed reads, and is told to the
 // metadata change listener (SourceChangeRefresher).
 // Store failures never fail a read: the chunk is fetched from the source.
+// Readers' misses read the sources before fills and prewarms do
+// (source_turns.h): a reader's blocks never queue behind a fill's chunks.
 //
 // Thread-safety: all methods are safe to call concurrently.
 #ifndef GRANARY_CACHE_SERVER_READ_PATH_READ_THROUGH_H_
@@ -48,6 +51,7 @@
 #include "cache_server/cluster/cluster_view.h"
 #include "cache_server/metrics.h"
 #include "cache_server/read_path/fetch_speeds.h"
+#include "cache_server/read_path/source_turns.h"
 #include "cache_server/read_path/write_behind.h"
 #include "cache_server/store/chunk_store.h"
 #include "client/dataset_client.h"
@@ -178,8 +182,9 @@ class ReadThrough {
   enum class Storing { kBeforeReturn, kBehind };
 
   // Fetches chunk `key` of `manifest` through its owner, from a peer or from
-  // the source into the store, unless the store holds it already. Counts as a
-  // fetch, not as a chunk read.
+  // the source into the store, unless the store holds it already: a fill's
+  // or prewarm's fetch, whose source reads take the turns readers leave.
+  // Counts as a fetch, not as a chunk read.
   absl::StatusOr<ChunkData> Fetch(const Manifest& manifest, const ChunkKey& key,
                                   ChunkSourcing sourcing = ChunkSourcing::kReadThrough,
                                   Storing storing = Storing::kBeforeReturn);
@@ -218,21 +223,44 @@ class ReadThrough {
   // this node reads from the source (no peer to copy it from).
   bool FetchesBlocks(const ChunkKey& key, uint64_t offset, uint64_t end, uint32_t chunk_length,
                      ChunkSourcing sourcing);
-  // A reader's miss of bytes [offset, end) of chunk `key` of file `entry`
-  // (`chunk_length` bytes): the blocks covering them, read from the source,
-  // stored, and told to the miss listener; counted as a miss.
   struct Blocks {
     ChunkData data;
     uint32_t offset = 0;  // Where `data` starts in the chunk.
   };
+  // Blocks [begin, end) of chunk `key`, as a reader's miss fetches them:
+  // what concurrent misses of the same blocks share.
+  struct BlockRange {
+    ChunkKey key;
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    friend bool operator==(const BlockRange&, const BlockRange&) = default;
+    template <typename H>
+    friend H AbslHashValue(H h, const BlockRange& range) {
+      return H::combine(std::move(h), range.key, range.begin, range.end);
+    }
+  };
+  // The blocks `range` of file `entry`'s chunk (`chunk_length` bytes): from
+  // memory or the store when a flight just fetched them, else read from the
+  // source and stored behind the answer.
+  absl::StatusOr<Blocks> FetchBlocksOnce(const Manifest& manifest, const ManifestEntry& entry,
+                                         const BlockRange& range, uint32_t chunk_length);
+  // A reader's miss of bytes [offset, end) of chunk `key` of file `entry`
+  // (`chunk_length` bytes): the blocks covering them, read from the source
+  // (by one of the misses of the same blocks at once), stored, and told to
+  // the miss listener; counted as a miss.
   absl::StatusOr<Blocks> FetchBlocksMiss(const std::shared_ptr<const Manifest>& manifest,
                                          const ManifestEntry& entry, const ChunkKey& key,
                                          uint64_t offset, uint64_t end, uint32_t chunk_length);
   // A reader's miss of `key`: counted, fetched, and told to the miss listener.
   absl::StatusOr<ChunkData> FetchMiss(const std::shared_ptr<const Manifest>& manifest,
                                       const ChunkKey& key, ChunkSourcing sourcing, Storing storing);
+  // Who a source read is for: a reader waiting on it, or a fill (prewarm).
+  enum class SourceUse { kReader, kFill };
+  // Fetch() for `use`.
+  absl::StatusOr<ChunkData> FetchFor(const Manifest& manifest, const ChunkKey& key,
+                                     ChunkSourcing sourcing, Storing storing, SourceUse use);
   absl::StatusOr<ChunkData> FetchOnce(const Manifest& manifest, const ChunkKey& key,
-                                      ChunkSourcing sourcing, Storing storing);
+                                      ChunkSourcing sourcing, Storing storing, SourceUse use);
   // The manifest of `file`'s version, when `size` and `chunk_size` are its
   // entry's.
   absl::StatusOr<std::shared_ptr<const Manifest>> WholeFileManifest(const ChunkKey& file,
@@ -271,9 +299,10 @@ class ReadThrough {
   // whether it did.
   bool NoteFailedPeerRead(const Member& peer, const ChunkKey& key, const absl::Status& read);
   // Bytes [offset, offset + length) of chunk `key` of file `entry`, from the
-  // source.
+  // source, in the turns (SourceTurns) that `use` is given.
   absl::StatusOr<std::string> ReadSource(const Manifest& manifest, const ManifestEntry& entry,
-                                         const ChunkKey& key, uint64_t offset, uint64_t length);
+                                         const ChunkKey& key, uint64_t offset, uint64_t length,
+                                         SourceUse use);
 
   Catalog* const catalog_;
   store::ChunkStore* const store_;
@@ -288,7 +317,9 @@ class ReadThrough {
   // When the last reader's miss was answered (steady_clock ticks).
   std::atomic<int64_t> last_reader_miss_{0};
   SingleFlight<ChunkKey, absl::StatusOr<ChunkData>> flights_;
+  SingleFlight<BlockRange, absl::StatusOr<Blocks>> block_flights_;
   FetchSpeeds speeds_;
+  SourceTurns turns_;
 };
 
 // Checks that `key` names an existing chunk of a file of `manifest`, and

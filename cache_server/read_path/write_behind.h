@@ -1,8 +1,9 @@
-// WriteBehind stores fetched chunks after their readers have been answered:
-// a miss costs the reader the source read, not the store's write too. Chunks
-// wait in a queue bounded by bytes, and `writers` threads insert them into
-// the store in the order they came. While a chunk waits, Pending() serves it
-// from memory, so no second reader fetches it again. When the queue is full
+// WriteBehind stores fetched chunks, and blocks of chunks (a reader's miss of
+// part of one), after their readers have been answered: a miss costs the
+// reader the source read, not the store's write too. Writes wait in a queue
+// bounded by bytes, and `writers` threads store them in the order they came.
+// While a chunk or blocks wait, Pending() and PendingBlocks() serve them
+// from memory, so no second reader fetches them again. When the queue is full
 // the chunk is not stored at all (counted): readers are always answered, and
 // the chunk is fetched again by a later miss or by a fill.
 //
@@ -44,8 +45,21 @@ class WriteBehind {
   // Queues `data`, chunk `key` of a version whose chunks are `chunk_size`
   // bytes, for the store; dropped (and counted) when the queue is full.
   void Store(const ChunkKey& key, uint32_t chunk_size, ChunkData data);
-  // The bytes of `key` while they wait to be stored; null otherwise.
+  // Queues `data`, bytes [offset, offset + data.size()) of chunk `key`
+  // (`chunk_length` bytes, of a version with chunks of `chunk_size`), for
+  // ChunkStore::InsertBlocks(); dropped (and counted) when the queue is full.
+  void StoreBlocks(const ChunkKey& key, uint32_t chunk_size, uint32_t chunk_length, uint32_t offset,
+                   ChunkData data);
+  // The bytes of `key` while they wait to be stored whole; null otherwise.
   ChunkData Pending(const ChunkKey& key);
+  // Bytes of chunk `key` waiting to be stored, whole or as blocks, that
+  // cover [offset, end) of it, and where they start in the chunk; null
+  // `data` when none do.
+  struct Blocks {
+    ChunkData data;
+    uint32_t offset = 0;
+  };
+  Blocks PendingBlocks(const ChunkKey& key, uint64_t offset, uint64_t end);
   // Waits until every chunk queued so far is stored (or failed to be).
   void Drain();
 
@@ -53,9 +67,14 @@ class WriteBehind {
   struct Write {
     ChunkKey key;
     uint32_t chunk_size;
+    uint32_t chunk_length;  // Of the whole chunk.
+    uint32_t offset;        // Of `data` in the chunk: 0 for a whole chunk.
     ChunkData data;
+    bool whole() const { return offset == 0 && data->size() == chunk_length; }
   };
 
+  // Queues `write` unless what it holds waits already.
+  void Queue(Write write);
   void Run();
 
   store::ChunkStore* const store_;
@@ -65,8 +84,12 @@ class WriteBehind {
   CondVar wake_;     // Work queued, or stopping.
   CondVar written_;  // A write finished.
   std::deque<Write> queue_ ABSL_GUARDED_BY(mutex_);
-  // Queued or being written.
-  absl::flat_hash_map<ChunkKey, ChunkData> pending_ ABSL_GUARDED_BY(mutex_);
+  // A write queued or being written.
+  struct Waiting {
+    Blocks blocks;
+    bool whole;
+  };
+  absl::flat_hash_map<ChunkKey, std::vector<Waiting>> pending_ ABSL_GUARDED_BY(mutex_);
   uint64_t queued_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   int writing_ ABSL_GUARDED_BY(mutex_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;

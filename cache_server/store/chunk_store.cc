@@ -67,6 +67,12 @@ absl::Status ValidateOptions(const StoreOptions& options) {
         absl::StrCat("chunk store: checksum block size ", options.checksum_block_bytes,
                      " is not a multiple of ", kBlockBytes, " bytes under 4 GiB"));
   }
+  if (options.partial_block_bytes == 0 || options.partial_block_bytes % kBlockBytes != 0 ||
+      options.partial_block_bytes > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk store: partial chunks' block size ", options.partial_block_bytes,
+                     " is not a multiple of ", kBlockBytes, " bytes under 4 GiB"));
+  }
   return absl::OkStatus();
 }
 

@@ -30,7 +30,12 @@
 //    active chunk (so epoch-style random access does not thrash). A version is
 //    inactive until SetVersionState says otherwise; the state persists.
 //  - A chunk is held whole (Insert) or in part (InsertBlocks: the checksum
-//    blocks a reader asked for). A chunk held in part serves ReadRange()
+//    blocks a reader asked for). A chunk held in part is checksummed in
+//    blocks of its own, smaller than a whole chunk's (4 KiB for chunks up to
+//    4 MiB: StoreOptions::partial_block_bytes), so that what a reader's miss
+//    fetches, verifies and keeps is its range rounded out to disk blocks,
+//    not to 64 KiB; completing it checksums the chunk in whole-chunk blocks
+//    again. A chunk held in part serves ReadRange()
 //    inside its blocks and is absent to Read(), Locate(), Contains() and
 //    OpenWholeFile(), so only whole, verified files reach the kernel; its
 //    blocks count as the bytes they take; Insert() of the whole chunk
@@ -113,6 +118,13 @@ struct StoreOptions {
   // 64 KiB keeps an unaligned 128 KiB read at 1.5x its bytes and the entry
   // of a 4 MiB chunk at 512 bytes.
   uint64_t checksum_block_bytes = 64 << 10;
+  // Bytes covered by one block checksum in chunks held in part
+  // (InsertBlocks): the unit a reader's miss fetches from the source and
+  // verifies, so the source reads about what readers ask for (an unaligned
+  // 64 KiB read costs 68 KiB in 4 KiB blocks, 128 KiB in 64 KiB ones). A
+  // multiple of 4 KiB, raised for large chunks (PartialBlockBytes) so that a
+  // partial entry lists at most 1,024 checksums (8 KiB).
+  uint64_t partial_block_bytes = 4 << 10;
   // Data files kept open when idle (one per cached source file, so not all
   // can be); 0 means a quarter of the process's open-file limit
   // (RLIMIT_NOFILE), leaving the rest to sockets, source files and the index.
@@ -232,17 +244,17 @@ class ChunkStore {
   // Stores `data`, bytes [offset, offset + data.size()) of chunk `key`
   // (`chunk_length` bytes whole, of a version with chunks of `chunk_size`),
   // at their place in its file's data file, and holds the chunk in part
-  // with those blocks added: `offset` must start a checksum block and the
-  // bytes must end at the end of one or of the chunk (INVALID_ARGUMENT
-  // otherwise). Returns true if stored (or held already, whole or those
-  // blocks), false if the admission rule declined them. Errors as Insert().
+  // with those blocks added: `offset` must start a block of
+  // partial_block_bytes(chunk_size) and the bytes must end at the end of one
+  // or of the chunk (INVALID_ARGUMENT otherwise). Returns true if stored (or held already, whole or
+  // those blocks), false if the admission rule declined them. Errors as Insert().
   virtual absl::StatusOr<bool> InsertBlocks(const ChunkKey& key, uint32_t chunk_size,
                                             uint32_t chunk_length, uint64_t offset,
                                             std::string_view data) = 0;
 
-  // Bytes covered by one block checksum (StoreOptions::checksum_block_bytes):
-  // what InsertBlocks() takes in whole.
-  virtual uint64_t checksum_block_bytes() const = 0;
+  // Bytes covered by one block checksum of a chunk held in part, of a
+  // version with chunks of `chunk_size`: what InsertBlocks() takes in whole.
+  virtual uint64_t partial_block_bytes(uint32_t chunk_size) const = 0;
 
   virtual void SetVersionState(uint64_t dataset_version, VersionState state) = 0;
   // What SetVersionState last made `dataset_version`; kInactive if nothing.

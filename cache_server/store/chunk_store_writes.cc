@@ -84,7 +84,7 @@ absl::StatusOr<bool> DataFileChunkStore::Insert(const ChunkKey& key, uint32_t ch
 absl::StatusOr<bool> DataFileChunkStore::InsertBlocks(const ChunkKey& key, uint32_t chunk_size,
                                                       uint32_t chunk_length, uint64_t offset,
                                                       std::string_view data) {
-  const uint64_t block_bytes = options_.checksum_block_bytes;
+  const uint64_t block_bytes = partial_block_bytes(chunk_size);
   const uint64_t end = offset + data.size();
   if (chunk_length > options_.max_chunk_bytes || chunk_length > chunk_size || data.empty() ||
       end > chunk_length || offset % block_bytes != 0 ||
@@ -95,6 +95,10 @@ absl::StatusOr<bool> DataFileChunkStore::InsertBlocks(const ChunkKey& key, uint3
         " bytes of a chunk the store takes"));
   }
   return Store(key, chunk_size, chunk_length, offset, data);
+}
+
+uint64_t DataFileChunkStore::partial_block_bytes(uint32_t chunk_size) const {
+  return PartialBlockBytes(options_.partial_block_bytes, chunk_size);
 }
 
 void DataFileChunkStore::CountPutLocked(CachedFile& file,
@@ -122,7 +126,8 @@ absl::StatusOr<bool> DataFileChunkStore::Store(const ChunkKey& key, uint32_t chu
                                                uint32_t chunk_length, uint64_t offset,
                                                std::string_view data) {
   const bool whole = offset == 0 && data.size() == chunk_length;
-  const uint64_t block_bytes = options_.checksum_block_bytes;
+  const uint64_t block_bytes =
+      whole ? options_.checksum_block_bytes : partial_block_bytes(chunk_size);
   const std::string encoded = key.Encode();
   // The entry as this insert leaves it, before the index's own is merged in.
   v1::ChunkLocation location;

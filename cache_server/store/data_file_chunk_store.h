@@ -126,7 +126,7 @@ class DataFileChunkStore final : public ChunkStore {
                               std::string_view data) override;
   absl::StatusOr<bool> InsertBlocks(const ChunkKey& key, uint32_t chunk_size, uint32_t chunk_length,
                                     uint64_t offset, std::string_view data) override;
-  uint64_t checksum_block_bytes() const override { return options_.checksum_block_bytes; }
+  uint64_t partial_block_bytes(uint32_t chunk_size) const override;
   void SetVersionState(uint64_t dataset_version, VersionState state) override;
   VersionState GetVersionState(uint64_t dataset_version) override;
   absl::StatusOr<uint64_t> RemoveVersion(uint64_t dataset_version) override;

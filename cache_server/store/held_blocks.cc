@@ -21,6 +21,11 @@ bool Held(const v1::ChunkLocation& location, uint64_t block) {
 
 }  // namespace
 
+uint64_t PartialBlockBytes(uint64_t smallest, uint64_t chunk_size) {
+  const uint64_t per_block = (chunk_size + kMaxPartialBlocks - 1) / kMaxPartialBlocks;
+  return std::max(smallest, RoundUpToBlock(per_block));
+}
+
 bool IsPartial(const v1::ChunkLocation& location) { return !location.held_blocks().empty(); }
 
 bool WellFormed(const v1::ChunkLocation& location) {

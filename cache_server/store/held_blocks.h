@@ -19,6 +19,15 @@
 
 namespace granary::store {
 
+// Most checksums a partial entry lists: 8 KiB of them, read with every
+// lookup of the chunk.
+inline constexpr uint64_t kMaxPartialBlocks = 1024;
+
+// The checksum block of chunks held in part, of a version with chunks of
+// `chunk_size`: `smallest` (a multiple of 4 KiB), or the least multiple of
+// 4 KiB that cuts a chunk into at most kMaxPartialBlocks blocks, if larger.
+uint64_t PartialBlockBytes(uint64_t smallest, uint64_t chunk_size);
+
 // Whether the entry holds only some blocks of its chunk.
 bool IsPartial(const v1::ChunkLocation& location);
 

@@ -30,6 +30,8 @@ namespace {
 constexpr uint32_t kChunk = 4 << 20;
 // The store's default checksum block (StoreOptions::checksum_block_bytes).
 constexpr uint32_t kBlock = 64 << 10;
+// The checksum block of a 4 MiB chunk held in part (StoreOptions::partial_block_bytes).
+constexpr uint32_t kPartialBlock = 4 << 10;
 // Chunk 0 is whole; chunk 1 is 10,000 bytes.
 constexpr uint32_t kTail = 10000;
 
@@ -143,11 +145,12 @@ TEST_F(RangeReadTest, DamagedBlockIsFoundByARangeCoveringItCountedAndRefetched) 
   EXPECT_EQ(Metric("granary_store_checksum_failures_total"), 1);
   EXPECT_EQ(Metric("granary_source_reads_total"), 2);
 
-  // Stored again: a hit with the right bytes.
-  ReadResult again = Read(0, 5 * kBlock, kBlock);
+  // Its disk block stored again (the chunk held in part): a hit with the
+  // right bytes.
+  ReadResult again = Read(0, 6 * kBlock - kPartialBlock, kPartialBlock);
   ASSERT_TRUE(again.status.ok()) << again.status.error_message();
   EXPECT_TRUE(again.from_cache);
-  EXPECT_TRUE(again.data == Expected(0, 5 * kBlock, kBlock));
+  EXPECT_TRUE(again.data == Expected(0, 6 * kBlock - kPartialBlock, kPartialBlock));
 }
 
 TEST_F(RangeReadTest, CacheOnlyReadsOfWholeChunksAreHitsOrNotFound) {

@@ -9,12 +9,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <latch>
 #include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "common/local_read_socket.h"
 #include "common/server_address.h"
 #include "grpcpp/client_context.h"
@@ -101,6 +104,44 @@ TEST_F(ReadPathTest, SixteenConcurrentMissesOfOneChunkReadTheSourceOnce) {
   EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), content.size());
 }
 
+TEST_F(ReadPathTest, ConcurrentMissesOfTheSameBlocksReadTheSourceOnce) {
+  StartServer();
+  constexpr uint32_t kBigChunk = 16u << 20;  // Held in part in 16 KiB blocks.
+  std::string content = PatternBytes(kBigChunk, 7);
+  WriteSourceFile(root_, "big.bin", content);
+  auto entries = Register("big", kBigChunk);
+  uint64_t id = FileId(entries, "big.bin");
+  {  // The source's pages dropped: its read goes to the disk, a slow fetch.
+    const int fd = ::open(absl::StrCat(root_, "/big.bin").c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fdatasync(fd), 0);
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    ::close(fd);
+  }
+  // Sixteen readers of the same unaligned 4 MiB part, asked at once.
+  constexpr uint32_t kOffset = 1000, kLength = 4u << 20;
+  constexpr int kReaders = 16;
+  std::vector<std::unique_ptr<v1::Granary::Stub>> stubs;
+  for (int i = 0; i < kReaders; ++i) stubs.push_back(server_->SocketStub());
+  std::vector<ReadResult> results(kReaders);
+  std::latch start(kReaders);
+  std::vector<std::thread> readers;
+  for (int i = 0; i < kReaders; ++i) {
+    readers.emplace_back([&, i] {
+      start.arrive_and_wait();
+      results[i] = ReadChunk(stubs[i].get(), version_, id, 0, kOffset, kLength);
+    });
+  }
+  for (std::thread& reader : readers) reader.join();
+  for (const ReadResult& result : results) {
+    ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+    EXPECT_TRUE(result.data == content.substr(kOffset, kLength));
+  }
+  EXPECT_EQ(*server_->Metric("granary_source_reads_total"), 1);
+  // The 16 KiB blocks around the part: 257 of them.
+  EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), 257 * (16 << 10));
+}
+
 TEST_F(ReadPathTest, AMissServedInPiecesCountsAsOneMissAndItsBytesOnce) {
   StartServer();
   std::string content = PatternBytes(16u << 20, 4);  // One chunk, answered in 1 MiB pieces.
@@ -131,7 +172,8 @@ TEST_F(ReadPathTest, AMissServedInPiecesCountsAsOneMissAndItsBytesOnce) {
 TEST_F(ReadPathTest, MissesOfPartsOfAChunkFetchTheirBlocksAndAWholeReadCompletesIt) {
   StartServer();
   constexpr uint32_t kBigChunk = 16u << 20;
-  constexpr uint64_t kBlock = 64 << 10;  // granaryd's checksum block.
+  // The checksum block of a 16 MiB chunk held in part: 1,024 to the chunk.
+  constexpr uint64_t kBlock = 16 << 10;
   std::string content = PatternBytes(kBigChunk, 5);
   WriteSourceFile(root_, "big.bin", content);
   auto entries = Register("big", kBigChunk);
@@ -145,6 +187,7 @@ TEST_F(ReadPathTest, MissesOfPartsOfAChunkFetchTheirBlocksAndAWholeReadCompletes
   EXPECT_FALSE(first.from_cache);
   EXPECT_EQ(source_bytes(), kBlock);
   EXPECT_EQ(*server_->Metric("granary_cache_misses_total"), 1);
+  ASSERT_TRUE(server_->WaitForWriteBehind().ok());
   EXPECT_EQ(*server_->Metric("granary_store_used_bytes"), kBlock);
   ReadResult again = ReadChunk(stub.get(), version_, id, 0, (5u << 20) + 100, 4096);
   ASSERT_TRUE(again.status.ok()) << again.status.error_message();
@@ -176,6 +219,7 @@ TEST_F(ReadPathTest, MissesOfPartsOfAChunkFetchTheirBlocksAndAWholeReadCompletes
   }
   const double blocks_read = kBlock + kBlock + 2 * kBlock + kBlock + (3u << 20);
   EXPECT_EQ(source_bytes(), blocks_read);
+  ASSERT_TRUE(server_->WaitForWriteBehind().ok());
   EXPECT_EQ(*server_->Metric("granary_store_used_bytes"), blocks_read);
 
   // A read of the whole chunk fetches it whole and completes it in the store.
@@ -191,6 +235,31 @@ TEST_F(ReadPathTest, MissesOfPartsOfAChunkFetchTheirBlocksAndAWholeReadCompletes
   EXPECT_TRUE(later.from_cache);
   EXPECT_TRUE(later.data == content.substr(7u << 20, 4096));
   EXPECT_EQ(source_bytes(), blocks_read + kBigChunk);
+}
+
+TEST_F(ReadPathTest, UnalignedRandomReadsCostTheSourceTheirDiskBlocks) {
+  StartServer();
+  constexpr uint32_t kFourMiB = 4u << 20;
+  constexpr uint64_t kRead = 64 << 10;
+  std::string content = PatternBytes(2 * kFourMiB, 6);
+  WriteSourceFile(root_, "big.bin", content);
+  auto entries = Register("big", kFourMiB);
+  uint64_t id = FileId(entries, "big.bin");
+  std::unique_ptr<v1::Granary::Stub> stub = server_->SocketStub();
+  // 20 reads of 64 KiB, none starting on a 4 KiB boundary, far apart: each
+  // costs the source the 17 disk blocks it covers, 1.0625 times its bytes.
+  constexpr int kReads = 20;
+  for (int i = 0; i < kReads; ++i) {
+    const uint64_t offset = 1000 + i * (400u << 10);
+    const auto chunk = static_cast<uint32_t>(offset / kFourMiB);
+    ReadResult read =
+        ReadChunk(stub.get(), version_, id, chunk, static_cast<uint32_t>(offset % kFourMiB), kRead);
+    ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+    ASSERT_TRUE(read.data == content.substr(offset, kRead)) << "read " << i;
+  }
+  EXPECT_EQ(*server_->Metric("granary_bytes_from_source_total"), kReads * 17 * 4096);
+  ASSERT_TRUE(server_->WaitForWriteBehind().ok());
+  EXPECT_EQ(*server_->Metric("granary_store_used_bytes"), kReads * 17 * 4096);
 }
 
 TEST_F(ReadPathTest, PrewarmProgressIsMonotoneAndEndsAtExactlyOneHundredPercent) {
@@ -333,6 +402,35 @@ TEST_F(ReadPathTest, PrewarmAfterKillNineFetchesOnlyTheMissingChunks) {
   EXPECT_GT(last.chunks_already_cached(), 0u);
   EXPECT_EQ(*server_->Metric("granary_source_reads_total"),
             last.chunks_total() - last.chunks_already_cached());
+}
+
+TEST_F(ReadPathTest, ReadersMissesAreServedBeforeTheReadsOfAPrewarmRunningBesideThem) {
+  StartServer();
+  v1::PrewarmRequest request = RegisterLongPrewarmDataset();
+  std::vector<v1::ManifestEntry> entries;
+  ASSERT_TRUE(GetManifest(stub_.get(), "train", 0, &entries).ok());
+  // The last file in the manifest's (byte) order, which the prewarm reaches last.
+  const uint64_t last = FileId(entries, "f99");
+  const std::string content = PatternBytes(8 * kChunk, 99);
+  grpc::ClientContext context;
+  auto prewarm = stub_->Prewarm(&context, request);
+  const v1::PrewarmProgress progress = AwaitFirstChunks(prewarm.get());
+  ASSERT_LT(progress.chunks_done(), progress.chunks_total()) << "prewarm finished too soon";
+  // Misses of that file: each served at once, the prewarm's source reads
+  // waiting for them.
+  for (uint32_t i = 0; i < 20; ++i) {
+    const uint64_t offset = 1000 + i * (400u << 10);
+    const auto in_chunk = static_cast<uint32_t>(offset % kChunk);
+    const uint32_t length = std::min<uint32_t>(64 << 10, kChunk - in_chunk);  // Cut at its end.
+    ReadResult read = ReadChunk(stub_.get(), version_, last, static_cast<uint32_t>(offset / kChunk),
+                                in_chunk, length);
+    ASSERT_TRUE(read.status.ok()) << read.status.error_message();
+    ASSERT_TRUE(read.data == content.substr(offset, length)) << "read " << i;
+  }
+  EXPECT_EQ(*server_->Metric("granary_prewarm_running"), 1) << "the reads ran beside the prewarm";
+  EXPECT_GT(*server_->Metric("granary_fill_source_waits_total"), 0);
+  context.TryCancel();
+  EXPECT_EQ(prewarm->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
 TEST_F(ReadPathTest, CancelledPrewarmStopsServerSideWork) {

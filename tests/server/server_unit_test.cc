@@ -529,6 +529,43 @@ TEST(WriteBehind, AChunkOverTheQueuesBoundIsServedButNotStored) {
   EXPECT_FALSE((*store)->Contains({1, 2, 0}));
 }
 
+TEST(WriteBehind, BlocksWaitingServeTheRangesInsideThemThenTheStoreHoldsThemInPart) {
+  TempDir dir;
+  auto store = store::ChunkStore::Open(SmallStore(dir));
+  ASSERT_TRUE(store.ok()) << store.status();
+  ServerMetrics metrics;
+  const ChunkKey key{8, 1, 0};
+  constexpr uint32_t kChunkLength = 1 << 20;
+  std::string chunk(kChunkLength, 0);
+  for (size_t i = 0; i < chunk.size(); ++i) chunk[i] = static_cast<char>(i * 7 + i / 4096);
+  auto blocks = std::make_shared<const std::string>(chunk.substr(8192, 16384));
+  {
+    // No writer: what is queued stays queued.
+    WriteBehind writes(store->get(), &metrics, 8 << 20, 0);
+    writes.StoreBlocks(key, 1 << 20, kChunkLength, 8192, blocks);
+    // The same blocks again, or fewer of them, queue nothing more.
+    writes.StoreBlocks(key, 1 << 20, kChunkLength, 12288,
+                       std::make_shared<const std::string>(chunk.substr(12288, 4096)));
+    EXPECT_EQ(metrics.write_behind_bytes.load(), 16384);
+    EXPECT_EQ(writes.Pending(key), nullptr) << "blocks are not the whole chunk";
+    WriteBehind::Blocks inside = writes.PendingBlocks(key, 10000, 20000);
+    EXPECT_EQ(inside.data, blocks);
+    EXPECT_EQ(inside.offset, 8192u);
+    EXPECT_EQ(writes.PendingBlocks(key, 4096, 10000).data, nullptr);
+    EXPECT_EQ(writes.PendingBlocks(key, 20000, 24577).data, nullptr);
+  }
+  // Stored by a writer: the chunk held in part.
+  WriteBehind writes(store->get(), &metrics, 8 << 20, 1);
+  writes.StoreBlocks(key, 1 << 20, kChunkLength, 8192, blocks);
+  writes.Drain();
+  EXPECT_EQ(writes.PendingBlocks(key, 10000, 20000).data, nullptr);
+  EXPECT_FALSE((*store)->Contains(key));
+  absl::StatusOr<std::string> held = (*store)->ReadRange(key, 10000, 10000);
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(*held, chunk.substr(10000, 10000));
+  EXPECT_TRUE(absl::IsNotFound((*store)->ReadRange(key, 4096, 8192).status()));
+}
+
 // A manifest budget that no test here reaches.
 constexpr Catalog::Options kAmpleMemory{.manifest_memory_bytes = 1 << 30};
 

@@ -3,7 +3,9 @@
 // count as the bytes they take; a flipped byte in a held block is a miss;
 // what is held survives a reopen; a whole insert completes the chunk; a file
 // with a chunk held in part is never handed out whole; and the capacity
-// bounds blocks as it bounds chunks.
+// bounds blocks as it bounds chunks. Chunks held in part are checksummed in
+// blocks of their own, 4 KiB by default, so that an unaligned read keeps
+// little more than its bytes.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -33,6 +35,7 @@ const ChunkKey kKey{.dataset_version = 5, .file_id = 2, .chunk_index = 1};
 StoreOptions Options(const ScratchDir& dir, uint64_t capacity_bytes = 8 << 20) {
   StoreOptions options = SmallStoreOptions(dir, capacity_bytes, kChunkSize);
   options.checksum_block_bytes = kBlock;
+  options.partial_block_bytes = kBlock;
   return options;
 }
 
@@ -251,6 +254,64 @@ TEST(PartialChunk, BlocksAreEvictedWithTheirFilesAndTheCapacityHolds) {
   auto read = (*store)->ReadRange(last, 2 * kBlock, kBlock);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_TRUE(*read == ChunkBytes(last, kChunkBytes).substr(2 * kBlock, kBlock));
+}
+
+TEST(PartialChunk, AnUnalignedReadKeepsItsDiskBlocksAndTheWholeChunkReturnsToLargeBlocks) {
+  ScratchDir dir;
+  constexpr uint32_t kFourMiB = 4 << 20;
+  StoreOptions options = SmallStoreOptions(dir, 16 << 20, kFourMiB);
+  ASSERT_EQ(options.partial_block_bytes, kBlockBytes);
+  auto store = ChunkStore::Open(options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_EQ((*store)->partial_block_bytes(kFourMiB), kBlockBytes);
+  const std::string chunk = ChunkBytes(kKey, kFourMiB);
+  // A 64 KiB read at an offset inside a disk block covers 17 of them.
+  const uint64_t offset = 3 * kBlock + 1000, length = 64 << 10;
+  const uint64_t begin = offset / kBlockBytes * kBlockBytes;
+  const uint64_t end = (offset + length + kBlockBytes - 1) / kBlockBytes * kBlockBytes;
+  ASSERT_EQ(end - begin, 17 * kBlockBytes);
+  auto stored = (*store)->InsertBlocks(kKey, kFourMiB, kFourMiB, begin,
+                                       std::string_view(chunk).substr(begin, end - begin));
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_TRUE(*stored);
+  auto read = (*store)->ReadRange(kKey, offset, length);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(*read == chunk.substr(offset, length));
+  EXPECT_TRUE(absl::IsNotFound((*store)->ReadRange(kKey, begin - 1, 2).status()));
+  EXPECT_TRUE(absl::IsNotFound((*store)->ReadRange(kKey, end, 1).status()));
+  EXPECT_EQ((*store)->Stats().used_bytes, 17 * kBlockBytes);
+  EXPECT_EQ(testing::DataFileBytes(options), 17 * kBlockBytes);
+
+  // Completed, the chunk is checked in the whole-chunk blocks again.
+  ASSERT_TRUE((*store)->Insert(kKey, kFourMiB, chunk).ok());
+  auto extent = (*store)->Locate(kKey);
+  ASSERT_TRUE(extent.ok()) << extent.status();
+  EXPECT_EQ(extent->location.checksum_block_bytes(), options.checksum_block_bytes);
+  EXPECT_EQ(extent->location.block_xxh3_size(), kFourMiB / options.checksum_block_bytes);
+  auto whole = (*store)->Read(kKey);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_TRUE(*whole == chunk);
+}
+
+TEST(PartialChunk, LargeChunksAreHeldInPartInBlocksThatKeepTheirEntriesSmall) {
+  ScratchDir dir;
+  auto store = ChunkStore::Open(SmallStoreOptions(dir, 128 << 20, 64 << 20));
+  ASSERT_TRUE(store.ok()) << store.status();
+  // 1,024 blocks at most: a 64 MiB chunk in 64 KiB blocks, a 6 MiB one in
+  // 8 KiB blocks (6 KiB rounded up to the disk block).
+  EXPECT_EQ((*store)->partial_block_bytes(64 << 20), kBlock);
+  EXPECT_EQ((*store)->partial_block_bytes(6 << 20), 2 * kBlockBytes);
+  EXPECT_EQ((*store)->partial_block_bytes(1 << 20), kBlockBytes);
+  const std::string chunk = ChunkBytes(kKey, 64 << 20);
+  auto misaligned = (*store)->InsertBlocks(kKey, 64 << 20, 64 << 20, kBlockBytes,
+                                           std::string_view(chunk).substr(kBlockBytes, kBlock));
+  EXPECT_TRUE(absl::IsInvalidArgument(misaligned.status())) << misaligned.status();
+  auto stored = (*store)->InsertBlocks(kKey, 64 << 20, 64 << 20, kBlock,
+                                       std::string_view(chunk).substr(kBlock, kBlock));
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  auto located = (*store)->ReadRange(kKey, kBlock + 5, 100);
+  ASSERT_TRUE(located.ok()) << located.status();
+  EXPECT_TRUE(*located == chunk.substr(kBlock + 5, 100));
 }
 
 }  // namespace

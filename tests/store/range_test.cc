@@ -327,5 +327,18 @@ TEST(BadInput, ChecksumBlockSizeMustBeAMultipleOf4KiB) {
   }
 }
 
+TEST(BadInput, PartialBlockSizeMustBeAMultipleOf4KiB) {
+  ScratchDir dir;
+  for (uint64_t bytes : {uint64_t{0}, uint64_t{6000}, uint64_t{(4 << 10) + 1}}) {
+    StoreOptions options = Options(dir);
+    options.partial_block_bytes = bytes;
+    auto store = ChunkStore::Open(options);
+    EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(store.status().message().find(absl::StrCat("partial chunks' block size ", bytes)),
+              std::string::npos)
+        << store.status();
+  }
+}
+
 }  // namespace
 }  // namespace granary::store
