@@ -11,6 +11,7 @@
 #include "common/local_read_socket.h"
 #include "common/parallel_for.h"
 #include "common/printable.h"
+#include "common/read_origin.h"
 #include "common/size.h"
 #include "common/status.h"
 
@@ -23,8 +24,9 @@ struct Asked {
   uint64_t file_id = 0;  // Canonical: the id whose chunks hold the bytes.
   uint64_t size = 0;
   std::optional<ReadThrough::WholeFile> file;
-  bool fetch = false;     // Not held whole; to be fetched.
-  bool readable = false;  // The caller may read it.
+  bool fetch = false;                      // Not held whole; to be fetched.
+  bool readable = false;                   // The caller may read it.
+  ReadOrigin origin = ReadOrigin::kLocal;  // Where this batch found the bytes.
 };
 
 // The file `path` names in `manifest`, if it is a regular file.
@@ -130,9 +132,11 @@ absl::Status BatchReads::Answer(const Caller& caller, const v1::BatchRequest& re
   for (size_t i = 0; i < to_fetch.size(); ++i) {
     Asked& file = *to_fetch[i];
     if (from_owners[i] == nullptr) {
+      file.origin = ReadOrigin::kSource;
       rest.push_back(&file);
       continue;
     }
+    file.origin = ReadOrigin::kPeer;
     absl::StatusOr<ReadThrough::WholeFile> opened =
         reads_->OpenFetched({version, file.file_id, 0}, file.size, chunk_size);
     if (absl::IsNotFound(opened.status())) {
@@ -164,6 +168,7 @@ absl::Status BatchReads::Answer(const Caller& caller, const v1::BatchRequest& re
     answered->set_read_by_ranges(file.readable && file.size > 0 && !file.file);
     if (file.status.ok() && file.file) {
       answered->set_in_memory(file.file->in_memory);
+      answered->set_origin(static_cast<uint32_t>(file.origin));
       passed->push_back(std::move(file.file->fd));
     }
   }

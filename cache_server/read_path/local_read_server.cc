@@ -215,7 +215,8 @@ void LocalReadServer::CountBatch(const Caller& caller, const v1::BatchRequest& r
       continue;
     }
     if (file.read_by_ranges()) continue;  // Its bytes come over gRPC, not counted here.
-    const ReadOrigin origin = file.in_memory() ? ReadOrigin::kSource : ReadOrigin::kLocal;
+    const ReadOrigin origin =
+        file.origin() < kReadOrigins ? static_cast<ReadOrigin>(file.origin()) : ReadOrigin::kSource;
     counters->Opened(0);
     bytes[static_cast<size_t>(origin)] += file.size();
     slowest = std::max(slowest, origin);

@@ -211,19 +211,29 @@ TEST_F(JobReadsMountTest, AUserOtherThanRootCannotReportJobsReads) {
 TEST_F(JobReadsMountTest, ThePythonClientsBatchesCountForTheCallersJob) {
   if (!cgroups_.available()) GTEST_SKIP() << "no writable cgroup v2 hierarchy here";
   const std::string cgroup = cgroups_.Make("job_5151");
-  auto [code, output] =
-      RunInCgroup(cgroup, 0,
-                  absl::StrCat("env PYTHONPATH=", GRANARY_PYTHON_PATH,
-                               " /usr/bin/python3 -c \"import granary; ", "granary.Client(\\\"",
-                               server_->socket_path(),
-                               "\\\").read_many(\\\"text\\\", [\\\"0.txt\\\", \\\"1.txt\\\"])\""));
+  const std::string read_batch = absl::StrCat(
+      "env PYTHONPATH=", GRANARY_PYTHON_PATH, " /usr/bin/python3 -c \"import granary; ",
+      "granary.Client(\\\"", server_->socket_path(),
+      "\\\").read_many(\\\"text\\\", [\\\"0.txt\\\", \\\"1.txt\\\"])\"");
+  auto [code, output] = RunInCgroup(cgroup, 0, read_batch);
   ASSERT_EQ(code, 0) << output;
   const nlohmann::json jobs = JobsOnceOpened("slurm:5151", "text", 2);
   const nlohmann::json* entry = Entry(jobs, "slurm:5151", "text");
   ASSERT_NE(entry, nullptr) << jobs.dump(2);
   EXPECT_EQ((*entry)["files_opened"], 2);
   EXPECT_EQ((*entry)["bytes_read"], 150'000u + 150'001u) << jobs.dump(2);
+  // Never read before: granaryd fetched both from the source for this batch.
+  EXPECT_EQ((*entry)["bytes"]["source"], 150'000u + 150'001u) << jobs.dump(2);
   EXPECT_GT((*entry)["wait_seconds"].get<double>(), 0);
+
+  // Read again, the same files come from the node's store.
+  auto [again, again_output] = RunInCgroup(cgroup, 0, read_batch);
+  ASSERT_EQ(again, 0) << again_output;
+  const nlohmann::json later = JobsOnceOpened("slurm:5151", "text", 4);
+  const nlohmann::json* later_entry = Entry(later, "slurm:5151", "text");
+  ASSERT_NE(later_entry, nullptr) << later.dump(2);
+  EXPECT_EQ((*later_entry)["bytes"]["source"], 150'000u + 150'001u) << later.dump(2);
+  EXPECT_EQ((*later_entry)["bytes"]["local"], 150'000u + 150'001u) << later.dump(2);
 }
 
 // A node that lists three jobs apart: the rest are summed into "other".
