@@ -53,13 +53,6 @@ mkdir -p "${tmp}/jobs"
 chmod 777 "${tmp}/jobs"
 start_slurm_nodes
 
-submit() {  # submit NAME SBATCH_ARGS...: the job id of jobs/NAME.sh, run as nobody
-  local name="$1"
-  shift
-  (cd "${tmp}/jobs" && runuser -u nobody -- sbatch --parsable --output="${tmp}/jobs/${name}.out" \
-    "$@" "${tmp}/jobs/${name}.sh" 2>>"${tmp}/log/sbatch")
-}
-job_field() { scontrol show job -o "$1" | grep -oE "(^| )$2=[^ ]*" | head -n 1 | cut -d= -f2; }
 stage_in() {  # stage_in JOB EXPRESSION [ARG]: EXPRESSION (Python, over `s`, JOB's stage-in) as JSON
   "${granary}" stage-in ls --json | /usr/bin/python3 -c '
 import json, sys

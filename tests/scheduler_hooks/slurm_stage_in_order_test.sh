@@ -37,18 +37,13 @@ mkdir -p "${tmp}/jobs"
 chmod 777 "${tmp}/jobs"
 printf '#!/bin/bash\nsleep 60\n' >"${tmp}/jobs/wait.sh"
 chmod 755 "${tmp}/jobs/wait.sh"
-submit() {  # submit SBATCH_ARGS...: the job id of a job running jobs/wait.sh as nobody
-  (cd "${tmp}/jobs" && runuser -u nobody -- sbatch --parsable --output=/dev/null "$@" \
-    "${tmp}/jobs/wait.sh" 2>>"${tmp}/log/sbatch")
-}
-job_field() { scontrol show job -o "$1" | grep -oE "(^| )$2=[^ ]*" | cut -d= -f2; }
 start_of() { date -d "$(job_field "$1" StartTime)" +%s; }
 
-job_a="$(submit -c 2 --time=2)" || fail "sbatch refused job A"
+job_a="$(submit wait -c 2 --time=2)" || fail "sbatch refused job A"
 a_running() { [[ "$(job_field "${job_a}" JobState)" == RUNNING ]]; }
 wait_for 30 a_running || fail "job A did not start: $(scontrol show job "${job_a}")"
-job_far="$(submit -c 2 --time=1 --nice=1000)" || fail "sbatch refused job FAR"
-job_near="$(submit -c 2 --time=1)" || fail "sbatch refused job NEAR"
+job_far="$(submit wait -c 2 --time=1 --nice=1000)" || fail "sbatch refused job FAR"
+job_near="$(submit wait -c 2 --time=1)" || fail "sbatch refused job NEAR"
 planned() {
   [[ "$(job_field "${job_far}" SchedNodeList)" == localhost &&
      "$(job_field "${job_near}" SchedNodeList)" == localhost ]] &&

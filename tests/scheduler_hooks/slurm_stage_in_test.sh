@@ -79,12 +79,6 @@ mkdir -p "${tmp}/jobs"
 chmod 777 "${tmp}/jobs"
 start_slurm
 
-submit() {  # submit NAME SBATCH_ARGS... : the job id of jobs/NAME.sh, run as nobody
-  local name="$1"
-  shift
-  (cd "${tmp}/jobs" && runuser -u nobody -- sbatch --parsable --output="${tmp}/jobs/${name}.out" \
-    "$@" "${tmp}/jobs/${name}.sh" 2>>"${tmp}/log/sbatch")
-}
 job_state() { scontrol show job "$1" | grep -oE 'JobState=[A-Z_]+' | cut -d= -f2; }
 job_done() { [[ "$(job_state "$1")" =~ ^(COMPLETED|FAILED|CANCELLED|TIMEOUT)$ ]]; }
 # A stage-in's field as JSON: stage_in JOB EXPRESSION (Python, over `s`).

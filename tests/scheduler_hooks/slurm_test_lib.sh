@@ -33,6 +33,10 @@
 #                                  ${net_prefix}.i.254); waits for the nodes
 #   fail MESSAGE                   prints MESSAGE and the logs' tails, exits 1
 #   wait_for SECONDS COMMAND...    until COMMAND succeeds; 1 when it never did
+#   submit NAME SBATCH_ARGS...     sbatch of ${tmp}/jobs/NAME.sh as nobody, its
+#                                  output in ${tmp}/jobs/NAME.out; prints the
+#                                  job id
+#   job_field JOB KEY              KEY's value in scontrol's line for JOB
 #
 # cleanup_hooks: commands the exit runs first (unmounts, say).
 # Needs root (munged runs as the munge user, the daemons as root).
@@ -64,6 +68,12 @@ cleanup() {
     kill -KILL "${pid}" 2>/dev/null || true
   done
   if [[ -f "${tmp}/munge/munged.pid" ]]; then kill -KILL "$(cat "${tmp}/munge/munged.pid")" 2>/dev/null || true; fi
+  # Job steps and their scripts outlive slurmd: end every process of this
+  # test's cluster, known by the SLURM_CONF it inherited.
+  for pid in $(grep -lx "SLURM_CONF=${tmp}/etc/slurm.conf" --null-data /proc/[0-9]*/environ 2>/dev/null |
+    cut -d/ -f3); do
+    kill -KILL "${pid}" 2>/dev/null || true
+  done
   for hook in "${cleanup_hooks[@]}"; do eval "${hook}" || true; done
   rm -rf "${tmp}"
 }
@@ -85,6 +95,15 @@ wait_for() {
   done
   return 1
 }
+
+submit() {
+  local name="$1"
+  shift
+  (cd "${tmp}/jobs" && runuser -u nobody -- sbatch --parsable --output="${tmp}/jobs/${name}.out" \
+    "$@" "${tmp}/jobs/${name}.sh" 2>>"${tmp}/log/sbatch")
+}
+
+job_field() { scontrol show job -o "$1" | grep -oE "(^| )$2=[^ ]*" | head -n 1 | cut -d= -f2; }
 
 start_munge() {
   dd if=/dev/urandom of="${tmp}/munge/munge.key" bs=1024 count=1 status=none
