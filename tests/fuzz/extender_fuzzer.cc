@@ -56,8 +56,7 @@ bool IsRefusal(const std::string& reply) {
   json result = json::parse(reply, nullptr, /*allow_exceptions=*/false);
   GRANARY_FUZZ_CHECK(result.is_object() && result["Error"].is_string(), reply);
   if (result["Error"] == "") return false;
-  GRANARY_FUZZ_CHECK(result["Error"].get<std::string>().starts_with(
-                         "granary: annotation granary.io/datasets names "),
+  GRANARY_FUZZ_CHECK(result["Error"].get<std::string>().starts_with("granary: the pod names "),
                      reply);
   GRANARY_FUZZ_CHECK(result["NodeNames"].is_null() && result["Nodes"].is_null(), reply);
   return true;
