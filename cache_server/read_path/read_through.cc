@@ -106,20 +106,24 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::ReadStart(const ChunkKey& key, u
     return Chunk{std::make_shared<const std::string>(pending->substr(offset, end - offset)), true,
                  chunk_length, std::move(pending)};
   }
-  if (WriteBehind::Blocks pending = write_behind_->PendingBlocks(key, offset, end); pending.data) {
+  const uint64_t read_end = read_length == 0
+                                ? chunk_length
+                                : std::min<uint64_t>(chunk_length, uint64_t{offset} + read_length);
+  if (Blocks pending = write_behind_->PendingBlocks(key, offset, end); pending.data) {
     // Blocks fetched a moment ago and waiting to be stored: a hit from memory.
     metrics_->hits.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_cache.fetch_add(end - offset, std::memory_order_relaxed);
-    return Chunk{std::make_shared<const std::string>(
-                     pending.data->substr(offset - pending.offset, end - offset)),
-                 true, chunk_length, std::move(pending.data), pending.offset};
+    auto data = std::make_shared<const std::string>(
+        pending.data->substr(offset - pending.offset, end - offset));
+    // They serve the rest of the range only if they reach its end.
+    if (pending.offset + pending.data->size() < read_end) {
+      return Chunk{std::move(data), true, chunk_length, nullptr};
+    }
+    return Chunk{std::move(data), true, chunk_length, std::move(pending.data), pending.offset};
   }
   if (sourcing == ChunkSourcing::kCacheOnly) {
     return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached here"));
   }
-  const uint64_t read_end = read_length == 0
-                                ? chunk_length
-                                : std::min<uint64_t>(chunk_length, uint64_t{offset} + read_length);
   if (FetchesBlocks(key, offset, read_end, chunk_length, sourcing)) {
     GRANARY_ASSIGN_OR_RETURN(
         Blocks blocks, FetchBlocksMiss(manifest, *entry, key, offset, read_end, chunk_length));
@@ -429,9 +433,9 @@ absl::StatusOr<ReadThrough::Blocks> ReadThrough::FetchBlocksOnce(const Manifest&
                                                                  uint32_t chunk_length) {
   // A flight for these blocks may have fetched them between our miss and
   // this flight: they wait to be stored, or are stored.
-  if (WriteBehind::Blocks pending = write_behind_->PendingBlocks(range.key, range.begin, range.end);
+  if (Blocks pending = write_behind_->PendingBlocks(range.key, range.begin, range.end);
       pending.data) {
-    return Blocks{std::move(pending.data), pending.offset};
+    return pending;
   }
   if (absl::StatusOr<std::string> stored =
           store_->ReadRange(range.key, range.begin, range.end - range.begin);

@@ -223,10 +223,8 @@ class ReadThrough {
   // this node reads from the source (no peer to copy it from).
   bool FetchesBlocks(const ChunkKey& key, uint64_t offset, uint64_t end, uint32_t chunk_length,
                      ChunkSourcing sourcing);
-  struct Blocks {
-    ChunkData data;
-    uint32_t offset = 0;  // Where `data` starts in the chunk.
-  };
+  // Bytes of a chunk and where they start in it.
+  using Blocks = WriteBehind::Blocks;
   // Blocks [begin, end) of chunk `key`, as a reader's miss fetches them:
   // what concurrent misses of the same blocks share.
   struct BlockRange {
