@@ -15,6 +15,7 @@
 #include "common/job_identity.h"
 #include "common/job_reads.h"
 #include "common/job_reads_json.h"
+#include "common/json_documents.h"
 #include "common/logging.h"
 #include "common/printable.h"
 #include "common/status.h"
@@ -41,6 +42,9 @@ absl::Status CheckDirectory(const std::string& path) {
   if (!S_ISDIR(info.st_mode)) return BadDirectory(path, "is not a directory");
   if ((info.st_mode & S_IWOTH) != 0) {
     return BadDirectory(path, "is writable by everyone, who could then replace receipts");
+  }
+  if ((info.st_mode & S_IWGRP) != 0) {
+    return BadDirectory(path, "is writable by its group, who could then replace receipts");
   }
   if (::access(path.c_str(), W_OK | X_OK) != 0) {
     return BadDirectory(path, absl::StrCat("is not writable by granaryd (uid ", ::geteuid(), ")"));
@@ -71,20 +75,12 @@ void JobReceipts::AddReads(const std::vector<v1::JobReads>& reads, v1::JobReceip
       total->set_version(figures.version());
     }
     AddJobReads(figures, total);
-    total->clear_job();
-    for (uint32_t uid : figures.reader_uids()) {
-      if (std::find(receipt->reader_uids().begin(), receipt->reader_uids().end(), uid) ==
-          receipt->reader_uids().end()) {
-        receipt->add_reader_uids(uid);
-      }
-    }
+    JoinReaders(figures.reader_uids(), receipt->mutable_reader_uids());
   }
   // A start the hook did not give is the job's first read.
   for (const v1::JobReads& version : receipt->reads()) {
-    const int64_t first = version.first_read_unix_ms();
-    if (first > 0 && (receipt->started_unix_ms() == 0 || first < receipt->started_unix_ms())) {
-      receipt->set_started_unix_ms(first);
-    }
+    receipt->set_started_unix_ms(
+        EarliestKnown(receipt->started_unix_ms(), version.first_read_unix_ms()));
   }
   std::sort(receipt->mutable_reads()->begin(), receipt->mutable_reads()->end(),
             [](const v1::JobReads& a, const v1::JobReads& b) {
@@ -162,12 +158,16 @@ absl::StatusOr<std::string> JobReceipts::Write(const v1::JobReceipt& receipt) {
   const std::string path = absl::StrCat(options_.directory, "/",
                                         absl::StrReplaceAll(receipt.job(), {{":", "_"}}), ".json");
   const std::string aside = absl::StrCat(path, ".new");
-  const std::string text = absl::StrCat(JobReceiptJson(receipt).dump(2), "\n");
+  const std::string text = absl::StrCat(FormatJson(JobReceiptJson(receipt)), "\n");
+  // A file left aside (a write cut short) is replaced by one of granaryd's
+  // own: never written through, whatever stands there.
+  if (::unlink(aside.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoStatus(errno, absl::StrCat("receipt file ", aside));
+  }
   UniqueFd fd(
-      ::open(aside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, kReceiptMode));
+      ::open(aside.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, kReceiptMode));
   if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("receipt file ", aside));
-  // The umask may have narrowed the mode asked, and a file left aside keeps
-  // the mode it had.
+  // The umask may have narrowed the mode asked.
   if (::fchmod(fd.get(), kReceiptMode) != 0 ||
       ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
       ::fsync(fd.get()) != 0) {

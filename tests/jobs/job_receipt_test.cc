@@ -205,6 +205,21 @@ TEST_F(JobReceiptTest, AJobThatReadADatasetRefreshedMidJobNamesBothVersions) {
   EXPECT_EQ(nlohmann::json::parse(ReadWhole(path)), grown);
 }
 
+TEST_F(JobReceiptTest, WhatStandsWhereAReceiptIsWrittenAsideIsReplacedNotWrittenThrough) {
+  ReadAsJob(901, {"a.bin"}, 0, 1, 300'000);
+  // A FIFO would block a write through it for good, and a file another
+  // user made would be theirs once renamed into place.
+  const std::string aside = receipt_dir_ + "/slurm_901.json.new";
+  ASSERT_EQ(::mkfifo(aside.c_str(), 0666), 0);
+  auto [ended, output] = Granary("jobs end slurm:901");
+  ASSERT_EQ(ended, 0) << output;
+  struct stat written;
+  ASSERT_EQ(::lstat((receipt_dir_ + "/slurm_901.json").c_str(), &written), 0);
+  EXPECT_TRUE(S_ISREG(written.st_mode));
+  EXPECT_EQ(written.st_mode & 07777, 0640u);
+  EXPECT_FALSE(std::filesystem::exists(aside));
+}
+
 TEST_F(JobReceiptTest, AnUnknownOrMalformedJobIsRefusedByName) {
   auto [unknown, unknown_output] = Granary("jobs --receipt slurm:424242");
   EXPECT_NE(unknown, 0);
@@ -305,6 +320,16 @@ TEST_F(BadReceiptDirTest, GranarydRefusesToStartNamingTheDirectoryAndWhatIsWrong
                 absl::StrCat("receipt_dir '", open_to_all, "' is writable by everyone")),
             std::string::npos)
       << shared.stderr_text;
+
+  const std::string open_to_group = temp_.path() + "/group";
+  ASSERT_EQ(::mkdir(open_to_group.c_str(), 0770), 0);
+  ASSERT_EQ(::chmod(open_to_group.c_str(), 0770), 0);
+  ExitedProcess grouped = Run(open_to_group);
+  EXPECT_NE(grouped.exit_code, 0);
+  EXPECT_NE(grouped.stderr_text.find(
+                absl::StrCat("receipt_dir '", open_to_group, "' is writable by its group")),
+            std::string::npos)
+      << grouped.stderr_text;
 
   ExitedProcess unreachable = Run(temp_.path() + "/plain/receipts");
   EXPECT_NE(unreachable.exit_code, 0);
