@@ -63,7 +63,7 @@ void LatencyHistogram::Render(const char* name, const char* help, std::string* o
 
 std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t dataset_count,
                                   const Catalog::MemoryUse& manifests,
-                                  const v1::NodeHolds& holds) const {
+                                  const HoldTotals& holds) const {
   std::string out;
   Counter(&out, "granary_cache_hits_total", "Chunk reads answered from the local store.",
           hits.load());
@@ -128,12 +128,12 @@ std::string ServerMetrics::Render(const store::StoreStats& store, uint64_t datas
   Counter(&out, "granary_manifest_loads_total", "Manifests loaded from the catalog on disk.",
           manifests.loads);
   Gauge(&out, "granary_hold_share_bytes", "The share of the capacity holds may take (hold_share).",
-        static_cast<int64_t>(holds.share_bytes()));
+        static_cast<int64_t>(holds.share_bytes));
   Gauge(&out, "granary_hold_held_bytes",
         "Bytes of the dataset versions held for jobs, each version counted once.",
-        static_cast<int64_t>(holds.held_bytes()));
+        static_cast<int64_t>(holds.held_bytes));
   Gauge(&out, "granary_holds", "Dataset versions held for jobs, once per holder.",
-        holds.holds_size());
+        static_cast<int64_t>(holds.holds));
   return out;
 }
 

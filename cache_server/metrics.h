@@ -50,9 +50,15 @@
 
 #include "cache_server/catalog/catalog.h"
 #include "cache_server/store/chunk_store.h"
-#include "proto/staging.pb.h"
 
 namespace granary {
+
+// What the holds of jobs take on this node (cache_server/holds/hold_table.h).
+struct HoldTotals {
+  uint64_t share_bytes = 0;  // hold_share of the capacity.
+  uint64_t held_bytes = 0;   // Each held version counted once.
+  uint64_t holds = 0;        // Held versions, once per holder.
+};
 
 // A Prometheus histogram with fixed bucket bounds, in seconds.
 class LatencyHistogram {
@@ -98,7 +104,7 @@ struct ServerMetrics {
   LatencyHistogram read_latency;
 
   std::string Render(const store::StoreStats& store, uint64_t dataset_count,
-                     const Catalog::MemoryUse& manifests, const v1::NodeHolds& holds) const;
+                     const Catalog::MemoryUse& manifests, const HoldTotals& holds) const;
 };
 
 }  // namespace granary

@@ -458,7 +458,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
     HttpResponse response;
     response.content_type = "text/plain; version=0.0.4; charset=utf-8";
     response.body = raw->metrics.Render(raw->store->Stats(), raw->catalog->Size(),
-                                        raw->catalog->ManifestMemory(), raw->holds->List());
+                                        raw->catalog->ManifestMemory(), raw->holds->Totals());
     RenderJobMetrics(raw->jobs->Totals(), &response.body);
     return response;
   });

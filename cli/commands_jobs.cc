@@ -59,6 +59,24 @@ std::string WaitMostlyOn(const v1::JobReads& job) {
                       FormatPercent(static_cast<double>(At(job.wait_ns(), most)) / total));
 }
 
+// A row's figures: bytes read, the whole wait, and the bytes by origin.
+struct RowFigures {
+  uint64_t read = 0;
+  uint64_t wait_ns = 0;
+  std::vector<std::string> by_origin;
+};
+
+RowFigures FiguresOf(const v1::JobReads& reads) {
+  RowFigures figures;
+  figures.wait_ns = reads.open_wait_ns();
+  for (int origin = 0; origin < kReadOrigins; ++origin) {
+    figures.read += At(reads.bytes(), origin);
+    figures.wait_ns += At(reads.wait_ns(), origin);
+    figures.by_origin.push_back(FormatSize(At(reads.bytes(), origin)));
+  }
+  return figures;
+}
+
 void PrintJobs(const v1::ListJobsResponse& jobs) {
   std::cout << absl::StreamFormat("jobs reading on node %s (group %s)\n\n", jobs.node_id(),
                                   jobs.group());
@@ -77,19 +95,14 @@ void PrintJobs(const v1::ListJobsResponse& jobs) {
                {"LAST READ", Align::kRight}});
   const int64_t now_ms = NowUnixMs();
   for (const v1::JobReads& job : jobs.jobs()) {
-    uint64_t read = 0;
-    uint64_t wait_ns = job.open_wait_ns();
-    std::vector<std::string> by_origin;
-    for (int origin = 0; origin < kReadOrigins; ++origin) {
-      read += At(job.bytes(), origin);
-      wait_ns += At(job.wait_ns(), origin);
-      by_origin.push_back(FormatSize(At(job.bytes(), origin)));
-    }
-    table.AddRow(
-        {job.job(), job.dataset().empty() ? "-" : job.dataset(), absl::StrCat(job.files_opened()),
-         FormatSize(read), absl::StrFormat("%.3fs", wait_ns / 1e9), WaitMostlyOn(job), by_origin[0],
-         by_origin[1], by_origin[2], by_origin[3], by_origin[4], absl::StrCat(job.errors()),
-         absl::StrFormat("%.0fs ago", (now_ms - job.last_read_unix_ms()) / 1000.0)});
+    const RowFigures figures = FiguresOf(job);
+    const std::vector<std::string>& by_origin = figures.by_origin;
+    table.AddRow({job.job(), job.dataset().empty() ? "-" : job.dataset(),
+                  absl::StrCat(job.files_opened()), FormatSize(figures.read),
+                  absl::StrFormat("%.3fs", figures.wait_ns / 1e9), WaitMostlyOn(job), by_origin[0],
+                  by_origin[1], by_origin[2], by_origin[3], by_origin[4],
+                  absl::StrCat(job.errors()),
+                  absl::StrFormat("%.0fs ago", (now_ms - job.last_read_unix_ms()) / 1000.0)});
   }
   std::cout << table.Render();
   if (jobs.folded_jobs() > 0) {
@@ -122,18 +135,12 @@ void PrintReceipt(const v1::JobReceipt& receipt) {
                {"SOURCE", Align::kRight},
                {"ERRORS", Align::kRight}});
   for (const v1::JobReads& version : receipt.reads()) {
-    uint64_t read = 0;
-    uint64_t wait_ns = version.open_wait_ns();
-    std::vector<std::string> by_origin;
-    for (int origin = 0; origin < kReadOrigins; ++origin) {
-      read += At(version.bytes(), origin);
-      wait_ns += At(version.wait_ns(), origin);
-      by_origin.push_back(FormatSize(At(version.bytes(), origin)));
-    }
+    const RowFigures figures = FiguresOf(version);
+    const std::vector<std::string>& by_origin = figures.by_origin;
     table.AddRow({version.dataset(), FormatVersion(version.version()),
-                  absl::StrCat(version.files_opened()), FormatSize(read),
-                  absl::StrFormat("%.3fs", wait_ns / 1e9), by_origin[0], by_origin[1], by_origin[2],
-                  by_origin[3], by_origin[4], absl::StrCat(version.errors())});
+                  absl::StrCat(version.files_opened()), FormatSize(figures.read),
+                  absl::StrFormat("%.3fs", figures.wait_ns / 1e9), by_origin[0], by_origin[1],
+                  by_origin[2], by_origin[3], by_origin[4], absl::StrCat(version.errors())});
   }
   std::cout << table.Render();
 }

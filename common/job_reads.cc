@@ -48,16 +48,21 @@ void AddJobReads(const v1::JobReads& figures, v1::JobReads* total) {
   AddEach(figures.reads(), total->mutable_reads());
   AddEach(figures.wait_buckets(), total->mutable_wait_buckets());
   total->set_last_read_unix_ms(std::max(total->last_read_unix_ms(), figures.last_read_unix_ms()));
-  if (figures.first_read_unix_ms() != 0 &&
-      (total->first_read_unix_ms() == 0 ||
-       figures.first_read_unix_ms() < total->first_read_unix_ms())) {
-    total->set_first_read_unix_ms(figures.first_read_unix_ms());
-  }
-  for (uint32_t uid : figures.reader_uids()) {
-    if (std::find(total->reader_uids().begin(), total->reader_uids().end(), uid) ==
-        total->reader_uids().end()) {
-      total->add_reader_uids(uid);
-    }
+  total->set_first_read_unix_ms(
+      EarliestKnown(total->first_read_unix_ms(), figures.first_read_unix_ms()));
+  JoinReaders(figures.reader_uids(), total->mutable_reader_uids());
+}
+
+int64_t EarliestKnown(int64_t a_unix_ms, int64_t b_unix_ms) {
+  if (a_unix_ms == 0) return b_unix_ms;
+  if (b_unix_ms == 0) return a_unix_ms;
+  return std::min(a_unix_ms, b_unix_ms);
+}
+
+void JoinReaders(const google::protobuf::RepeatedField<uint32_t>& readers,
+                 google::protobuf::RepeatedField<uint32_t>* uids) {
+  for (uint32_t uid : readers) {
+    if (std::find(uids->begin(), uids->end(), uid) == uids->end()) uids->Add(uid);
   }
 }
 
@@ -116,10 +121,8 @@ void JobReadCounters::AddTo(v1::JobReads* out, bool take) {
   for (size_t i = 0; i < buckets.size(); ++i) buckets[i] = Load(wait_buckets_[i], take);
   AddEach(buckets, out->mutable_wait_buckets());
   out->set_last_read_unix_ms(std::max(out->last_read_unix_ms(), last_active_unix_ms()));
-  const int64_t first = first_active_ms_.load(std::memory_order_relaxed);
-  if (first != 0 && (out->first_read_unix_ms() == 0 || first < out->first_read_unix_ms())) {
-    out->set_first_read_unix_ms(first);
-  }
+  out->set_first_read_unix_ms(
+      EarliestKnown(out->first_read_unix_ms(), first_active_ms_.load(std::memory_order_relaxed)));
 }
 
 void JobReadCounters::Merge(const v1::JobReads& figures) {

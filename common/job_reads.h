@@ -88,6 +88,11 @@ class JobReadCounters {
 // Adds `figures` to `total` (the same job and dataset version): counts
 // summed, the first read the earliest, the last the latest, readers joined.
 void AddJobReads(const v1::JobReads& figures, v1::JobReads* total);
+// The earlier of two times in ms since 1970, 0 standing for "not yet".
+int64_t EarliestKnown(int64_t a_unix_ms, int64_t b_unix_ms);
+// Adds to `uids` each of `readers` it lacks.
+void JoinReaders(const google::protobuf::RepeatedField<uint32_t>& readers,
+                 google::protobuf::RepeatedField<uint32_t>* uids);
 
 class JobLedger {
  public:

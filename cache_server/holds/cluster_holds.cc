@@ -1,6 +1,7 @@
 #include "cache_server/holds/cluster_holds.h"
 
 #include "common/logging.h"
+#include "common/parallel_for.h"
 #include "common/status.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -9,10 +10,23 @@
 namespace granary {
 namespace {
 
+// Members are asked at once, so that one that does not answer costs a
+// call's timeout, not one per member after it.
+constexpr size_t kMaxParallelCalls = 32;
+
 // This node and its live peers.
 std::vector<Member> LiveMembers(ClusterView* cluster) {
   std::vector<Member> members = cluster->Peers();
   members.insert(members.begin(), cluster->self());
+  return members;
+}
+
+// The live members of `groups`, in their order.
+std::vector<Member> MembersOf(ClusterView* cluster, const std::vector<std::string>& groups) {
+  std::vector<Member> members;
+  for (const std::string& group : groups) {
+    for (Member& member : cluster->GroupMembers(group)) members.push_back(std::move(member));
+  }
   return members;
 }
 
@@ -29,55 +43,56 @@ absl::Status ClusterHolds::Place(const std::string& holder,
   request.set_holder(holder);
   for (const std::string& dataset : datasets) request.add_datasets(dataset);
   request.set_lease_ms(static_cast<uint32_t>(lease.count()));
-  for (const std::string& group : groups) {
-    for (const Member& member : cluster_->GroupMembers(group)) {
-      absl::Status placed = PlaceOn(member, request);
-      if (!placed.ok()) {
-        Release(holder);
-        return placed;
-      }
+  const std::vector<Member> members = MembersOf(cluster_, groups);
+  std::vector<absl::Status> placed(members.size());
+  ParallelFor(members.size(), kMaxParallelCalls,
+              [&](size_t i) { placed[i] = PlaceOn(members[i], request); });
+  for (const absl::Status& status : placed) {
+    if (!status.ok()) {
+      Release(holder);
+      return status;
     }
   }
   return absl::OkStatus();
 }
 
 void ClusterHolds::Release(const std::string& holder) {
-  for (const Member& member : LiveMembers(cluster_)) ReleaseOn(member, holder);
+  const std::vector<Member> members = LiveMembers(cluster_);
+  ParallelFor(members.size(), kMaxParallelCalls, [&](size_t i) { ReleaseOn(members[i], holder); });
 }
 
 void ClusterHolds::ReleaseIn(const std::string& holder, const std::vector<std::string>& groups) {
-  for (const std::string& group : groups) {
-    for (const Member& member : cluster_->GroupMembers(group)) ReleaseOn(member, holder);
-  }
+  const std::vector<Member> members = MembersOf(cluster_, groups);
+  ParallelFor(members.size(), kMaxParallelCalls, [&](size_t i) { ReleaseOn(members[i], holder); });
 }
 
 v1::ListHoldsResponse ClusterHolds::List() {
+  const std::vector<Member> members = LiveMembers(cluster_);
+  std::vector<v1::NodeHolds> nodes(members.size());
+  ParallelFor(members.size(), kMaxParallelCalls, [&](size_t i) { nodes[i] = ListOn(members[i]); });
   v1::ListHoldsResponse response;
-  for (const Member& member : LiveMembers(cluster_)) {
-    if (IsSelf(member)) {
-      *response.add_nodes() = local_->List();
-      continue;
-    }
-    v1::ListHoldsRequest request;
-    request.set_local_only(true);
-    v1::ListHoldsResponse answer;
-    absl::Status asked = [&]() -> absl::Status {
-      GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                               cluster_->clients().Channel(member));
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
-      return FromGrpcStatus(v1::Staging::NewStub(channel)->ListHolds(&context, request, &answer));
-    }();
-    if (asked.ok() && answer.nodes_size() == 1) {
-      *response.add_nodes() = answer.nodes(0);
-      continue;
-    }
-    v1::NodeHolds* node = response.add_nodes();
-    node->set_node_id(member.id);
-    node->set_group(member.group);
-    node->set_error(asked.ok() ? "answered for no node" : std::string(asked.message()));
-  }
+  for (v1::NodeHolds& node : nodes) *response.add_nodes() = std::move(node);
   return response;
+}
+
+v1::NodeHolds ClusterHolds::ListOn(const Member& member) {
+  if (IsSelf(member)) return local_->List();
+  v1::ListHoldsRequest request;
+  request.set_local_only(true);
+  v1::ListHoldsResponse answer;
+  absl::Status asked = [&]() -> absl::Status {
+    GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                             cluster_->clients().Channel(member));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
+    return FromGrpcStatus(v1::Staging::NewStub(channel)->ListHolds(&context, request, &answer));
+  }();
+  if (asked.ok() && answer.nodes_size() == 1) return answer.nodes(0);
+  v1::NodeHolds node;
+  node.set_node_id(member.id);
+  node.set_group(member.group);
+  node.set_error(asked.ok() ? "answered for no node" : std::string(asked.message()));
+  return node;
 }
 
 absl::Status ClusterHolds::PlaceOn(const Member& member, const v1::PlaceHoldRequest& request) {

@@ -46,6 +46,7 @@ class ClusterHolds {
  private:
   // Places on `member`; OK for one that could not be asked (logged).
   absl::Status PlaceOn(const Member& member, const v1::PlaceHoldRequest& request);
+  v1::NodeHolds ListOn(const Member& member);
   void ReleaseOn(const Member& member, const std::string& holder);
   bool IsSelf(const Member& member) const { return member.id == cluster_->self().id; }
 

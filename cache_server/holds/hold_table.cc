@@ -105,9 +105,7 @@ v1::NodeHolds HoldTable::List() const {
   node.set_share_bytes(options_.share_bytes);
   const Clock::time_point now = Clock::now();
   MutexLock lock(&mu_);
-  uint64_t held_bytes = 0;
-  for (const auto& [version, bytes] : HeldByOthersLocked("")) held_bytes += bytes;
-  node.set_held_bytes(held_bytes);
+  node.set_held_bytes(TotalsLocked().held_bytes);
   for (const auto& [holder, holding] : holders_) {
     for (const Held& version : holding.versions) {
       v1::Hold* hold = node.add_holds();
@@ -120,6 +118,19 @@ v1::NodeHolds HoldTable::List() const {
     }
   }
   return node;
+}
+
+HoldTotals HoldTable::Totals() const {
+  MutexLock lock(&mu_);
+  return TotalsLocked();
+}
+
+HoldTotals HoldTable::TotalsLocked() const {
+  HoldTotals totals;
+  totals.share_bytes = options_.share_bytes;
+  for (const auto& [version, bytes] : HeldByOthersLocked("")) totals.held_bytes += bytes;
+  for (const auto& [holder, holding] : holders_) totals.holds += holding.versions.size();
+  return totals;
 }
 
 absl::StatusOr<HoldTable::Held> HoldTable::Resolve(const std::string& dataset) const {

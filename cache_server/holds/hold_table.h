@@ -35,6 +35,7 @@
 #include "cache_server/catalog/dataset_registry.h"
 #include "cache_server/catalog/version_activity.h"
 #include "cache_server/cluster/cluster_view.h"
+#include "cache_server/metrics.h"
 #include "common/mutex.h"
 #include "common/periodic_thread.h"
 #include "proto/staging.pb.h"
@@ -72,6 +73,8 @@ class HoldTable {
   size_t Release(const std::string& holder);
   // This node's holds, by holder and dataset.
   v1::NodeHolds List() const;
+  // What they take, without listing them (for every metrics scrape).
+  HoldTotals Totals() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -90,6 +93,7 @@ class HoldTable {
   // The versions held by holders other than `except`, with their bytes.
   std::map<uint64_t, uint64_t> HeldByOthersLocked(const std::string& except) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  HoldTotals TotalsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseVersions(const std::vector<Held>& versions);
   void ExpireLapsed();
 

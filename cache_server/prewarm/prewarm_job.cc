@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/chunk_math.h"
+#include "common/fraction.h"
 #include "common/printable.h"
 #include "common/size.h"
 #include "common/status.h"
@@ -212,13 +213,9 @@ absl::Status PrewarmJob::NotKept(const Manifest& manifest) const {
   return absl::ResourceExhaustedError(absl::StrCat(
       "the cache did not keep what it fetched of '", Printable(manifest.identity().name),
       "': this node holds ", FormatSize(held), " (",
-      absl::StrFormat("%.1f%%", manifest.total_bytes() == 0
-                                    ? 100.0
-                                    : 100.0 * static_cast<double>(held) /
-                                          static_cast<double>(manifest.total_bytes())),
-      ") of its ", FormatSize(manifest.total_bytes()), " (capacity ",
-      FormatSize(stats.capacity_bytes), ", ", FormatSize(stats.disk_bytes),
-      " in use, by data it keeps for datasets in use)"));
+      absl::StrFormat("%.1f%%", 100.0 * Fraction(held, manifest.total_bytes())), ") of its ",
+      FormatSize(manifest.total_bytes()), " (capacity ", FormatSize(stats.capacity_bytes), ", ",
+      FormatSize(stats.disk_bytes), " in use, by data it keeps for datasets in use)"));
 }
 
 absl::Status PrewarmJob::Stopped() const {

@@ -366,9 +366,9 @@ void StageIns::RenewHolds() {
   }
   for (const std::string& job_id : released) holds_->Release("slurm:" + job_id);
   for (const Holding& holding : due) {
-    absl::Status placed =
-        holds_->Place("slurm:" + holding.job_id, holding.datasets, holding.groups, HoldLease());
-    if (placed.ok()) holds_->ReleaseIn("slurm:" + holding.job_id, holding.left);
+    const std::string holder = "slurm:" + holding.job_id;
+    absl::Status placed = holds_->Place(holder, holding.datasets, holding.groups, HoldLease());
+    if (placed.ok()) holds_->ReleaseIn(holder, holding.left);
     MutexLock lock(&mu_);
     auto it = entries_.find(holding.job_id);
     if (it == entries_.end() || it->second.info.state() == kEnded) {

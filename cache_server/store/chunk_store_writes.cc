@@ -170,7 +170,7 @@ absl::StatusOr<bool> DataFileChunkStore::Store(const ChunkKey& key, uint32_t chu
     v1::ChunkLocation after = location;
     if (existing && !whole) {
       after = *existing;
-      AddHeldBlocks(offset / block_bytes, data, after);
+      MergeHeldBlocks(location, after);
     }
     const uint64_t disk_bytes = HeldDiskBytes(after);
     absl::StatusOr<std::optional<Placement>> reserved =
@@ -216,7 +216,7 @@ absl::StatusOr<bool> DataFileChunkStore::Store(const ChunkKey& key, uint32_t chu
     if (status.ok() && replaced && !whole && IsPartial(*replaced) &&
         replaced->checksum_block_bytes() == block_bytes && WellFormed(*replaced)) {
       v1::ChunkLocation merged = *replaced;
-      AddHeldBlocks(offset / block_bytes, data, merged);
+      MergeHeldBlocks(location, merged);
       merged.set_last_use_unix_ms(location.last_use_unix_ms());
       location = std::move(merged);
     }

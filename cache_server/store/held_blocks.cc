@@ -19,6 +19,11 @@ bool Held(const v1::ChunkLocation& location, uint64_t block) {
          ((static_cast<unsigned char>(bits[block / 8]) >> (block % 8)) & 1) != 0;
 }
 
+void MarkHeld(uint64_t block, std::string& bits) {
+  bits[block / 8] =
+      static_cast<char>(static_cast<unsigned char>(bits[block / 8]) | (1u << (block % 8)));
+}
+
 }  // namespace
 
 uint64_t PartialBlockBytes(uint64_t smallest, uint64_t chunk_size) {
@@ -92,8 +97,17 @@ void AddHeldBlocks(uint64_t first_block, std::string_view data, v1::ChunkLocatio
   for (uint64_t at = 0, block = first_block; at < data.size(); at += block_bytes, ++block) {
     location.set_block_xxh3(static_cast<int>(block),
                             Xxh3(data.data() + at, std::min(block_bytes, data.size() - at)));
-    bits[block / 8] =
-        static_cast<char>(static_cast<unsigned char>(bits[block / 8]) | (1u << (block % 8)));
+    MarkHeld(block, bits);
+  }
+}
+
+void MergeHeldBlocks(const v1::ChunkLocation& from, v1::ChunkLocation& into) {
+  std::string& bits = *into.mutable_held_blocks();
+  const uint64_t blocks = std::min<uint64_t>(from.block_xxh3_size(), into.block_xxh3_size());
+  for (uint64_t block = 0; block < blocks; ++block) {
+    if (!Held(from, block)) continue;
+    into.set_block_xxh3(static_cast<int>(block), from.block_xxh3(static_cast<int>(block)));
+    MarkHeld(block, bits);
   }
 }
 

@@ -62,6 +62,10 @@ v1::ChunkLocation EmptyPartialEntry(uint64_t chunk_length, uint64_t block_bytes)
 // blocks held and records their checksums.
 void AddHeldBlocks(uint64_t first_block, std::string_view data, v1::ChunkLocation& location);
 
+// Adds the blocks `from` holds, with their checksums, to `into`: partial
+// entries of one chunk in blocks of one size.
+void MergeHeldBlocks(const v1::ChunkLocation& from, v1::ChunkLocation& into);
+
 }  // namespace granary::store
 
 #endif  // GRANARY_CACHE_SERVER_STORE_HELD_BLOCKS_H_
