@@ -15,7 +15,7 @@
 #include <list>
 #include <thread>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace granary {
 

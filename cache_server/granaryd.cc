@@ -1,5 +1,5 @@
 // granaryd: the Granary cache server of one node. With no arguments it runs a
-// working single-node cache with the embedded defaults (common/defaults.h);
+// working single-node cache with the embedded defaults (common/net/defaults.h);
 // a YAML config file and flags override them, flags last:
 //
 //   granaryd [--config FILE] [--data-dir DIR] [--capacity SIZE] [--listen HOST:PORT]
@@ -29,10 +29,10 @@
 #include "absl/synchronization/mutex.h"
 #include "cache_server/config/config.h"
 #include "cache_server/server.h"
-#include "common/cluster_token.h"
-#include "common/defaults.h"
-#include "common/logging.h"
-#include "common/stop_signals.h"
+#include "common/base/logging.h"
+#include "common/base/stop_signals.h"
+#include "common/net/cluster_token.h"
+#include "common/net/defaults.h"
 
 namespace granary {
 namespace {

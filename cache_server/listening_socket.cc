@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/logging.h"
-#include "common/server_address.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/net/server_address.h"
 
 namespace granary {
 

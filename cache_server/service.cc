@@ -5,10 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "cache_server/access/call_authorization.h"
 #include "cache_server/read_path/read_permission.h"
-#include "common/chunk_key.h"
-#include "common/logging.h"
-#include "common/printable.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/printable.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary {
 namespace {

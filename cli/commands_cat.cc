@@ -18,10 +18,10 @@
 #include "cli/server_connection.h"
 #include "client/cluster_reader.h"
 #include "client/dataset_client.h"
-#include "common/cluster_token.h"
-#include "common/manifest.h"
-#include "common/server_address.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/dataset/manifest.h"
+#include "common/net/cluster_token.h"
+#include "common/net/server_address.h"
 
 namespace granary::cli {
 namespace {

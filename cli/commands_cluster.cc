@@ -11,9 +11,9 @@
 #include "cli/json_output.h"
 #include "cli/server_connection.h"
 #include "cli/table.h"
-#include "common/chunk_key.h"
-#include "common/size.h"
-#include "common/status.h"
+#include "common/base/size.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary::cli {
 namespace {

@@ -27,8 +27,8 @@
 #include "cli/json_output.h"
 #include "cli/progress_bar.h"
 #include "cli/server_connection.h"
-#include "common/size.h"
-#include "common/status.h"
+#include "common/base/size.h"
+#include "common/base/status.h"
 
 namespace granary::cli {
 namespace {

@@ -24,8 +24,8 @@
 #include "cli/json_output.h"
 #include "cli/server_connection.h"
 #include "cli/table.h"
-#include "common/size.h"
-#include "common/status.h"
+#include "common/base/size.h"
+#include "common/base/status.h"
 #include "proto/staging.grpc.pb.h"
 
 namespace granary::cli {

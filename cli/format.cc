@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/size.h"
+#include "common/base/size.h"
 
 namespace granary::cli {
 

@@ -1,6 +1,6 @@
 // Small text formats the CLI shares between its tables, summaries and progress
 // lines: percentages, rates, durations and fills. The ratios themselves
-// (Fraction, HitRatio) are common/fraction.h's.
+// (Fraction, HitRatio) are common/reports/fraction.h's.
 //
 // Thread-safety: pure functions.
 #ifndef GRANARY_CLI_FORMAT_H_
@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "common/fraction.h"
-#include "common/utf8.h"
+#include "common/base/utf8.h"
+#include "common/reports/fraction.h"
 #include "proto/granary.pb.h"
 
 namespace granary::cli {

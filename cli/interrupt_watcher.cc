@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <utility>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace granary::cli {
 namespace {

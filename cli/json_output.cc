@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cli/format.h"
-#include "common/chunk_key.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary::cli {
 

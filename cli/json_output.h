@@ -1,7 +1,7 @@
 // The CLI's --json documents: one JSON object per command on standard output,
 // for scripts. The documents a node's status page shows too (status, locate,
 // jobs, holds) and the conventions of every document (names, sizes,
-// versions, ratios, names' stray bytes) are common/json_documents.h's; these
+// versions, ratios, names' stray bytes) are common/reports/json_documents.h's; these
 // are the CLI's own.
 //
 // Thread-safety: pure functions.
@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/json_documents.h"
+#include "common/reports/json_documents.h"
 #include "nlohmann/json.hpp"
 #include "proto/granary.pb.h"
 

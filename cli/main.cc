@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_replace.h"
 #include "cli/commands.h"
-#include "common/absl_compat.h"
+#include "common/base/absl_compat.h"
 
 namespace {
 

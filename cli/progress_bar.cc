@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/format.h"
-#include "common/size.h"
+#include "common/base/size.h"
 
 namespace granary::cli {
 namespace {

@@ -3,10 +3,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/cluster_token.h"
-#include "common/server_address.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/status.h"
+#include "common/net/cluster_token.h"
+#include "common/net/server_address.h"
 #include "grpcpp/channel.h"
 
 namespace granary::cli {

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/status.h"
@@ -25,7 +25,7 @@ namespace granary::cli {
 class ServerConnection {
  public:
   // `token_file` (else $GRANARY_TOKEN_FILE) holds the cluster token that TCP
-  // servers of a cluster require (common/cluster_token.h); neither: no token.
+  // servers of a cluster require (common/net/cluster_token.h); neither: no token.
   // Fails with INVALID_ARGUMENT when the address is malformed, or with the
   // token file's error. Connecting is lazy: an unreachable server shows up as
   // the first RPC's error.

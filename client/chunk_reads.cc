@@ -1,7 +1,7 @@
 #include "client/chunk_reads.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/chunk_math.h"
+#include "common/dataset/chunk_math.h"
 
 namespace granary {
 

@@ -14,8 +14,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/chunk_key.h"
-#include "common/manifest.h"
+#include "common/dataset/chunk_key.h"
+#include "common/dataset/manifest.h"
 
 namespace granary {
 

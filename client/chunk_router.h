@@ -25,8 +25,8 @@
 #include "absl/status/status.h"
 #include "client/dataset_client.h"
 #include "client/member_clients.h"
-#include "common/cluster_map.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/cluster/cluster_map.h"
 
 namespace granary {
 

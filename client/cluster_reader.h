@@ -30,8 +30,8 @@
 #include "client/chunk_router.h"
 #include "client/dataset_client.h"
 #include "client/member_watcher.h"
-#include "common/chunk_key.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary {
 

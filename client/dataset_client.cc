@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/read_origin.h"
-#include "common/server_address.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/status.h"
+#include "common/jobs/read_origin.h"
+#include "common/net/server_address.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/sync_stream.h"

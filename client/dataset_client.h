@@ -34,8 +34,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/peer_read_connections.h"
-#include "common/chunk_key.h"
-#include "common/manifest.h"
+#include "common/dataset/chunk_key.h"
+#include "common/dataset/manifest.h"
 #include "proto/granary.grpc.pb.h"
 
 namespace granary {
@@ -69,13 +69,13 @@ class DatasetClient {
     // Deadline of one ReadChunk call (one chunk or part of one); a miss is
     // read through from the source, which may be slow.
     std::chrono::milliseconds read_timeout{30000};
-    // Sent on every call when non-empty (common/cluster_token.h); TCP
+    // Sent on every call when non-empty (common/net/cluster_token.h); TCP
     // servers of a cluster with a token require it.
     std::string cluster_token;
   };
 
   // Connects lazily: no RPC is made here. Fails with INVALID_ARGUMENT on a
-  // malformed address (see common/server_address.h).
+  // malformed address (see common/net/server_address.h).
   static absl::StatusOr<std::unique_ptr<DatasetClient>> Connect(std::string_view address,
                                                                 Options options);
   static absl::StatusOr<std::unique_ptr<DatasetClient>> Connect(std::string_view address) {

@@ -21,7 +21,7 @@ extern "C" {
 
 typedef struct granary_client granary_client;
 
-/* `socket_path` NULL: $GRANARY_SOCKET, else the node's granaryd (common/defaults.h). */
+/* `socket_path` NULL: $GRANARY_SOCKET, else the node's granaryd (common/net/defaults.h). */
 GRANARY_EXPORT int granary_connect(const char* socket_path, granary_client** client, char** error);
 GRANARY_EXPORT void granary_close(granary_client* client);
 

@@ -7,10 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/whole_file_reads.h"
-#include "common/defaults.h"
-#include "common/file_util.h"
-#include "common/server_address.h"
-#include "common/status.h"
+#include "common/base/file_util.h"
+#include "common/base/status.h"
+#include "common/net/defaults.h"
+#include "common/net/server_address.h"
 
 namespace granary {
 namespace {

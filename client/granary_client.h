@@ -35,9 +35,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/dataset_client.h"
-#include "common/local_read_socket.h"
-#include "common/mutex.h"
-#include "common/unique_fd.h"
+#include "common/base/mutex.h"
+#include "common/base/unique_fd.h"
+#include "common/net/local_read_socket.h"
 
 namespace granary {
 

@@ -1,7 +1,7 @@
 #include "client/member_clients.h"
 
-#include "common/server_address.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/net/server_address.h"
 #include "grpcpp/channel.h"
 
 namespace granary {

@@ -25,8 +25,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "client/dataset_client.h"
-#include "common/cluster_map.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/cluster/cluster_map.h"
 
 namespace grpc {
 class Channel;

@@ -5,8 +5,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
 
 namespace granary {
 

@@ -30,8 +30,8 @@
 
 #include "absl/status/statusor.h"
 #include "client/dataset_client.h"
-#include "common/cluster_map.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/cluster/cluster_map.h"
 #include "proto/granary.pb.h"
 
 namespace granary {

@@ -10,10 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/peer_read_protocol.h"
-#include "common/absl_compat.h"
-#include "common/read_origin.h"
-#include "common/server_address.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/status.h"
+#include "common/jobs/read_origin.h"
+#include "common/net/server_address.h"
 
 namespace granary {
 namespace {

@@ -27,8 +27,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/mutex.h"
-#include "common/unique_fd.h"
+#include "common/base/mutex.h"
+#include "common/base/unique_fd.h"
 #include "proto/granary.pb.h"
 
 namespace granary {

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/big_endian.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/big_endian.h"
+#include "common/base/status.h"
 
 namespace granary {
 namespace {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
-#include "common/status.h"
+#include "common/base/file_util.h"
+#include "common/base/status.h"
 
 namespace granary {
 namespace {

@@ -8,7 +8,7 @@
 // Each file gets its own status: OK when `size` bytes were read, DATA_LOSS
 // when the file ended sooner, or the read's error. Nothing is verified here:
 // the descriptors are those granaryd hands out whole and verified
-// (common/local_read_socket.h).
+// (common/net/local_read_socket.h).
 //
 // Thread-safety: reentrant. Each thread keeps a ring of its own, made again
 // in a process forked since it was made.

@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/chunk_key.h"
-#include "common/printable.h"
-#include "common/status.h"
+#include "common/base/printable.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_key.h"
 #include "csi/volume_request.h"
 
 namespace granary::csi_driver {

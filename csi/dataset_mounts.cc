@@ -11,10 +11,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/printable.h"
-#include "common/status.h"
-#include "common/unique_fd.h"
+#include "common/base/absl_compat.h"
+#include "common/base/printable.h"
+#include "common/base/status.h"
+#include "common/base/unique_fd.h"
 
 namespace granary::csi_driver {
 namespace {

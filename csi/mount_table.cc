@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/absl_compat.h"
-#include "common/printable.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/printable.h"
+#include "common/base/status.h"
 
 namespace granary::csi_driver {
 namespace {

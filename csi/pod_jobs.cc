@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/absl_compat.h"
-#include "common/job_identity.h"
-#include "common/logging.h"
-#include "common/printable.h"
+#include "common/base/absl_compat.h"
+#include "common/base/logging.h"
+#include "common/base/printable.h"
+#include "common/jobs/job_identity.h"
 #include "grpcpp/client_context.h"
 
 namespace granary::csi_driver {

@@ -1,7 +1,7 @@
 // PodJobs ends a pod's job on this node when kubelet unpublishes a Granary
 // volume from it (NodeUnpublishVolume): the local granaryd turns what the pod
 // read into its receipt (proto/jobs.proto EndJob; the job "pod:<uid>", as
-// common/job_identity.h names a pod's reads). The pod is known by the target
+// common/jobs/job_identity.h names a pod's reads). The pod is known by the target
 // path kubelet gives, <kubelet root>/pods/<pod uid>/volumes/...
 //
 // Ending the job never fails an unpublish (DESIGN.md invariant 9): a target

@@ -3,10 +3,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/absl_compat.h"
-#include "common/chunk_key.h"
-#include "common/printable.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/printable.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary::csi_driver {
 namespace {

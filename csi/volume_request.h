@@ -15,14 +15,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/kubernetes_names.h"
+#include "common/scheduling/kubernetes_names.h"
 #include "csi/proto/csi.pb.h"
 #include "google/protobuf/map.h"
 
 namespace granary::csi_driver {
 
 // The volumeAttributes keys granary-csi reads: kDatasetAttribute
-// (common/kubernetes_names.h) and this one.
+// (common/scheduling/kubernetes_names.h) and this one.
 inline constexpr char kVersionAttribute[] = "version";
 
 struct DatasetVolume {

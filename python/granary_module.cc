@@ -46,8 +46,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/granary_client.h"
-#include "common/absl_compat.h"
-#include "common/manifest.h"
+#include "common/base/absl_compat.h"
+#include "common/dataset/manifest.h"
 
 namespace granary {
 namespace {

@@ -3,8 +3,8 @@
 #include <memory>
 #include <string>
 
-#include "common/server_address.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/net/server_address.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/granary.grpc.pb.h"
 

@@ -14,8 +14,8 @@
 
 namespace granary::hooks {
 
-// `address` as in common/server_address.h; `cluster_token` ("" for none) as in
-// common/cluster_token.h. INVALID_ARGUMENT for a malformed address; connecting
+// `address` as in common/net/server_address.h; `cluster_token` ("" for none) as in
+// common/net/cluster_token.h. INVALID_ARGUMENT for a malformed address; connecting
 // is lazy.
 absl::StatusOr<Locator> MakeGrpcLocator(std::string_view address, std::string_view cluster_token,
                                         std::chrono::milliseconds deadline);

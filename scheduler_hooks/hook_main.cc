@@ -5,10 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/cluster_token.h"
-#include "common/logging.h"
-#include "common/server_address.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/net/cluster_token.h"
+#include "common/net/server_address.h"
 #include "scheduler_hooks/grpc_locator.h"
 #include "scheduler_hooks/locate_cache.h"
 

@@ -19,8 +19,8 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/http.h"
-#include "common/stop_signals.h"
+#include "common/base/stop_signals.h"
+#include "common/net/http.h"
 #include "scheduler_hooks/locator.h"
 
 namespace granary::hooks {

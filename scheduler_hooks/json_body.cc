@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
+#include "common/base/absl_compat.h"
 
 namespace granary::hooks {
 

@@ -5,10 +5,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/locality_share.h"
-#include "common/logging.h"
-#include "common/printable.h"
+#include "common/base/absl_compat.h"
+#include "common/base/logging.h"
+#include "common/base/printable.h"
+#include "common/scheduling/locality_share.h"
 
 namespace granary::hooks {
 

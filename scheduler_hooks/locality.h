@@ -8,7 +8,7 @@
 //                      its group holds, is (bytes of d cached in g) / (R_d * B_d)
 //   node share  N(n) = sum_d B_d * n_d / sum_d B_d, where n_d is
 //                      (bytes of d cached on n) / B_d
-// g_d and n_d come from common/locality_share.h, as granaryd's own Locate
+// g_d and n_d come from common/scheduling/locality_share.h, as granaryd's own Locate
 // fractions do, so a Slurm hook reading those fractions and this index agree.
 //   locality    L(n) = 0.8 * G(n) + 0.2 * N(n)
 //   score       S(n) = floor(10 * L(n)), an integer 0..10 (kMaxScore, the

@@ -6,7 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace granary::hooks {
 namespace {

@@ -5,7 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/kubernetes_names.h"
+#include "common/scheduling/kubernetes_names.h"
 
 namespace granary::hooks {
 namespace {

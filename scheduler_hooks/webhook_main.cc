@@ -19,10 +19,10 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
-#include "common/http.h"
-#include "common/prewarm_queue.h"
-#include "common/server_address.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/net/http.h"
+#include "common/net/server_address.h"
+#include "common/scheduling/prewarm_queue.h"
 #include "scheduler_hooks/admission_webhook.h"
 #include "scheduler_hooks/hook_main.h"
 

@@ -1,9 +1,9 @@
 #include "source/opened_sources.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/s3_location.h"
-#include "common/source_path.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/source_access/s3_location.h"
+#include "common/source_access/source_path.h"
 #include "source/posix_source.h"
 #include "source/s3_credentials.h"
 #include "source/s3_source.h"

@@ -22,7 +22,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "source/s3_client.h"
 #include "source/source.h"
 

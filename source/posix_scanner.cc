@@ -19,13 +19,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/absl_compat.h"
-#include "common/logging.h"
-#include "common/mutex.h"
-#include "common/posix_acl.h"
-#include "common/printable.h"
-#include "common/source_path.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/logging.h"
+#include "common/base/mutex.h"
+#include "common/base/printable.h"
+#include "common/base/status.h"
+#include "common/dataset/posix_acl.h"
+#include "common/source_access/source_path.h"
 
 namespace granary {
 namespace {
@@ -68,7 +68,7 @@ absl::Status UnknownDevice(std::string_view path, const struct stat& st) {
 
 constexpr absl::string_view kUserNamespace = "user.";
 
-// The user.* extended attributes and the ACLs (common/posix_acl.h) of `name`
+// The user.* extended attributes and the ACLs (common/dataset/posix_acl.h) of `name`
 // in the directory `dir_fd`, sorted by name, read through /proc/self/fd so
 // that the directory is the one held open and `name` itself is not followed.
 // Other namespaces are not kept: trusted.* and security.* are the system's. An

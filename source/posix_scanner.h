@@ -2,7 +2,7 @@
 // directories from a shared queue, list them and lstat every entry, so a tree
 // of a million files on a network filesystem is not listed one round trip at
 // a time. Every directory below the root is opened beneath it with no symlink
-// followed (OpenBeneath, common/source_path.h), so a directory swapped for a
+// followed (OpenBeneath, common/source_access/source_path.h), so a directory swapped for a
 // symlink while the scan runs is skipped, never listed.
 //
 // What is recorded: the root (path ""), every directory and every regular
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/manifest.h"
+#include "common/dataset/manifest.h"
 #include "source/source.h"
 
 namespace granary {

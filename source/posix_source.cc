@@ -1,8 +1,8 @@
 #include "source/posix_source.h"
 
-#include "common/filled_string.h"
-#include "common/status.h"
-#include "common/verified_source_file.h"
+#include "common/base/filled_string.h"
+#include "common/base/status.h"
+#include "common/source_access/verified_source_file.h"
 #include "source/posix_scanner.h"
 
 namespace granary {

@@ -1,9 +1,9 @@
 // The posix source: a dataset that lives in a directory of any POSIX
 // filesystem (local disk, NFS, Lustre, ...), named "posix:///abs/path" or by a
-// bare absolute path (PosixRootOf, common/source_path.h). Granary only ever
+// bare absolute path (PosixRootOf, common/source_access/source_path.h). Granary only ever
 // reads it.
 //
-// Reads go through VerifiedSourceFile (common/verified_source_file.h), which
+// Reads go through VerifiedSourceFile (common/source_access/verified_source_file.h), which
 // opens the file beneath the source's root without following any symlink and
 // guarantees the bytes belong to the very file the manifest recorded, so that
 // a file replaced, redirected, truncated or rewritten since registration
@@ -21,7 +21,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/manifest.h"
+#include "common/dataset/manifest.h"
 #include "source/source.h"
 
 namespace granary {

@@ -11,9 +11,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/logging.h"
-#include "common/printable.h"
+#include "common/base/absl_compat.h"
+#include "common/base/logging.h"
+#include "common/base/printable.h"
 
 namespace granary {
 namespace {

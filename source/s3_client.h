@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/mutex.h"
-#include "common/s3_location.h"
+#include "common/base/mutex.h"
+#include "common/source_access/s3_location.h"
 #include "source/s3_credentials.h"
 #include "source/s3_xml.h"
 

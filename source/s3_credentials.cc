@@ -9,7 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/absl_compat.h"
+#include "common/base/absl_compat.h"
 
 namespace granary {
 namespace {

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/filled_string.h"
-#include "common/status.h"
+#include "common/base/filled_string.h"
+#include "common/base/status.h"
 #include "source/s3_tree.h"
 
 namespace granary {

@@ -1,6 +1,6 @@
 // The S3 source: a dataset that lives under a prefix of a bucket of an
 // S3-compatible object store (AWS S3, Ceph RGW, MinIO, GCS's S3 API, ...),
-// named by an s3:// source string (common/s3_location.h).
+// named by an s3:// source string (common/source_access/s3_location.h).
 //
 // A scan lists the prefix with ListObjectsV2, page after page, and maps the
 // keys to a tree (s3_tree.h). A read is one ranged GET of exactly the bytes

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/absl_compat.h"
+#include "common/base/absl_compat.h"
 
 namespace granary {
 namespace {

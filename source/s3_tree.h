@@ -20,7 +20,7 @@
 
 #include <vector>
 
-#include "common/s3_location.h"
+#include "common/source_access/s3_location.h"
 #include "source/s3_xml.h"
 #include "source/source.h"
 

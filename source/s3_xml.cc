@@ -10,9 +10,9 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/printable.h"
-#include "common/s3_location.h"
+#include "common/base/absl_compat.h"
+#include "common/base/printable.h"
+#include "common/source_access/s3_location.h"
 
 namespace granary {
 namespace {

@@ -19,7 +19,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "common/manifest.h"
+#include "common/dataset/manifest.h"
 
 namespace granary {
 

@@ -1,10 +1,10 @@
 #include "source/source_kind.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/s3_location.h"
-#include "common/source_path.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/status.h"
+#include "common/source_access/s3_location.h"
+#include "common/source_access/source_path.h"
 
 namespace granary {
 

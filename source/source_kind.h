@@ -1,7 +1,8 @@
 // Which kind of place a dataset's source string names, decided here for every
 // part of Granary (granaryd, granary-fuse, the CLI):
-//   s3://BUCKET[/PREFIX][?PARAMETERS]   an S3-compatible bucket (common/s3_location.h)
-//   posix:///ABS/PATH or /ABS/PATH       a POSIX directory (common/source_path.h)
+//   s3://BUCKET[/PREFIX][?PARAMETERS]   an S3-compatible bucket
+//   (common/source_access/s3_location.h) posix:///ABS/PATH or /ABS/PATH       a POSIX directory
+//   (common/source_access/source_path.h)
 // A new kind (HDFS, GCS) is a new SourceKind with its branch in the
 // functions below and its Source beside posix_source.h and s3_source.h; the
 // compiler then names every switch over SourceKind that must learn it (each

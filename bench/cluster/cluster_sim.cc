@@ -56,9 +56,9 @@
 #include "cache_server/cluster/peer_stub.h"
 #include "cache_server/status/cluster_status.h"
 #include "cache_server/status/locality_board.h"
-#include "common/cluster_map.h"
-#include "common/manifest.h"
-#include "common/placement_ring.h"
+#include "common/cluster/cluster_map.h"
+#include "common/cluster/placement_ring.h"
+#include "common/dataset/manifest.h"
 #include "nlohmann/json.hpp"
 #include "proto/granary.pb.h"
 

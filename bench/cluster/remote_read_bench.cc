@@ -41,8 +41,8 @@
 
 #include "client/dataset_client.h"
 #include "client/member_clients.h"
-#include "common/cluster_map.h"
-#include "common/server_address.h"
+#include "common/cluster/cluster_map.h"
+#include "common/net/server_address.h"
 #include "tests/support/granary_cluster.h"
 
 namespace granary {

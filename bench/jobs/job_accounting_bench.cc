@@ -13,9 +13,9 @@
 #include <memory>
 #include <vector>
 
-#include "common/job_identity.h"
-#include "common/job_reads.h"
-#include "common/read_origin.h"
+#include "common/jobs/job_identity.h"
+#include "common/jobs/job_reads.h"
+#include "common/jobs/read_origin.h"
 
 namespace granary {
 namespace {

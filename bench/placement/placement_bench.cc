@@ -18,7 +18,7 @@
 #include <random>
 
 #include "bench/placement/ring_measures.h"
-#include "common/placement_ring.h"
+#include "common/cluster/placement_ring.h"
 
 namespace granary {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <vector>
 
-#include "common/placement_ring.h"
+#include "common/cluster/placement_ring.h"
 
 namespace granary {
 

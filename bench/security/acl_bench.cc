@@ -14,8 +14,8 @@
 
 #include "benchmark/benchmark.h"
 #include "cache_server/access/access_policy.h"
-#include "common/manifest.h"
-#include "common/posix_acl.h"
+#include "common/dataset/manifest.h"
+#include "common/dataset/posix_acl.h"
 
 namespace granary {
 namespace {

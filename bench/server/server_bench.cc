@@ -26,7 +26,7 @@
 
 #include "cache_server/store/chunk_store.h"
 #include "client/dataset_client.h"
-#include "common/chunk_key.h"
+#include "common/dataset/chunk_key.h"
 #include "grpcpp/client_context.h"
 #include "tests/support/granaryd_process.h"
 

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/posix_acl.h"
+#include "common/base/absl_compat.h"
+#include "common/dataset/posix_acl.h"
 
 namespace granary {
 namespace {

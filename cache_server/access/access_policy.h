@@ -18,7 +18,7 @@
 //
 // Permissions are those the manifest recorded from the source (uid, gid,
 // mode and POSIX ACL of each entry), checked the way the kernel checks them
-// (common/posix_acl.h): the owner's bits for the owner, else the access ACL
+// (common/dataset/posix_acl.h): the owner's bits for the owner, else the access ACL
 // when the entry has one, else the group's bits for a member of the file's
 // group (primary or supplementary, as the kernel saw them at connect), else
 // the others'. An entry whose ACL cannot be evaluated (NFSv4) is its owner's
@@ -38,7 +38,7 @@
 
 #include "absl/status/statusor.h"
 #include "cache_server/access/caller.h"
-#include "common/manifest.h"
+#include "common/dataset/manifest.h"
 
 namespace granary {
 

@@ -16,8 +16,8 @@
 #include "cache_server/access/peer_credentials.h"
 #include "cache_server/listening_socket.h"
 #include "client/peer_read_protocol.h"
-#include "common/logging.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
 #include "grpcpp/server_posix.h"
 
 namespace granary {

@@ -26,7 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache_server/access/caller.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace granary {
 

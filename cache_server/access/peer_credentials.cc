@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <vector>
 
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace granary {
 

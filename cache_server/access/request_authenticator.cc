@@ -3,10 +3,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/cluster_token.h"
-#include "common/logging.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/net/cluster_token.h"
 
 namespace granary {
 

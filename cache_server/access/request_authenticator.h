@@ -5,7 +5,7 @@
 //
 // - Unix socket: the credentials the kernel gave at connect().
 // - TCP: the remote address; cluster_member when the call carries the
-//   cluster token (common/cluster_token.h). When a token is configured, a TCP
+//   cluster token (common/net/cluster_token.h). When a token is configured, a TCP
 //   call without it is UNAUTHENTICATED, logged with the peer's address and
 //   the method at most once a second per connection (connections are
 //   limited), so that a misconfigured client cannot flood the log. With no token (granaryd's
@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "cache_server/access/caller.h"
 #include "cache_server/access/connection_table.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/status.h"
 

@@ -9,9 +9,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/absl_compat.h"
-#include "common/source_path.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/status.h"
+#include "common/source_access/source_path.h"
 
 namespace granary {
 namespace {

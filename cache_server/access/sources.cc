@@ -4,10 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/absl_compat.h"
-#include "common/printable.h"
-#include "common/s3_location.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/printable.h"
+#include "common/base/status.h"
+#include "common/source_access/s3_location.h"
 #include "source/source_kind.h"
 
 namespace granary {

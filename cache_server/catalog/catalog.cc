@@ -4,12 +4,12 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/big_endian.h"
-#include "common/chunk_key.h"
-#include "common/logging.h"
-#include "common/posix_acl.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/big_endian.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_key.h"
+#include "common/dataset/posix_acl.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"

@@ -52,8 +52,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "common/manifest.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/dataset/manifest.h"
 #include "proto/granary.pb.h"
 
 namespace rocksdb {

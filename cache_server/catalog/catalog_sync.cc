@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/cluster/peer_stub.h"
-#include "common/chunk_math.h"
-#include "common/logging.h"
-#include "common/status.h"
-#include "common/wall_clock.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/base/wall_clock.h"
+#include "common/dataset/chunk_math.h"
 #include "grpcpp/client_context.h"
 #include "proto/granary.grpc.pb.h"
 

@@ -51,7 +51,7 @@
 #include "cache_server/catalog/catalog.h"
 #include "cache_server/catalog/dataset_registry.h"
 #include "cache_server/cluster/cluster_view.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "grpcpp/client_context.h"
 #include "proto/granary.pb.h"
 

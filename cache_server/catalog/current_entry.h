@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "cache_server/catalog/catalog.h"
-#include "common/manifest.h"
+#include "common/dataset/manifest.h"
 
 namespace granary {
 

@@ -5,13 +5,13 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/chunk_math.h"
-#include "common/logging.h"
-#include "common/printable.h"
-#include "common/size.h"
-#include "common/status.h"
-#include "common/wall_clock.h"
+#include "common/base/absl_compat.h"
+#include "common/base/logging.h"
+#include "common/base/printable.h"
+#include "common/base/size.h"
+#include "common/base/status.h"
+#include "common/base/wall_clock.h"
+#include "common/dataset/chunk_math.h"
 
 namespace granary {
 absl::Status ValidateDatasetName(std::string_view name) {

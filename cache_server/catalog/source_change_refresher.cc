@@ -5,9 +5,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/chunk_key.h"
-#include "common/logging.h"
-#include "common/printable.h"
+#include "common/base/logging.h"
+#include "common/base/printable.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary {
 

@@ -37,8 +37,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "cache_server/catalog/catalog.h"
 #include "cache_server/catalog/dataset_registry.h"
-#include "common/manifest.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/dataset/manifest.h"
 
 namespace granary {
 

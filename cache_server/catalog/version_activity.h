@@ -30,7 +30,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "cache_server/store/chunk_store.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace granary {
 

@@ -2,7 +2,7 @@
 
 #include <malloc.h>
 
-#include "common/wall_clock.h"
+#include "common/base/wall_clock.h"
 
 namespace granary {
 

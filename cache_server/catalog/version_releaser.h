@@ -28,7 +28,7 @@
 
 #include "cache_server/catalog/dataset_registry.h"
 #include "cache_server/catalog/version_activity.h"
-#include "common/periodic_thread.h"
+#include "common/base/periodic_thread.h"
 
 namespace granary {
 

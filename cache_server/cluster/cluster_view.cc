@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "common/logging.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
 
 namespace granary {
 

@@ -20,9 +20,9 @@
 
 #include "absl/status/status.h"
 #include "client/member_clients.h"
-#include "common/chunk_key.h"
-#include "common/cluster_map.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/cluster/cluster_map.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary {
 

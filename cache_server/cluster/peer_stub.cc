@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/server_address.h"
+#include "common/net/server_address.h"
 #include "grpcpp/channel.h"
 
 namespace granary {

@@ -18,7 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/member_clients.h"
-#include "common/cluster_map.h"
+#include "common/cluster/cluster_map.h"
 #include "proto/granary.grpc.pb.h"
 
 namespace granary {

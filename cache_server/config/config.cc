@@ -9,13 +9,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/absl_compat.h"
-#include "common/defaults.h"
-#include "common/file_util.h"
-#include "common/manifest.h"
-#include "common/size.h"
-#include "common/status.h"
-#include "common/yaml_status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/file_util.h"
+#include "common/base/size.h"
+#include "common/base/status.h"
+#include "common/base/yaml_status.h"
+#include "common/dataset/manifest.h"
+#include "common/net/defaults.h"
 
 namespace granary {
 namespace {

@@ -1,7 +1,7 @@
 // GranarydConfig is everything that configures one granaryd: where its data
 // and cache directories are, how much it may cache, where it listens, and who
 // it is in the cluster. Values come from, in increasing precedence, the
-// embedded defaults (common/defaults.h), a YAML config file, and flags.
+// embedded defaults (common/net/defaults.h), a YAML config file, and flags.
 //
 // The YAML file is a mapping of these keys (all optional):
 //   data_dir: /var/lib/granary        capacity: 200GiB
@@ -74,7 +74,7 @@ struct GranarydConfig {
   // host replaced by the host name.
   std::string advertise;
   uint32_t etcd_lease_ttl_seconds = 10;
-  // A file holding the cluster token (common/cluster_token.h); empty: TCP
+  // A file holding the cluster token (common/net/cluster_token.h); empty: TCP
   // calls are not authenticated.
   std::string cluster_token_file;
   // Lets a TCP listener run without a cluster token, every call unauthenticated
@@ -180,7 +180,7 @@ struct GranarydConfig {
   // The jobs whose reads on this node are listed (granary jobs, /metrics)
   // apart, as (job, dataset) pairs; beyond it, and once a pair has read
   // nothing for job_idle_seconds, pairs are summed into one "other" entry
-  // (common/job_reads.h).
+  // (common/jobs/job_reads.h).
   uint32_t max_job_series = 256;
   uint32_t job_idle_seconds = 600;
   // Where each ended job's receipt is written as a file

@@ -6,9 +6,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cache_server/config/config.h"
-#include "common/absl_compat.h"
-#include "common/file_util.h"
-#include "common/yaml_status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/file_util.h"
+#include "common/base/yaml_status.h"
 
 namespace granary {
 namespace {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/cluster_map.h"
+#include "common/cluster/cluster_map.h"
 
 namespace granary {
 

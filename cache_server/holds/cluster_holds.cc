@@ -1,8 +1,8 @@
 #include "cache_server/holds/cluster_holds.h"
 
-#include "common/logging.h"
-#include "common/parallel_for.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/parallel_for.h"
+#include "common/base/status.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "proto/staging.grpc.pb.h"

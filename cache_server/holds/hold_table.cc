@@ -4,10 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/logging.h"
-#include "common/printable.h"
-#include "common/size.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/printable.h"
+#include "common/base/size.h"
+#include "common/base/status.h"
 
 namespace granary {
 

@@ -36,8 +36,8 @@
 #include "cache_server/catalog/version_activity.h"
 #include "cache_server/cluster/cluster_view.h"
 #include "cache_server/metrics.h"
-#include "common/mutex.h"
-#include "common/periodic_thread.h"
+#include "common/base/mutex.h"
+#include "common/base/periodic_thread.h"
 #include "proto/staging.pb.h"
 
 namespace granary {

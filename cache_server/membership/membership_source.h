@@ -11,7 +11,7 @@
 #include <functional>
 #include <vector>
 
-#include "common/cluster_map.h"
+#include "common/cluster/cluster_map.h"
 
 namespace granary {
 

@@ -3,7 +3,7 @@
 #include <sys/stat.h>
 
 #include "cache_server/config/members_file.h"
-#include "common/logging.h"
+#include "common/base/logging.h"
 
 namespace granary {
 

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "cache_server/membership/membership_source.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace granary {
 

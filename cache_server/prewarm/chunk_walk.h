@@ -24,8 +24,8 @@
 #include <optional>
 #include <vector>
 
-#include "common/chunk_key.h"
-#include "common/manifest.h"
+#include "common/dataset/chunk_key.h"
+#include "common/dataset/manifest.h"
 
 namespace granary {
 

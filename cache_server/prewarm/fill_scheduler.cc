@@ -2,7 +2,7 @@
 
 #include <numeric>
 
-#include "common/logging.h"
+#include "common/base/logging.h"
 
 namespace granary {
 

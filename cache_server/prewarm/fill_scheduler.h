@@ -43,8 +43,8 @@
 #include "cache_server/prewarm/prewarm_job.h"
 #include "cache_server/read_path/read_through.h"
 #include "cache_server/store/chunk_store.h"
-#include "common/manifest.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/dataset/manifest.h"
 #include "proto/granary.pb.h"
 
 namespace granary {

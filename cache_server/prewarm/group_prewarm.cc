@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/cluster/peer_stub.h"
-#include "common/logging.h"
-#include "common/mutex.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/mutex.h"
+#include "common/base/status.h"
 #include "grpcpp/client_context.h"
 #include "proto/granary.grpc.pb.h"
 

@@ -7,9 +7,9 @@
 #include "cache_server/catalog/dataset_registry.h"
 #include "cache_server/prewarm/group_prewarm.h"
 #include "cache_server/prewarm/prewarm_job.h"
-#include "common/chunk_key.h"
-#include "common/logging.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary {
 namespace {

@@ -53,7 +53,7 @@
 #include "cache_server/prewarm/prewarm_shares.h"
 #include "cache_server/read_path/read_through.h"
 #include "cache_server/store/chunk_store.h"
-#include "common/manifest.h"
+#include "common/dataset/manifest.h"
 #include "proto/granary.pb.h"
 
 namespace granary {

@@ -5,11 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/chunk_math.h"
-#include "common/fraction.h"
-#include "common/printable.h"
-#include "common/size.h"
-#include "common/status.h"
+#include "common/base/printable.h"
+#include "common/base/size.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_math.h"
+#include "common/reports/fraction.h"
 
 namespace granary {
 

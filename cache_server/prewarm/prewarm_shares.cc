@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/size.h"
+#include "common/base/size.h"
 
 namespace granary {
 

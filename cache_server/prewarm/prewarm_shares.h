@@ -17,8 +17,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "cache_server/store/chunk_store.h"
-#include "common/chunk_key.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary {
 

@@ -8,12 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/read_path/read_permission.h"
-#include "common/local_read_socket.h"
-#include "common/parallel_for.h"
-#include "common/printable.h"
-#include "common/read_origin.h"
-#include "common/size.h"
-#include "common/status.h"
+#include "common/base/parallel_for.h"
+#include "common/base/printable.h"
+#include "common/base/size.h"
+#include "common/base/status.h"
+#include "common/jobs/read_origin.h"
+#include "common/net/local_read_socket.h"
 
 namespace granary {
 namespace {

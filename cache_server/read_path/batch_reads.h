@@ -38,7 +38,7 @@
 #include "cache_server/access/caller.h"
 #include "cache_server/catalog/catalog.h"
 #include "cache_server/read_path/read_through.h"
-#include "common/unique_fd.h"
+#include "common/base/unique_fd.h"
 #include "proto/granary.pb.h"
 
 namespace granary {

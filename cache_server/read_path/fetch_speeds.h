@@ -24,7 +24,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace granary {
 

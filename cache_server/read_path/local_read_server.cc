@@ -17,11 +17,11 @@
 #include "cache_server/access/access_policy.h"
 #include "cache_server/access/peer_credentials.h"
 #include "cache_server/listening_socket.h"
-#include "common/datagram_socket.h"
-#include "common/local_read_socket.h"
-#include "common/logging.h"
-#include "common/server_address.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/net/datagram_socket.h"
+#include "common/net/local_read_socket.h"
+#include "common/net/server_address.h"
 
 namespace granary {
 

@@ -1,4 +1,4 @@
-// LocalReadServer answers the local read path (common/local_read_socket.h)
+// LocalReadServer answers the local read path (common/net/local_read_socket.h)
 // on a SOCK_SEQPACKET Unix socket: for each LocalReadRequest, the chunk's
 // location and a read-only descriptor of its data file (or, for a whole-file
 // request, the descriptor of the file held whole and verified, with the ctime
@@ -30,7 +30,7 @@
 // the chunk's length, no more.
 //
 // Jobs: a batch is counted in `jobs` for the caller's job (its SO_PEERCRED pid's cgroup,
-// common/job_identity.h): its files opened, their bytes (a file read
+// common/jobs/job_identity.h): its files opened, their bytes (a file read
 // through for the batch as from the source, one handed from the store as
 // local) and the batch's time as one read of its slowest origin.
 //
@@ -53,9 +53,9 @@
 #include "cache_server/connection_threads.h"
 #include "cache_server/read_path/batch_reads.h"
 #include "cache_server/read_path/read_through.h"
-#include "common/job_identity.h"
-#include "common/job_reads.h"
-#include "common/unique_fd.h"
+#include "common/base/unique_fd.h"
+#include "common/jobs/job_identity.h"
+#include "common/jobs/job_reads.h"
 
 namespace granary {
 

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/dataset_client.h"
 #include "client/peer_read_protocol.h"
-#include "common/cluster_token.h"
-#include "common/logging.h"
+#include "common/base/logging.h"
+#include "common/net/cluster_token.h"
 
 namespace granary {
 namespace {

@@ -11,7 +11,7 @@
 // most once per 10 s. With no token configured (granaryd's --insecure-tcp)
 // every TCP caller is a member, as for gRPC. Members read as they do over
 // gRPC's ReadChunk: the chunk through ReadThrough, with no per-file
-// permission check (that is for local callers; common/cluster_token.h). A
+// permission check (that is for local callers; common/net/cluster_token.h). A
 // malformed request is answered INVALID_ARGUMENT and the connection stays
 // usable unless its framing was lost; a connection idle for kIdleTimeout, or
 // whose reader takes no bytes for kSendTimeout, is closed.

@@ -1,7 +1,7 @@
 #include "cache_server/read_path/read_permission.h"
 
 #include "cache_server/catalog/current_entry.h"
-#include "common/status.h"
+#include "common/base/status.h"
 
 namespace granary {
 

@@ -17,7 +17,7 @@
 #include "cache_server/access/access_policy.h"
 #include "cache_server/access/caller.h"
 #include "cache_server/catalog/catalog.h"
-#include "common/manifest.h"
+#include "common/dataset/manifest.h"
 
 namespace granary {
 

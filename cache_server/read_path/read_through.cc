@@ -4,12 +4,12 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "common/chunk_math.h"
-#include "common/filled_string.h"
-#include "common/logging.h"
-#include "common/memory_file.h"
-#include "common/parallel_for.h"
-#include "common/status.h"
+#include "common/base/filled_string.h"
+#include "common/base/logging.h"
+#include "common/base/memory_file.h"
+#include "common/base/parallel_for.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_math.h"
 
 namespace granary {
 namespace {

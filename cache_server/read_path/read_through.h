@@ -55,11 +55,11 @@
 #include "cache_server/read_path/write_behind.h"
 #include "cache_server/store/chunk_store.h"
 #include "client/dataset_client.h"
-#include "common/chunk_key.h"
-#include "common/local_read_socket.h"
-#include "common/manifest.h"
-#include "common/single_flight.h"
-#include "common/unique_fd.h"
+#include "common/base/single_flight.h"
+#include "common/base/unique_fd.h"
+#include "common/dataset/chunk_key.h"
+#include "common/dataset/manifest.h"
+#include "common/net/local_read_socket.h"
 
 namespace granary {
 
@@ -130,8 +130,8 @@ class ReadThrough {
   // names (its version and file id), `size` bytes in chunks of `chunk_size`,
   // for the kernel to serve (store::ChunkStore::OpenWholeFile); counted as a
   // hit of every chunk serving the whole file. A file this node does not
-  // hold whole is treated as `fetch` says (common/local_read_socket.h; an
-  // in-memory copy is common/memory_file.h's, its fetched chunks stored behind the
+  // hold whole is treated as `fetch` says (common/net/local_read_socket.h; an
+  // in-memory copy is common/base/memory_file.h's, its fetched chunks stored behind the
   // answer, so that the open waits for the fetch, not for the store);
   // fetching, INVALID_ARGUMENT when `size` or `chunk_size` is not the
   // manifest's, and the fetch's own errors.

@@ -21,7 +21,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace granary {
 

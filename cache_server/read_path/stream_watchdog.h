@@ -25,7 +25,7 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_interceptor.h"
 

@@ -1,6 +1,6 @@
 #include "cache_server/read_path/write_behind.h"
 
-#include "common/logging.h"
+#include "common/base/logging.h"
 
 namespace granary {
 

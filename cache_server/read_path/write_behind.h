@@ -26,8 +26,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "cache_server/metrics.h"
 #include "cache_server/store/chunk_store.h"
-#include "common/chunk_key.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary {
 

@@ -20,9 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/absl_compat.h"
-#include "common/status.h"
-#include "common/unique_fd.h"
+#include "common/base/absl_compat.h"
+#include "common/base/status.h"
+#include "common/base/unique_fd.h"
 
 extern char** environ;
 

@@ -4,7 +4,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "rocksdb/db.h"
 
 namespace granary {

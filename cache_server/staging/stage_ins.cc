@@ -11,9 +11,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "cache_server/prewarm/group_prewarm.h"
-#include "common/logging.h"
-#include "common/status.h"
-#include "common/wall_clock.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/base/wall_clock.h"
 
 namespace granary {
 namespace {

@@ -61,7 +61,7 @@
 #include "cache_server/holds/cluster_holds.h"
 #include "cache_server/staging/slurm_queue.h"
 #include "cache_server/staging/stage_in_journal.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "proto/staging.pb.h"
 
 namespace granary {

@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cache_server/access/call_authorization.h"
-#include "common/printable.h"
-#include "common/status.h"
+#include "common/base/printable.h"
+#include "common/base/status.h"
 
 namespace granary {
 namespace {

@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "cache_server/cluster/peer_stub.h"
-#include "common/locality_share.h"
-#include "common/logging.h"
-#include "common/parallel_for.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/parallel_for.h"
+#include "common/base/status.h"
+#include "common/scheduling/locality_share.h"
 #include "grpcpp/client_context.h"
 
 namespace granary {

@@ -22,7 +22,7 @@
 
 #include <string>
 
-#include "common/job_reads.h"
+#include "common/jobs/job_reads.h"
 
 namespace granary {
 

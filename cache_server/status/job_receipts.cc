@@ -10,17 +10,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "common/absl_compat.h"
-#include "common/file_util.h"
-#include "common/job_identity.h"
-#include "common/job_reads.h"
-#include "common/job_reads_json.h"
-#include "common/json_documents.h"
-#include "common/logging.h"
-#include "common/printable.h"
-#include "common/status.h"
-#include "common/unique_fd.h"
-#include "common/wall_clock.h"
+#include "common/base/absl_compat.h"
+#include "common/base/file_util.h"
+#include "common/base/logging.h"
+#include "common/base/printable.h"
+#include "common/base/status.h"
+#include "common/base/unique_fd.h"
+#include "common/base/wall_clock.h"
+#include "common/jobs/job_identity.h"
+#include "common/jobs/job_reads.h"
+#include "common/reports/job_reads_json.h"
+#include "common/reports/json_documents.h"
 
 namespace granary {
 namespace {

@@ -13,7 +13,7 @@
 // Receipts are kept in memory, of the `max_kept` jobs ended most recently. When the
 // administrator sets a directory (config receipt_dir), each receipt is also
 // written there, as <kind>_<id>.json (slurm_42.json, pod_<uid>.json,
-// uid_1000.json) in the JSON of common/job_reads_json.h, replaced whole
+// uid_1000.json) in the JSON of common/reports/job_reads_json.h, replaced whole
 // (written aside, then renamed) whenever it grows. Receipt files are mode
 // 0640, since a receipt names a job's datasets: granaryd's user and the
 // directory's group (when it is setgid) may read them, nobody else. No
@@ -33,7 +33,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "proto/jobs.pb.h"
 
 namespace granary {

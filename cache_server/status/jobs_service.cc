@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/access/call_authorization.h"
-#include "common/job_identity.h"
-#include "common/printable.h"
-#include "common/status.h"
+#include "common/base/printable.h"
+#include "common/base/status.h"
+#include "common/jobs/job_identity.h"
 
 namespace granary {
 

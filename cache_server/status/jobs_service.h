@@ -24,7 +24,7 @@
 #include "cache_server/access/request_authenticator.h"
 #include "cache_server/cluster/cluster_view.h"
 #include "cache_server/status/job_receipts.h"
-#include "common/job_reads.h"
+#include "common/jobs/job_reads.h"
 #include "proto/jobs.grpc.pb.h"
 
 namespace granary {

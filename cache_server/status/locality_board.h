@@ -45,7 +45,7 @@
 #include "cache_server/catalog/dataset_registry.h"
 #include "cache_server/cluster/cluster_view.h"
 #include "cache_server/prewarm/fill_scheduler.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "grpcpp/client_context.h"
 #include "proto/granary.pb.h"
 

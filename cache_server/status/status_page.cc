@@ -6,8 +6,8 @@
 
 #include "cache_server/status/jobs_service.h"
 #include "cache_server/status/status_page_html.h"  // Generated from status_page.html.
-#include "common/json_documents.h"
-#include "common/wall_clock.h"
+#include "common/base/wall_clock.h"
+#include "common/reports/json_documents.h"
 
 namespace granary {
 

@@ -9,7 +9,7 @@
 // /status.json is one JSON document made of what the gRPC services answer
 // for this node (Status and ListHolds asked for this node only, Locate from
 // published reports, ListJobs), in the documents the CLI prints for them
-// (common/json_documents.h):
+// (common/reports/json_documents.h):
 //   {"node_id", "group", "generated_unix_ms",
 //    "status":   StatusJson of this node (without its address, nor the
 //                errors of manifests that would not load),
@@ -34,8 +34,8 @@
 #include "cache_server/holds/hold_table.h"
 #include "cache_server/metrics.h"
 #include "cache_server/status/cluster_status.h"
-#include "common/http.h"
-#include "common/job_reads.h"
+#include "common/jobs/job_reads.h"
+#include "common/net/http.h"
 #include "nlohmann/json.hpp"
 
 namespace granary {

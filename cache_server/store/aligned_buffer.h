@@ -14,7 +14,7 @@
 #include <new>
 #include <vector>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace granary::store {
 

@@ -3,12 +3,12 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
-#include "common/big_endian.h"
-#include "common/chunk_key.h"
-#include "common/file_util.h"
-#include "common/logging.h"
-#include "common/status.h"
+#include "common/base/absl_compat.h"
+#include "common/base/big_endian.h"
+#include "common/base/file_util.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_key.h"
 #include "rocksdb/db.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/table.h"

@@ -11,10 +11,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/store/data_file_chunk_store.h"
-#include "common/chunk_math.h"
-#include "common/file_util.h"
-#include "common/size.h"
-#include "common/status.h"
+#include "common/base/file_util.h"
+#include "common/base/size.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_math.h"
 
 namespace granary::store {
 namespace {

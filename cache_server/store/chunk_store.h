@@ -59,8 +59,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/chunk_key.h"
-#include "common/unique_fd.h"
+#include "common/base/unique_fd.h"
+#include "common/dataset/chunk_key.h"
 #include "proto/granary.pb.h"
 
 namespace granary::store {
@@ -182,7 +182,7 @@ class ChunkStore {
                                                 uint64_t length) = 0;
 
   // Where the chunk lies, for a reader on this host that reads and verifies
-  // it itself (common/local_read_socket.h): `fd`, a new read-only buffered
+  // it itself (common/net/local_read_socket.h): `fd`, a new read-only buffered
   // descriptor of its data file, and its location (offset, length,
   // checksums). Counts as a hit. NOT_FOUND on a miss, or when the file has
   // just been reclaimed.

@@ -11,11 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "cache_server/store/data_file_chunk_store.h"
 #include "cache_server/store/held_blocks.h"
-#include "common/block_checksums.h"
-#include "common/chunk_math.h"
-#include "common/logging.h"
-#include "common/size.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/size.h"
+#include "common/base/status.h"
+#include "common/dataset/block_checksums.h"
+#include "common/dataset/chunk_math.h"
 
 namespace granary::store {
 namespace {

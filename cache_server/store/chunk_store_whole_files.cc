@@ -8,11 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "cache_server/store/data_file_chunk_store.h"
 #include "cache_server/store/held_blocks.h"
-#include "common/absl_compat.h"
-#include "common/chunk_math.h"
-#include "common/logging.h"
-#include "common/status.h"
-#include "common/wall_clock.h"
+#include "common/base/absl_compat.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/base/wall_clock.h"
+#include "common/dataset/chunk_math.h"
 
 namespace granary::store {
 namespace {

@@ -37,7 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache_server/store/descriptor_cache.h"
-#include "common/unique_fd.h"
+#include "common/base/unique_fd.h"
 
 namespace granary::store {
 

@@ -8,9 +8,9 @@
 #include <chrono>
 
 #include "cache_server/store/held_blocks.h"
-#include "common/logging.h"
-#include "common/status.h"
-#include "common/wall_clock.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/base/wall_clock.h"
 
 namespace granary::store {
 namespace {

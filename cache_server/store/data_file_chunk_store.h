@@ -98,8 +98,8 @@
 #include "cache_server/store/descriptor_cache.h"
 #include "cache_server/store/eviction_policy.h"
 #include "cache_server/store/io_engine.h"
-#include "common/chunk_key.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/dataset/chunk_key.h"
 #include "proto/granary.pb.h"
 
 namespace granary::store {

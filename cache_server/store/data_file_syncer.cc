@@ -5,7 +5,7 @@
 #include <map>
 #include <vector>
 
-#include "common/logging.h"
+#include "common/base/logging.h"
 
 namespace granary::store {
 

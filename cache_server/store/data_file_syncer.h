@@ -25,7 +25,7 @@
 
 #include "absl/status/status.h"
 #include "cache_server/store/data_file.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace granary::store {
 

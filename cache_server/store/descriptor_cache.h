@@ -23,8 +23,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "common/mutex.h"
-#include "common/unique_fd.h"
+#include "common/base/mutex.h"
+#include "common/base/unique_fd.h"
 
 namespace granary::store {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "cache_server/store/aligned_buffer.h"
-#include "common/hash.h"
+#include "common/dataset/hash.h"
 
 namespace granary::store {
 namespace {

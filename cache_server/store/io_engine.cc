@@ -2,7 +2,7 @@
 
 #include "cache_server/store/pread_io_engine.h"
 #include "cache_server/store/uring_io_engine.h"
-#include "common/logging.h"
+#include "common/base/logging.h"
 
 namespace granary::store {
 

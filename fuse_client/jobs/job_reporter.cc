@@ -1,7 +1,7 @@
 #include "fuse_client/jobs/job_reporter.h"
 
-#include "common/logging.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
 #include "grpcpp/client_context.h"
 
 namespace granary::fuse {

@@ -14,8 +14,8 @@
 #include <chrono>
 #include <memory>
 
-#include "common/job_reads.h"
-#include "common/periodic_thread.h"
+#include "common/base/periodic_thread.h"
+#include "common/jobs/job_reads.h"
 #include "grpcpp/channel.h"
 #include "proto/jobs.grpc.pb.h"
 

@@ -15,8 +15,8 @@
 #include <memory>
 #include <string_view>
 
-#include "common/job_identity.h"
-#include "common/job_reads.h"
+#include "common/jobs/job_identity.h"
+#include "common/jobs/job_reads.h"
 
 namespace granary::fuse {
 

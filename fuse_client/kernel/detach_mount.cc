@@ -13,9 +13,9 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
-#include "common/status.h"
-#include "common/unique_fd.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/base/unique_fd.h"
 
 namespace granary::fuse {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
+#include "common/base/logging.h"
 #include "fuse_client/restarts/keeper_link.h"
 
 namespace granary::fuse {

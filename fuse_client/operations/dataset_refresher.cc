@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/chunk_key.h"
-#include "common/logging.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary::fuse {
 

@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "client/dataset_client.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "fuse_client/operations/inode_table.h"
 
 namespace granary::fuse {

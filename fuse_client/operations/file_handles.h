@@ -20,7 +20,7 @@
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace granary::fuse {
 

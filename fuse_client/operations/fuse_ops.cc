@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/read_origin.h"
+#include "common/jobs/read_origin.h"
 #include "fuse_client/operations/newer_permissions.h"
 
 namespace granary::fuse {

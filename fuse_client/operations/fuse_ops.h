@@ -67,7 +67,7 @@ class GranaryFs {
   // `generation` tags the file handles this process issues (FileHandles).
   // `jobs` (null: reads are not counted) gets each open file's job and what
   // it read: a read's bytes and time go to its slowest origin
-  // (common/read_origin.h), bytes the kernel serves from a passed-through
+  // (common/jobs/read_origin.h), bytes the kernel serves from a passed-through
   // file are counted whole at its open (as from the source when granaryd
   // read the file through for the open), and the reads the kernel answers
   // from its page cache are not seen.

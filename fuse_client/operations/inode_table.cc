@@ -8,9 +8,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "common/chunk_key.h"
-#include "common/logging.h"
-#include "common/posix_acl.h"
+#include "common/base/logging.h"
+#include "common/dataset/chunk_key.h"
+#include "common/dataset/posix_acl.h"
 
 namespace granary::fuse {
 namespace {

@@ -50,8 +50,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "client/dataset_client.h"
-#include "common/huge_page_allocator.h"
-#include "common/mutex.h"
+#include "common/base/huge_page_allocator.h"
+#include "common/base/mutex.h"
 
 namespace granary::fuse {
 

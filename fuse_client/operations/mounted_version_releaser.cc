@@ -1,7 +1,7 @@
 #include "fuse_client/operations/mounted_version_releaser.h"
 
-#include "common/chunk_key.h"
-#include "common/logging.h"
+#include "common/base/logging.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary::fuse {
 

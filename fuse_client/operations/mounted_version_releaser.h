@@ -15,7 +15,7 @@
 
 #include <chrono>
 
-#include "common/periodic_thread.h"
+#include "common/base/periodic_thread.h"
 #include "fuse_client/operations/dataset_refresher.h"
 #include "fuse_client/operations/inode_table.h"
 

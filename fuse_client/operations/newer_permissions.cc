@@ -3,7 +3,7 @@
 #include <optional>
 #include <string_view>
 
-#include "common/posix_acl.h"
+#include "common/dataset/posix_acl.h"
 
 namespace granary::fuse {
 namespace {

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "common/manifest.h"
+#include "common/dataset/manifest.h"
 
 namespace granary::fuse {
 

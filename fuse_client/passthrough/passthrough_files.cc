@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
-#include "common/chunk_math.h"
-#include "common/logging.h"
-#include "common/memory_file.h"
-#include "common/read_origin.h"
+#include "common/base/logging.h"
+#include "common/base/memory_file.h"
+#include "common/dataset/chunk_math.h"
+#include "common/jobs/read_origin.h"
 
 namespace granary::fuse {
 namespace {

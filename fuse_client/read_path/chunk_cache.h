@@ -2,7 +2,7 @@
 // by every open file: readahead fills it ahead of sequential readers of chunks
 // held by other nodes (local ones are read straight from the store), and
 // random readers that come back to a chunk find it here. Concurrent requests
-// for one chunk share one fetch (common/single_flight.h); a failed fetch is not
+// for one chunk share one fetch (common/base/single_flight.h); a failed fetch is not
 // cached, every waiter gets its error and the next request fetches again. When the
 // chunks held exceed the capacity, the least recently used are dropped; a
 // chunk still referenced by a reader stays alive until that reader is done.
@@ -20,9 +20,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "common/chunk_key.h"
-#include "common/mutex.h"
-#include "common/single_flight.h"
+#include "common/base/mutex.h"
+#include "common/base/single_flight.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary::fuse {
 

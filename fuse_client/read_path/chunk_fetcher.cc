@@ -1,9 +1,9 @@
 #include "fuse_client/read_path/chunk_fetcher.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/chunk_math.h"
-#include "common/logging.h"
-#include "common/read_origin.h"
+#include "common/base/logging.h"
+#include "common/dataset/chunk_math.h"
+#include "common/jobs/read_origin.h"
 
 namespace granary::fuse {
 namespace {

@@ -5,7 +5,7 @@
 // through cache nodes' failures.
 //
 // A chunk the local granaryd holds is read out of its data file directly
-// (the local read path, common/local_read_socket.h), without its bytes
+// (the local read path, common/net/local_read_socket.h), without its bytes
 // crossing gRPC, and granaryd is asked where it lies once per open file
 // (LocalExtents); reads served from what was asked before are reported to it
 // in batches (UseReporter). Any failure there (a miss, above all) falls back
@@ -34,7 +34,7 @@
 #include "absl/status/status.h"
 #include "client/cluster_reader.h"
 #include "client/dataset_client.h"
-#include "common/local_read_socket.h"
+#include "common/net/local_read_socket.h"
 #include "fuse_client/read_path/local_extents.h"
 #include "fuse_client/read_path/source_file.h"
 #include "fuse_client/read_path/use_reporter.h"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/chunk_math.h"
+#include "common/dataset/chunk_math.h"
 
 namespace granary::fuse {
 namespace {

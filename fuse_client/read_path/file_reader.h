@@ -40,7 +40,7 @@
 #include <span>
 
 #include "absl/status/statusor.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "fuse_client/read_path/chunk_cache.h"
 #include "fuse_client/read_path/chunk_fetcher.h"
 #include "fuse_client/read_path/open_file.h"

@@ -5,7 +5,7 @@
 // or 1 MiB requests, random reads of a shard) costs one round trip to
 // granaryd, not one per read, and a miss is asked about once, not at every
 // step of the read path. Every read is still verified against the chunk's
-// block checksums (common/local_read_socket.h).
+// block checksums (common/net/local_read_socket.h).
 //
 // "Not held here" is believed for `miss_ttl`: a chunk read through meanwhile
 // (by this reader or another) is stored by its owner, which may be this node.
@@ -21,8 +21,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "common/local_read_socket.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/net/local_read_socket.h"
 
 namespace granary::fuse {
 

@@ -1,6 +1,6 @@
 #include "fuse_client/read_path/open_file.h"
 
-#include "common/chunk_math.h"
+#include "common/dataset/chunk_math.h"
 
 namespace granary::fuse {
 

@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "common/job_reads.h"
+#include "common/jobs/job_reads.h"
 #include "fuse_client/operations/inode_table.h"
 #include "fuse_client/read_path/chunk_cache.h"
 #include "fuse_client/read_path/chunk_fetcher.h"

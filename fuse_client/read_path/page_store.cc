@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/logging.h"
+#include "common/base/logging.h"
 
 namespace granary::fuse {
 

@@ -34,7 +34,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 #include "fuse_client/read_path/chunk_cache.h"
 
 namespace granary::fuse {

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "common/chunk_key.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
+#include "common/dataset/chunk_key.h"
 #include "fuse_client/read_path/chunk_cache.h"
 #include "fuse_client/read_path/chunk_fetcher.h"
 #include "fuse_client/read_path/open_file.h"

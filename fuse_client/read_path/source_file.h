@@ -37,7 +37,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "common/manifest.h"
+#include "common/dataset/manifest.h"
 #include "source/opened_sources.h"
 
 namespace granary::fuse {

@@ -1,6 +1,6 @@
 #include "fuse_client/read_path/use_reporter.h"
 
-#include "common/logging.h"
+#include "common/base/logging.h"
 
 namespace granary::fuse {
 namespace {

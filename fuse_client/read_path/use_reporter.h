@@ -32,9 +32,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "common/local_read_socket.h"
-#include "common/mutex.h"
-#include "common/periodic_thread.h"
+#include "common/base/mutex.h"
+#include "common/base/periodic_thread.h"
+#include "common/net/local_read_socket.h"
 #include "proto/granary.pb.h"
 
 namespace granary::fuse {

@@ -42,7 +42,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "common/unique_fd.h"
+#include "common/base/unique_fd.h"
 
 namespace granary::fuse {
 

@@ -3,9 +3,9 @@
 #include <sys/socket.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/datagram_socket.h"
-#include "common/logging.h"
-#include "common/status.h"
+#include "common/base/logging.h"
+#include "common/base/status.h"
+#include "common/net/datagram_socket.h"
 #include "fuse_client/kernel/mount_device.h"
 #include "fuse_client/restarts/connection_keeper.h"
 

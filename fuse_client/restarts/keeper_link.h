@@ -25,8 +25,8 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "common/mutex.h"
-#include "common/unique_fd.h"
+#include "common/base/mutex.h"
+#include "common/base/unique_fd.h"
 #include "fuse_client/operations/inode_table.h"
 #include "fuse_client/restarts/open_journal.h"
 #include "proto/connection_keeper.pb.h"

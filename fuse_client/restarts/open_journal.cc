@@ -7,8 +7,8 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
-#include "common/memory_file.h"
-#include "common/status.h"
+#include "common/base/memory_file.h"
+#include "common/base/status.h"
 
 namespace granary::fuse {
 namespace {

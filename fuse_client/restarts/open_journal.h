@@ -28,8 +28,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "common/mutex.h"
-#include "common/unique_fd.h"
+#include "common/base/mutex.h"
+#include "common/base/unique_fd.h"
 
 namespace granary::fuse {
 

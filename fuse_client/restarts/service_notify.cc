@@ -10,8 +10,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
-#include "common/unique_fd.h"
+#include "common/base/logging.h"
+#include "common/base/unique_fd.h"
 
 namespace granary::fuse {
 

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/cluster_token.h"
-#include "common/server_address.h"
+#include "common/net/cluster_token.h"
+#include "common/net/server_address.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "proto/granary.grpc.pb.h"

@@ -18,7 +18,7 @@
 #include "client/chunk_reads.h"
 #include "client/chunk_router.h"
 #include "client/dataset_client.h"
-#include "common/status.h"
+#include "common/base/status.h"
 #include "grpcpp/client_context.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/etcd_process.h"

@@ -1,4 +1,4 @@
-#include "common/cluster_map.h"
+#include "common/cluster/cluster_map.h"
 
 #include <gtest/gtest.h>
 

@@ -11,14 +11,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/chunk_key.h"
-#include "common/chunk_math.h"
-#include "common/hash.h"
-#include "common/huge_page_allocator.h"
-#include "common/manifest.h"
-#include "common/server_address.h"
-#include "common/size.h"
-#include "common/status.h"
+#include "common/base/huge_page_allocator.h"
+#include "common/base/size.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_key.h"
+#include "common/dataset/chunk_math.h"
+#include "common/dataset/hash.h"
+#include "common/dataset/manifest.h"
+#include "common/net/server_address.h"
 #include "proto/granary.pb.h"
 
 namespace granary {

@@ -1,4 +1,4 @@
-#include "common/filled_string.h"
+#include "common/base/filled_string.h"
 
 #include <gtest/gtest.h>
 

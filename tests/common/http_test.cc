@@ -1,8 +1,8 @@
 // HttpServer in-process over real sockets, spoken to byte by byte as clients
 // (well-behaved and not) would: keep-alive and pipelining, chunked bodies,
-// 100-continue, and every limit of common/http.h with the answer it gives;
+// 100-continue, and every limit of common/net/http.h with the answer it gives;
 // and the same over TLS, with a certificate openssl makes for the test.
-#include "common/http.h"
+#include "common/net/http.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

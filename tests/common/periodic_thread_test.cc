@@ -1,4 +1,4 @@
-#include "common/periodic_thread.h"
+#include "common/base/periodic_thread.h"
 
 #include <gtest/gtest.h>
 

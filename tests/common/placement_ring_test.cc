@@ -1,4 +1,4 @@
-#include "common/placement_ring.h"
+#include "common/cluster/placement_ring.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <map>
 #include <random>
 
-#include "common/hash.h"
+#include "common/dataset/hash.h"
 
 namespace granary {
 namespace {

@@ -1,7 +1,7 @@
 // EntryGrants against the kernel's rules for POSIX ACLs, on ACLs written in
 // the kernel's xattr form, and the fail-closed rule for ACLs Granary cannot
 // evaluate.
-#include "common/posix_acl.h"
+#include "common/dataset/posix_acl.h"
 
 #include <sys/stat.h>
 

@@ -1,4 +1,4 @@
-#include "common/single_flight.h"
+#include "common/base/single_flight.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // OpenBeneath, both by openat2 and by the walk it falls back to: a symlink at
 // any component, a "..", an absolute path are refused; a plain path opens.
-#include "common/source_path.h"
+#include "common/source_access/source_path.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

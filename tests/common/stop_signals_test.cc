@@ -1,4 +1,4 @@
-#include "common/stop_signals.h"
+#include "common/base/stop_signals.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -2,7 +2,7 @@
 // file replaced by another whose size and mtime are forged to match, a FIFO,
 // a rewrite; changes of metadata alone (a chmod, a hard link), which still
 // read and are told; and a plain read that matches.
-#include "common/verified_source_file.h"
+#include "common/source_access/verified_source_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/chunk_key.h"
+#include "common/dataset/chunk_key.h"
 #include "csi/mount_table.h"
 #include "grpcpp/client_context.h"
 #include "tests/csi/csi_plugin_process.h"

@@ -4,8 +4,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
-#include "common/status.h"
+#include "common/base/file_util.h"
+#include "common/base/status.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "tests/support/child_process.h"

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
+#include "common/base/file_util.h"
 #include "tests/support/child_process.h"
 #include "tests/support/granaryd_process.h"
 

@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/dataset_client.h"
-#include "common/cluster_map.h"
+#include "common/cluster/cluster_map.h"
 #include "tests/faults/fault_support.h"
 
 namespace granary::testing {

@@ -13,7 +13,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "common/chunk_math.h"
+#include "common/dataset/chunk_math.h"
 #include "tests/faults/fault_fixture.h"
 #include "tests/server/server_test_util.h"
 

@@ -1,6 +1,6 @@
 #include "tests/faults/fault_fixture.h"
 
-#include "common/chunk_math.h"
+#include "common/dataset/chunk_math.h"
 #include "tests/server/server_test_util.h"
 
 namespace granary::testing {

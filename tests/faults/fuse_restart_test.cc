@@ -24,7 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/unique_fd.h"
+#include "common/base/unique_fd.h"
 #include "nlohmann/json.hpp"
 #include "tests/faults/fault_fixture.h"
 #include "tests/support/child_process.h"

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/chunk_key.h"
+#include "common/dataset/chunk_key.h"
 #include "grpcpp/client_context.h"
 #include "tests/fuse/mounted_tree.h"
 

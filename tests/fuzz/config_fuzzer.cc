@@ -10,7 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "cache_server/config/config.h"
-#include "common/absl_compat.h"
+#include "common/base/absl_compat.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

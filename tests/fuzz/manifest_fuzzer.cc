@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/chunk_math.h"
-#include "common/manifest.h"
+#include "common/dataset/chunk_math.h"
+#include "common/dataset/manifest.h"
 #include "proto/granary.pb.h"
 #include "tests/fuzz/fuzz_check.h"
 

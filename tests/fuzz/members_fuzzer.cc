@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "cache_server/config/config.h"
 #include "cache_server/config/members_file.h"
-#include "common/absl_compat.h"
-#include "common/cluster_map.h"
+#include "common/base/absl_compat.h"
+#include "common/cluster/cluster_map.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,7 +4,7 @@
 // its bounds (folding the idle and the least recently active into "other",
 // sums kept), reports of deltas merged elsewhere, the origin scope, and the
 // Prometheus text drawn from a ledger.
-#include "common/job_reads.h"
+#include "common/jobs/job_reads.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,8 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/status/job_metrics.h"
-#include "common/job_identity.h"
-#include "common/read_origin.h"
+#include "common/jobs/job_identity.h"
+#include "common/jobs/read_origin.h"
 
 namespace granary {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/chunk_key.h"
+#include "common/dataset/chunk_key.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "nlohmann/json.hpp"

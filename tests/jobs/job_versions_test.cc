@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "cache_server/status/job_receipts.h"
-#include "common/job_reads.h"
-#include "common/read_origin.h"
+#include "common/jobs/job_reads.h"
+#include "common/jobs/read_origin.h"
 
 namespace granary {
 namespace {

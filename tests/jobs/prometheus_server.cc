@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/http.h"
+#include "common/net/http.h"
 #include "tests/fuse/mounted_tree.h"
 #include "tests/support/child_process.h"
 

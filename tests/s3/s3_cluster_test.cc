@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/dataset_client.h"
-#include "common/chunk_key.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_key.h"
 #include "grpcpp/client_context.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granary_cluster.h"

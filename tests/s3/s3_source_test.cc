@@ -26,7 +26,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/s3_location.h"
+#include "common/source_access/s3_location.h"
 #include "tests/fuse/fuse_mount.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"

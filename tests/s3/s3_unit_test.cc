@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/s3_location.h"
+#include "common/source_access/s3_location.h"
 #include "source/s3_client.h"
 #include "source/s3_credentials.h"
 #include "source/s3_tree.h"

@@ -3,7 +3,7 @@
 // clients that hold connections, trickle bytes, send huge bodies or pods that
 // name thousands of datasets. Real granaryd and granary-extender processes;
 // requests with bodies are sent by an unprivileged local user with curl.
-#include "common/http.h"
+#include "common/net/http.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -29,7 +29,7 @@
 #include "client/dataset_client.h"
 #include "client/peer_read_connections.h"
 #include "client/peer_read_protocol.h"
-#include "common/cluster_map.h"
+#include "common/cluster/cluster_map.h"
 #include "tests/security/security_support.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granary_cluster.h"

@@ -20,7 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/member_clients.h"
-#include "common/chunk_math.h"
+#include "common/dataset/chunk_math.h"
 #include "gtest/gtest.h"
 #include "tests/security/security_support.h"
 #include "tests/server/server_test_util.h"

@@ -28,7 +28,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/chunk_key.h"
+#include "common/dataset/chunk_key.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel_posix.h"
 #include "gtest/gtest.h"

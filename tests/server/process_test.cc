@@ -14,7 +14,7 @@
 #include <optional>
 #include <thread>
 
-#include "common/file_util.h"
+#include "common/base/file_util.h"
 #include "grpcpp/client_context.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/child_process.h"

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "common/local_read_socket.h"
-#include "common/server_address.h"
+#include "common/net/local_read_socket.h"
+#include "common/net/server_address.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"
 

@@ -18,8 +18,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/local_read_socket.h"
-#include "common/server_address.h"
+#include "common/net/local_read_socket.h"
+#include "common/net/server_address.h"
 #include "grpcpp/client_context.h"
 #include "tests/server/server_test_util.h"
 #include "tests/support/granaryd_process.h"

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/chunk_math.h"
+#include "common/dataset/chunk_math.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"

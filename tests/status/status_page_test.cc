@@ -27,7 +27,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "common/http.h"
+#include "common/net/http.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "nlohmann/json.hpp"

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "cache_server/store/chunk_store.h"
-#include "common/absl_compat.h"
+#include "common/base/absl_compat.h"
 #include "tests/store/store_test_util.h"
 
 namespace granary::store {

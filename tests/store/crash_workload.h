@@ -10,8 +10,8 @@
 #include <string>
 
 #include "cache_server/store/chunk_store.h"
-#include "common/chunk_key.h"
-#include "common/hash.h"
+#include "common/dataset/chunk_key.h"
+#include "common/dataset/hash.h"
 
 namespace granary::store::testing {
 

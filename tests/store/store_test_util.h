@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cache_server/store/chunk_store.h"
-#include "common/chunk_key.h"
+#include "common/dataset/chunk_key.h"
 
 namespace granary::store::testing {
 

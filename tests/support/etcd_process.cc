@@ -6,8 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
-#include "common/server_address.h"
+#include "common/base/file_util.h"
+#include "common/net/server_address.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "proto/etcd.grpc.pb.h"

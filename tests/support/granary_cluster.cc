@@ -9,8 +9,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/chunk_math.h"
-#include "common/status.h"
+#include "common/base/status.h"
+#include "common/dataset/chunk_math.h"
 #include "grpcpp/client_context.h"
 
 namespace granary::testing {

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/cluster_map.h"
-#include "common/manifest.h"
+#include "common/cluster/cluster_map.h"
+#include "common/dataset/manifest.h"
 #include "tests/support/granaryd_process.h"
 
 namespace granary::testing {

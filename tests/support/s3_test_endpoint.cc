@@ -1,7 +1,7 @@
 #include "tests/support/s3_test_endpoint.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/s3_location.h"
+#include "common/source_access/s3_location.h"
 
 namespace granary::testing {
 

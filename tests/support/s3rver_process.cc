@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
-#include "common/s3_location.h"
+#include "common/base/file_util.h"
+#include "common/source_access/s3_location.h"
 #include "source/s3_client.h"
 #include "tests/support/child_process.h"
 

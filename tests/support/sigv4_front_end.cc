@@ -3,7 +3,7 @@
 #include <httplib.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/absl_compat.h"
+#include "common/base/absl_compat.h"
 #include "tests/support/granaryd_process.h"
 #include "tests/support/sigv4_verifier.h"
 

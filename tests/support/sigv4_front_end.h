@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "common/mutex.h"
+#include "common/base/mutex.h"
 
 namespace httplib {
 class Server;

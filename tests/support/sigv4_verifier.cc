@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/absl_compat.h"
-#include "common/s3_location.h"
+#include "common/base/absl_compat.h"
+#include "common/source_access/s3_location.h"
 
 namespace granary::testing {
 namespace {
