@@ -61,12 +61,8 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32
 bool ReadThrough::FetchesBlocks(const ChunkKey& key, uint64_t offset, uint64_t end,
                                 uint32_t chunk_length, ChunkSourcing sourcing) {
   if ((offset == 0 && end == chunk_length) || offset >= end) return false;
-  // A node that is not the owner asks the owner, which reads the source;
-  // and where a peer may hold the chunk, it is copied whole.
-  if (sourcing != ChunkSourcing::kOwnerFetch && cluster_->OwnerElsewhere(key).has_value()) {
-    return false;
-  }
-  return cluster_->CopySources(key).empty();
+  // A node that is not the owner asks the owner, which fetches the blocks.
+  return sourcing == ChunkSourcing::kOwnerFetch || !cluster_->OwnerElsewhere(key).has_value();
 }
 
 absl::StatusOr<ReadThrough::Chunk> ReadThrough::ReadStart(const ChunkKey& key, uint32_t offset,
@@ -444,8 +440,9 @@ absl::StatusOr<ReadThrough::Blocks> ReadThrough::FetchBlocksOnce(const Manifest&
                   static_cast<uint32_t>(range.begin)};
   }
   GRANARY_ASSIGN_OR_RETURN(
-      std::string read, ReadSource(manifest, entry, range.key, range.begin, range.end - range.begin,
-                                   SourceUse::kReader));
+      std::string read,
+      CopyOrReadSource(manifest, entry, range.key, static_cast<uint32_t>(range.begin),
+                       static_cast<uint32_t>(range.end - range.begin), SourceUse::kReader));
   auto data = std::make_shared<const std::string>(std::move(read));
   // Stored behind the answer: the reader waits for the source, not the store.
   write_behind_->StoreBlocks(range.key, manifest.chunk_size(), chunk_length,
@@ -484,12 +481,11 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
   GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry, ChunkEntry(manifest, key));
   uint32_t length = ChunkLength(entry->size, manifest.chunk_size(), key.chunk_index);
   absl::StatusOr<std::string> data = FetchFromOwner(key, length, sourcing);
-  if (!data.ok() && speeds_.PreferPeers()) data = CopyFromPeer(key, length);
   if (data.ok()) {
     metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
   } else {
-    GRANARY_ASSIGN_OR_RETURN(data, ReadSource(manifest, *entry, key, 0, length, use));
+    GRANARY_ASSIGN_OR_RETURN(data, CopyOrReadSource(manifest, *entry, key, 0, length, use));
   }
   auto fetched = std::make_shared<const std::string>(*std::move(data));
   if (storing == Storing::kBehind) {
@@ -511,27 +507,47 @@ absl::StatusOr<std::string> ReadThrough::FetchFromOwner(const ChunkKey& key, uin
   if (!owner.has_value()) return absl::NotFoundError("this node owns the chunk");
   // Whatever the owner's trouble, this node can still copy the chunk or read
   // the source itself.
-  return ReadFromPeer(*owner, key, length, ChunkSourcing::kOwnerFetch);
+  return ReadFromPeer(*owner, key, 0, length, ChunkSourcing::kOwnerFetch);
 }
 
-absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint32_t length) {
+absl::StatusOr<std::string> ReadThrough::CopyOrReadSource(const Manifest& manifest,
+                                                          const ManifestEntry& entry,
+                                                          const ChunkKey& key, uint32_t offset,
+                                                          uint32_t length, SourceUse use) {
+  if (speeds_.PreferPeers()) {
+    absl::StatusOr<std::string> copied = CopyFromPeer(key, offset, length);
+    if (copied.ok()) {
+      metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
+      metrics_->bytes_from_peers.fetch_add(copied->size(), std::memory_order_relaxed);
+      return copied;
+    }
+  }
+  return ReadSource(manifest, entry, key, offset, length, use);
+}
+
+absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint32_t offset,
+                                                      uint32_t length) {
   const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kPeer);
   for (const Member& peer : cluster_->CopySources(key)) {
-    absl::StatusOr<std::string> data = ReadFromPeer(peer, key, length, ChunkSourcing::kCacheOnly);
+    absl::StatusOr<std::string> data =
+        ReadFromPeer(peer, key, offset, length, ChunkSourcing::kCacheOnly);
     if (data.ok()) {
       speeds_.End(fetch, length);
       return data;
     }
   }
   speeds_.End(fetch, 0);
-  return absl::NotFoundError(absl::StrCat("no peer holds chunk ", key.ToString()));
+  return absl::NotFoundError(absl::StrCat("no peer holds bytes [", offset, ", ",
+                                          uint64_t{offset} + length, ") of chunk ",
+                                          key.ToString()));
 }
 
 absl::StatusOr<std::string> ReadThrough::ReadFromPeer(const Member& peer, const ChunkKey& key,
-                                                      uint32_t length, ChunkSourcing sourcing) {
+                                                      uint32_t offset, uint32_t length,
+                                                      ChunkSourcing sourcing) {
   GRANARY_ASSIGN_OR_RETURN(const DatasetClient* reader, cluster_->clients().Reader(peer));
   absl::StatusOr<std::string> data = FilledString(
-      length, [&](std::span<char> out) { return reader->ReadChunk(key, 0, out, sourcing); });
+      length, [&](std::span<char> out) { return reader->ReadChunk(key, offset, out, sourcing); });
   if (!data.ok()) NoteFailedPeerRead(peer, key, data.status());
   return data;
 }
