@@ -67,7 +67,9 @@ namespace granary {
 class ReadThrough {
  public:
   using ChunkData = std::shared_ptr<const std::string>;
-  struct Chunk {
+  // What Read() answers: the bytes asked for, and what is known of the chunk
+  // around them.
+  struct RangeRead {
     ChunkData data;  // The bytes asked for: the whole chunk or a range of it.
     bool from_cache = false;
     uint32_t chunk_length = 0;  // Of the whole chunk.
@@ -90,8 +92,8 @@ class ReadThrough {
   // With kCacheOnly a chunk this node does not hold is
   // NOT_FOUND (how peers copy from each other without loops); with
   // kOwnerFetch a miss is never forwarded to the owner.
-  absl::StatusOr<Chunk> Read(const ChunkKey& key, uint32_t offset, uint32_t length,
-                             ChunkSourcing sourcing = ChunkSourcing::kReadThrough);
+  absl::StatusOr<RangeRead> Read(const ChunkKey& key, uint32_t offset, uint32_t length,
+                                 ChunkSourcing sourcing = ChunkSourcing::kReadThrough);
 
   // More of a read that Read() answered and counted already: bytes
   // [offset, offset + length) of chunk `key` (inside it), from the store, or
@@ -217,8 +219,8 @@ class ReadThrough {
   // Read() of bytes [offset, offset + length) of chunk `key` that begin a
   // read of `read_length` bytes (0: to the chunk's end), whose blocks a miss
   // of part of the chunk fetches.
-  absl::StatusOr<Chunk> ReadStart(const ChunkKey& key, uint32_t offset, uint32_t length,
-                                  uint32_t read_length, ChunkSourcing sourcing);
+  absl::StatusOr<RangeRead> ReadStart(const ChunkKey& key, uint32_t offset, uint32_t length,
+                                      uint32_t read_length, ChunkSourcing sourcing);
   // Whether a miss of bytes [offset, end) of chunk `key` (`chunk_length`
   // bytes) fetches only the blocks covering them: part of the chunk, that
   // this node fetches itself (it owns the chunk, or was asked as its owner).
