@@ -53,25 +53,21 @@ ReadThrough::ReadThrough(Catalog* catalog, store::ChunkStore* store, ServerMetri
       write_behind_(write_behind),
       sources_(sources) {}
 
-absl::StatusOr<ReadThrough::Chunk> ReadThrough::Read(const ChunkKey& key, uint32_t offset,
-                                                     uint32_t length, ChunkSourcing sourcing) {
+absl::StatusOr<ReadThrough::RangeRead> ReadThrough::Read(const ChunkKey& key, uint32_t offset,
+                                                         uint32_t length, ChunkSourcing sourcing) {
   return ReadStart(key, offset, length, length, sourcing);
 }
 
 bool ReadThrough::FetchesBlocks(const ChunkKey& key, uint64_t offset, uint64_t end,
                                 uint32_t chunk_length, ChunkSourcing sourcing) {
   if ((offset == 0 && end == chunk_length) || offset >= end) return false;
-  // A node that is not the owner asks the owner, which reads the source;
-  // and where a peer may hold the chunk, it is copied whole.
-  if (sourcing != ChunkSourcing::kOwnerFetch && cluster_->OwnerElsewhere(key).has_value()) {
-    return false;
-  }
-  return cluster_->CopySources(key).empty();
+  // A node that is not the owner asks the owner, which fetches the blocks.
+  return sourcing == ChunkSourcing::kOwnerFetch || !cluster_->OwnerElsewhere(key).has_value();
 }
 
-absl::StatusOr<ReadThrough::Chunk> ReadThrough::ReadStart(const ChunkKey& key, uint32_t offset,
-                                                          uint32_t length, uint32_t read_length,
-                                                          ChunkSourcing sourcing) {
+absl::StatusOr<ReadThrough::RangeRead> ReadThrough::ReadStart(const ChunkKey& key, uint32_t offset,
+                                                              uint32_t length, uint32_t read_length,
+                                                              ChunkSourcing sourcing) {
   GRANARY_ASSIGN_OR_RETURN(std::shared_ptr<const Manifest> manifest,
                            catalog_->GetManifest(key.dataset_version));
   GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry, ChunkEntry(*manifest, key));
@@ -89,8 +85,8 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::ReadStart(const ChunkKey& key, u
   if (stored.ok()) {
     metrics_->hits.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_cache.fetch_add(stored->size(), std::memory_order_relaxed);
-    return Chunk{std::make_shared<const std::string>(*std::move(stored)), true, chunk_length,
-                 nullptr};
+    return RangeRead{std::make_shared<const std::string>(*std::move(stored)), true, chunk_length,
+                     nullptr};
   }
   if (!absl::IsNotFound(stored.status())) {
     GRANARY_LOG(WARNING) << "store read of " << key.ToString()
@@ -101,10 +97,10 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::ReadStart(const ChunkKey& key, u
     metrics_->hits.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_cache.fetch_add(end - offset, std::memory_order_relaxed);
     if (offset == 0 && end == pending->size()) {
-      return Chunk{pending, true, chunk_length, pending};
+      return RangeRead{pending, true, chunk_length, pending};
     }
-    return Chunk{std::make_shared<const std::string>(pending->substr(offset, end - offset)), true,
-                 chunk_length, std::move(pending)};
+    return RangeRead{std::make_shared<const std::string>(pending->substr(offset, end - offset)),
+                     true, chunk_length, std::move(pending)};
   }
   const uint64_t read_end = read_length == 0
                                 ? chunk_length
@@ -117,9 +113,9 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::ReadStart(const ChunkKey& key, u
         pending.data->substr(offset - pending.offset, end - offset));
     // They serve the rest of the range only if they reach its end.
     if (pending.offset + pending.data->size() < read_end) {
-      return Chunk{std::move(data), true, chunk_length, nullptr};
+      return RangeRead{std::move(data), true, chunk_length, nullptr};
     }
-    return Chunk{std::move(data), true, chunk_length, std::move(pending.data), pending.offset};
+    return RangeRead{std::move(data), true, chunk_length, std::move(pending.data), pending.offset};
   }
   if (sourcing == ChunkSourcing::kCacheOnly) {
     return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached here"));
@@ -127,14 +123,14 @@ absl::StatusOr<ReadThrough::Chunk> ReadThrough::ReadStart(const ChunkKey& key, u
   if (FetchesBlocks(key, offset, read_end, chunk_length, sourcing)) {
     GRANARY_ASSIGN_OR_RETURN(
         Blocks blocks, FetchBlocksMiss(manifest, *entry, key, offset, read_end, chunk_length));
-    return Chunk{std::make_shared<const std::string>(
-                     blocks.data->substr(offset - blocks.offset, end - offset)),
-                 false, chunk_length, std::move(blocks.data), blocks.offset};
+    return RangeRead{std::make_shared<const std::string>(
+                         blocks.data->substr(offset - blocks.offset, end - offset)),
+                     false, chunk_length, std::move(blocks.data), blocks.offset};
   }
   GRANARY_ASSIGN_OR_RETURN(ChunkData data, FetchMiss(manifest, key, sourcing, Storing::kBehind));
-  if (offset == 0 && end == data->size()) return Chunk{data, false, chunk_length, data};
-  return Chunk{std::make_shared<const std::string>(data->substr(offset, end - offset)), false,
-               chunk_length, std::move(data)};
+  if (offset == 0 && end == data->size()) return RangeRead{data, false, chunk_length, data};
+  return RangeRead{std::make_shared<const std::string>(data->substr(offset, end - offset)), false,
+                   chunk_length, std::move(data)};
 }
 
 absl::StatusOr<ReadThrough::ChunkData> ReadThrough::ReadMore(const ChunkKey& key, uint32_t offset,
@@ -145,38 +141,38 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::ReadMore(const ChunkKey& key
     metrics_->bytes_from_cache.fetch_add(stored->size(), std::memory_order_relaxed);
     return std::make_shared<const std::string>(*std::move(stored));
   }
-  GRANARY_ASSIGN_OR_RETURN(Chunk chunk, Read(key, offset, length, sourcing));
-  return std::move(chunk.data);
+  GRANARY_ASSIGN_OR_RETURN(RangeRead read, Read(key, offset, length, sourcing));
+  return std::move(read.data);
 }
 
 absl::Status ReadThrough::Serve(const ChunkKey& key, uint32_t offset, uint32_t length,
                                 ChunkSourcing sourcing, uint32_t piece_bytes, RangeSink& sink) {
   const auto started = std::chrono::steady_clock::now();
   const uint32_t first = length == 0 ? piece_bytes : std::min(length, piece_bytes);
-  GRANARY_ASSIGN_OR_RETURN(Chunk chunk, ReadStart(key, offset, first, length, sourcing));
+  GRANARY_ASSIGN_OR_RETURN(RangeRead read, ReadStart(key, offset, first, length, sourcing));
   metrics_->read_latency.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   const uint64_t end = length == 0
-                           ? chunk.chunk_length
-                           : std::min<uint64_t>(chunk.chunk_length, uint64_t{offset} + length);
-  if (!sink.Begin(end - offset, chunk.from_cache)) {
+                           ? read.chunk_length
+                           : std::min<uint64_t>(read.chunk_length, uint64_t{offset} + length);
+  if (!sink.Begin(end - offset, read.from_cache)) {
     return absl::CancelledError("the reader went away");
   }
   uint64_t position = offset;
-  ChunkData piece = std::move(chunk.data);
+  ChunkData piece = std::move(read.data);
   while (true) {
     position += piece->size();
     if (!sink.Write(*piece)) return absl::CancelledError("the reader went away");
     piece.reset();
     if (position >= end) return absl::OkStatus();
-    if (chunk.whole != nullptr) {
+    if (read.whole != nullptr) {
       // The rest of a chunk in memory: the same read, not another one.
-      if (chunk.from_cache) {
+      if (read.from_cache) {
         metrics_->bytes_from_cache.fetch_add(end - position, std::memory_order_relaxed);
       }
       for (; position < end; position += piece_bytes) {
-        const std::string_view rest = std::string_view(*chunk.whole)
-                                          .substr(position - chunk.whole_offset,
+        const std::string_view rest = std::string_view(*read.whole)
+                                          .substr(position - read.whole_offset,
                                                   std::min<uint64_t>(piece_bytes, end - position));
         if (!sink.Write(rest)) return absl::CancelledError("the reader went away");
       }
@@ -258,8 +254,8 @@ absl::StatusOr<ReadThrough::WholeFile> ReadThrough::ReadWholeIntoMemory(const Ch
   GRANARY_ASSIGN_OR_RETURN(MemoryFile memory, MemoryFile::Create("granary-read-through", size));
   for (uint64_t index = 0; index < ChunkCount(size, chunk_size); ++index) {
     const ChunkKey key{file.dataset_version, file.file_id, static_cast<uint32_t>(index)};
-    GRANARY_ASSIGN_OR_RETURN(Chunk chunk, Read(key, 0, 0));
-    GRANARY_RETURN_IF_ERROR(memory.Write(index * chunk_size, *chunk.data));
+    GRANARY_ASSIGN_OR_RETURN(RangeRead read, Read(key, 0, 0));
+    GRANARY_RETURN_IF_ERROR(memory.Write(index * chunk_size, *read.data));
   }
   return SealedInMemory(std::move(memory));
 }
@@ -444,8 +440,9 @@ absl::StatusOr<ReadThrough::Blocks> ReadThrough::FetchBlocksOnce(const Manifest&
                   static_cast<uint32_t>(range.begin)};
   }
   GRANARY_ASSIGN_OR_RETURN(
-      std::string read, ReadSource(manifest, entry, range.key, range.begin, range.end - range.begin,
-                                   SourceUse::kReader));
+      std::string read,
+      CopyOrReadSource(manifest, entry, range.key, static_cast<uint32_t>(range.begin),
+                       static_cast<uint32_t>(range.end - range.begin), SourceUse::kReader));
   auto data = std::make_shared<const std::string>(std::move(read));
   // Stored behind the answer: the reader waits for the source, not the store.
   write_behind_->StoreBlocks(range.key, manifest.chunk_size(), chunk_length,
@@ -484,12 +481,11 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
   GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry, ChunkEntry(manifest, key));
   uint32_t length = ChunkLength(entry->size, manifest.chunk_size(), key.chunk_index);
   absl::StatusOr<std::string> data = FetchFromOwner(key, length, sourcing);
-  if (!data.ok() && speeds_.PreferPeers()) data = CopyFromPeer(key, length);
   if (data.ok()) {
     metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
     metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
   } else {
-    GRANARY_ASSIGN_OR_RETURN(data, ReadSource(manifest, *entry, key, 0, length, use));
+    GRANARY_ASSIGN_OR_RETURN(data, CopyOrReadSource(manifest, *entry, key, 0, length, use));
   }
   auto fetched = std::make_shared<const std::string>(*std::move(data));
   if (storing == Storing::kBehind) {
@@ -511,27 +507,47 @@ absl::StatusOr<std::string> ReadThrough::FetchFromOwner(const ChunkKey& key, uin
   if (!owner.has_value()) return absl::NotFoundError("this node owns the chunk");
   // Whatever the owner's trouble, this node can still copy the chunk or read
   // the source itself.
-  return ReadFromPeer(*owner, key, length, ChunkSourcing::kOwnerFetch);
+  return ReadFromPeer(*owner, key, 0, length, ChunkSourcing::kOwnerFetch);
 }
 
-absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint32_t length) {
+absl::StatusOr<std::string> ReadThrough::CopyOrReadSource(const Manifest& manifest,
+                                                          const ManifestEntry& entry,
+                                                          const ChunkKey& key, uint32_t offset,
+                                                          uint32_t length, SourceUse use) {
+  if (speeds_.PreferPeers()) {
+    absl::StatusOr<std::string> copied = CopyFromPeer(key, offset, length);
+    if (copied.ok()) {
+      metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
+      metrics_->bytes_from_peers.fetch_add(copied->size(), std::memory_order_relaxed);
+      return copied;
+    }
+  }
+  return ReadSource(manifest, entry, key, offset, length, use);
+}
+
+absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint32_t offset,
+                                                      uint32_t length) {
   const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kPeer);
   for (const Member& peer : cluster_->CopySources(key)) {
-    absl::StatusOr<std::string> data = ReadFromPeer(peer, key, length, ChunkSourcing::kCacheOnly);
+    absl::StatusOr<std::string> data =
+        ReadFromPeer(peer, key, offset, length, ChunkSourcing::kCacheOnly);
     if (data.ok()) {
       speeds_.End(fetch, length);
       return data;
     }
   }
   speeds_.End(fetch, 0);
-  return absl::NotFoundError(absl::StrCat("no peer holds chunk ", key.ToString()));
+  return absl::NotFoundError(absl::StrCat("no peer holds bytes [", offset, ", ",
+                                          uint64_t{offset} + length, ") of chunk ",
+                                          key.ToString()));
 }
 
 absl::StatusOr<std::string> ReadThrough::ReadFromPeer(const Member& peer, const ChunkKey& key,
-                                                      uint32_t length, ChunkSourcing sourcing) {
+                                                      uint32_t offset, uint32_t length,
+                                                      ChunkSourcing sourcing) {
   GRANARY_ASSIGN_OR_RETURN(const DatasetClient* reader, cluster_->clients().Reader(peer));
   absl::StatusOr<std::string> data = FilledString(
-      length, [&](std::span<char> out) { return reader->ReadChunk(key, 0, out, sourcing); });
+      length, [&](std::span<char> out) { return reader->ReadChunk(key, offset, out, sourcing); });
   if (!data.ok()) NoteFailedPeerRead(peer, key, data.status());
   return data;
 }

@@ -6,7 +6,8 @@
 // (the store holds the chunk in part): a reader at random offsets costs the
 // source about the bytes it asks for, and waits for the source alone. The rest of the chunk follows
 // when a reader asks for it whole (a sequential reader), or a prewarm or the dataset's fill fetches
-// it. Where a peer may hold the chunk (ClusterView::CopySources), it is copied whole as before.
+// it. Where a peer may hold the chunk (ClusterView::CopySources), the blocks, or the whole chunk,
+// are copied from the first one that holds them before the source is read.
 // Only a chunk's owner in a cache group reads it from the source, so a node that is not the owner
 // (a replica, or a node a reader failed over to) first asks the owner, which reads the miss through
 // itself. Failing that, a miss is copied from a peer that holds the chunk
@@ -66,7 +67,9 @@ namespace granary {
 class ReadThrough {
  public:
   using ChunkData = std::shared_ptr<const std::string>;
-  struct Chunk {
+  // What Read() answers: the bytes asked for, and what is known of the chunk
+  // around them.
+  struct RangeRead {
     ChunkData data;  // The bytes asked for: the whole chunk or a range of it.
     bool from_cache = false;
     uint32_t chunk_length = 0;  // Of the whole chunk.
@@ -89,8 +92,8 @@ class ReadThrough {
   // With kCacheOnly a chunk this node does not hold is
   // NOT_FOUND (how peers copy from each other without loops); with
   // kOwnerFetch a miss is never forwarded to the owner.
-  absl::StatusOr<Chunk> Read(const ChunkKey& key, uint32_t offset, uint32_t length,
-                             ChunkSourcing sourcing = ChunkSourcing::kReadThrough);
+  absl::StatusOr<RangeRead> Read(const ChunkKey& key, uint32_t offset, uint32_t length,
+                                 ChunkSourcing sourcing = ChunkSourcing::kReadThrough);
 
   // More of a read that Read() answered and counted already: bytes
   // [offset, offset + length) of chunk `key` (inside it), from the store, or
@@ -216,11 +219,11 @@ class ReadThrough {
   // Read() of bytes [offset, offset + length) of chunk `key` that begin a
   // read of `read_length` bytes (0: to the chunk's end), whose blocks a miss
   // of part of the chunk fetches.
-  absl::StatusOr<Chunk> ReadStart(const ChunkKey& key, uint32_t offset, uint32_t length,
-                                  uint32_t read_length, ChunkSourcing sourcing);
+  absl::StatusOr<RangeRead> ReadStart(const ChunkKey& key, uint32_t offset, uint32_t length,
+                                      uint32_t read_length, ChunkSourcing sourcing);
   // Whether a miss of bytes [offset, end) of chunk `key` (`chunk_length`
   // bytes) fetches only the blocks covering them: part of the chunk, that
-  // this node reads from the source (no peer to copy it from).
+  // this node fetches itself (it owns the chunk, or was asked as its owner).
   bool FetchesBlocks(const ChunkKey& key, uint64_t offset, uint64_t end, uint32_t chunk_length,
                      ChunkSourcing sourcing);
   // Bytes of a chunk and where they start in it.
@@ -238,13 +241,14 @@ class ReadThrough {
     }
   };
   // The blocks `range` of file `entry`'s chunk (`chunk_length` bytes): from
-  // memory or the store when a flight just fetched them, else read from the
-  // source and stored behind the answer.
+  // memory or the store when a flight just fetched them, else copied from a
+  // peer or read from the source (CopyOrReadSource), and stored behind the
+  // answer.
   absl::StatusOr<Blocks> FetchBlocksOnce(const Manifest& manifest, const ManifestEntry& entry,
                                          const BlockRange& range, uint32_t chunk_length);
   // A reader's miss of bytes [offset, end) of chunk `key` of file `entry`
-  // (`chunk_length` bytes): the blocks covering them, read from the source
-  // (by one of the misses of the same blocks at once), stored, and told to
+  // (`chunk_length` bytes): the blocks covering them, copied or read from
+  // the source (by one of the misses of the same blocks at once), stored, and told to
   // the miss listener; counted as a miss.
   absl::StatusOr<Blocks> FetchBlocksMiss(const std::shared_ptr<const Manifest>& manifest,
                                          const ManifestEntry& entry, const ChunkKey& key,
@@ -284,14 +288,21 @@ class ReadThrough {
   // owner is suspected down.
   absl::StatusOr<std::string> FetchFromOwner(const ChunkKey& key, uint32_t length,
                                              ChunkSourcing sourcing);
-  // The chunk from the first peer in ClusterView::CopySources() that holds
-  // it; NOT_FOUND when none does.
-  absl::StatusOr<std::string> CopyFromPeer(const ChunkKey& key, uint32_t length);
-  // The chunk (`length` bytes) from `peer`, read as `sourcing` says. A
-  // failure of the peer's own (neither a miss nor an answer every node would
-  // give) is counted, logged, and makes the peer a suspect.
-  absl::StatusOr<std::string> ReadFromPeer(const Member& peer, const ChunkKey& key, uint32_t length,
-                                           ChunkSourcing sourcing);
+  // Bytes [offset, offset + length) of chunk `key` of file `entry`: copied
+  // from a peer that holds them while peers are the faster way (counted as a
+  // peer copy), else read from the source for `use`.
+  absl::StatusOr<std::string> CopyOrReadSource(const Manifest& manifest, const ManifestEntry& entry,
+                                               const ChunkKey& key, uint32_t offset,
+                                               uint32_t length, SourceUse use);
+  // Bytes [offset, offset + length) of chunk `key` from the first peer in
+  // ClusterView::CopySources() that holds them; NOT_FOUND when none does.
+  absl::StatusOr<std::string> CopyFromPeer(const ChunkKey& key, uint32_t offset, uint32_t length);
+  // Bytes [offset, offset + length) of chunk `key` from `peer`, read as
+  // `sourcing` says. A failure of the peer's own (neither a miss nor an
+  // answer every node would give) is counted, logged, and makes the peer a
+  // suspect.
+  absl::StatusOr<std::string> ReadFromPeer(const Member& peer, const ChunkKey& key, uint32_t offset,
+                                           uint32_t length, ChunkSourcing sourcing);
   // Counts, logs and suspects `peer` for `read`, its failure to answer chunk
   // `key`, unless every node would have answered so (a miss among them);
   // whether it did.

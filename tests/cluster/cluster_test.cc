@@ -3,7 +3,8 @@
 // chunks where the ring puts them, group prewarm reading the source once per
 // chunk, a second group warming from the first, a miss on a node that is not
 // the owner read through the owner, a cold read filling each node's share of
-// its group, two replicas per group, reads surviving a
+// its group, cold parts of chunks costing the source their blocks once and
+// copied by the other group, two replicas per group, reads surviving a
 // dead node, a lease expiry removing a node, a joining node receiving the
 // catalog, and a stopped peer holding no registration.
 #include <gtest/gtest.h>
@@ -358,6 +359,49 @@ TEST_F(StaticClusterTest, AColdReadHasEachNodeOfTheGroupFillItsOwnShareOnce) {
     EXPECT_EQ(Metric(cluster_->node(i), "granary_source_reads_total"), 0) << cluster_->spec(i).id;
     EXPECT_EQ(Metric(cluster_->node(i), "granary_store_chunks"), 0) << cluster_->spec(i).id;
   }
+}
+
+// Reads of 64 KiB at unaligned offsets, one in the first chunk of each file,
+// asked of a node that owns none of some: each owner fetches the 17 disk
+// blocks covering its reads (a second owner and the other group's owner hold
+// nothing yet), and a node of the other group then copies the same blocks
+// from them instead of reading the source.
+TEST_F(StaticClusterTest, ColdPartsOfChunksCostTheSourceTheirBlocksOnceAndTheOtherGroupCopiesThem) {
+  v1::AddDatasetRequest add;
+  add.set_name("parts");
+  add.set_source(source_.path());
+  add.set_chunk_size(kChunkSize);
+  add.set_fill(v1::FILL_NONE);
+  v1::DatasetInfo parts;
+  grpc::ClientContext context;
+  ASSERT_TRUE(cluster_->node(0).SocketStub()->AddDataset(&context, add, &parts).ok());
+  for (size_t i = 0; i < cluster_->size(); ++i) {
+    ASSERT_TRUE(cluster_->WaitForDataset(i, "parts").ok()) << cluster_->spec(i).id;
+  }
+  auto a1 = DatasetClient::Connect(cluster_->node(0).socket_address());
+  auto b1 = DatasetClient::Connect(cluster_->node(2).socket_address());
+  const Manifest manifest = (*a1)->GetManifest("parts")->manifest;
+  constexpr uint32_t kOffset = 1000;
+  constexpr uint32_t kRead = 64 << 10;
+  constexpr double kBlocksPerRead = 17;
+  auto read_every_file = [&](const DatasetClient& node) {
+    for (int file = 0; file < kFiles; ++file) {
+      const ChunkKey key{parts.version(), *manifest.Find("file" + std::to_string(file)), 0};
+      std::string data(kRead, '\0');
+      ASSERT_TRUE(node.ReadChunk(key, kOffset, data).ok()) << "file" << file;
+      ASSERT_TRUE(data == FileBytes(file).substr(kOffset, kRead)) << "file" << file;
+    }
+  };
+  auto source_bytes = [&](std::vector<size_t> nodes) {
+    double bytes = 0;
+    for (size_t i : nodes) bytes += Metric(cluster_->node(i), "granary_bytes_from_source_total");
+    return bytes;
+  };
+  read_every_file(**a1);
+  EXPECT_EQ(source_bytes({0, 1}), kFiles * kBlocksPerRead * 4096);
+  read_every_file(**b1);
+  EXPECT_EQ(source_bytes({2, 3}), 0);
+  EXPECT_EQ(source_bytes({0, 1}), kFiles * kBlocksPerRead * 4096);
 }
 
 // Locate without `fresh` reads the reports the nodes gossip (LocalityBoard),
