@@ -58,13 +58,6 @@ absl::StatusOr<ReadThrough::RangeRead> ReadThrough::Read(const ChunkKey& key, ui
   return ReadStart(key, offset, length, length, sourcing);
 }
 
-bool ReadThrough::FetchesBlocks(const ChunkKey& key, uint64_t offset, uint64_t end,
-                                uint32_t chunk_length, ChunkSourcing sourcing) {
-  if ((offset == 0 && end == chunk_length) || offset >= end) return false;
-  // A node that is not the owner asks the owner, which fetches the blocks.
-  return sourcing == ChunkSourcing::kOwnerFetch || !cluster_->OwnerElsewhere(key).has_value();
-}
-
 absl::StatusOr<ReadThrough::RangeRead> ReadThrough::ReadStart(const ChunkKey& key, uint32_t offset,
                                                               uint32_t length, uint32_t read_length,
                                                               ChunkSourcing sourcing) {
@@ -120,9 +113,9 @@ absl::StatusOr<ReadThrough::RangeRead> ReadThrough::ReadStart(const ChunkKey& ke
   if (sourcing == ChunkSourcing::kCacheOnly) {
     return absl::NotFoundError(absl::StrCat("chunk ", key.ToString(), " is not cached here"));
   }
-  if (FetchesBlocks(key, offset, read_end, chunk_length, sourcing)) {
-    GRANARY_ASSIGN_OR_RETURN(
-        Blocks blocks, FetchBlocksMiss(manifest, *entry, key, offset, read_end, chunk_length));
+  if (offset < read_end && !(offset == 0 && read_end == chunk_length)) {
+    GRANARY_ASSIGN_OR_RETURN(Blocks blocks, FetchBlocksMiss(manifest, *entry, key, offset, read_end,
+                                                            chunk_length, sourcing));
     return RangeRead{std::make_shared<const std::string>(
                          blocks.data->substr(offset - blocks.offset, end - offset)),
                      false, chunk_length, std::move(blocks.data), blocks.offset};
@@ -407,11 +400,13 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchMiss(
 
 absl::StatusOr<ReadThrough::Blocks> ReadThrough::FetchBlocksMiss(
     const std::shared_ptr<const Manifest>& manifest, const ManifestEntry& entry,
-    const ChunkKey& key, uint64_t offset, uint64_t end, uint32_t chunk_length) {
+    const ChunkKey& key, uint64_t offset, uint64_t end, uint32_t chunk_length,
+    ChunkSourcing sourcing) {
   const uint64_t block_bytes = store_->partial_block_bytes(manifest->chunk_size());
   const BlockRange range{
       key, offset / block_bytes * block_bytes,
-      std::min<uint64_t>(chunk_length, (end + block_bytes - 1) / block_bytes * block_bytes)};
+      std::min<uint64_t>(chunk_length, (end + block_bytes - 1) / block_bytes * block_bytes),
+      sourcing};
   metrics_->misses.fetch_add(1, std::memory_order_relaxed);
   readers_waiting_.fetch_add(1, std::memory_order_relaxed);
   absl::StatusOr<Blocks> blocks = block_flights_.Do(
@@ -441,8 +436,8 @@ absl::StatusOr<ReadThrough::Blocks> ReadThrough::FetchBlocksOnce(const Manifest&
   }
   GRANARY_ASSIGN_OR_RETURN(
       std::string read,
-      CopyOrReadSource(manifest, entry, range.key, static_cast<uint32_t>(range.begin),
-                       static_cast<uint32_t>(range.end - range.begin), SourceUse::kReader));
+      Obtain(manifest, entry, range.key, static_cast<uint32_t>(range.begin),
+             static_cast<uint32_t>(range.end - range.begin), range.sourcing, SourceUse::kReader));
   auto data = std::make_shared<const std::string>(std::move(read));
   // Stored behind the answer: the reader waits for the source, not the store.
   write_behind_->StoreBlocks(range.key, manifest.chunk_size(), chunk_length,
@@ -480,14 +475,9 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
   }
   GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry, ChunkEntry(manifest, key));
   uint32_t length = ChunkLength(entry->size, manifest.chunk_size(), key.chunk_index);
-  absl::StatusOr<std::string> data = FetchFromOwner(key, length, sourcing);
-  if (data.ok()) {
-    metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
-    metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
-  } else {
-    GRANARY_ASSIGN_OR_RETURN(data, CopyOrReadSource(manifest, *entry, key, 0, length, use));
-  }
-  auto fetched = std::make_shared<const std::string>(*std::move(data));
+  GRANARY_ASSIGN_OR_RETURN(std::string data,
+                           Obtain(manifest, *entry, key, 0, length, sourcing, use));
+  auto fetched = std::make_shared<const std::string>(std::move(data));
   if (storing == Storing::kBehind) {
     write_behind_->Store(key, manifest.chunk_size(), fetched);
     return fetched;
@@ -500,29 +490,26 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
   return fetched;
 }
 
-absl::StatusOr<std::string> ReadThrough::FetchFromOwner(const ChunkKey& key, uint32_t length,
-                                                        ChunkSourcing sourcing) {
+absl::StatusOr<std::string> ReadThrough::FetchFromOwner(const ChunkKey& key, uint32_t offset,
+                                                        uint32_t length, ChunkSourcing sourcing) {
   if (sourcing == ChunkSourcing::kOwnerFetch) return absl::NotFoundError("asked as the owner");
   std::optional<Member> owner = cluster_->OwnerElsewhere(key);
   if (!owner.has_value()) return absl::NotFoundError("this node owns the chunk");
   // Whatever the owner's trouble, this node can still copy the chunk or read
   // the source itself.
-  return ReadFromPeer(*owner, key, 0, length, ChunkSourcing::kOwnerFetch);
+  return ReadFromPeer(*owner, key, offset, length, ChunkSourcing::kOwnerFetch);
 }
 
-absl::StatusOr<std::string> ReadThrough::CopyOrReadSource(const Manifest& manifest,
-                                                          const ManifestEntry& entry,
-                                                          const ChunkKey& key, uint32_t offset,
-                                                          uint32_t length, SourceUse use) {
-  if (speeds_.PreferPeers()) {
-    absl::StatusOr<std::string> copied = CopyFromPeer(key, offset, length);
-    if (copied.ok()) {
-      metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
-      metrics_->bytes_from_peers.fetch_add(copied->size(), std::memory_order_relaxed);
-      return copied;
-    }
-  }
-  return ReadSource(manifest, entry, key, offset, length, use);
+absl::StatusOr<std::string> ReadThrough::Obtain(const Manifest& manifest,
+                                                const ManifestEntry& entry, const ChunkKey& key,
+                                                uint32_t offset, uint32_t length,
+                                                ChunkSourcing sourcing, SourceUse use) {
+  absl::StatusOr<std::string> data = FetchFromOwner(key, offset, length, sourcing);
+  if (!data.ok() && speeds_.PreferPeers()) data = CopyFromPeer(key, offset, length);
+  if (!data.ok()) return ReadSource(manifest, entry, key, offset, length, use);
+  metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
+  metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
+  return data;
 }
 
 absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint32_t offset,

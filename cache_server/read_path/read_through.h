@@ -1,23 +1,23 @@
 // ReadThrough answers "the bytes of chunk K" on one node: from the chunk store
 // when it holds K (verified by the store), else by fetching the whole chunk,
-// storing it and returning it. A read of part of a chunk that this node
-// reads from the source itself fetches only the checksum blocks covering it
-// (aligned, in one source read), answers, and stores them behind the answer
-// (the store holds the chunk in part): a reader at random offsets costs the
-// source about the bytes it asks for, and waits for the source alone. The rest of the chunk follows
-// when a reader asks for it whole (a sequential reader), or a prewarm or the dataset's fill fetches
-// it. Where a peer may hold the chunk (ClusterView::CopySources), the blocks, or the whole chunk,
-// are copied from the first one that holds them before the source is read.
-// Only a chunk's owner in a cache group reads it from the source, so a node that is not the owner
-// (a replica, or a node a reader failed over to) first asks the owner, which reads the miss through
-// itself. Failing that, a miss is copied from a peer that holds the chunk
-// (where the chunk lived in this group before a membership change, or its
-// owner in another group), so a joining node and a second group warm from
-// their peers instead of reading the shared source again, while that is the
-// faster way (fetch_speeds.h); else it is read from the dataset's source. Concurrent misses of one
-// chunk share a single fetch, and concurrent misses of the same blocks of
-// one a single source read. Every read marks its dataset version active for
-// the store's eviction.
+// storing it and returning it. A read of part of a chunk fetches only the
+// checksum blocks covering it (aligned, in one read), answers, and stores
+// them behind the answer (the store holds the chunk in part): a reader at
+// random offsets costs the source about the bytes it asks for, and waits for
+// one fetch alone. The rest of the chunk follows when a reader asks for it
+// whole (a sequential reader), or a prewarm or the dataset's fill fetches it.
+// A miss, of blocks or of the whole chunk, is fetched once per group: only a
+// chunk's owner in a cache group reads it from the source, so a node that is
+// not the owner (a replica, or a node a reader failed over to) first asks the
+// owner for the same bytes, which reads the miss through itself. Failing
+// that, the bytes are copied from a peer that holds them (where the chunk
+// lived in this group before a membership change, or its owner in another
+// group), so a joining node and a second group warm from their peers instead
+// of reading the shared source again, while that is the faster way
+// (fetch_speeds.h); else they are read from the dataset's source.
+// Concurrent misses of one chunk share a single fetch, and concurrent misses
+// of the same blocks of one a single fetch. Every read marks its dataset
+// version active for the store's eviction.
 //
 // A peer's copy is trusted as the peer verified it against the checksum it
 // stored on its first fetch; this node checksums it again as it stores it.
@@ -221,38 +221,35 @@ class ReadThrough {
   // of part of the chunk fetches.
   absl::StatusOr<RangeRead> ReadStart(const ChunkKey& key, uint32_t offset, uint32_t length,
                                       uint32_t read_length, ChunkSourcing sourcing);
-  // Whether a miss of bytes [offset, end) of chunk `key` (`chunk_length`
-  // bytes) fetches only the blocks covering them: part of the chunk, that
-  // this node fetches itself (it owns the chunk, or was asked as its owner).
-  bool FetchesBlocks(const ChunkKey& key, uint64_t offset, uint64_t end, uint32_t chunk_length,
-                     ChunkSourcing sourcing);
   // Bytes of a chunk and where they start in it.
   using Blocks = WriteBehind::Blocks;
-  // Blocks [begin, end) of chunk `key`, as a reader's miss fetches them:
-  // what concurrent misses of the same blocks share.
+  // Blocks [begin, end) of chunk `key`, as a reader's miss fetches them
+  // with `sourcing`: what concurrent misses of the same blocks share (a miss
+  // asked as the owner never waits on one that asks the owner).
   struct BlockRange {
     ChunkKey key;
     uint64_t begin = 0;
     uint64_t end = 0;
+    ChunkSourcing sourcing = ChunkSourcing::kReadThrough;
     friend bool operator==(const BlockRange&, const BlockRange&) = default;
     template <typename H>
     friend H AbslHashValue(H h, const BlockRange& range) {
-      return H::combine(std::move(h), range.key, range.begin, range.end);
+      return H::combine(std::move(h), range.key, range.begin, range.end, range.sourcing);
     }
   };
   // The blocks `range` of file `entry`'s chunk (`chunk_length` bytes): from
-  // memory or the store when a flight just fetched them, else copied from a
-  // peer or read from the source (CopyOrReadSource), and stored behind the
-  // answer.
+  // memory or the store when a flight just fetched them, else obtained
+  // (Obtain) and stored behind the answer.
   absl::StatusOr<Blocks> FetchBlocksOnce(const Manifest& manifest, const ManifestEntry& entry,
                                          const BlockRange& range, uint32_t chunk_length);
   // A reader's miss of bytes [offset, end) of chunk `key` of file `entry`
-  // (`chunk_length` bytes): the blocks covering them, copied or read from
-  // the source (by one of the misses of the same blocks at once), stored, and told to
-  // the miss listener; counted as a miss.
+  // (`chunk_length` bytes), part of the chunk: the blocks covering them,
+  // obtained as `sourcing` allows (by one of the misses of the same blocks at
+  // once), stored, and told to the miss listener; counted as a miss.
   absl::StatusOr<Blocks> FetchBlocksMiss(const std::shared_ptr<const Manifest>& manifest,
                                          const ManifestEntry& entry, const ChunkKey& key,
-                                         uint64_t offset, uint64_t end, uint32_t chunk_length);
+                                         uint64_t offset, uint64_t end, uint32_t chunk_length,
+                                         ChunkSourcing sourcing);
   // A reader's miss of `key`: counted, fetched, and told to the miss listener.
   absl::StatusOr<ChunkData> FetchMiss(const std::shared_ptr<const Manifest>& manifest,
                                       const ChunkKey& key, ChunkSourcing sourcing, Storing storing);
@@ -283,17 +280,18 @@ class ReadThrough {
   // verified from the store, the rest fetched as readers' misses are.
   absl::StatusOr<WholeFile> ReadWholeIntoMemory(const ChunkKey& file, uint64_t size,
                                                 uint32_t chunk_size);
-  // The chunk from its owner in this group, read through there; NOT_FOUND
-  // when this node is the owner, was asked as the owner (kOwnerFetch), or the
-  // owner is suspected down.
-  absl::StatusOr<std::string> FetchFromOwner(const ChunkKey& key, uint32_t length,
+  // Bytes [offset, offset + length) of chunk `key` from its owner in this
+  // group, read through there; NOT_FOUND when this node is the owner, was
+  // asked as the owner (kOwnerFetch), or the owner is suspected down.
+  absl::StatusOr<std::string> FetchFromOwner(const ChunkKey& key, uint32_t offset, uint32_t length,
                                              ChunkSourcing sourcing);
-  // Bytes [offset, offset + length) of chunk `key` of file `entry`: copied
-  // from a peer that holds them while peers are the faster way (counted as a
-  // peer copy), else read from the source for `use`.
-  absl::StatusOr<std::string> CopyOrReadSource(const Manifest& manifest, const ManifestEntry& entry,
-                                               const ChunkKey& key, uint32_t offset,
-                                               uint32_t length, SourceUse use);
+  // Bytes [offset, offset + length) of chunk `key` of file `entry`, from
+  // where a miss gets them: the chunk's owner (FetchFromOwner), else a peer
+  // that holds them while peers are the faster way, else the source, read
+  // for `use`. Bytes from another node count as a peer copy.
+  absl::StatusOr<std::string> Obtain(const Manifest& manifest, const ManifestEntry& entry,
+                                     const ChunkKey& key, uint32_t offset, uint32_t length,
+                                     ChunkSourcing sourcing, SourceUse use);
   // Bytes [offset, offset + length) of chunk `key` from the first peer in
   // ClusterView::CopySources() that holds them; NOT_FOUND when none does.
   absl::StatusOr<std::string> CopyFromPeer(const ChunkKey& key, uint32_t offset, uint32_t length);
