@@ -301,6 +301,14 @@ class ReadThrough {
   absl::StatusOr<std::string> ReadSource(const Manifest& manifest, const ManifestEntry& entry,
                                          const ChunkKey& key, uint64_t offset, uint64_t length,
                                          SourceUse use);
+  // The same bytes, of which those the store holds (of a chunk held in part)
+  // are read from the store, verified, and only the rest from the source: a
+  // chunk held in part costs the source what it lacks, not what it holds,
+  // when a reader asks for it whole or for blocks around a part held, as
+  // when the cache is full and keeps it in part.
+  absl::StatusOr<std::string> ReadLacking(const Manifest& manifest, const ManifestEntry& entry,
+                                          const ChunkKey& key, uint64_t offset, uint64_t length,
+                                          SourceUse use);
 
   Catalog* const catalog_;
   store::ChunkStore* const store_;
