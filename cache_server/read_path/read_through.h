@@ -6,7 +6,9 @@
 // (the store holds the chunk in part): a reader at random offsets costs the
 // source about the bytes it asks for, and waits for the source alone. The rest of the chunk follows
 // when a reader asks for it whole (a sequential reader), or a prewarm or the dataset's fill fetches
-// it. Where a peer may hold the chunk (ClusterView::CopySources), it is copied whole as before.
+// it; a chunk held in part is read from the source only where it lacks blocks, so one the cache
+// keeps in part (full of an active dataset, it declines the rest) costs each epoch only its
+// missing bytes. Where a peer may hold the chunk (ClusterView::CopySources), it is copied whole as before.
 // Only a chunk's owner in a cache group reads it from the source, so a node that is not the owner
 // (a replica, or a node a reader failed over to) first asks the owner, which reads the miss through
 // itself. Failing that, a miss is copied from a peer that holds the chunk

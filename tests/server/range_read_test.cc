@@ -3,9 +3,9 @@
 // the chunk's ends; a damaged block is detected by a range covering it only,
 // counted, and answered from the source; whole-chunk cache-only reads (how
 // peers copy chunks) are unchanged; a chunk held in part costs the source only
-// what it lacks. The local read path (the data file's
-// descriptor handed over the local read socket) gives the same bytes, finds a
-// damaged block on the reader's side, and survives garbage.
+// what it lacks. The local read path (the data file's descriptor handed over
+// the local read socket) gives the same bytes, finds a damaged block on the
+// reader's side, and survives garbage.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
