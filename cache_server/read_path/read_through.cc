@@ -506,7 +506,7 @@ absl::StatusOr<std::string> ReadThrough::Obtain(const Manifest& manifest,
                                                 ChunkSourcing sourcing, SourceUse use) {
   absl::StatusOr<std::string> data = FetchFromOwner(key, offset, length, sourcing);
   if (!data.ok() && speeds_.PreferPeers()) data = CopyFromPeer(key, offset, length);
-  if (!data.ok()) return ReadSource(manifest, entry, key, offset, length, use);
+  if (!data.ok()) return ReadLacking(manifest, entry, key, offset, length, use);
   metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
   metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
   return data;
@@ -547,6 +547,41 @@ bool ReadThrough::NoteFailedPeerRead(const Member& peer, const ChunkKey& key,
   GRANARY_LOG_FIRST_N(WARNING, 20) << "reading chunk " << key.ToString() << " from peer " << peer.id
                                    << " (" << peer.address << "): " << read;
   return true;
+}
+
+absl::StatusOr<std::string> ReadThrough::ReadLacking(const Manifest& manifest,
+                                                     const ManifestEntry& entry,
+                                                     const ChunkKey& key, uint64_t offset,
+                                                     uint64_t length, SourceUse use) {
+  const uint64_t end = offset + length;
+  std::string bytes;
+  uint64_t done = offset;  // The bytes before it are in `bytes`.
+  auto append_from_source = [&](uint64_t until) -> absl::Status {
+    if (until <= done) return absl::OkStatus();
+    GRANARY_ASSIGN_OR_RETURN(std::string read,
+                             ReadSource(manifest, entry, key, done, until - done, use));
+    if (bytes.empty()) {
+      bytes = std::move(read);
+    } else {
+      bytes.append(read);
+    }
+    done = until;
+    return absl::OkStatus();
+  };
+  for (const store::HeldExtent& held : store_->HeldExtentsOf(key)) {
+    const uint64_t begin = std::max(held.begin, done);
+    const uint64_t stop = std::min(held.end, end);
+    if (begin >= stop) continue;
+    // Held bytes that no longer read (dropped since, or a block damaged) are
+    // read from the source with the rest.
+    absl::StatusOr<std::string> stored = store_->ReadRange(key, begin, stop - begin);
+    if (!stored.ok()) continue;
+    GRANARY_RETURN_IF_ERROR(append_from_source(begin));
+    bytes.append(*stored);
+    done = stop;
+  }
+  GRANARY_RETURN_IF_ERROR(append_from_source(end));
+  return bytes;
 }
 
 absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,

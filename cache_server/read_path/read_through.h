@@ -5,7 +5,10 @@
 // them behind the answer (the store holds the chunk in part): a reader at
 // random offsets costs the source about the bytes it asks for, and waits for
 // one fetch alone. The rest of the chunk follows when a reader asks for it
-// whole (a sequential reader), or a prewarm or the dataset's fill fetches it.
+// whole (a sequential reader), or a prewarm or the dataset's fill fetches it;
+// a chunk held in part is read from the source only where it lacks blocks,
+// so one the cache keeps in part (full of an active dataset, it declines the
+// rest) costs each epoch only its missing bytes.
 // A miss, of blocks or of the whole chunk, is fetched once per group: only a
 // chunk's owner in a cache group reads it from the source, so a node that is
 // not the owner (a replica, or a node a reader failed over to) first asks the
@@ -288,7 +291,7 @@ class ReadThrough {
   // Bytes [offset, offset + length) of chunk `key` of file `entry`, from
   // where a miss gets them: the chunk's owner (FetchFromOwner), else a peer
   // that holds them while peers are the faster way, else the source, read
-  // for `use`. Bytes from another node count as a peer copy.
+  // for `use` (ReadLacking). Bytes from another node count as a peer copy.
   absl::StatusOr<std::string> Obtain(const Manifest& manifest, const ManifestEntry& entry,
                                      const ChunkKey& key, uint32_t offset, uint32_t length,
                                      ChunkSourcing sourcing, SourceUse use);
@@ -310,6 +313,14 @@ class ReadThrough {
   absl::StatusOr<std::string> ReadSource(const Manifest& manifest, const ManifestEntry& entry,
                                          const ChunkKey& key, uint64_t offset, uint64_t length,
                                          SourceUse use);
+  // The same bytes, of which those the store holds (of a chunk held in part)
+  // are read from the store, verified, and only the rest from the source: a
+  // chunk held in part costs the source what it lacks, not what it holds,
+  // when a reader asks for it whole or for blocks around a part held, as
+  // when the cache is full and keeps it in part.
+  absl::StatusOr<std::string> ReadLacking(const Manifest& manifest, const ManifestEntry& entry,
+                                          const ChunkKey& key, uint64_t offset, uint64_t length,
+                                          SourceUse use);
 
   Catalog* const catalog_;
   store::ChunkStore* const store_;

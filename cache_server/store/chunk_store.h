@@ -59,6 +59,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cache_server/store/held_blocks.h"
 #include "common/base/unique_fd.h"
 #include "common/dataset/chunk_key.h"
 #include "proto/granary.pb.h"
@@ -230,6 +231,11 @@ class ChunkStore {
 
   // Whether the index holds `key` whole (without reading or verifying it).
   virtual bool Contains(const ChunkKey& key) = 0;
+
+  // The bytes of chunk `key` the index holds, as ranges of the chunk in
+  // order: [0, length) when whole, none when not held (without reading or
+  // verifying them: a read may still find one damaged, or dropped since).
+  virtual std::vector<HeldExtent> HeldExtentsOf(const ChunkKey& key) = 0;
 
   // Stores `data` under `key`, at key.chunk_index × `chunk_size` (the chunk
   // size of its dataset version) in its file's data file, completing the

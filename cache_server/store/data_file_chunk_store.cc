@@ -65,6 +65,12 @@ bool DataFileChunkStore::Contains(const ChunkKey& key) {
   return location.ok() && location->has_value() && !IsPartial(**location);
 }
 
+std::vector<HeldExtent> DataFileChunkStore::HeldExtentsOf(const ChunkKey& key) {
+  auto location = index_->Get(key.Encode());
+  if (!location.ok() || !location->has_value()) return {};
+  return HeldExtents(**location);
+}
+
 void DataFileChunkStore::SetVersionState(uint64_t dataset_version, VersionState state) {
   MutexLock lock(&mu_);
   if (absl::Status saved = index_->SetVersionState(dataset_version, state); !saved.ok()) {

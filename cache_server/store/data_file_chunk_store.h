@@ -122,6 +122,7 @@ class DataFileChunkStore final : public ChunkStore {
   void RecordUse(uint64_t dataset_version, uint64_t file_id, uint64_t chunks) override;
   Withdrawn WithdrawnSince(uint64_t after) override;
   bool Contains(const ChunkKey& key) override;
+  std::vector<HeldExtent> HeldExtentsOf(const ChunkKey& key) override;
   absl::StatusOr<bool> Insert(const ChunkKey& key, uint32_t chunk_size,
                               std::string_view data) override;
   absl::StatusOr<bool> InsertBlocks(const ChunkKey& key, uint32_t chunk_size, uint32_t chunk_length,

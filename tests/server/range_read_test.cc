@@ -2,9 +2,10 @@
 // checksum blocks covering the range, to the byte, at block boundaries and at
 // the chunk's ends; a damaged block is detected by a range covering it only,
 // counted, and answered from the source; whole-chunk cache-only reads (how
-// peers copy chunks) are unchanged. The local read path (the data file's
-// descriptor handed over the local read socket) gives the same bytes, finds a
-// damaged block on the reader's side, and survives garbage.
+// peers copy chunks) are unchanged; a chunk held in part costs the source only
+// what it lacks. The local read path (the data file's descriptor handed over
+// the local read socket) gives the same bytes, finds a damaged block on the
+// reader's side, and survives garbage.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -127,6 +128,31 @@ TEST_F(RangeReadTest, HitsAreExactAtBlockBoundariesAndChunkEnds) {
       << past.status.error_message();
   EXPECT_NE(past.status.error_message().find("(10000 bytes)"), std::string::npos)
       << past.status.error_message();
+}
+
+// With the cache full, a chunk stays held in part, and readers keep asking for
+// blocks around its part and for it whole: each costs the source only the
+// bytes not held.
+TEST_F(RangeReadTest, AChunkHeldInPartCostsTheSourceOnlyWhatItLacks) {
+  const uint32_t held = 1 << 20;
+  ReadResult part = Read(0, held, kBlock);
+  ASSERT_TRUE(part.status.ok()) << part.status.error_message();
+  EXPECT_EQ(Metric("granary_bytes_from_source_total"), kBlock);
+
+  const uint32_t around_offset = held - 2 * kPartialBlock;
+  const uint32_t around_length = kBlock + 4 * kPartialBlock;
+  ReadResult around = Read(0, around_offset, around_length);
+  ASSERT_TRUE(around.status.ok()) << around.status.error_message();
+  EXPECT_TRUE(around.data == Expected(0, around_offset, around_length));
+  EXPECT_EQ(Metric("granary_bytes_from_source_total"), around_length);
+
+  ReadResult whole = Read(0, 0, 0);
+  ASSERT_TRUE(whole.status.ok()) << whole.status.error_message();
+  EXPECT_TRUE(whole.data == Expected(0, 0, kChunk));
+  EXPECT_EQ(Metric("granary_bytes_from_source_total"), kChunk);
+  ReadResult again = Read(0, 0, 0);
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  EXPECT_TRUE(again.from_cache) << "the chunk is held whole now";
 }
 
 TEST_F(RangeReadTest, DamagedBlockIsFoundByARangeCoveringItCountedAndRefetched) {
