@@ -265,8 +265,8 @@ struct Ops {
     absl::StatusOr<std::shared_ptr<const MountedDataset>> newest =
         fs.table_->FindDataset(version.name());
     if (!newest.ok()) return ESTALE;
-    return NewerKeepsPermissions(version.snapshot().manifest,
-                                 MountedDataset::FileIdOf(node.node), (*newest)->snapshot().manifest)
+    return NewerKeepsPermissions(version.snapshot().manifest, MountedDataset::FileIdOf(node.node),
+                                 (*newest)->snapshot().manifest)
                ? 0
                : EACCES;
   }

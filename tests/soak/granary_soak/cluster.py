@@ -63,7 +63,9 @@ class CacheDisk:
         self.image, self.path = image, path
         os.makedirs(path, exist_ok=True)
         subprocess.run(["truncate", "-s", f"{CACHE_DISK_MIB}M", image], check=True)
-        subprocess.run(["/usr/sbin/mkfs.ext4", "-q", "-F", "-m", "0", "-b", "4096", image], check=True)
+        # 4 KiB blocks: the stale fault (stale.py) writes whole blocks below the filesystem.
+        subprocess.run(["/usr/sbin/mkfs.ext4", "-q", "-F", "-m", "0", "-b", "4096", image],
+                       check=True)
         subprocess.run(["mount", "-o", "loop", image, path], check=True)
         self.filler = os.path.join(path, "filler")
 

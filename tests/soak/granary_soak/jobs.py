@@ -92,8 +92,9 @@ class LoaderJob(Job):
                                    **json.loads(line))
             code = loader.wait()
             if code != 0:
+                error = loader.stderr.read()[-400:]
                 ctx.history.record("job_error", job=self.name,
-                                   error=f"loader_job.py exited {code}: {loader.stderr.read()[-400:]}")
+                                   error=f"loader_job.py exited {code}: {error}")
 
 
 class CatJob(Job):
@@ -112,7 +113,8 @@ class CatJob(Job):
                 record["error"] = "exit %d" % done.returncode
                 record["error_text"] = done.stderr.decode(errors="replace").strip()[-300:]
             elif len(done.stdout) != size:
-                record["wrong"] = {"offset": len(done.stdout), "why": f"{len(done.stdout)} of {size} bytes"}
+                record["wrong"] = {"offset": len(done.stdout),
+                                   "why": f"{len(done.stdout)} of {size} bytes"}
             else:
                 record["bytes"] = size
                 revision = datasets.identify(dataset.name, path, 0, done.stdout,
@@ -164,8 +166,9 @@ class Probe(Job):
         started = time.monotonic()
         error, counters = None, {}
         try:
-            with urllib.request.urlopen(f"http://{node.metrics}/metrics", timeout=HANG_SECONDS) as r:
-                text = r.read().decode()
+            url = f"http://{node.metrics}/metrics"
+            with urllib.request.urlopen(url, timeout=HANG_SECONDS) as answer:
+                text = answer.read().decode()
             for line in text.splitlines():
                 name, _, value = line.partition(" ")
                 if name in COUNTERS:

@@ -122,8 +122,8 @@ def run(args):
     root = os.path.join(out, "run")
     os.makedirs(root, exist_ok=True)
     wall_start = time.monotonic()
-    command = "bash tests/soak/run.sh " + " ".join(
-        [f"--minutes {args.minutes:g}", f"--seed {seed}"] + (["--stale-fault"] if args.stale_fault else []))
+    command = f"bash tests/soak/run.sh --minutes {args.minutes:g} --seed {seed}" + (
+        " --stale-fault" if args.stale_fault else "")
     print(f"soak: seed {seed}, output in {out}", flush=True)
     binaries = cluster_mod.Binaries(args.build)
     cache_bytes = len(cluster_mod.GROUPS) * 64 * MIB

@@ -4,7 +4,6 @@ helpers that wait for something to come up.
 A Child appends every run's output to one log file, so that a restarted
 server's log still holds what the earlier runs said.
 """
-import os
 import signal
 import socket
 import subprocess

@@ -11,7 +11,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .jobs import COUNTERS  # noqa: E402
 
 MIB = 1 << 20
 BIN = 5.0
