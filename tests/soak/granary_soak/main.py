@@ -60,6 +60,9 @@ def parse_args(argv):
     parser.add_argument("--stale-fault", action="store_true",
                         help="have a node serve a stale version on purpose; the run must be "
                              "judged not clean")
+    parser.add_argument("--judge", metavar="OUT",
+                        help="judge the history of the run in OUT again and rewrite its report "
+                             "(run nothing)")
     return parser.parse_args(argv)
 
 
@@ -178,22 +181,31 @@ def run(args):
         cluster.close()
         network.close()
         remove_bulk(root)
+    with open(os.path.join(out, "run.json"), "w") as f:
+        json.dump({"seed": seed, "command": command, "commit": git_commit(),
+                   "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(
+                       time.time() - (time.monotonic() - wall_start))),
+                   "wall_seconds": time.monotonic() - wall_start, "setup_seconds": setup_seconds,
+                   "dataset_count": len(world.datasets), "dataset_bytes": world.total_bytes(),
+                   "cache_bytes": cache_bytes, "stale_fault": args.stale_fault}, f, indent=1)
+    return judge(out)
+
+
+def judge(out):
+    """Judges the history under `out` and writes its report; the exit status."""
     records = history_mod.load(os.path.join(out, "history.jsonl"))
+    with open(os.path.join(out, "run.json")) as f:
+        run_info = json.load(f)
     verdict = checker.judge(records)
     with open(os.path.join(out, "verdict.json"), "w") as f:
         json.dump(verdict, f, indent=1)
-    report.write(out, records, verdict, {
-        "seed": seed, "command": command, "commit": git_commit(), "started": time.strftime(
-            "%Y-%m-%d %H:%M UTC", time.gmtime(time.time() - (time.monotonic() - wall_start))),
-        "wall_seconds": time.monotonic() - wall_start, "setup_seconds": setup_seconds,
-        "dataset_count": len(world.datasets), "dataset_bytes": world.total_bytes(),
-        "cache_bytes": cache_bytes})
+    report.write(out, records, verdict, run_info)
     print(f"soak: {'CLEAN' if verdict['clean'] else 'NOT CLEAN'}; "
           f"{len(verdict['violations'])} violations; report {out}/report.md; "
-          f"wall {time.monotonic() - wall_start:.0f} s", flush=True)
+          f"wall {run_info['wall_seconds']:.0f} s", flush=True)
     for violation in verdict["violations"][:20]:
         print(f"  {violation}", flush=True)
-    if args.stale_fault:
+    if run_info["stale_fault"]:
         return 0 if stale_read_named(records, verdict) else 1
     return 0 if verdict["clean"] else 1
 
@@ -233,11 +245,14 @@ def interrupted(*_):
 
 
 def main(argv=None):
+    args = parse_args(argv)
+    if args.judge:
+        return judge(args.judge)
     if os.geteuid() != 0:
         print("soak: needs root (network namespaces, loop devices, FUSE)", file=sys.stderr)
         return 77
     signal.signal(signal.SIGTERM, interrupted)
-    return run(parse_args(argv))
+    return run(args)
 
 
 if __name__ == "__main__":
