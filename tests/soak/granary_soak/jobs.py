@@ -35,6 +35,9 @@ SOAK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class Job(threading.Thread):
+    """A job's thread: once() again and again, `pause` (min, max) seconds apart,
+    until the run stops; an exception is recorded as a job_error."""
+
     def __init__(self, name, context, seed, pause):
         super().__init__(name=name, daemon=True)
         self.context = context
@@ -62,6 +65,8 @@ class Job(threading.Thread):
 
 
 class RandomReader(Job):
+    """1-4 ranges of up to 512 KiB at random offsets of a random file."""
+
     def once(self):
         ctx = self.context
         mount = self.rng.choice(ctx.cluster.mounts)
@@ -77,6 +82,8 @@ class RandomReader(Job):
 
 
 class LoaderJob(Job):
+    """loader_job.py over 24 files of a random dataset, through a random mount."""
+
     def once(self):
         ctx = self.context
         mount = self.rng.choice(ctx.cluster.mounts)
@@ -98,6 +105,8 @@ class LoaderJob(Job):
 
 
 class CatJob(Job):
+    """`granary cat` of a random file on a random node, checked whole."""
+
     def once(self):
         ctx = self.context
         node = self.rng.choice(ctx.cluster.nodes)
@@ -130,6 +139,8 @@ class CatJob(Job):
 
 
 class PrewarmJob(Job):
+    """A prewarm of a random dataset on a random node: of its group, or of a named one."""
+
     def once(self):
         ctx = self.context
         node = self.rng.choice(ctx.cluster.nodes)

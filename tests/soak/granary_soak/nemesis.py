@@ -19,6 +19,12 @@ from .stale import serve_stale
 NODE_KINDS = ["kill_granaryd", "kill_fuse", "cut_link", "fill_disk", "leave_join",
               "rolling_restart", "restart_etcd"]
 DATA_KINDS = ["refresh", "remove_add"]
+# How long a fault holds (down, cut, full, away, between removal and return).
+HOLD_SECONDS = {"cut_link": (6, 12), "fill_disk": (6, 12), "leave_join": (8, 14),
+                "remove_add": (2, 5), "kill_granaryd": (0.2, 2.0), "kill_fuse": (0.1, 1.0),
+                "restart_etcd": (1, 4)}
+# Faults that take long themselves push the next start back by this much more.
+LONG_FAULTS = {"rolling_restart": 20, "leave_join": 10}
 
 
 def plan(seed, fault_seconds, node_count, mount_count, dataset_names):
@@ -34,7 +40,7 @@ def plan(seed, fault_seconds, node_count, mount_count, dataset_names):
         # Each fault takes some time itself; the gaps are between starts.
         while order or at < fault_seconds:
             kind = order.pop(0) if order else rng.choice(kinds)
-            if kind in ("kill_fuse",):
+            if kind == "kill_fuse":
                 target = rng.randrange(mount_count)
             elif kind in DATA_KINDS:
                 target = rng.choice(dataset_names)
@@ -42,21 +48,19 @@ def plan(seed, fault_seconds, node_count, mount_count, dataset_names):
                 target = None
             else:
                 target = rng.randrange(node_count)
-            hold = round(rng.uniform(*{"cut_link": (6, 12), "fill_disk": (6, 12),
-                                        "leave_join": (8, 14), "remove_add": (2, 5),
-                                        "kill_granaryd": (0.2, 2.0), "kill_fuse": (0.1, 1.0),
-                                        "restart_etcd": (1, 4)}.get(kind, (0, 0))), 2)
+            hold = round(rng.uniform(*HOLD_SECONDS.get(kind, (0, 0))), 2)
             schedule.append((round(at, 2), track, kind, target, hold))
-            at += rng.uniform(*gap) + {"rolling_restart": 20, "leave_join": 10}.get(kind, 0)
+            at += rng.uniform(*gap) + LONG_FAULTS.get(kind, 0)
     return sorted(schedule, key=lambda event: event[0])
 
 
 class Nemesis:
+    """Carries a schedule out, one thread a track; run() returns when both end."""
+
     def __init__(self, context, schedule, seed):
         self.context = context
         self.schedule = schedule
         self.rng = random.Random(seed ^ 0x6E656D)
-        self.done = threading.Event()
 
     def run(self):
         tracks = [threading.Thread(target=self._track, args=(name,), daemon=True)
@@ -65,7 +69,6 @@ class Nemesis:
             thread.start()
         for thread in tracks:
             thread.join()
-        self.done.set()
 
     def _track(self, name):
         history = self.context.history
