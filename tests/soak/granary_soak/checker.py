@@ -9,7 +9,9 @@ A run is clean when all of these hold, and each violation names the record:
   (+ SETTLE); ENOENT, ESTALE or EIO for a dataset removed until it is back
   (+ SETTLE); `granary cat`, status and metrics of a node while that node is
   down or cut off (+ RECOVERY). A read through a mount is never explained by
-  a node's fault: the mount falls back to other owners and the source;
+  a node's fault: the mount falls back to other owners and the source. A
+  refresh or removal made on a node that was down or cut off then reaches
+  the others once it is back: its window lasts until then;
 - prewarms fail only while a fault is open (+ RECOVERY), or because a node's
   cache is full of data of datasets in use (CACHE_FULL, counted);
 - nothing waited longer than HANG_SECONDS; outside fault windows no read
@@ -61,10 +63,23 @@ class Windows:
             elif record["type"] == "source_changed":
                 for path, revision in record["changed"].items():
                     self.revisions[(record["dataset"], path)][revision] = [record["t"], INF]
+        self.faults = [self._spread(fault) for fault in self.faults]
         for _, end, kind, target, record in self.faults:
             for path, revision in record.get("changed", {}).items() if kind == "refresh" else []:
                 self.revisions[(target, path)][revision][1] = end
         self.last_fault_end = max((f[1] for f in self.faults), default=0.0)
+
+    def _spread(self, fault):
+        """`fault`, a catalog change made on a node that was down or cut off
+        around then ending when that node is back: only then do the others
+        learn of it."""
+        start, end, kind, target, record = fault
+        nodes = {record.get(key) for key in ("node", "removed_on", "added_on")} - {None}
+        if kind not in ("refresh", "remove_add") or not nodes:
+            return fault
+        back = [f[1] for f in self.faults if f[2] in NODE_DOWN_KINDS and f[3] in nodes
+                and f[0] <= end + SETTLE and start <= f[1]]
+        return (start, max([end] + back), kind, target, record)
 
     def allowed_revisions(self, dataset, path, t_open):
         """Revisions an open at `t_open` may see: each from when its source was
