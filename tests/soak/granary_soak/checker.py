@@ -11,7 +11,9 @@ A run is clean when all of these hold, and each violation names the record:
   down or cut off (+ RECOVERY). A read through a mount is never explained by
   a node's fault: the mount falls back to other owners and the source. A
   refresh or removal made on a node that was down or cut off then reaches
-  the others once it is back: its window lasts until then;
+  the others once it is back, and a node that was down, cut off or
+  restarted then sees it within RECOVERY of its return: the windows (and
+  the old revision's) last until then;
 - prewarms fail only while a fault is open (+ RECOVERY), or because a node's
   cache is full of data of datasets in use (CACHE_FULL, counted);
 - nothing waited longer than HANG_SECONDS; outside fault windows no read
@@ -52,7 +54,7 @@ class Windows:
     def __init__(self, history):
         starts = {}
         self.faults = []  # (start, end, kind, target, end record)
-        # (dataset, path) -> {revision: [t its source was written, t its refresh ended]}
+        # (dataset, path) -> {revision: [t its source was written, the refresh's fault]}
         self.revisions = collections.defaultdict(dict)
         for record in history:
             if record["type"] == "fault_start":
@@ -62,11 +64,12 @@ class Windows:
                                     record["target"], record))
             elif record["type"] == "source_changed":
                 for path, revision in record["changed"].items():
-                    self.revisions[(record["dataset"], path)][revision] = [record["t"], INF]
+                    self.revisions[(record["dataset"], path)][revision] = [record["t"], None]
         self.faults = [self._spread(fault) for fault in self.faults]
-        for _, end, kind, target, record in self.faults:
-            for path, revision in record.get("changed", {}).items() if kind == "refresh" else []:
-                self.revisions[(target, path)][revision][1] = end
+        for fault in self.faults:
+            changed = fault[4].get("changed", {}) if fault[2] == "refresh" else {}
+            for path, revision in changed.items():
+                self.revisions[(fault[3], path)][revision][1] = fault
         self.last_fault_end = max((f[1] for f in self.faults), default=0.0)
 
     def _spread(self, fault):
@@ -81,22 +84,35 @@ class Windows:
                 and f[0] <= end + SETTLE and start <= f[1]]
         return (start, max([end] + back), kind, target, record)
 
-    def allowed_revisions(self, dataset, path, t_open):
-        """Revisions an open at `t_open` may see: each from when its source was
-        written until SETTLE s after the refresh that made the next one current."""
+    def seen_by(self, node, change):
+        """When `node` has surely seen catalog change `change` (a fault): SETTLE
+        after it, or RECOVERY after the node was back if it was down, cut off
+        or restarted around then."""
+        start, end = change[0], change[1]
+        seen = end + SETTLE
+        for f in self.faults:
+            if (f[2] in NODE_DOWN_KINDS and f[3] == node or f[2] == "rolling_restart") and \
+                    f[0] <= end + SETTLE and start <= f[1]:
+                seen = max(seen, f[1] + RECOVERY)
+        return seen
+
+    def allowed_revisions(self, dataset, path, node, t_open):
+        """Revisions an open on `node` at `t_open` may see: each from when its
+        source was written until `node` has seen the refresh of the next."""
         times = self.revisions.get((dataset, path), {})
         allowed = set()
         for revision in range(max(times, default=0) + 1):
             appears = times[revision][0] if revision in times else -INF
-            replaced = times[revision + 1][1] + SETTLE if revision + 1 in times else INF
+            refresh = times[revision + 1][1] if revision + 1 in times else None
+            replaced = self.seen_by(node, refresh) if refresh else INF
             if appears <= t_open < replaced:
                 allowed.add(revision)
         return allowed
 
-    def stale_window(self, dataset, path, t0, t1):
-        """Whether [t0, t1] overlaps a change of the file's source and its refresh (+ SETTLE)."""
-        return any(written <= t1 and t0 <= refreshed + SETTLE
-                   for written, refreshed in self.revisions.get((dataset, path), {}).values())
+    def stale_window(self, dataset, path, node, t0, t1):
+        """Whether [t0, t1] overlaps a change of the file's source until `node` saw its refresh."""
+        return any(written <= t1 and (refresh is None or t0 <= self.seen_by(node, refresh))
+                   for written, refresh in self.revisions.get((dataset, path), {}).values())
 
     def open_at(self, t0, t1, kinds=None, target=None, slack=RECOVERY):
         """The faults open during [t0, t1] (+ slack after their end)."""
@@ -111,14 +127,14 @@ class Windows:
             return False
         if not via.startswith("mount") and not read.get("error_text"):
             return False  # A CLI failure must say why.
-        dataset, path = read["dataset"], read["path"]
-        if self.stale_window(dataset, path, t0, t1) and (error == "ESTALE" or
-                                                         via.startswith("cat")):
+        dataset, path, node = read["dataset"], read["path"], via.split()[1]
+        if self.stale_window(dataset, path, node, t0, t1) and (error == "ESTALE" or
+                                                               via.startswith("cat")):
             return True
-        if self.open_at(t0, t1, {"remove_add"}, dataset, slack=SETTLE):
+        if any(f[2] == "remove_add" and f[3] == dataset and f[0] <= t1 and
+               t0 <= self.seen_by(node, f) for f in self.faults):
             return True
         if via.startswith("cat"):
-            node = via.split()[1]
             return bool(self.open_at(t0, t1, NODE_DOWN_KINDS, node) or
                         self.open_at(t0, t1, {"rolling_restart"}))
         return False
@@ -144,7 +160,8 @@ def judge(history):
                               f"({r['wrong']['why']})")
         if len(r["revisions"]) > 1:
             violations.append(f"{describe(r)}: revisions {r['revisions']} mixed in one open")
-        allowed = windows.allowed_revisions(r["dataset"], r["path"], r["t_open"])
+        allowed = windows.allowed_revisions(r["dataset"], r["path"], r["via"].split()[1],
+                                            r["t_open"])
         for revision in r["revisions"]:
             if revision not in allowed:
                 violations.append(f"{describe(r)}: bytes of revision {revision}, but only "
