@@ -10,10 +10,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 
 MIB = 1 << 20
 BIN = 5.0
+LABELLED_FAULTS = 30  # Past this many, spans are told apart by colour alone.
 
 
 def counter_totals(history):
@@ -52,11 +54,14 @@ def _plot_reads(history, faults, path):
     kinds = sorted({f[2] for f in faults})
     for start, stop, kind, target, _ in faults:
         axis.axvspan(start, max(stop, start + 0.5), alpha=0.18, color=colors(kinds.index(kind)))
-        axis.text(start, axis.get_ylim()[1] * 0.97, f"{kind} {target or ''}", rotation=90,
-                  fontsize=7, va="top")
+        if len(faults) <= LABELLED_FAULTS:
+            axis.text(start, axis.get_ylim()[1] * 0.97, f"{kind} {target or ''}", rotation=90,
+                      fontsize=7, va="top")
     axis.set_xlabel("seconds since the workload began")
     axis.set_ylabel("reads per second")
-    axis.legend(loc="upper right")
+    handles, _ = axis.get_legend_handles_labels()
+    handles += [Patch(color=colors(i), alpha=0.3, label=kind) for i, kind in enumerate(kinds)]
+    axis.legend(handles=handles, loc="upper right", fontsize=7, ncol=2)
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)
