@@ -31,7 +31,8 @@ class Files(Dataset):
 
 
 def main():
-    start, mount, name, files = float(sys.argv[1]), sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    start, mount, name = float(sys.argv[1]), sys.argv[2], sys.argv[3]
+    files = json.loads(sys.argv[4])
     loader = DataLoader(Files(start, mount, name, files), batch_size=2, num_workers=2,
                         collate_fn=list, shuffle=True)
     for batch in loader:

@@ -30,7 +30,8 @@ def read_file(root, name, path, size, ranges, guess, clock):
             record["bytes"] += len(data)
             want = max(0, min(length, size - offset))
             if len(data) != want:
-                record["wrong"] = {"offset": offset + len(data), "why": f"{len(data)} bytes of {want}"}
+                record["wrong"] = {"offset": offset + len(data),
+                                   "why": f"{len(data)} bytes of {want}"}
                 break
             revision = datasets.identify(name, path, offset, data, guess)
             if revision is None:
