@@ -88,7 +88,7 @@ void PrintSummary(const std::string& name, const v1::PrewarmProgress& progress, 
       FormatSize(progress.bytes_total()), progress.chunks_done(), progress.chunks_total(),
       progress.chunks_already_cached(), seconds, FormatRate(progress.bytes_per_second()));
   if (progress.failures().empty()) return;
-  std::cout << absl::StreamFormat("%d files failed:\n", progress.failures().size());
+  std::cout << absl::StreamFormat("%s failed:\n", PrewarmFailureCount(progress));
   for (const v1::FileFailure& failure : progress.failures()) {
     // A failure without a path is about the prewarm as a whole.
     if (failure.path().empty()) {
@@ -154,8 +154,7 @@ absl::Status PrewarmGroup(const ServerConnection& server, const PrewarmOptions& 
     PrintSummary(options.name, last, seconds);
   }
   if (!last.failures().empty()) {
-    return absl::UnknownError(
-        absl::StrCat(last.failures().size(), " files of '", options.name, "' failed to prewarm"));
+    return absl::UnknownError(PrewarmFailuresText(options.name, last));
   }
   return absl::OkStatus();
 }

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/base/size.h"
 
 namespace granary::cli {
@@ -82,6 +84,28 @@ std::string FillText(const v1::FillProgress& fill) {
   if (progress.finished()) return "done";
   return absl::StrCat(FormatPercent(Fraction(progress.bytes_done(), progress.bytes_total())),
                       " at ", FormatRate(progress.bytes_per_second()));
+}
+
+std::string PrewarmFailureCount(const v1::PrewarmProgress& progress) {
+  int files = 0, shares = 0;
+  for (const v1::FileFailure& failure : progress.failures()) {
+    ++(failure.path().empty() ? shares : files);
+  }
+  std::vector<std::string> parts;
+  if (files > 0) parts.push_back(absl::StrCat(files, files == 1 ? " file" : " files"));
+  if (shares > 0) {
+    parts.push_back(absl::StrCat(shares, shares == 1 ? " node's share" : " nodes' shares"));
+  }
+  return absl::StrJoin(parts, " and ");
+}
+
+std::string PrewarmFailuresText(std::string_view dataset, const v1::PrewarmProgress& progress) {
+  if (progress.failures().empty()) return "";
+  const v1::FileFailure& first = progress.failures(0);
+  return absl::StrCat(PrewarmFailureCount(progress), " of '", DisplayName(dataset),
+                      "' failed to prewarm; the first: ",
+                      first.path().empty() ? "" : absl::StrCat(DisplayName(first.path()), ": "),
+                      first.error());
 }
 
 }  // namespace granary::cli

@@ -40,6 +40,16 @@ std::string FillPolicyName(v1::FillPolicy policy);
 // A fill's state: "45.0% at 180.2 MiB/s" while it runs, "done" after.
 std::string FillText(const v1::FillProgress& fill);
 
+// What failed of a prewarm: "2 files and 1 node's share". A failure without
+// a path is a node's share as a whole (its member refused or was lost), not
+// a file.
+std::string PrewarmFailureCount(const v1::PrewarmProgress& progress);
+
+// The error of a prewarm with failures: their count and the first of them,
+// which says why ("1 node's share of 'ds' failed to prewarm; the first: n3:
+// the cache did not keep ...").
+std::string PrewarmFailuresText(std::string_view dataset, const v1::PrewarmProgress& progress);
+
 }  // namespace granary::cli
 
 #endif  // GRANARY_CLI_FORMAT_H_

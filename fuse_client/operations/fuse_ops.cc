@@ -251,20 +251,24 @@ struct Ops {
     ReadDir(req, ino, size, offset, fi, true);
   }
 
-  // Whether file `node` may be opened anew in its version: always in the
-  // version the root shows; in an older one, held by open files and
-  // directories, only while the shown version keeps the permissions along
-  // its path (newer_permissions.h). A dataset no longer shown opens nothing.
-  static bool MayOpenInItsVersion(GranaryFs& fs, const InodeTable::Node& node) {
+  // Why file `node` may not be opened anew in its version, as an errno, or 0
+  // when it may: always in the version the root shows; in an older one, held
+  // by open files and directories, only while the shown version keeps the
+  // permissions along its path (newer_permissions.h; else EACCES). A dataset
+  // no longer shown (removed) opens nothing: its names are stale, as those of
+  // a released version are (ESTALE), which no permission would change.
+  static int OpenRefusal(GranaryFs& fs, const InodeTable::Node& node) {
     const MountedDataset& version = *node.dataset;
     std::optional<uint32_t> shown = fs.table_->ShownSlot(version.name());
-    if (shown == version.slot()) return true;
-    if (!shown) return false;
+    if (shown == version.slot()) return 0;
+    if (!shown) return ESTALE;
     absl::StatusOr<std::shared_ptr<const MountedDataset>> newest =
         fs.table_->FindDataset(version.name());
-    return newest.ok() &&
-           NewerKeepsPermissions(version.snapshot().manifest, MountedDataset::FileIdOf(node.node),
-                                 (*newest)->snapshot().manifest);
+    if (!newest.ok()) return ESTALE;
+    return NewerKeepsPermissions(version.snapshot().manifest, MountedDataset::FileIdOf(node.node),
+                                 (*newest)->snapshot().manifest)
+               ? 0
+               : EACCES;
   }
 
   static void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
@@ -283,8 +287,8 @@ struct Ops {
       fuse_reply_err(req, entry != nullptr && entry->type == EntryType::kSymlink ? ELOOP : EISDIR);
       return;
     }
-    if (!MayOpenInItsVersion(fs, node)) {
-      fuse_reply_err(req, EACCES);
+    if (int refusal = OpenRefusal(fs, node); refusal != 0) {
+      fuse_reply_err(req, refusal);
       return;
     }
     const auto started = std::chrono::steady_clock::now();

@@ -26,6 +26,26 @@ TEST(Table, AlignsColumnsWithoutTrailingSpaces) {
             "c4              3 B  /x\n");
 }
 
+// The soak (tests/soak) met "2 files of 'shards2' failed to prewarm" where
+// two members' shares had failed, with no word of why.
+TEST(Format, PrewarmFailuresCountFilesAndSharesAndSayWhy) {
+  v1::PrewarmProgress progress;
+  v1::FileFailure* share = progress.add_failures();
+  share->set_error("n3: the cache did not keep what it fetched of 'ds'");
+  v1::FileFailure* file = progress.add_failures();
+  file->set_path("a/b.bin");
+  file->set_error("source file changed");
+  progress.add_failures()->set_error("n4: unreachable");
+  EXPECT_EQ(PrewarmFailureCount(progress), "1 file and 2 nodes' shares");
+  EXPECT_EQ(PrewarmFailuresText("ds", progress),
+            "1 file and 2 nodes' shares of 'ds' failed to prewarm; the first: n3: the cache did "
+            "not keep what it fetched of 'ds'");
+  progress.mutable_failures()->DeleteSubrange(0, 1);
+  EXPECT_EQ(PrewarmFailuresText("ds", progress),
+            "1 file and 1 node's share of 'ds' failed to prewarm; the first: a/b.bin: source file "
+            "changed");
+}
+
 TEST(Format, PercentRateDurationAndRatios) {
   EXPECT_EQ(FormatPercent(0.425), "42.5%");
   EXPECT_EQ(FormatPercent(1.0), "100.0%");

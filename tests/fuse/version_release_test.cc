@@ -173,5 +173,29 @@ TEST_F(VersionReleaseTest, NamesTheKernelCachesOfAReleasedVersionAnswerEstale) {
   EXPECT_EQ(stat(mount_->path().c_str(), &st), 0);
 }
 
+// A removed dataset's files, still reachable through a directory held open,
+// are stale names (ESTALE), not files the caller lacks permission for: the
+// soak (tests/soak) saw EACCES from opens racing a removal.
+TEST_F(VersionReleaseTest, AFileOfARemovedDatasetOpensAsStaleNotDenied) {
+  DIR* samples = opendir((mounted_ + "/samples").c_str());
+  ASSERT_NE(samples, nullptr);
+  v1::RemoveDatasetRequest request;
+  request.set_name("ds");
+  v1::RemoveDatasetResponse response;
+  grpc::ClientContext context;
+  ASSERT_TRUE(server_->SocketStub()->RemoveDataset(&context, request, &response).ok());
+  struct stat st;
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = stat(mounted_.c_str(), &st) != 0 && errno == ENOENT;
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(gone) << "the mount still shows the removed dataset";
+
+  EXPECT_EQ(openat(dirfd(samples), "s1", O_RDONLY), -1);
+  EXPECT_EQ(errno, ESTALE) << std::strerror(errno);
+  closedir(samples);
+}
+
 }  // namespace
 }  // namespace granary::testing
