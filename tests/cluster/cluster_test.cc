@@ -105,6 +105,21 @@ class ClusterTest : public ::testing::Test {
     return progress.empty() ? v1::PrewarmProgress() : progress.back();
   }
 
+  // Registers the source through a1 as dataset `name`, filled as `fill`
+  // says, and waits until every node lists it.
+  void AddOnEveryNode(const std::string& name, v1::FillPolicy fill, v1::DatasetInfo* info) {
+    v1::AddDatasetRequest add;
+    add.set_name(name);
+    add.set_source(source_.path());
+    add.set_chunk_size(kChunkSize);
+    add.set_fill(fill);
+    grpc::ClientContext context;
+    ASSERT_TRUE(cluster_->node(0).SocketStub()->AddDataset(&context, add, info).ok());
+    for (size_t i = 0; i < cluster_->size(); ++i) {
+      ASSERT_TRUE(cluster_->WaitForDataset(i, name).ok()) << cluster_->spec(i).id;
+    }
+  }
+
   DatasetSnapshot Snapshot() {
     auto client = DatasetClient::Connect(cluster_->node(0).socket_address());
     auto snapshot = (*client)->GetManifest("images");
@@ -300,17 +315,8 @@ TEST_F(StaticClusterTest, AMissOnANodeThatIsNotTheOwnerIsReadThroughTheOwner) {
 // from the source, every chunk read once in the group; rack-b, where nobody
 // read, reads nothing.
 TEST_F(StaticClusterTest, AColdReadHasEachNodeOfTheGroupFillItsOwnShareOnce) {
-  v1::AddDatasetRequest add;
-  add.set_name("filled");
-  add.set_source(source_.path());
-  add.set_chunk_size(kChunkSize);
-  add.set_fill(v1::FILL_ON_READ);
   v1::DatasetInfo filled;
-  grpc::ClientContext context;
-  ASSERT_TRUE(cluster_->node(0).SocketStub()->AddDataset(&context, add, &filled).ok());
-  for (size_t i = 0; i < cluster_->size(); ++i) {
-    ASSERT_TRUE(cluster_->WaitForDataset(i, "filled").ok()) << cluster_->spec(i).id;
-  }
+  ASSERT_NO_FATAL_FAILURE(AddOnEveryNode("filled", v1::FILL_ON_READ, &filled));
   auto a1 = DatasetClient::Connect(cluster_->node(0).socket_address());
   DatasetSnapshot snapshot = *(*a1)->GetManifest("filled");
   std::shared_ptr<const ClusterMap> map = *ClusterMap::Build(cluster_->Members());
@@ -367,17 +373,8 @@ TEST_F(StaticClusterTest, AColdReadHasEachNodeOfTheGroupFillItsOwnShareOnce) {
 // nothing yet), and a node of the other group then copies the same blocks
 // from them instead of reading the source.
 TEST_F(StaticClusterTest, ColdPartsOfChunksCostTheSourceTheirBlocksOnceAndTheOtherGroupCopiesThem) {
-  v1::AddDatasetRequest add;
-  add.set_name("parts");
-  add.set_source(source_.path());
-  add.set_chunk_size(kChunkSize);
-  add.set_fill(v1::FILL_NONE);
   v1::DatasetInfo parts;
-  grpc::ClientContext context;
-  ASSERT_TRUE(cluster_->node(0).SocketStub()->AddDataset(&context, add, &parts).ok());
-  for (size_t i = 0; i < cluster_->size(); ++i) {
-    ASSERT_TRUE(cluster_->WaitForDataset(i, "parts").ok()) << cluster_->spec(i).id;
-  }
+  ASSERT_NO_FATAL_FAILURE(AddOnEveryNode("parts", v1::FILL_NONE, &parts));
   auto a1 = DatasetClient::Connect(cluster_->node(0).socket_address());
   auto b1 = DatasetClient::Connect(cluster_->node(2).socket_address());
   const Manifest manifest = (*a1)->GetManifest("parts")->manifest;
