@@ -505,17 +505,23 @@ absl::StatusOr<std::string> ReadThrough::Obtain(const Manifest& manifest,
                                                 uint32_t offset, uint32_t length,
                                                 ChunkSourcing sourcing, SourceUse use) {
   absl::StatusOr<std::string> data = FetchFromOwner(key, offset, length, sourcing);
-  if (!data.ok() && speeds_.PreferPeers()) data = CopyFromPeer(key, offset, length);
+  if (!data.ok()) {
+    // Without a peer to copy from (a lone node, a single group), a miss
+    // neither counts toward the peers' probes nor times a peer fetch.
+    const std::vector<Member> peers = cluster_->CopySources(key);
+    if (!peers.empty() && speeds_.PreferPeers()) data = CopyFromPeer(peers, key, offset, length);
+  }
   if (!data.ok()) return ReadLacking(manifest, entry, key, offset, length, use);
   metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
   metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
   return data;
 }
 
-absl::StatusOr<std::string> ReadThrough::CopyFromPeer(const ChunkKey& key, uint32_t offset,
+absl::StatusOr<std::string> ReadThrough::CopyFromPeer(std::span<const Member> peers,
+                                                      const ChunkKey& key, uint32_t offset,
                                                       uint32_t length) {
   const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kPeer);
-  for (const Member& peer : cluster_->CopySources(key)) {
+  for (const Member& peer : peers) {
     absl::StatusOr<std::string> data =
         ReadFromPeer(peer, key, offset, length, ChunkSourcing::kCacheOnly);
     if (data.ok()) {

@@ -295,9 +295,10 @@ class ReadThrough {
   absl::StatusOr<std::string> Obtain(const Manifest& manifest, const ManifestEntry& entry,
                                      const ChunkKey& key, uint32_t offset, uint32_t length,
                                      ChunkSourcing sourcing, SourceUse use);
-  // Bytes [offset, offset + length) of chunk `key` from the first peer in
-  // ClusterView::CopySources() that holds them; NOT_FOUND when none does.
-  absl::StatusOr<std::string> CopyFromPeer(const ChunkKey& key, uint32_t offset, uint32_t length);
+  // Bytes [offset, offset + length) of chunk `key` from the first of `peers`
+  // (ClusterView::CopySources()) that holds them; NOT_FOUND when none does.
+  absl::StatusOr<std::string> CopyFromPeer(std::span<const Member> peers, const ChunkKey& key,
+                                           uint32_t offset, uint32_t length);
   // Bytes [offset, offset + length) of chunk `key` from `peer`, read as
   // `sourcing` says. A failure of the peer's own (neither a miss nor an
   // answer every node would give) is counted, logged, and makes the peer a
