@@ -14,7 +14,6 @@
 //
 // SIGTERM or SIGINT shut it down cleanly. Exit status 0 after a clean
 // shutdown, 2 for bad flags or configuration, 1 when the server cannot start.
-#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -30,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cache_server/config/config.h"
 #include "cache_server/server.h"
+#include "common/base/heap_buffers.h"
 #include "common/base/logging.h"
 #include "common/base/stop_signals.h"
 #include "common/net/cluster_token.h"
@@ -51,19 +51,6 @@ struct Flags {
 void Fail(int exit_code, absl::string_view reason) {
   std::fprintf(stderr, "granaryd: %.*s\n", static_cast<int>(reason.size()), reason.data());
   std::exit(exit_code);
-}
-
-// Keeps the buffers of chunks and blocks (up to some MiB each, one or more
-// per read) in the heap for the next read to reuse. glibc maps each
-// allocation of 128 KiB or more afresh and unmaps it when freed, so every
-// read's buffers would fault their pages in again (zeroed by the kernel),
-// which costs more CPU than the copies into them. What is freed is kept up to
-// the trim threshold, bounded by the reads in flight.
-void KeepLargeBuffersInTheHeap() {
-  constexpr int kLargestHeapBuffer = 32 << 20;
-  constexpr int kFreeBytesKept = 128 << 20;
-  mallopt(M_MMAP_THRESHOLD, kLargestHeapBuffer);
-  mallopt(M_TRIM_THRESHOLD, kFreeBytesKept);
 }
 
 // Defaults, then the config file, then flags.

@@ -28,7 +28,6 @@
 // (its manifest freed, its inodes answering ESTALE) once no file of it is
 // open and --version-grace-seconds have passed since it was refreshed away.
 #include <fcntl.h>
-#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -52,6 +51,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/cluster_reader.h"
 #include "client/dataset_client.h"
+#include "common/base/heap_buffers.h"
 #include "common/base/logging.h"
 #include "common/base/size.h"
 #include "common/base/unique_fd.h"
@@ -288,10 +288,7 @@ int Run(const Flags& flags, int report_fd) {
     keeper = std::make_unique<KeeperLink>(*std::move(link), mountpoint);
   }
 
-  // Chunk buffers come and go at the read rate: keep them on the heap rather
-  // than mmap()ing and faulting in every one.
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  KeepLargeBuffersInTheHeap();
 
   DatasetClient::Options client_options;
   client_options.read_timeout = std::chrono::milliseconds(flags.rpc_timeout_ms);

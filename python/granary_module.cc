@@ -23,19 +23,17 @@
 // succeed when tried again) and OSError with EIO otherwise.
 //
 // Importing the module makes glibc's malloc keep the memory of freed batches
-// (KeepBatchMemory) unless the process tuned malloc itself.
+// (KeepLargeBuffersInTheHeap) unless the process tuned malloc itself.
 //
 // Thread-safety: a Client and its Files may be used from several threads at
 // once (libgranary's are). A process forked from one that used a Client may
 // keep using it: libgranary connects again in the child.
 #include <Python.h>
-#include <malloc.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <memory>
 #include <span>
 #include <string>
@@ -47,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "client/granary_client.h"
 #include "common/base/absl_compat.h"
+#include "common/base/heap_buffers.h"
 #include "common/dataset/manifest.h"
 
 namespace granary {
@@ -276,22 +275,10 @@ class Client {
   const std::unique_ptr<GranaryClient> client_;
 };
 
-// A batch is many large bytes objects alive at once and freed together.
-// glibc's defaults give each back to the kernel as it is freed (mmap for
-// blocks over 128 KiB, the heap's top trimmed past 128 KiB), so the next
-// batch faults every page in again: in a DataLoader worker that was 5x the
-// kernel time of the reads themselves. Blocks up to 64 MiB then come from
-// the heap, and up to 256 MiB of it freed stays for the next batch.
-void KeepBatchMemory() {
-  for (const char* tuned : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"}) {
-    if (std::getenv(tuned) != nullptr) return;
-  }
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-}
-
 void DefineModule(py::module_& granary_module) {
-  KeepBatchMemory();
+  // A batch is many large bytes objects alive at once and freed together:
+  // the next batch reuses their memory rather than faulting it in again.
+  KeepLargeBuffersInTheHeap();
   granary_module.doc() = "libgranary for the Python package granary (use granary.Client).";
   granary_module.attr("__version__") = GRANARY_VERSION;
 

@@ -325,8 +325,8 @@ void InodeTable::Free(std::vector<std::shared_ptr<const MountedDataset>> freed) 
   if (freed.empty()) return;
   freed.clear();
   // A manifest is many small allocations below the heap's top: without
-  // this, the process keeps their pages (main.cc raises the trim threshold
-  // for chunk buffers).
+  // this, the process keeps their pages (main.cc has the heap keep chunk
+  // buffers: KeepLargeBuffersInTheHeap).
   malloc_trim(0);
 }
 
