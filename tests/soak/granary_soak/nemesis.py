@@ -152,7 +152,7 @@ class Nemesis:
 
     def refresh(self, name, _):
         ctx = self.context
-        since = ctx.history.now()  # Each file's new revision is in its source from then on.
+        since = ctx.history.now()  # New revisions are written to the source from then on.
         changed = ctx.world.change(name, self.rng)
         ctx.history.record("source_changed", dataset=name, changed=changed, since=since)
         node = ctx.admin(["dataset", "refresh", name], self.rng)
