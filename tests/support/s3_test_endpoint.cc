@@ -5,13 +5,14 @@
 
 namespace granary::testing {
 
-absl::StatusOr<VerifiedS3rver> StartVerifiedS3rver(const std::vector<std::string>& buckets) {
+absl::StatusOr<VerifiedS3rver> StartVerifiedS3rver(const std::vector<std::string>& buckets,
+                                                   const std::string& listen_address) {
   VerifiedS3rver verified;
   absl::StatusOr<std::unique_ptr<S3rverProcess>> s3rver = S3rverProcess::Start(buckets);
   if (!s3rver.ok()) return s3rver.status();
   verified.s3rver = *std::move(s3rver);
   absl::StatusOr<std::unique_ptr<SigV4FrontEnd>> front =
-      SigV4FrontEnd::Start(verified.s3rver->port(), {kS3rverKey, kS3rverSecret});
+      SigV4FrontEnd::Start(verified.s3rver->port(), {kS3rverKey, kS3rverSecret}, listen_address);
   if (!front.ok()) return front.status();
   verified.front = *std::move(front);
   return verified;

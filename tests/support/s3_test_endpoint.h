@@ -28,8 +28,10 @@ struct VerifiedS3rver {
   std::unique_ptr<SigV4FrontEnd> front;
 };
 
-// s3rver's and the front end's errors (see their Start()).
-absl::StatusOr<VerifiedS3rver> StartVerifiedS3rver(const std::vector<std::string>& buckets);
+// The front end listens on `listen_address` (s3rver on loopback behind
+// it). s3rver's and the front end's errors (see their Start()).
+absl::StatusOr<VerifiedS3rver> StartVerifiedS3rver(const std::vector<std::string>& buckets,
+                                                   const std::string& listen_address = "127.0.0.1");
 
 // The source string of the keys under `prefix` (no trailing '/'; empty: the
 // whole bucket) of `bucket` at `endpoint`, path-style, region us-east-1.

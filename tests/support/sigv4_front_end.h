@@ -10,7 +10,17 @@
 // GETs of one kind with an error of S3's (503 SlowDown, 500 InternalError)
 // instead, as a loaded S3 does, to see them retried.
 //
-// It serves HTTP/1.1 on a free loopback port from threads of its own.
+// A PUT or DELETE through it is atomic, as S3's are: s3rver writes an
+// object in place, its data and then its metadata, so a GET racing the
+// write could read the old ETag with part of the new bytes. The front end
+// forwards a write only when no other request is in flight, holds every
+// request back while it is, and answers it once s3rver serves the object
+// it wrote whole (its bytes, read back). A write waiting holds new requests
+// back, so that a bucket read without pause is still written.
+//
+// It serves HTTP/1.1 on a free port of the address it is given (loopback by
+// default) from threads of its own, enough to keep every connection of
+// several granaryd open (each keeps up to 32 to an endpoint).
 //
 // Thread-safety: the accessors may be called from any thread.
 #ifndef GRANARY_TESTS_SUPPORT_SIGV4_FRONT_END_H_
@@ -42,13 +52,15 @@ class SigV4FrontEnd {
   // The GETs a test may have answered with an error.
   enum class Requests { kObjectGets, kListings };
 
-  // Forwards to 127.0.0.1:`backend_port`. UNAVAILABLE when it cannot listen.
-  static absl::StatusOr<std::unique_ptr<SigV4FrontEnd>> Start(int backend_port, Keys keys);
+  // Forwards to 127.0.0.1:`backend_port`; listens on `listen_address`, an
+  // IPv4 address of this host. UNAVAILABLE when it cannot listen there.
+  static absl::StatusOr<std::unique_ptr<SigV4FrontEnd>> Start(
+      int backend_port, Keys keys, const std::string& listen_address = "127.0.0.1");
   ~SigV4FrontEnd();
   SigV4FrontEnd(const SigV4FrontEnd&) = delete;
   SigV4FrontEnd& operator=(const SigV4FrontEnd&) = delete;
 
-  // "http://127.0.0.1:<port>".
+  // "http://<listen address>:<port>".
   std::string endpoint() const;
   // Requests refused for their signature, and answered 412.
   int signature_refusals() const { return signature_refusals_.load(); }
@@ -64,7 +76,13 @@ class SigV4FrontEnd {
   int failed_gets() const { return failed_gets_.load(); }
 
  private:
-  SigV4FrontEnd(int backend_port, Keys keys);
+  SigV4FrontEnd(int backend_port, Keys keys, std::string listen_address);
+
+  // Admits requests: reads together, a write alone (see the top).
+  void BeginRead();
+  void EndRead();
+  void BeginWrite();
+  void EndWrite();
 
   struct Failure {
     Requests kind = Requests::kObjectGets;
@@ -78,6 +96,7 @@ class SigV4FrontEnd {
 
   const int backend_port_;
   const Keys keys_;
+  const std::string listen_address_;
   int port_ = 0;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
@@ -87,6 +106,11 @@ class SigV4FrontEnd {
   std::atomic<int> failed_gets_{0};
   Mutex mu_;
   Failure failure_ ABSL_GUARDED_BY(mu_);
+  Mutex admission_mu_;
+  CondVar admission_changed_;
+  int reads_in_flight_ ABSL_GUARDED_BY(admission_mu_) = 0;
+  int writes_waiting_ ABSL_GUARDED_BY(admission_mu_) = 0;
+  bool writing_ ABSL_GUARDED_BY(admission_mu_) = false;
 };
 
 }  // namespace granary::testing

@@ -9,7 +9,9 @@ A run is clean when all of these hold, and each violation names the record:
   (+ SETTLE); ENOENT, ESTALE or EIO for a dataset removed until it is back
   (+ SETTLE); `granary cat`, status and metrics of a node while that node is
   down or cut off (+ RECOVERY). A read through a mount is never explained by
-  a node's fault: the mount falls back to other owners and the source. A
+  a node's fault: the mount falls back to other owners and the source; but
+  the object store is across the network, so a read of an S3 dataset through
+  the mount of a node cut off may fail with EIO (+ RECOVERY). A
   refresh or removal made on a node that was down or cut off then reaches
   the others once it is back, and a node that was down, cut off or
   restarted then sees it within RECOVERY of its return: the windows (and
@@ -23,6 +25,8 @@ A run is clean when all of these hold, and each violation names the record:
   RESOURCE_BOUNDS;
 - after the last fault, every node saw every member up and the same
   datasets and versions within CONVERGE_BOUND;
+- the object store's front end refused no request for its signature (every
+  request granaryd and granary-fuse sign must be signed right);
 - every kind of job did its work (a run that read nothing is not clean).
 """
 import collections
@@ -53,6 +57,7 @@ class Windows:
 
     def __init__(self, history):
         starts = {}
+        self.s3_datasets = set()
         self.faults = []  # (start, end, kind, target, end record)
         # (dataset, path) -> {revision: [t its source was written, the refresh's fault]}
         self.revisions = collections.defaultdict(dict)
@@ -63,8 +68,11 @@ class Windows:
                 self.faults.append((starts[record["id"]], record["t"], record["kind"],
                                     record["target"], record))
             elif record["type"] == "source_changed":
+                written = record.get("since", record["t"])
                 for path, revision in record["changed"].items():
-                    self.revisions[(record["dataset"], path)][revision] = [record["t"], None]
+                    self.revisions[(record["dataset"], path)][revision] = [written, None]
+            elif record["type"] == "datasets":
+                self.s3_datasets = set(record["s3"])
         self.faults = [self._spread(fault) for fault in self.faults]
         for fault in self.faults:
             changed = fault[4].get("changed", {}) if fault[2] == "refresh" else {}
@@ -137,7 +145,8 @@ class Windows:
         if via.startswith("cat"):
             return bool(self.open_at(t0, t1, NODE_DOWN_KINDS, node) or
                         self.open_at(t0, t1, {"rolling_restart"}))
-        return False
+        return (dataset in self.s3_datasets and error == "EIO" and
+                bool(self.open_at(t0, t1, {"cut_link"}, node)))
 
 
 def judge(history):
@@ -218,6 +227,9 @@ def judge(history):
         elif kind == "not_converged":
             violations.append(f"no convergence within {CONVERGE_BOUND} s after the last fault: "
                               f"{r['why']}")
+        elif kind == "object_store" and r.get("signature_refusals"):
+            violations.append(f"the object store's front end refused {r['signature_refusals']} "
+                              f"requests for their signature")
 
     peaks = {}
     for r in history:

@@ -3,7 +3,9 @@ network namespaces of their own (two cache groups of two), each caching on a
 small ext4 disk of its own (a loop device, which the nemesis fills), and
 granary-fuse mounts on two of them. Every part is the real built binary;
 nodes find each other through etcd and call each other over TCP with the
-cluster token.
+cluster token. granaryd may register POSIX sources beneath the source root
+and S3 sources at the object store's endpoint alone (s3.py); it and
+granary-fuse find the store's keys in their environment.
 
 Thread-safety: the nemesis thread changes processes; other threads only read
 pids, sockets and addresses.
@@ -90,7 +92,7 @@ class CacheDisk:
 
 
 class Node:
-    def __init__(self, index, root, network, etcd, token, binaries, source_root):
+    def __init__(self, index, root, network, etcd, token, binaries, source_root, store):
         self.index = index
         self.id = f"n{index + 1}"
         self.group = GROUPS[index]
@@ -107,8 +109,9 @@ class Node:
             "--capacity", CAPACITY, "--socket", self.socket,
             "--listen", f"{self.address}:7070", "--advertise", f"{self.address}:7070",
             "--etcd", etcd.endpoint, "--token-file", token,
-            "--metrics-listen", self.metrics, "--source-root", source_root]
-        self.child = Child(argv, f"{self.dir}/granaryd.log")
+            "--metrics-listen", self.metrics, "--source-root", source_root,
+            "--s3-endpoint", store.endpoint]
+        self.child = Child(argv, f"{self.dir}/granaryd.log", env=store.environment())
         self.server = f"unix:{self.socket}"
 
     def start(self):
@@ -126,8 +129,9 @@ class Node:
 class Mount:
     """granary-fuse on `node`, run in its namespace (its peers are over TCP)."""
 
-    def __init__(self, node, token, binaries):
+    def __init__(self, node, token, binaries, store):
         self.node = node
+        self.env = store.environment()  # For reads straight from the store.
         self.path = f"{node.dir}/mnt"
         os.makedirs(self.path, exist_ok=True)
         self.argv = node.prefix + [binaries.fuse, self.path, "--server", node.server,
@@ -136,7 +140,7 @@ class Mount:
         self.child = None
 
     def _spawn(self, extra, ready_dataset):
-        child = Child(self.argv + extra, self.log).start()
+        child = Child(self.argv + extra, self.log, env=self.env).start()
         wait_until(lambda: os.path.isdir(f"{self.path}/{ready_dataset}") or not child.running(),
                    30, f"mount on {self.node.id} serving")
         if not child.running():
@@ -174,22 +178,23 @@ class Binaries:
         self.granaryd = f"{build_dir}/granaryd"
         self.fuse = f"{build_dir}/granary-fuse"
         self.cli = f"{build_dir}/granary"
-        for path in (self.granaryd, self.fuse, self.cli):
+        self.object_store = f"{build_dir}/tests/support/granary-test-s3"
+        for path in (self.granaryd, self.fuse, self.cli, self.object_store):
             if not os.access(path, os.X_OK):
                 raise FileNotFoundError(f"{path}: not built (bash scripts/build.sh)")
 
 
 class Cluster:
-    def __init__(self, root, network, binaries, source_root):
+    def __init__(self, root, network, binaries, source_root, store):
         self.root = root
         self.network = network
         self.binaries = binaries
         self.token = f"{root}/token"
         write_token(self.token)
         self.etcd = Etcd(root)
-        self.nodes = [Node(i, root, network, self.etcd, self.token, binaries, source_root)
+        self.nodes = [Node(i, root, network, self.etcd, self.token, binaries, source_root, store)
                       for i in range(len(GROUPS))]
-        self.mounts = [Mount(self.nodes[i], self.token, binaries) for i in MOUNTED_NODES]
+        self.mounts = [Mount(self.nodes[i], self.token, binaries, store) for i in MOUNTED_NODES]
         self.cli_env = dict(os.environ, GRANARY_TOKEN_FILE=self.token)
 
     def start(self):

@@ -15,9 +15,9 @@ import sys
 import threading
 import time
 
-from . import checker, cluster as cluster_mod, datasets, history as history_mod, jobs, report
+from . import checker, cluster as cluster_mod, datasets, history as history_mod, jobs, report, s3
 from .nemesis import Nemesis, plan as plan_faults
-from .network import Network
+from .network import BRIDGE_ADDRESS, Network
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 MIB = 1 << 20
@@ -47,7 +47,7 @@ class Context:
 
     def add_dataset(self, name, rng):
         dataset = self.world.datasets[name]
-        return self.admin(["dataset", "add", name, self.world.source(name), "--chunk-size",
+        return self.admin(["dataset", "add", name, *self.world.source(name), "--chunk-size",
                            str(dataset.chunk_size)], rng)
 
 
@@ -130,12 +130,14 @@ def run(args):
     print(f"soak: seed {seed}, output in {out}", flush=True)
     binaries = cluster_mod.Binaries(args.build)
     cache_bytes = len(cluster_mod.GROUPS) * 64 * MIB
-    world = datasets.World(os.path.join(root, "sources"), datasets.plan(seed, 3 * cache_bytes))
-    world.write_all()
     network = Network(len(cluster_mod.GROUPS))
-    cluster = cluster_mod.Cluster(root, network, binaries, world.root)
-    ctx = None
+    store, cluster = None, None
     try:
+        store = s3.ObjectStore(binaries.object_store, root, BRIDGE_ADDRESS)
+        world = datasets.World(os.path.join(root, "sources"), datasets.plan(seed, 3 * cache_bytes),
+                               store)
+        world.write_all()
+        cluster = cluster_mod.Cluster(root, network, binaries, world.root, store)
         cluster.start()
         history = history_mod.History(os.path.join(out, "history.jsonl"))
         ctx = Context(root, world, cluster, history)
@@ -147,6 +149,7 @@ def run(args):
             mount.start(ctx.ready_dataset())
         setup_seconds = time.monotonic() - wall_start
         history.start = time.monotonic()
+        history.record("datasets", s3=world.s3_names(), s3_endpoint=store.endpoint)
         workload_seconds = max(60.0, args.minutes * 60 - setup_seconds - 30)
         fault_seconds = workload_seconds - TAIL_SECONDS - 40
         if args.stale_fault:
@@ -156,7 +159,7 @@ def run(args):
             Nemesis(ctx, schedule, seed).run()
         else:
             schedule = plan_faults(seed, fault_seconds, len(cluster.nodes), len(cluster.mounts),
-                                   sorted(world.datasets))
+                                   sorted(world.datasets), world.s3_names())
         workers = [jobs.RandomReader(f"random-{i}", ctx, seed + i, (0.02, 0.2)) for i in range(2)]
         workers += [jobs.LoaderJob("loader-0", ctx, seed + 10, (0.5, 2)),
                     jobs.CatJob("cat-0", ctx, seed + 11, (0.5, 2)),
@@ -176,9 +179,13 @@ def run(args):
             worker.join(timeout=jobs.HANG_SECONDS)
         jobs.check_hangs(ctx, workers)
         final_scrape(ctx)
+        history.record("object_store", **store.close())
         history.close()
     finally:
-        cluster.close()
+        if cluster is not None:
+            cluster.close()
+        if store is not None:
+            store.close()
         network.close()
         remove_bulk(root)
     with open(os.path.join(out, "run.json"), "w") as f:
@@ -222,8 +229,9 @@ def stale_read_named(records, verdict):
 
 
 def remove_bulk(root):
-    """The sources and cache disks (a GiB); the logs stay beside the report."""
-    shutil.rmtree(os.path.join(root, "sources"), ignore_errors=True)
+    """The sources, objects and cache disks (a GiB); the logs stay beside the report."""
+    for bulk in ("sources", "s3"):
+        shutil.rmtree(os.path.join(root, bulk), ignore_errors=True)
     for node in os.listdir(root):
         for bulk in ("cache.img", "data", "cache", "mnt"):
             path = os.path.join(root, node, bulk)

@@ -27,13 +27,16 @@ HOLD_SECONDS = {"cut_link": (6, 12), "fill_disk": (6, 12), "leave_join": (8, 14)
 LONG_FAULTS = {"rolling_restart": 20, "leave_join": 10}
 
 
-def plan(seed, fault_seconds, node_count, mount_count, dataset_names):
+def plan(seed, fault_seconds, node_count, mount_count, dataset_names, s3_names):
     """[(start second, track, kind, target, hold seconds)], in order of start.
 
     Every kind happens at least once; a longer run repeats them at random.
+    The first of each data kind is of an S3 dataset (of `s3_names`), so that
+    every run rewrites objects and registers a bucket again.
     """
     rng = random.Random(seed)
     schedule = []
+    s3_first = set(DATA_KINDS)
     for track, kinds, gap in (("node", NODE_KINDS, (6, 14)), ("data", DATA_KINDS, (8, 20))):
         order = rng.sample(kinds, len(kinds))
         at = rng.uniform(2, 6)
@@ -42,6 +45,9 @@ def plan(seed, fault_seconds, node_count, mount_count, dataset_names):
             kind = order.pop(0) if order else rng.choice(kinds)
             if kind == "kill_fuse":
                 target = rng.randrange(mount_count)
+            elif kind in s3_first:
+                s3_first.remove(kind)
+                target = rng.choice(s3_names)
             elif kind in DATA_KINDS:
                 target = rng.choice(dataset_names)
             elif kind in ("rolling_restart", "restart_etcd"):
@@ -146,8 +152,9 @@ class Nemesis:
 
     def refresh(self, name, _):
         ctx = self.context
+        since = ctx.history.now()  # New revisions are written to the source from then on.
         changed = ctx.world.change(name, self.rng)
-        ctx.history.record("source_changed", dataset=name, changed=changed)
+        ctx.history.record("source_changed", dataset=name, changed=changed, since=since)
         node = ctx.admin(["dataset", "refresh", name], self.rng)
         return {"node": node.id, "changed": changed}
 

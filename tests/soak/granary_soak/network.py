@@ -4,7 +4,9 @@ TCP over the bridge; cutting a node's link takes its veth down (every peer,
 and etcd, lose it) and healing brings it up again.
 
 Names carry the harness's pid, so that namespaces and links left by a run
-that died are recognised and removed by the next one.
+that died are recognised and removed by the next one, and a run refuses to
+start beside one still running: both would use the same subnet and etcd
+ports, and each would break the other.
 """
 import os
 import re
@@ -31,20 +33,28 @@ def _alive(pid):
 
 
 def remove_leftovers():
-    """Namespaces and bridges of earlier runs whose harness is gone."""
+    """Removes namespaces and bridges of earlier runs whose harness is gone;
+    the pids of harnesses whose bridges are up and who still run."""
     for name in os.listdir("/run/netns") if os.path.isdir("/run/netns") else []:
         match = re.fullmatch(r"gsoak(\d+)-n\d+", name)
         if match and not _alive(int(match.group(1))):
             ip("netns", "del", name, check=False)
+    running = []
     for line in ip("-br", "link", "show", "type", "bridge").stdout.splitlines():
         match = re.match(r"gsb(\d+)\b", line)
         if match and not _alive(int(match.group(1))):
             ip("link", "del", f"gsb{match.group(1)}", check=False)
+        elif match:
+            running.append(int(match.group(1)))
+    return running
 
 
 class Network:
     def __init__(self, node_count):
-        remove_leftovers()
+        running = remove_leftovers()
+        if running:
+            raise RuntimeError(f"another soak is running (harness pid {running[0]}): two cannot "
+                               f"share a machine ({SUBNET}.0/24 and etcd's ports)")
         tag = os.getpid()
         self.bridge = f"gsb{tag}"
         self.namespaces = [f"gsoak{tag}-n{i + 1}" for i in range(node_count)]

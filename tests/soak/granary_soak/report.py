@@ -85,6 +85,17 @@ def _plot_memory(history, path):
     plt.close(figure)
 
 
+def _object_store_line(history):
+    s3 = next((r["s3"] for r in history if r["type"] == "datasets"), [])
+    counts = next((r for r in history if r["type"] == "object_store"), {})
+    if "object_gets" not in counts:
+        return f"- object store ({', '.join(s3) or 'no dataset'}): its counts were not recorded"
+    return (f"- object store ({', '.join(s3)}, through the SigV4 front end): "
+            f"{counts['object_gets']} object GETs, {counts['precondition_failures']} answered "
+            f"412 (the object changed since its manifest), {counts['signature_refusals']} "
+            f"refused for their signature")
+
+
 def write(out_dir, history, verdict, run):
     """Writes the report under `out_dir`; `run` describes the run (seed, command, ...)."""
     faults = _faults(history)
@@ -126,6 +137,7 @@ def write(out_dir, history, verdict, run):
         f"{totals['granary_store_admissions_refused_total']:.0f}, failed to store "
         f"{totals['granary_store_insert_errors_total']:.0f}, checksum failures "
         f"{totals['granary_store_checksum_failures_total']:.0f}",
+        _object_store_line(history),
         f"- catalog and membership converged {figures['converged_seconds']} s after the "
         f"last fault (t={figures['last_fault_end']:.1f})",
         "- peaks: " + ", ".join(f"{name} {p['rss'] / MIB:.0f} MiB / {p['fds']} fds"
