@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -283,7 +284,7 @@ absl::StatusOr<std::shared_ptr<const MountedDataset>> InodeTable::Loaded(
     ReaderMutexLock lock(&mutex_);
     if (slot->loaded != nullptr) return slot->loaded;
   }
-  absl::StatusOr<DatasetSnapshot> snapshot = options_.load(slot->name, slot->version);
+  absl::StatusOr<DatasetSnapshot> snapshot = LoadWaitingForTheServer(slot->name, slot->version);
   if (snapshot.ok() && snapshot->manifest.version() != slot->version) {
     snapshot = absl::DataLossError(
         absl::StrCat("the server sent version ", FormatVersion(snapshot->manifest.version())));
@@ -310,6 +311,20 @@ absl::StatusOr<std::shared_ptr<const MountedDataset>> InodeTable::Loaded(
   }
   Free(std::move(freed));
   return dataset;
+}
+
+absl::StatusOr<DatasetSnapshot> InodeTable::LoadWaitingForTheServer(std::string_view name,
+                                                                    uint64_t version) {
+  constexpr std::chrono::milliseconds kRetryInterval{100};
+  const auto deadline = std::chrono::steady_clock::now() + options_.unavailable_wait;
+  for (;;) {
+    absl::StatusOr<DatasetSnapshot> snapshot = options_.load(name, version);
+    if (!absl::IsUnavailable(snapshot.status()) ||
+        std::chrono::steady_clock::now() + kRetryInterval > deadline) {
+      return snapshot;
+    }
+    std::this_thread::sleep_for(kRetryInterval);
+  }
 }
 
 void InodeTable::InstallLocked(Slot& slot, std::shared_ptr<const MountedDataset> dataset,

@@ -404,6 +404,41 @@ TEST_F(FuseReadTest, DatasetsAddedLaterAppearInTheRoot) {
   EXPECT_EQ(listing, "ds\nlater\n");
 }
 
+// The mount loads a dataset's manifest from its granaryd when the dataset is
+// first opened: an open while the server restarts waits for it.
+TEST_F(FuseReadTest, AFirstOpenOfADatasetWhileItsServerRestartsWaitsForIt) {
+  const std::string other = source_dir_.path() + "/other";
+  WriteFile(other + "/hello.txt", "hello\n");
+  ASSERT_TRUE(AddDataset(*server_, "later", other).ok());
+  // Listed in the root (refreshed once a second), not opened yet.
+  std::string listing;
+  for (int i = 0; i < 50 && listing != "ds\nlater\n"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    listing = Shell("ls '" + mount_->path() + "'").second;
+  }
+  ASSERT_EQ(listing, "ds\nlater\n");
+
+  ASSERT_TRUE(server_->Kill().ok());
+  // The server is restarted from this thread: a child dies with the thread
+  // that started it.
+  int fd = -1;
+  int open_errno = 0;
+  std::thread opener([&] {
+    fd = open((mount_->path() + "/later/hello.txt").c_str(), O_RDONLY);
+    open_errno = errno;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const absl::Status restarted = server_->Restart();
+  opener.join();
+  ASSERT_TRUE(restarted.ok()) << restarted;
+  ASSERT_GE(fd, 0) << std::strerror(open_errno) << mount_->log();
+  std::string got(16, '\0');
+  ssize_t n = read(fd, got.data(), got.size());
+  close(fd);
+  ASSERT_EQ(n, 6) << std::strerror(errno);
+  EXPECT_EQ(got.substr(0, 6), "hello\n");
+}
+
 TEST_F(FuseReadTest, ServerKilledMidReadThenRestarted) {
   const std::string name = "/big1.bin";
   const std::string want = ReadWhole(source_ + name);

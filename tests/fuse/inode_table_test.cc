@@ -178,6 +178,10 @@ struct Server {
   absl::StatusOr<DatasetSnapshot> Load(std::string_view name, uint64_t version) {
     ++loads[version];
     if (!available) return absl::UnavailableError("the server is down");
+    if (restarting_loads > 0) {
+      --restarting_loads;
+      return absl::UnavailableError("the server restarts");
+    }
     auto found = versions.find(version);
     if (found == versions.end() || found->second.info.name() != name) {
       return absl::NotFoundError("no such version");
@@ -187,18 +191,22 @@ struct Server {
   std::map<uint64_t, DatasetSnapshot> versions;
   std::map<uint64_t, int> loads;
   bool available = true;
+  int restarting_loads = 0;  // Loads answered UNAVAILABLE before it is back.
 };
 
+// A table over `server` whose loads fail at once when the server is down,
+// unless `unavailable_wait` says otherwise.
 InodeTable::Options TableOptions(
     Server& server, std::chrono::milliseconds release_after = std::chrono::milliseconds(0),
-    uint64_t memory_budget = uint64_t{1} << 30) {
+    uint64_t memory_budget = uint64_t{1} << 30,
+    std::chrono::milliseconds unavailable_wait = std::chrono::milliseconds(0)) {
   return {.uid = 0,
           .gid = 0,
           .release_after = release_after,
           .memory_budget = memory_budget,
-          .load = [&server](std::string_view name, uint64_t version) {
-            return server.Load(name, version);
-          }};
+          .load = [&server](std::string_view name,
+                            uint64_t version) { return server.Load(name, version); },
+          .unavailable_wait = unavailable_wait};
 }
 
 // Shows `snapshot` in the table, loaded, as a refresh of a dataset being
@@ -368,6 +376,30 @@ TEST(InodeTable, AVersionThatCannotLoadIsTriedAgainWhenNextUsed) {
   server.available = true;
   EXPECT_NE(table.Resolve(InodeNumber(0, 1)).dataset, nullptr);
   EXPECT_EQ(server.loads[version], 3);
+}
+
+// A first load while the server restarts waits for it within the wait, and
+// fails as the server answered once the wait is over.
+TEST(InodeTable, ALoadWaitsForARestartingServerWithinTheWait) {
+  Server server;
+  const uint64_t version = server.Add(Version(1));
+  InodeTable waiting(TableOptions(server, std::chrono::milliseconds(0), uint64_t{1} << 30,
+                                  std::chrono::seconds(10)));
+  waiting.Publish({waiting.Show(server.versions.at(version).info)});
+  server.restarting_loads = 3;
+  absl::StatusOr<std::shared_ptr<const MountedDataset>> loaded = waiting.FindDataset("ds");
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(server.loads[version], 4);
+
+  Server down;
+  const uint64_t down_version = down.Add(Version(1));
+  InodeTable briefly(TableOptions(down, std::chrono::milliseconds(0), uint64_t{1} << 30,
+                                  std::chrono::milliseconds(250)));
+  briefly.Publish({briefly.Show(down.versions.at(down_version).info)});
+  down.available = false;
+  absl::StatusOr<std::shared_ptr<const MountedDataset>> failed = briefly.FindDataset("ds");
+  EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
+  EXPECT_GE(down.loads[down_version], 2);
 }
 
 // What a process taking a mount over needs: the versions of the one before
