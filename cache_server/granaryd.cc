@@ -6,7 +6,7 @@
 //            [--socket PATH] [--node-id ID] [--group NAME] [--members FILE | --etcd URL]
 //            [--advertise HOST:PORT] [--token-file FILE] [--insecure-tcp]
 //            [--metrics-listen HOST:PORT] [--cache-dir DIR]... [--source-root DIR]...
-//            [--admin-group GROUP]
+//            [--admin-group GROUP] [--source-journal FILE]
 //
 // With no cluster configured and no --listen there is no TCP listener; a TCP
 // listener needs a cluster token (--token-file) unless --insecure-tcp is given,
@@ -41,7 +41,7 @@ namespace {
 struct Flags {
   std::string config_file;
   std::optional<std::string> data_dir, capacity, listen, socket, node_id, group, members, etcd,
-      advertise, token_file, metrics_listen, admin_group, fill;
+      advertise, token_file, metrics_listen, admin_group, fill, source_journal;
   std::vector<std::string> cache_dirs, source_roots, s3_endpoints, s3_endpoint_profiles;
   std::optional<uint32_t> version_grace_seconds, s3_connect_timeout_ms, s3_request_timeout_ms,
       locality_period_ms, locality_max_age_seconds, manifest_memory_mib;
@@ -95,6 +95,7 @@ absl::StatusOr<GranarydConfig> BuildConfig(const Flags& flags) {
     config.s3_endpoint_profiles[entry.substr(0, equals)] = entry.substr(equals + 1);
   }
   if (flags.admin_group) config.admin_group = *flags.admin_group;
+  if (flags.source_journal) config.source_journal = *flags.source_journal;
   if (flags.insecure_tcp) config.insecure_tcp = true;
   if (flags.fill) config.fill_on_read = *flags.fill == "on-read";
   if (flags.version_grace_seconds) config.version_grace_seconds = *flags.version_grace_seconds;
@@ -157,6 +158,9 @@ int Run(int argc, char** argv) {
   app.add_option("--admin-group", flags.admin_group,
                  "Group whose members may register, refresh and remove datasets (default: root "
                  "alone)");
+  app.add_option("--source-journal", flags.source_journal,
+                 "File every source read, and every change to what the cache holds, is "
+                 "appended to as JSON lines (default: none, or the config's `source_journal`)");
   app.add_option("--fill", flags.fill,
                  "For datasets registered without a fill policy: on-read (a cold read starts "
                  "filling the rest of the dataset in the background) or none (default: "

@@ -44,6 +44,7 @@
 #include "cache_server/read_path/local_read_server.h"
 #include "cache_server/read_path/peer_read_server.h"
 #include "cache_server/read_path/read_through.h"
+#include "cache_server/read_path/source_journal.h"
 #include "cache_server/read_path/stream_watchdog.h"
 #include "cache_server/read_path/write_behind.h"
 #include "cache_server/service.h"
@@ -245,6 +246,7 @@ void ConfigureGrpcServer(const GranarydConfig& config, grpc::ServerBuilder* buil
 struct GranaryServer::Parts {
   GranarydConfig config;
   std::unique_ptr<DataDirLock> lock;
+  std::unique_ptr<SourceJournal> source_journal;  // Told of the store's changes.
   std::unique_ptr<store::ChunkStore> store;
   std::unique_ptr<Catalog> catalog;
   ServerMetrics metrics;
@@ -321,6 +323,10 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
     GRANARY_ASSIGN_OR_RETURN(c.capacity_bytes, DefaultCapacity(c.cache_dirs));
   }
   store_options.capacity_bytes = c.capacity_bytes;
+  if (!c.source_journal.empty()) {
+    GRANARY_ASSIGN_OR_RETURN(parts->source_journal, SourceJournal::Open(c.source_journal));
+    store_options.events = parts->source_journal.get();
+  }
   GRANARY_ASSIGN_OR_RETURN(parts->store, store::ChunkStore::Open(store_options));
   GRANARY_ASSIGN_OR_RETURN(
       parts->catalog,
@@ -364,6 +370,7 @@ absl::StatusOr<std::unique_ptr<GranaryServer>> GranaryServer::Start(const Granar
   parts->read_through = std::make_unique<ReadThrough>(
       parts->catalog.get(), parts->store.get(), &parts->metrics, parts->activity.get(),
       parts->cluster.get(), parts->write_behind.get(), parts->sources.get());
+  parts->read_through->set_source_journal(parts->source_journal.get());
   parts->batch_reads = std::make_unique<BatchReads>(parts->catalog.get(), parts->policy.get(),
                                                     parts->read_through.get());
   parts->fills = std::make_unique<FillScheduler>(

@@ -211,6 +211,7 @@ const std::map<std::string, KeyParser>& KeyParsers() {
       {"max_job_series", WholeNumberKey(&GranarydConfig::max_job_series, 1, 100'000)},
       {"job_idle_seconds", WholeNumberKey(&GranarydConfig::job_idle_seconds, 1, 30 * 86400)},
       {"receipt_dir", StringKey(&GranarydConfig::receipt_dir)},
+      {"source_journal", StringKey(&GranarydConfig::source_journal)},
   };
   return *parsers;
 }

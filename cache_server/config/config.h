@@ -31,6 +31,7 @@
 //   source_refresh_interval_seconds: 60
 //   max_job_series: 256               job_idle_seconds: 600
 //   receipt_dir: /var/lib/granary/receipts
+//   source_journal: /var/log/granary/source.jsonl
 // An unknown key, a value of the wrong kind, or a bad size or address is an
 // INVALID_ARGUMENT error naming the file, the key and the value.
 //
@@ -187,6 +188,9 @@ struct GranarydConfig {
   // (cache_server/status/job_receipts.h); empty: receipts are kept in
   // granaryd's memory only.
   std::string receipt_dir;
+  // A file every source read, and every change to what the cache holds, is
+  // appended to (cache_server/read_path/source_journal.h); empty: none.
+  std::string source_journal;
 };
 
 // A capacity such as "200GiB"; INVALID_ARGUMENT for a bad size or 0.

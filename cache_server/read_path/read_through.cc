@@ -596,6 +596,7 @@ absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
                                                     SourceUse use) {
   const uint64_t start = static_cast<uint64_t>(key.chunk_index) * manifest.chunk_size() + offset;
   metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
+  const std::chrono::system_clock::time_point began = std::chrono::system_clock::now();
   const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kSource);
   absl::StatusOr<std::shared_ptr<const Source>> source =
       sources_->OpenToRead(manifest.identity().source);
@@ -635,6 +636,12 @@ absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
     metadata_change_listener_(manifest, entry.path);
   }
   metrics_->bytes_from_source.fetch_add(bytes.size(), std::memory_order_relaxed);
+  if (journal_) {
+    journal_->SourceRead(manifest.identity().name, key, offset, bytes.size(),
+                         use == SourceUse::kReader ? SourceJournal::ReadFor::kReader
+                                                   : SourceJournal::ReadFor::kFill,
+                         began);
+  }
   return bytes;
 }
 

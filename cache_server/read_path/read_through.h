@@ -55,6 +55,7 @@
 #include "cache_server/cluster/cluster_view.h"
 #include "cache_server/metrics.h"
 #include "cache_server/read_path/fetch_speeds.h"
+#include "cache_server/read_path/source_journal.h"
 #include "cache_server/read_path/source_turns.h"
 #include "cache_server/read_path/write_behind.h"
 #include "cache_server/store/chunk_store.h"
@@ -213,6 +214,10 @@ class ReadThrough {
     metadata_change_listener_ = std::move(listener);
   }
 
+  // Where every source read is written down (none when null); set before
+  // the first read. Must outlive this object.
+  void set_source_journal(SourceJournal* journal) { journal_ = journal; }
+
   // How many readers wait on misses now.
   int ReadersWaiting() const { return readers_waiting_.load(std::memory_order_relaxed); }
   // Whether a reader waits on a miss now or has within `window`.
@@ -332,6 +337,7 @@ class ReadThrough {
   Sources* const sources_;
   MissListener miss_listener_;
   MetadataChangeListener metadata_change_listener_;
+  SourceJournal* journal_ = nullptr;
   std::atomic<int> readers_waiting_{0};
   // When the last reader's miss was answered (steady_clock ticks).
   std::atomic<int64_t> last_reader_miss_{0};

@@ -60,6 +60,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cache_server/store/held_blocks.h"
+#include "cache_server/store/store_events.h"
 #include "common/base/unique_fd.h"
 #include "common/dataset/chunk_key.h"
 #include "proto/granary.pb.h"
@@ -130,6 +131,9 @@ struct StoreOptions {
   // can be); 0 means a quarter of the process's open-file limit
   // (RLIMIT_NOFILE), leaving the rest to sockets, source files and the index.
   size_t max_open_data_files = 0;
+  // Told what the store comes to hold and stops holding; none when null.
+  // Must outlive the store.
+  StoreEvents* events = nullptr;
 };
 
 // Values are stored in the index: keep them.

@@ -156,6 +156,7 @@ absl::Status DataFileChunkStore::ReclaimLocked(uint64_t file_id) {
 
 void DataFileChunkStore::WithdrawLocked(const SourceFile& source) {
   constexpr size_t kRememberedWithdrawals = 4096;
+  if (options_.events) options_.events->Withdrawn(source.first, source.second);
   withdrawn_.push_back(source);
   if (withdrawn_.size() > kRememberedWithdrawals) {
     withdrawn_.pop_front();

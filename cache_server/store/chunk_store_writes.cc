@@ -222,6 +222,7 @@ absl::StatusOr<bool> DataFileChunkStore::Store(const ChunkKey& key, uint32_t chu
     }
     if (status.ok()) status = index_->Put(encoded, location, placement.unmark_synced);
     if (status.ok()) {
+      if (options_.events) options_.events->Kept(key, offset, data.size());
       CountPutLocked(file, replaced, location);
       file.last_use_ms = location.last_use_unix_ms();
       inserts_++;

@@ -69,8 +69,8 @@ class ServerWithoutMethods {
 // StartServer(), with a stub over its Unix socket.
 class GranarydTest : public ::testing::Test {
  protected:
-  void StartServer() {
-    auto server = GranarydProcess::Start();
+  void StartServer(GranarydOptions options = {}) {
+    auto server = GranarydProcess::Start(std::move(options));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     stub_ = server_->SocketStub();
