@@ -27,10 +27,13 @@ A run is clean when all of these hold, and each violation names the record:
   datasets and versions within CONVERGE_BOUND;
 - the object store's front end refused no request for its signature (every
   request granaryd and granary-fuse sign must be signed right);
-- every kind of job did its work (a run that read nothing is not clean).
+- every kind of job did its work (a run that read nothing is not clean);
+- each byte of a dataset version was read from the source at most once per
+  cache group outside the windows that lose it (source_reads.py).
 """
 import collections
 
+from . import source_reads
 from .jobs import HANG_SECONDS
 
 INF = float("inf")
@@ -149,10 +152,12 @@ class Windows:
                 bool(self.open_at(t0, t1, {"cut_link"}, node)))
 
 
-def judge(history):
-    """The verdict: {"clean": bool, "violations": [str], "figures": {...}}."""
+def judge(history, journals, groups):
+    """The verdict: {"clean": bool, "violations": [str], "figures": {...}}, of
+    `history` and the nodes' source journals (source_reads.py) `journals`
+    (node id -> lines), the nodes in `groups` (node id -> cache group)."""
     windows = Windows(history)
-    violations = []
+    violations, source_figures = source_reads.judge(windows, history, journals, groups)
     node_faults = {"kill_granaryd", "leave_join", "cut_link", "rolling_restart", "restart_etcd",
                    "fill_disk", "kill_fuse"}
     done_by_kind = collections.Counter()
@@ -254,4 +259,5 @@ def judge(history):
                         "prewarms_refused_cache_full": refused_full,
                         "bytes_verified": sum(r["bytes"] for r in reads if "wrong" not in r),
                         "converged_seconds": converged[0]["seconds"] if converged else None,
-                        "peaks": peaks, "last_fault_end": windows.last_fault_end}}
+                        "peaks": peaks, "last_fault_end": windows.last_fault_end,
+                        "source_reads": source_figures}}

@@ -26,6 +26,11 @@ GROUPS = ["rack-a", "rack-a", "rack-b", "rack-b"]
 MOUNTED_NODES = [0, 2]  # One mount in each group.
 
 
+def journal_path(root, node_id):
+    """Where node `node_id`'s granaryd writes its source journal."""
+    return f"{root}/{node_id}/source.jsonl"
+
+
 def write_token(path):
     with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
         out.write(secrets.token_hex(32))
@@ -103,6 +108,9 @@ class Node:
         self.socket = f"{self.dir}/granaryd.sock"
         self.metrics = f"{self.address}:9100"
         self.disk = CacheDisk(f"{self.dir}/cache.img", f"{self.dir}/cache")
+        # Every source read and every change to what the cache holds
+        # (source_reads.py judges them).
+        self.journal = journal_path(root, self.id)
         argv = self.prefix + [
             binaries.granaryd, "--node-id", self.id, "--group", self.group,
             "--data-dir", f"{self.dir}/data", "--cache-dir", self.disk.path,
@@ -110,7 +118,7 @@ class Node:
             "--listen", f"{self.address}:7070", "--advertise", f"{self.address}:7070",
             "--etcd", etcd.endpoint, "--token-file", token,
             "--metrics-listen", self.metrics, "--source-root", source_root,
-            "--s3-endpoint", store.endpoint]
+            "--s3-endpoint", store.endpoint, "--source-journal", self.journal]
         self.child = Child(argv, f"{self.dir}/granaryd.log", env=store.environment())
         self.server = f"unix:{self.socket}"
 

@@ -15,7 +15,8 @@ import sys
 import threading
 import time
 
-from . import checker, cluster as cluster_mod, datasets, history as history_mod, jobs, report, s3
+from . import (checker, cluster as cluster_mod, datasets, history as history_mod, jobs, report, s3,
+               source_reads)
 from .nemesis import Nemesis, plan as plan_faults
 from .network import BRIDGE_ADDRESS, Network
 
@@ -149,6 +150,7 @@ def run(args):
             mount.start(ctx.ready_dataset())
         setup_seconds = time.monotonic() - wall_start
         history.start = time.monotonic()
+        history.record("clock", unix=time.time())  # How journals' times map to the run's.
         history.record("datasets", s3=world.s3_names(), s3_endpoint=store.endpoint)
         workload_seconds = max(60.0, args.minutes * 60 - setup_seconds - 30)
         fault_seconds = workload_seconds - TAIL_SECONDS - 40
@@ -203,7 +205,9 @@ def judge(out):
     records = history_mod.load(os.path.join(out, "history.jsonl"))
     with open(os.path.join(out, "run.json")) as f:
         run_info = json.load(f)
-    verdict = checker.judge(records)
+    groups = {f"n{i + 1}": group for i, group in enumerate(cluster_mod.GROUPS)}
+    journals = source_reads.load(os.path.join(out, "run"), groups)
+    verdict = checker.judge(records, journals, groups)
     with open(os.path.join(out, "verdict.json"), "w") as f:
         json.dump(verdict, f, indent=1)
     report.write(out, records, verdict, run_info)

@@ -96,6 +96,16 @@ def _object_store_line(history):
             f"refused for their signature")
 
 
+def _source_reads_line(source):
+    if not source:
+        return "- source reads: no journal was recorded"
+    return (f"- source reads by granaryd (their journals): {source['source_reads']} reads, "
+            f"{source['source_bytes'] / MIB:.0f} MiB; of bytes a node or its group held "
+            f"then, outside the windows that lose them: {source['violations']}; a reader's "
+            f"blocks and a fill's chunk read at once on one node: "
+            f"{source.get('reader_and_fill_at_once', 0)}")
+
+
 def write(out_dir, history, verdict, run):
     """Writes the report under `out_dir`; `run` describes the run (seed, command, ...)."""
     faults = _faults(history)
@@ -138,6 +148,7 @@ def write(out_dir, history, verdict, run):
         f"{totals['granary_store_insert_errors_total']:.0f}, checksum failures "
         f"{totals['granary_store_checksum_failures_total']:.0f}",
         _object_store_line(history),
+        _source_reads_line(figures.get("source_reads", {})),
         f"- catalog and membership converged {figures['converged_seconds']} s after the "
         f"last fault (t={figures['last_fault_end']:.1f})",
         "- peaks: " + ", ".join(f"{name} {p['rss'] / MIB:.0f} MiB / {p['fds']} fds"
