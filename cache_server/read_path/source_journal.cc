@@ -1,6 +1,7 @@
 #include "cache_server/read_path/source_journal.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/base/absl_compat.h"
 #include "common/base/logging.h"
 #include "common/base/printable.h"
 #include "common/base/status.h"
@@ -26,8 +28,9 @@ std::string Seconds(std::chrono::system_clock::time_point when) {
 
 // The fields every line opens with.
 std::string Opening(std::string_view event, uint64_t dataset_version, uint64_t file_id) {
-  return absl::StrCat("{\"t\":", Seconds(std::chrono::system_clock::now()), ",\"event\":\"", event,
-                      "\",\"version\":\"", FormatVersion(dataset_version), "\",\"file\":", file_id);
+  return absl::StrCat("{\"t\":", Seconds(std::chrono::system_clock::now()), ",\"event\":\"",
+                      AsAbsl(event), "\",\"version\":\"", FormatVersion(dataset_version),
+                      "\",\"file\":", file_id);
 }
 
 }  // namespace
@@ -37,9 +40,15 @@ absl::StatusOr<std::unique_ptr<SourceJournal>> SourceJournal::Open(const std::st
     return absl::InvalidArgumentError(
         absl::StrCat("source_journal '", Printable(path), "' is not an absolute path"));
   }
-  UniqueFd fd(
-      ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, kJournalMode));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("source_journal ", Printable(path)));
+  constexpr int kFlags = O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW;
+  // A journal made now gets its mode whatever the umask; one that exists
+  // keeps the mode its administrator gave it.
+  UniqueFd fd(::open(path.c_str(), kFlags | O_CREAT | O_EXCL, kJournalMode));
+  const bool created = fd.valid();
+  if (!created && errno == EEXIST) fd = UniqueFd(::open(path.c_str(), kFlags));
+  if (!fd.valid() || (created && ::fchmod(fd.get(), kJournalMode) != 0)) {
+    return ErrnoStatus(errno, absl::StrCat("source_journal ", Printable(path)));
+  }
   return std::unique_ptr<SourceJournal>(new SourceJournal(path, std::move(fd)));
 }
 
@@ -47,7 +56,7 @@ void SourceJournal::SourceRead(std::string_view dataset, const ChunkKey& key, ui
                                uint64_t length, ReadFor read_for,
                                std::chrono::system_clock::time_point began) {
   Append(absl::StrCat(Opening("source_read", key.dataset_version, key.file_id), ",\"dataset\":\"",
-                      dataset, "\",\"chunk\":", key.chunk_index, ",\"offset\":", offset,
+                      AsAbsl(dataset), "\",\"chunk\":", key.chunk_index, ",\"offset\":", offset,
                       ",\"length\":", length, ",\"for\":\"",
                       read_for == ReadFor::kReader ? "reader" : "fill",
                       "\",\"began\":", Seconds(began), "}\n"));
