@@ -435,10 +435,9 @@ absl::StatusOr<ReadThrough::Blocks> ReadThrough::FetchBlocksOnce(const Manifest&
                   static_cast<uint32_t>(range.begin)};
   }
   GRANARY_ASSIGN_OR_RETURN(
-      std::string read,
+      ChunkData data,
       Obtain(manifest, entry, range.key, static_cast<uint32_t>(range.begin),
              static_cast<uint32_t>(range.end - range.begin), range.sourcing, SourceUse::kReader));
-  auto data = std::make_shared<const std::string>(std::move(read));
   // Stored behind the answer: the reader waits for the source, not the store.
   write_behind_->StoreBlocks(range.key, manifest.chunk_size(), chunk_length,
                              static_cast<uint32_t>(range.begin), data);
@@ -475,9 +474,8 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::FetchOnce(const Manifest& ma
   }
   GRANARY_ASSIGN_OR_RETURN(const ManifestEntry* entry, ChunkEntry(manifest, key));
   uint32_t length = ChunkLength(entry->size, manifest.chunk_size(), key.chunk_index);
-  GRANARY_ASSIGN_OR_RETURN(std::string data,
+  GRANARY_ASSIGN_OR_RETURN(ChunkData fetched,
                            Obtain(manifest, *entry, key, 0, length, sourcing, use));
-  auto fetched = std::make_shared<const std::string>(std::move(data));
   if (storing == Storing::kBehind) {
     write_behind_->Store(key, manifest.chunk_size(), fetched);
     return fetched;
@@ -500,10 +498,11 @@ absl::StatusOr<std::string> ReadThrough::FetchFromOwner(const ChunkKey& key, uin
   return ReadFromPeer(*owner, key, offset, length, ChunkSourcing::kOwnerFetch);
 }
 
-absl::StatusOr<std::string> ReadThrough::Obtain(const Manifest& manifest,
-                                                const ManifestEntry& entry, const ChunkKey& key,
-                                                uint32_t offset, uint32_t length,
-                                                ChunkSourcing sourcing, SourceUse use) {
+absl::StatusOr<ReadThrough::ChunkData> ReadThrough::Obtain(const Manifest& manifest,
+                                                           const ManifestEntry& entry,
+                                                           const ChunkKey& key, uint32_t offset,
+                                                           uint32_t length, ChunkSourcing sourcing,
+                                                           SourceUse use) {
   absl::StatusOr<std::string> data = FetchFromOwner(key, offset, length, sourcing);
   if (!data.ok()) {
     // Without a peer to copy from (a lone node, a single group), a miss
@@ -514,7 +513,7 @@ absl::StatusOr<std::string> ReadThrough::Obtain(const Manifest& manifest,
   if (!data.ok()) return ReadLacking(manifest, entry, key, offset, length, use);
   metrics_->peer_copies.fetch_add(1, std::memory_order_relaxed);
   metrics_->bytes_from_peers.fetch_add(data->size(), std::memory_order_relaxed);
-  return data;
+  return std::make_shared<const std::string>(*std::move(data));
 }
 
 absl::StatusOr<std::string> ReadThrough::CopyFromPeer(std::span<const Member> peers,
@@ -555,11 +554,23 @@ bool ReadThrough::NoteFailedPeerRead(const Member& peer, const ChunkKey& key,
   return true;
 }
 
-absl::StatusOr<std::string> ReadThrough::ReadLacking(const Manifest& manifest,
-                                                     const ManifestEntry& entry,
-                                                     const ChunkKey& key, uint64_t offset,
-                                                     uint64_t length, SourceUse use) {
-  const uint64_t end = offset + length;
+absl::StatusOr<ReadThrough::ChunkData> ReadThrough::ReadLacking(const Manifest& manifest,
+                                                                const ManifestEntry& entry,
+                                                                const ChunkKey& key,
+                                                                uint64_t offset, uint64_t length,
+                                                                SourceUse use) {
+  SourceReadsInFlight::Reading reading =
+      reads_in_flight_.Begin(key, offset, offset + length, use == SourceUse::kReader);
+  GRANARY_ASSIGN_OR_RETURN(std::string bytes, Assemble(manifest, entry, key, offset,
+                                                       offset + length, use, reading.earlier()));
+  auto data = std::make_shared<const std::string>(std::move(bytes));
+  reading.Finish(data);
+  return data;
+}
+
+absl::StatusOr<std::string> ReadThrough::Assemble(
+    const Manifest& manifest, const ManifestEntry& entry, const ChunkKey& key, uint64_t offset,
+    uint64_t end, SourceUse use, std::span<const SourceReadsInFlight::Earlier> earlier) {
   std::string bytes;
   uint64_t done = offset;  // The bytes before it are in `bytes`.
   auto append_from_source = [&](uint64_t until) -> absl::Status {
@@ -574,6 +585,22 @@ absl::StatusOr<std::string> ReadThrough::ReadLacking(const Manifest& manifest,
     done = until;
     return absl::OkStatus();
   };
+  // Bytes up to `until` that the store does not hold: those an earlier read
+  // is fetching are taken from it, the rest read.
+  auto append_lacking = [&](uint64_t until) -> absl::Status {
+    for (const SourceReadsInFlight::Earlier& read : earlier) {
+      const uint64_t begin = std::max(read.begin, done);
+      const uint64_t stop = std::min(read.end, until);
+      if (begin >= stop) continue;
+      GRANARY_RETURN_IF_ERROR(append_from_source(begin));
+      const SourceReadsInFlight::Bytes& theirs = read.bytes.get();
+      // A read that failed leaves its bytes to be read with the rest.
+      if (theirs == nullptr || theirs->size() < stop - read.begin) continue;
+      bytes.append(*theirs, begin - read.begin, stop - begin);
+      done = stop;
+    }
+    return append_from_source(until);
+  };
   for (const store::HeldExtent& held : store_->HeldExtentsOf(key)) {
     const uint64_t begin = std::max(held.begin, done);
     const uint64_t stop = std::min(held.end, end);
@@ -582,11 +609,11 @@ absl::StatusOr<std::string> ReadThrough::ReadLacking(const Manifest& manifest,
     // read from the source with the rest.
     absl::StatusOr<std::string> stored = store_->ReadRange(key, begin, stop - begin);
     if (!stored.ok()) continue;
-    GRANARY_RETURN_IF_ERROR(append_from_source(begin));
+    GRANARY_RETURN_IF_ERROR(append_lacking(begin));
     bytes.append(*stored);
     done = stop;
   }
-  GRANARY_RETURN_IF_ERROR(append_from_source(end));
+  GRANARY_RETURN_IF_ERROR(append_lacking(end));
   return bytes;
 }
 
@@ -637,10 +664,10 @@ absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
   }
   metrics_->bytes_from_source.fetch_add(bytes.size(), std::memory_order_relaxed);
   if (journal_) {
-    journal_->SourceRead(manifest.identity().name, key, offset, bytes.size(),
-                         use == SourceUse::kReader ? SourceJournal::ReadFor::kReader
-                                                   : SourceJournal::ReadFor::kFill,
-                         began);
+    journal_->SourceRead(
+        manifest.identity().name, key, offset, bytes.size(),
+        use == SourceUse::kReader ? SourceJournal::ReadFor::kReader : SourceJournal::ReadFor::kFill,
+        began);
   }
   return bytes;
 }

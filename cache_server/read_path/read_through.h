@@ -19,7 +19,9 @@
 // of reading the shared source again, while that is the faster way
 // (fetch_speeds.h); else they are read from the dataset's source.
 // Concurrent misses of one chunk share a single fetch, and concurrent misses
-// of the same blocks of one a single fetch. Every read marks its dataset
+// of the same blocks of one a single fetch; misses that overlap in part (a
+// reader's blocks, then the whole chunk once it reads on) read each byte
+// from the source once (source_reads_in_flight.h). Every read marks its dataset
 // version active for the store's eviction.
 //
 // A peer's copy is trusted as the peer verified it against the checksum it
@@ -56,6 +58,7 @@
 #include "cache_server/metrics.h"
 #include "cache_server/read_path/fetch_speeds.h"
 #include "cache_server/read_path/source_journal.h"
+#include "cache_server/read_path/source_reads_in_flight.h"
 #include "cache_server/read_path/source_turns.h"
 #include "cache_server/read_path/write_behind.h"
 #include "cache_server/store/chunk_store.h"
@@ -297,9 +300,9 @@ class ReadThrough {
   // where a miss gets them: the chunk's owner (FetchFromOwner), else a peer
   // that holds them while peers are the faster way, else the source, read
   // for `use` (ReadLacking). Bytes from another node count as a peer copy.
-  absl::StatusOr<std::string> Obtain(const Manifest& manifest, const ManifestEntry& entry,
-                                     const ChunkKey& key, uint32_t offset, uint32_t length,
-                                     ChunkSourcing sourcing, SourceUse use);
+  absl::StatusOr<ChunkData> Obtain(const Manifest& manifest, const ManifestEntry& entry,
+                                   const ChunkKey& key, uint32_t offset, uint32_t length,
+                                   ChunkSourcing sourcing, SourceUse use);
   // Bytes [offset, offset + length) of chunk `key` from the first of `peers`
   // (ClusterView::CopySources()) that holds them; NOT_FOUND when none does.
   absl::StatusOr<std::string> CopyFromPeer(std::span<const Member> peers, const ChunkKey& key,
@@ -320,13 +323,20 @@ class ReadThrough {
                                          const ChunkKey& key, uint64_t offset, uint64_t length,
                                          SourceUse use);
   // The same bytes, of which those the store holds (of a chunk held in part)
-  // are read from the store, verified, and only the rest from the source: a
-  // chunk held in part costs the source what it lacks, not what it holds,
-  // when a reader asks for it whole or for blocks around a part held, as
-  // when the cache is full and keeps it in part.
-  absl::StatusOr<std::string> ReadLacking(const Manifest& manifest, const ManifestEntry& entry,
-                                          const ChunkKey& key, uint64_t offset, uint64_t length,
-                                          SourceUse use);
+  // are read from the store, verified, those an earlier read of this node is
+  // fetching are taken from it (SourceReadsInFlight), and only the rest read
+  // from the source: a chunk held in part costs the source what it lacks,
+  // not what it holds, when a reader asks for it whole or for blocks around
+  // a part held, as when the cache is full and keeps it in part; and misses
+  // that overlap (a reader's blocks, then its whole chunk) read each byte once.
+  absl::StatusOr<ChunkData> ReadLacking(const Manifest& manifest, const ManifestEntry& entry,
+                                        const ChunkKey& key, uint64_t offset, uint64_t length,
+                                        SourceUse use);
+  // ReadLacking()'s bytes [offset, end), given the earlier reads overlapping them.
+  absl::StatusOr<std::string> Assemble(const Manifest& manifest, const ManifestEntry& entry,
+                                       const ChunkKey& key, uint64_t offset, uint64_t end,
+                                       SourceUse use,
+                                       std::span<const SourceReadsInFlight::Earlier> earlier);
 
   Catalog* const catalog_;
   store::ChunkStore* const store_;
@@ -343,6 +353,7 @@ class ReadThrough {
   std::atomic<int64_t> last_reader_miss_{0};
   SingleFlight<ChunkKey, absl::StatusOr<ChunkData>> flights_;
   SingleFlight<BlockRange, absl::StatusOr<Blocks>> block_flights_;
+  SourceReadsInFlight reads_in_flight_;
   FetchSpeeds speeds_;
   SourceTurns turns_;
 };

@@ -1,17 +1,20 @@
 // The source journal of a real granaryd (--source-journal): every range read
 // from the source is written down once, with what the store then kept; a
 // range read again is one the store had lost in between (a damaged block
-// dropped, its file withdrawn); a hit writes nothing; lines are appended
-// across restarts, and the file is 0640. A journal that cannot be opened
-// stops granaryd at start, naming it.
+// dropped, its file withdrawn); a hit writes nothing; a read of bytes a read
+// in flight is fetching waits for them and reads nothing; lines are
+// appended across restarts, and the file is 0640. A journal that cannot be
+// opened stops granaryd at start, naming it.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/dataset/chunk_key.h"
@@ -136,6 +139,46 @@ TEST_F(SourceJournalTest, BytesReadAgainWereWithdrawnFirstAndLinesOutliveRestart
   EXPECT_LE(withdrawn[0]["t"].get<double>(), reads[1]["began"].get<double>())
       << "the file was withdrawn before its bytes were read again";
   EXPECT_EQ(reads[1]["offset"], 0);
+}
+
+TEST_F(SourceJournalTest, AReadOfBytesAnotherReadIsFetchingWaitsForThemInsteadOfReadingThem) {
+  // One 64 MiB chunk whose pages are not in memory: its read takes a while.
+  const std::string content = PatternBytes(64 << 20, 8);
+  uint64_t version = 0, file_id = 0;
+  ASSERT_NO_FATAL_FAILURE(RegisterOneFile("big", "big.bin", content, 64 << 20, &version, &file_id));
+  const std::string source_file = source_.path() + "/big.bin";
+  const int fd = ::open(source_file.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  ::close(fd);
+  const double reads_before = *server_->Metric("granary_source_reads_total");
+
+  std::thread whole([&] {
+    ReadResult read = ReadChunk(stub_.get(), version, file_id, 0);
+    EXPECT_TRUE(read.status.ok()) << read.status.error_message();
+    EXPECT_TRUE(read.data == content);
+  });
+  // Once the whole chunk's source read began, a reader asks for 64 KiB of it.
+  while (*server_->Metric("granary_source_reads_total") == reads_before) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  const double asked =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  ReadResult part = ReadChunk(stub_.get(), version, file_id, 0, 40 << 20, 64 << 10);
+  whole.join();
+  ASSERT_TRUE(part.status.ok()) << part.status.error_message();
+  EXPECT_TRUE(part.data == content.substr(40 << 20, 64 << 10));
+
+  std::vector<nlohmann::json> reads;
+  std::ifstream in(journal_);
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json parsed = nlohmann::json::parse(line);
+    if (parsed["event"] == "source_read" && parsed["dataset"] == "big") reads.push_back(parsed);
+  }
+  ASSERT_EQ(reads.size(), 1u) << "the part was read from the source again";
+  EXPECT_EQ(reads[0]["length"], 64u << 20);
+  EXPECT_GT(reads[0]["t"].get<double>(), asked) << "the whole chunk was read before the part "
+                                                   "was asked for: nothing was in flight";
 }
 
 TEST(SourceJournalStart, AJournalThatCannotBeOpenedStopsGranarydNamingIt) {

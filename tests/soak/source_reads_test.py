@@ -1,10 +1,13 @@
 """The source-read check (granary_soak/source_reads.py) on journals written as
 granaryd writes them (cache_server/read_path/source_journal.h): a range read
 again while its node or another of its group held it is named; one read
-again after its file was withdrawn, or never kept (declined), is not; two
-nodes of a group reading the same bytes at once are named, unless a fault
-of either explains it; a reader's blocks read beside a fill's chunk on one
-node are counted, not named; a run without journals is not clean.
+again after its file was withdrawn, or never kept (declined), is not; a
+group reading again what one of its nodes held, or two of its nodes reading
+the same bytes at once, is named unless the group's owners changed since
+(a node killed, leaving or cut off, a rolling restart, etcd restarted); one
+node reading the same bytes twice at once is named, except a reader's
+blocks beside a fill's chunk, which are counted; a run without journals is
+not clean.
 """
 import os
 import sys
@@ -76,18 +79,30 @@ class SourceReadsTest(unittest.TestCase):
         self.assertEqual(len(violations), 1, violations)
         self.assertIn("n1, of its group, was reading bytes [0, 4096)", violations[0])
 
-    def test_a_fault_of_the_holder_or_a_membership_change_explains_a_second_read(self):
+    def test_a_change_of_owners_since_the_holder_got_them_explains_a_second_read(self):
         journals = {"n1": [read(1), kept(1.1)], "n2": [read(5)]}
-        for fault in ((4, 4.5, "kill_granaryd", "n1"), (0, 1, "restart_etcd", None),
-                      (4, 6, "leave_join", "n2")):
+        for fault in ((4, 4.5, "kill_granaryd", "n1"), (2, 3, "restart_etcd", None),
+                      (3, 6, "leave_join", "n2"), (2, 3, "rolling_restart", None)):
             violations, _ = judge(journals, history(fault))
             self.assertEqual(violations, [], fault)
-        violations, _ = judge(journals, history((4, 6, "leave_join", "n3")))
-        self.assertEqual(len(violations), 1, "a node of the other group changes nothing here")
+        # Owners settle within RECOVERY of a change.
+        journals = {"n1": [read(31), kept(31.1)], "n2": [read(35)]}
+        for fault in ((34, 36, "leave_join", "n3"), (5, 10, "rolling_restart", None)):
+            violations, _ = judge(journals, history(fault))
+            self.assertEqual(len(violations), 1, f"{fault} changes no owner of the group since")
+
+    def test_one_node_reading_the_same_bytes_twice_at_once_is_named(self):
+        for first, second in (("reader", "reader"), ("reader", "fill"), ("fill", "fill")):
+            journals = {"n1": [read(1.2, began=1.0, length=8192, use=first),
+                               read(1.5, began=1.1, length=1 << 20, use=second)]}
+            violations, _ = judge(journals, history((0.5, 2, "rolling_restart", None)))
+            self.assertEqual(len(violations), 1, (first, second))
+            self.assertIn(f"by n1 ({second}) at t=1.10: n1, of its group, was reading bytes "
+                          "[0, 8192)", violations[0])
 
     def test_a_readers_blocks_beside_a_fills_chunk_are_counted_not_named(self):
-        journals = {"n1": [read(1.2, began=1.0, length=8192), read(1.5, began=1.1, length=1 << 20,
-                                                                      use="fill")]}
+        journals = {"n1": [read(1.5, began=1.0, length=1 << 20, use="fill"),
+                           read(1.2, began=1.1, length=8192)]}
         violations, figures = judge(journals)
         self.assertEqual(violations, [])
         self.assertEqual(figures["reader_and_fill_at_once"], 1)

@@ -9,13 +9,19 @@ version removed, or found unwritten on a restart). Replaying all nodes'
 journals in time order, a source read is a violation when:
 - its node held some of those bytes when the read began (kept and not
   withdrawn since): the cache read again what it had;
+- its node was reading some of them from the source at that moment, for a
+  reader, or for a fill while another fill was: a read of bytes another read
+  of the node fetches waits for it (a reader's blocks never wait for a
+  fill's chunk, so those two are counted apart, not named);
 - another node of its group held some of them, or was reading them from the
-  source at that moment: the group read them twice, where the chunk's owner
-  should have read them once for all (a node that is not the owner asks the
-  owner, which reads the miss through itself). Outside the windows that
-  explain it: a fault of either node, or a change to the group's membership
-  (a node leaving or joining, a rolling restart, etcd restarted), until
-  RECOVERY after it.
+  source at that moment, and the group's owners were the same since it got
+  them: the group read them twice, where the chunk's owner should have read
+  them once for all (a node that is not the owner asks the owner, which
+  reads the miss through itself). Owners change with a node of the group
+  killed, leaving or joining, cut off or its disk filled, a rolling restart,
+  or etcd restarted (until RECOVERY after it): the chunk's new owner then
+  reads it from the source while that is faster than copying it from the
+  node that held it (read_path/fetch_speeds.h).
 A chunk read again because its store declined it (a cache full of data in
 use), could not store it (a full disk) or lost it is no violation: it was
 never kept, or was withdrawn first. A store's "kept" is taken to hold from
@@ -78,12 +84,10 @@ def judge(windows, history, journals, groups):
     violations = []
     figures = collections.Counter()
 
-    def explained(t, *nodes):
-        if windows.open_at(t, t, MEMBERSHIP_FAULTS):
-            return True
-        if any(groups.get(f[3]) == groups[nodes[0]] for f in windows.open_at(t, t, {"leave_join"})):
-            return True
-        return any(windows.open_at(t, t, NODE_FAULTS, n) for n in nodes)
+    def ownership_changed(since, t, group):
+        """Whether the group's chunks may have changed owners between `since` and `t`."""
+        return any(f[2] in MEMBERSHIP_FAULTS or f[2] in NODE_FAULTS and groups.get(f[3]) == group
+                   for f in windows.open_at(since, t))
 
     for t, _, node, line in events:
         version, file = line["version"], line["file"]
@@ -111,7 +115,7 @@ def judge(windows, history, journals, groups):
                 if other == node or group != groups[node]:
                     continue
                 theirs = _overlap(held[other][(version, file)][line["chunk"]], begin, end)
-                if theirs and not explained(t, node, other):
+                if theirs and not ownership_changed(theirs[2], t, group):
                     violations.append(f"{where}: {other}, of its group, held bytes "
                                       f"[{theirs[0]}, {theirs[1]}) of them since "
                                       f"t={theirs[2]:.2f}")
@@ -119,11 +123,12 @@ def judge(windows, history, journals, groups):
             for other in reading[key]:
                 if not (other[0] < end and begin < other[1]):
                     continue
-                if other[2] == node and {other[3]["for"], line["for"]} == {"reader", "fill"}:
+                if other[2] == node and other[3]["for"] == "fill" and line["for"] == "reader":
                     # A reader's blocks never wait behind a fill's chunk
                     # (read_through.h), so both may read them at once.
                     figures["reader_and_fill_at_once"] += 1
-                elif not explained(t, node, other[2]):
+                elif other[2] == node or not ownership_changed(other[3]["began"] + shift, t,
+                                                               groups[node]):
                     violations.append(f"{where}: {other[2]}, of its group, was reading bytes "
                                       f"[{other[0]}, {other[1]}) of them from the source then")
             reading[key].append([begin, end, node, line])
