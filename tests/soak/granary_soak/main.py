@@ -126,6 +126,7 @@ def run(args):
     root = os.path.join(out, "run")
     os.makedirs(root, exist_ok=True)
     wall_start = time.monotonic()
+    commit = git_commit()  # What runs: the tree may change while a long run goes on.
     command = f"bash tests/soak/run.sh --minutes {args.minutes:g} --seed {seed}" + (
         " --stale-fault" if args.stale_fault else "")
     print(f"soak: seed {seed}, output in {out}", flush=True)
@@ -191,7 +192,7 @@ def run(args):
         network.close()
         remove_bulk(root)
     with open(os.path.join(out, "run.json"), "w") as f:
-        json.dump({"seed": seed, "command": command, "commit": git_commit(),
+        json.dump({"seed": seed, "command": command, "commit": commit,
                    "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(
                        time.time() - (time.monotonic() - wall_start))),
                    "wall_seconds": time.monotonic() - wall_start, "setup_seconds": setup_seconds,
