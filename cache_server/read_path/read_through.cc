@@ -561,8 +561,15 @@ absl::StatusOr<ReadThrough::ChunkData> ReadThrough::ReadLacking(const Manifest& 
                                                                 SourceUse use) {
   SourceReadsInFlight::Reading reading =
       reads_in_flight_.Begin(key, offset, offset + length, use == SourceUse::kReader);
-  GRANARY_ASSIGN_OR_RETURN(std::string bytes, Assemble(manifest, entry, key, offset,
-                                                       offset + length, use, reading.earlier()));
+  // Bytes read a moment ago wait to be stored: as good as a read in flight.
+  std::vector<SourceReadsInFlight::Earlier> earlier = reading.earlier();
+  for (WriteBehind::Blocks& pending : write_behind_->PendingOf(key)) {
+    earlier.push_back(SourceReadsInFlight::Earlier::Done(pending.offset, std::move(pending.data)));
+  }
+  std::sort(earlier.begin(), earlier.end(),
+            [](const auto& a, const auto& b) { return a.begin < b.begin; });
+  GRANARY_ASSIGN_OR_RETURN(std::string bytes,
+                           Assemble(manifest, entry, key, offset, offset + length, use, earlier));
   auto data = std::make_shared<const std::string>(std::move(bytes));
   reading.Finish(data);
   return data;

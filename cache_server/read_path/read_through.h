@@ -324,7 +324,8 @@ class ReadThrough {
                                          SourceUse use);
   // The same bytes, of which those the store holds (of a chunk held in part)
   // are read from the store, verified, those an earlier read of this node is
-  // fetching are taken from it (SourceReadsInFlight), and only the rest read
+  // fetching (SourceReadsInFlight) or has fetched and not stored yet
+  // (WriteBehind) are taken from it, and only the rest read
   // from the source: a chunk held in part costs the source what it lacks,
   // not what it holds, when a reader asks for it whole or for blocks around
   // a part held, as when the cache is full and keeps it in part; and misses

@@ -5,6 +5,13 @@
 
 namespace granary {
 
+SourceReadsInFlight::Earlier SourceReadsInFlight::Earlier::Done(uint64_t begin, Bytes bytes) {
+  std::promise<Bytes> done;
+  const uint64_t end = begin + bytes->size();
+  done.set_value(std::move(bytes));
+  return {begin, end, done.get_future().share()};
+}
+
 SourceReadsInFlight::Reading::~Reading() {
   if (list_ != nullptr) Finish(nullptr);
 }

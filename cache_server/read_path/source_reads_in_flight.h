@@ -38,6 +38,8 @@ class SourceReadsInFlight {
     uint64_t begin = 0;
     uint64_t end = 0;
     std::shared_future<Bytes> bytes;
+    // One whose bytes are in hand already (read, and waiting to be stored).
+    static Earlier Done(uint64_t begin, Bytes bytes);
   };
 
   // One read in flight, from Begin() until Finish() or its destruction

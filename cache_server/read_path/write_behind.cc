@@ -79,6 +79,15 @@ WriteBehind::Blocks WriteBehind::PendingBlocks(const ChunkKey& key, uint64_t off
   return {};
 }
 
+std::vector<WriteBehind::Blocks> WriteBehind::PendingOf(const ChunkKey& key) {
+  MutexLock lock(&mutex_);
+  std::vector<Blocks> pieces;
+  if (auto waiting = pending_.find(key); waiting != pending_.end()) {
+    for (const Waiting& queued : waiting->second) pieces.push_back(queued.blocks);
+  }
+  return pieces;
+}
+
 void WriteBehind::Drain() {
   MutexLock lock(&mutex_);
   while (!queue_.empty() || writing_ > 0) written_.Wait(&mutex_);

@@ -60,6 +60,8 @@ class WriteBehind {
     uint32_t offset = 0;
   };
   Blocks PendingBlocks(const ChunkKey& key, uint64_t offset, uint64_t end);
+  // Every piece of chunk `key` waiting to be stored, whole or as blocks.
+  std::vector<Blocks> PendingOf(const ChunkKey& key);
   // Waits until every chunk queued so far is stored (or failed to be).
   void Drain();
 
