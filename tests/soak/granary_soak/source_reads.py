@@ -9,10 +9,11 @@ version removed, or found unwritten on a restart). Replaying all nodes'
 journals in time order, a source read is a violation when:
 - its node held some of those bytes when the read began (kept and not
   withdrawn since): the cache read again what it had;
-- its node was reading some of them from the source at that moment, for a
-  reader, or for a fill while another fill was: a read of bytes another read
-  of the node fetches waits for it (a reader's blocks never wait for a
-  fill's chunk, so those two are counted apart, not named);
+- its node was reading some of them from the source at that moment for
+  another reader, or for another fill: a read of bytes another read of the
+  node fetches waits for it (a reader's read never waits for a fill's, and a
+  fill's journal line cannot say whether the reader's was listed before it
+  began, so a reader and a fill at once are counted apart, not named);
 - another node of its group held some of them, or was reading them from the
   source at that moment, and the group's owners were the same since it got
   them: the group read them twice, where the chunk's owner should have read
@@ -123,7 +124,7 @@ def judge(windows, history, journals, groups):
             for other in reading[key]:
                 if not (other[0] < end and begin < other[1]):
                     continue
-                if other[2] == node and other[3]["for"] == "fill" and line["for"] == "reader":
+                if other[2] == node and {other[3]["for"], line["for"]} == {"reader", "fill"}:
                     # A reader's blocks never wait behind a fill's chunk
                     # (read_through.h), so both may read them at once.
                     figures["reader_and_fill_at_once"] += 1
