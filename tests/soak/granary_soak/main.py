@@ -37,13 +37,23 @@ class Context:
 
     def admin(self, args, rng):
         """`granary ARGS` on a node picked by `rng`, or on the next one while
-        they fail (a node may be down), as an administrator would; the node."""
+        they fail (a node may be down), as an administrator would; the node.
+        A call cut off by its node's death may have taken effect: a dataset
+        added or removed then is found so by the next node, which is the
+        call done (by the node that died)."""
         errors = []
+        cut_off = None
+        done_already = {"add": "already exists", "rm": "does not exist"}.get(args[1] if len(args) > 1 else "")
         for node in rng.sample(self.cluster.nodes, len(self.cluster.nodes)):
             done, _ = self.cluster.cli(node, args, timeout=120)
             if done.returncode == 0:
                 return node
-            errors.append(f"{node.id}: {done.stderr.decode(errors='replace').strip()}")
+            error = done.stderr.decode(errors="replace").strip()
+            if cut_off and done_already and done_already in error:
+                return cut_off
+            if "unavailable" in error and cut_off is None:
+                cut_off = node
+            errors.append(f"{node.id}: {error}")
         raise RuntimeError(f"granary {' '.join(args)} failed on every node: {'; '.join(errors)}")
 
     def add_dataset(self, name, rng):

@@ -100,9 +100,10 @@ def _source_reads_line(source):
     if not source:
         return "- source reads: no journal was recorded"
     return (f"- source reads by granaryd (their journals): {source['source_reads']} reads, "
-            f"{source['source_bytes'] / MIB:.0f} MiB; of bytes a node or its group held "
-            f"then, outside the windows that lose them: {source['violations']}; a reader's "
-            f"blocks and a fill's chunk read at once on one node: "
+            f"{source['source_bytes'] / MIB:.0f} MiB; of bytes the node or its group held or "
+            f"was reading then, outside the windows that lose them: {source['violations']}; "
+            f"a reader's "
+            f"and a fill's read of the same bytes at once on one node: "
             f"{source.get('reader_and_fill_at_once', 0)}")
 
 
