@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/absl_compat.h"
 #include "common/base/logging.h"
 #include "common/base/status.h"
 
@@ -65,6 +66,30 @@ absl::Status ChunkRouter::ReadFromOwners(const ChunkKey& key, uint32_t offset_in
   return absl::UnavailableError(absl::StrCat("no owner of chunk ", key.ToString(),
                                              " in cache group '", options_.group,
                                              "' answered; last: ", last.message()));
+}
+
+absl::StatusOr<DatasetSnapshot> ChunkRouter::ManifestFromPeers(std::string_view name,
+                                                               uint64_t version) {
+  std::shared_ptr<const ClusterMap> members = this->members();
+  std::vector<const Member*> peers;
+  for (const Member& member : members->members()) {
+    if (member.up && member.id != options_.local_node_id && !clients_.IsSuspect(member.id)) {
+      peers.push_back(&member);
+    }
+  }
+  std::stable_partition(peers.begin(), peers.end(),
+                        [this](const Member* peer) { return peer->group == options_.group; });
+  absl::Status last = absl::UnavailableError("no other member is known");
+  for (const Member* peer : peers) {
+    absl::StatusOr<const DatasetClient*> client = clients_.Reader(*peer);
+    absl::StatusOr<DatasetSnapshot> snapshot =
+        client.ok() ? (*client)->GetManifest(name, version) : client.status();
+    if (snapshot.ok()) return snapshot;
+    last = absl::Status(snapshot.status().code(),
+                        absl::StrCat(peer->id, ": ", snapshot.status().message()));
+  }
+  return absl::UnavailableError(absl::StrCat("no other member answered for the manifest of '",
+                                             AsAbsl(name), "'; last: ", last.message()));
 }
 
 }  // namespace granary

@@ -50,6 +50,12 @@ class ChunkRouter {
   // owners, as described above.
   absl::Status ReadFromOwners(const ChunkKey& key, uint32_t offset_in_chunk, std::span<char> out);
 
+  // The manifest of `version` of dataset `name` from the first other member
+  // that answers, members of the reader's group first (every member holds
+  // the cluster's catalog): for when the local granaryd cannot answer.
+  // UNAVAILABLE naming the last failure when none answers.
+  absl::StatusOr<DatasetSnapshot> ManifestFromPeers(std::string_view name, uint64_t version);
+
   // The member ids that own `key` in the reader's group, in the order they
   // would be asked now.
   std::vector<std::string> Route(const ChunkKey& key);

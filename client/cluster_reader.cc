@@ -56,6 +56,11 @@ absl::Status ClusterReader::ReadChunk(const ChunkKey& key, uint32_t offset_in_ch
   return read;
 }
 
+absl::StatusOr<DatasetSnapshot> ClusterReader::ManifestFromPeers(std::string_view name,
+                                                                 uint64_t version) {
+  return router()->ManifestFromPeers(name, version);
+}
+
 absl::StatusOr<size_t> ClusterReader::ReadFile(const DatasetSnapshot& snapshot, uint64_t file_id,
                                                uint64_t offset, std::span<char> out) {
   return ReadFileThroughChunks(

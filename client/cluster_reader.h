@@ -56,6 +56,11 @@ class ClusterReader {
   absl::StatusOr<size_t> ReadFile(const DatasetSnapshot& snapshot, uint64_t file_id,
                                   uint64_t offset, std::span<char> out);
 
+  // The manifest of `version` of dataset `name` from another member
+  // (ChunkRouter::ManifestFromPeers), for when the local granaryd cannot
+  // answer: a mount keeps opening datasets while its own server is down.
+  absl::StatusOr<DatasetSnapshot> ManifestFromPeers(std::string_view name, uint64_t version);
+
   // The view reads are routed by now.
   MemberView view() const;
 

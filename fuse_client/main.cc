@@ -33,6 +33,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -299,12 +300,28 @@ int Run(const Flags& flags, int report_fd) {
       DatasetClient::Connect(ResolveServerAddress(flags.server), client_options);
   if (!client.ok()) return fail(std::string(client.status().message()));
 
+  // Set once the cluster's members are known; until then manifests come from
+  // the local server alone.
+  std::atomic<ClusterReader*> peers{nullptr};
   InodeTable table({.uid = getuid(),
                     .gid = getgid(),
                     .release_after = std::chrono::seconds(flags.version_grace_seconds),
                     .memory_budget = *manifest_memory,
-                    .load = [&client](std::string_view name, uint64_t version) {
-                      return (*client)->GetManifest(name, version);
+                    .load = [&client, &peers](std::string_view name, uint64_t version) {
+                      absl::StatusOr<DatasetSnapshot> local = (*client)->GetManifest(name, version);
+                      ClusterReader* others = peers.load();
+                      // The local server is down or stopping: another member
+                      // holds the same catalog.
+                      if (others == nullptr || !(absl::IsUnavailable(local.status()) ||
+                                                 absl::IsCancelled(local.status()))) {
+                        return local;
+                      }
+                      absl::StatusOr<DatasetSnapshot> theirs =
+                          others->ManifestFromPeers(name, version);
+                      if (theirs.ok()) return theirs;
+                      return absl::StatusOr<DatasetSnapshot>(absl::Status(
+                          local.status().code(),
+                          absl::StrCat(local.status().message(), "; ", theirs.status().message())));
                     }});
   DatasetRefresher refresher(client->get(), &table, flags.dataset, std::chrono::seconds(1));
   table.set_journal(keeper.get());
@@ -324,6 +341,7 @@ int Run(const Flags& flags, int report_fd) {
     return fail(std::string(loaded.message()));
   }
   ClusterReader servers(client->get(), {.client = client_options, .watch = {}});
+  peers.store(&servers);
   ChunkCache cache(*cache_size);
   // Chunks the local server holds are read out of its data files, and files
   // it holds whole are passed through, when it is reached over its Unix

@@ -319,7 +319,8 @@ absl::StatusOr<DatasetSnapshot> InodeTable::LoadWaitingForTheServer(std::string_
   const auto deadline = std::chrono::steady_clock::now() + options_.unavailable_wait;
   for (;;) {
     absl::StatusOr<DatasetSnapshot> snapshot = options_.load(name, version);
-    if (!absl::IsUnavailable(snapshot.status()) ||
+    // CANCELLED: a server stopping cancels the calls it was answering.
+    if (!(absl::IsUnavailable(snapshot.status()) || absl::IsCancelled(snapshot.status())) ||
         std::chrono::steady_clock::now() + kRetryInterval > deadline) {
       return snapshot;
     }

@@ -17,9 +17,10 @@
 // beyond the memory budget are dropped again, least recently used first,
 // once nothing holds them; their inode numbers stay valid (they are computed
 // from the manifest, which a version never changes) and load it again. A
-// load that finds the server unreachable is tried again for up to
-// `unavailable_wait`: a first open of a dataset while the mount's granaryd
-// restarts waits for it rather than failing.
+// load that finds the server unreachable (or stopping) is tried again for up
+// to `unavailable_wait`: a first open of a dataset while the mount's granaryd
+// restarts waits for it rather than failing (granary-fuse's loader also asks
+// the other members, which hold the same catalog).
 //
 // A version no longer published is retired; it is released (its slot and
 // manifest dropped) by ReleaseUnused() once it has been retired for
@@ -161,8 +162,8 @@ class InodeTable {
     // Loaded versions beyond this many bytes are dropped once nothing holds them.
     uint64_t memory_budget = uint64_t{1} << 30;
     ManifestLoader load;
-    // How long a load answered UNAVAILABLE is tried again before it fails:
-    // longer than a granaryd takes to restart.
+    // How long a load answered UNAVAILABLE or CANCELLED is tried again
+    // before it fails: longer than a granaryd takes to restart.
     std::chrono::milliseconds unavailable_wait{10000};
   };
   explicit InodeTable(Options options);
@@ -263,7 +264,7 @@ class InodeTable {
   // The slot's version, now the most recently used, loaded first if it is
   // not in memory.
   absl::StatusOr<std::shared_ptr<const MountedDataset>> Loaded(const std::shared_ptr<Slot>& slot);
-  // options_.load, tried again while it answers UNAVAILABLE, for up to
+  // options_.load, tried again while it answers UNAVAILABLE or CANCELLED, for up to
   // options_.unavailable_wait.
   absl::StatusOr<DatasetSnapshot> LoadWaitingForTheServer(std::string_view name, uint64_t version);
   // Marks the slot's version used now.

@@ -1,6 +1,8 @@
 // A reader in each cache group reads a dataset through a granary-fuse mount
 // while a server of the cluster is killed with SIGKILL: no read fails, no byte
-// is wrong, and the server, restarted, rejoins and serves its share again.
+// is wrong, and the server, restarted, rejoins and serves its share again. A
+// mount whose own server is down opens a dataset it had not loaded yet: the
+// manifest comes from another member.
 // Four real granaryd nodes (a1, a2 in rack-a; b1, b2 in rack-b) with a
 // members file; mounts on a1 and b1.
 #include <gtest/gtest.h>
@@ -57,7 +59,8 @@ class MountFailoverTest : public ::testing::Test {
                            kChunkSize, &info)
                     .ok());
     for (size_t node : {0, 2}) {
-      auto mount = FuseMount::Start(cluster_->node(node).socket_address(), {}, "images");
+      auto mount = FuseMount::Start(cluster_->node(node).socket_address(),
+                                    {"--token-file", cluster_->cluster_token_file()}, "images");
       ASSERT_TRUE(mount.ok()) << mount.status();
       mounts_.push_back(*std::move(mount));
     }
@@ -125,6 +128,35 @@ TEST_F(MountFailoverTest, ReadersInBothGroupsSurviveASigkilledServerThatThenRejo
   for (auto& mount : mounts_) {
     EXPECT_TRUE(mount->Running()) << mount->log();
   }
+}
+
+TEST_F(MountFailoverTest, AFirstOpenOfADatasetWhileTheMountsServerIsDownGetsItsManifestFromAPeer) {
+  // A second dataset, so that the mounts load each when it is first opened.
+  TempDir more;
+  std::ofstream(more.path() + "/notes.bin") << FileBytes(9, 9);
+  v1::DatasetInfo info;
+  ASSERT_TRUE(
+      AddDataset(cluster_->node(2).SocketStub().get(), "more", more.path(), kChunkSize, &info)
+          .ok());
+  const std::string root = mounts_[0]->path();
+  auto listed = [&] {  // Read off the root's listing: no lookup loads the dataset.
+    for (const auto& entry : std::filesystem::directory_iterator(root)) {
+      if (entry.path().filename() == "more") return true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 100 && !listed(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(listed()) << "a1's mount shows the new dataset";
+
+  // a1 stays down: past the wait a mount gives a restarting server.
+  ASSERT_TRUE(cluster_->node(0).Kill().ok());
+  std::ifstream in(root + "/more/notes.bin", std::ios::binary);
+  ASSERT_TRUE(in.is_open()) << mounts_[0]->log();
+  const std::string bytes(std::istreambuf_iterator<char>(in), {});
+  EXPECT_TRUE(bytes == FileBytes(9, 9)) << bytes.size() << " bytes read";
+  EXPECT_TRUE(mounts_[0]->Running());
 }
 
 }  // namespace
