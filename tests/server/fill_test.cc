@@ -115,13 +115,19 @@ TEST_F(FillTest, AColdReadFillsTheRestOfTheDatasetReadingEachChunkOnce) {
       << Describe(*server, "ds").cached_bytes() << " of " << info.total_bytes() << " cached";
   EXPECT_EQ(Metric(*server, "granary_source_reads_total"), 80) << "each chunk read once";
 
-  grpc::ClientContext context;
-  v1::StatusRequest request;
-  request.set_local_only(true);
+  // The fill counts itself finished a moment after it stored its last chunk.
   v1::StatusResponse status;
-  ASSERT_TRUE(server->SocketStub()->Status(&context, request, &status).ok());
-  ASSERT_EQ(status.nodes_size(), 1);
-  ASSERT_EQ(status.nodes(0).fills_size(), 1);
+  auto local_status = [&] {
+    grpc::ClientContext context;
+    v1::StatusRequest request;
+    request.set_local_only(true);
+    status.Clear();
+    return server->SocketStub()->Status(&context, request, &status).ok() &&
+           status.nodes_size() == 1 && status.nodes(0).fills_size() == 1;
+  };
+  EXPECT_TRUE(
+      Await([&] { return local_status() && status.nodes(0).fills(0).progress().finished(); }, 10));
+  ASSERT_TRUE(local_status());
   const v1::FillProgress& fill = status.nodes(0).fills(0);
   EXPECT_EQ(fill.name(), "ds");
   EXPECT_EQ(fill.version(), info.version());
