@@ -134,7 +134,10 @@ def run(args):
     out = args.out or f"/tmp/granary-soak-{seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     os.makedirs(out, exist_ok=True)
     root = os.path.join(out, "run")
-    os.makedirs(root, exist_ok=True)
+    # A run replayed into the same directory starts afresh: the checker
+    # reads the nodes' journals there, which granaryd appends to.
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
     wall_start = time.monotonic()
     commit = git_commit()  # What runs: the tree may change while a long run goes on.
     command = f"bash tests/soak/run.sh --minutes {args.minutes:g} --seed {seed}" + (
