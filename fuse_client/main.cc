@@ -55,6 +55,7 @@
 #include "common/base/heap_buffers.h"
 #include "common/base/logging.h"
 #include "common/base/size.h"
+#include "common/base/status.h"
 #include "common/base/unique_fd.h"
 #include "common/dataset/chunk_key.h"
 #include "common/net/cluster_token.h"
@@ -312,8 +313,7 @@ int Run(const Flags& flags, int report_fd) {
                       ClusterReader* others = peers.load();
                       // The local server is down or stopping: another member
                       // holds the same catalog.
-                      if (others == nullptr || !(absl::IsUnavailable(local.status()) ||
-                                                 absl::IsCancelled(local.status()))) {
+                      if (others == nullptr || !ServerDownOrStopping(local.status())) {
                         return local;
                       }
                       absl::StatusOr<DatasetSnapshot> theirs =

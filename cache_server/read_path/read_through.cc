@@ -630,7 +630,8 @@ absl::StatusOr<std::string> ReadThrough::ReadSource(const Manifest& manifest,
                                                     SourceUse use) {
   const uint64_t start = static_cast<uint64_t>(key.chunk_index) * manifest.chunk_size() + offset;
   metrics_->source_reads.fetch_add(1, std::memory_order_relaxed);
-  const std::chrono::system_clock::time_point began = std::chrono::system_clock::now();
+  const std::chrono::system_clock::time_point began =
+      journal_ ? std::chrono::system_clock::now() : std::chrono::system_clock::time_point();
   const FetchSpeeds::Fetch fetch = speeds_.Begin(FetchSpeeds::Path::kSource);
   absl::StatusOr<std::shared_ptr<const Source>> source =
       sources_->OpenToRead(manifest.identity().source);

@@ -77,4 +77,8 @@ bool ShouldTryAnotherOwner(const absl::Status& status) {
   }
 }
 
+bool ServerDownOrStopping(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsCancelled(status);
+}
+
 }  // namespace granary

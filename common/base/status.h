@@ -29,6 +29,10 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // changed source, refused), which every owner would give.
 bool ShouldTryAnotherOwner(const absl::Status& status);
 
+// Whether a call failed because its server is down or stopping: UNAVAILABLE,
+// or CANCELLED (a server stopping cancels the calls it was answering).
+bool ServerDownOrStopping(const absl::Status& status);
+
 }  // namespace granary
 
 // Evaluates `expr` (an absl::Status) and returns it from the enclosing function

@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
+#include "common/base/status.h"
 #include "common/dataset/chunk_key.h"
 #include "common/dataset/posix_acl.h"
 
@@ -319,8 +320,7 @@ absl::StatusOr<DatasetSnapshot> InodeTable::LoadWaitingForTheServer(std::string_
   const auto deadline = std::chrono::steady_clock::now() + options_.unavailable_wait;
   for (;;) {
     absl::StatusOr<DatasetSnapshot> snapshot = options_.load(name, version);
-    // CANCELLED: a server stopping cancels the calls it was answering.
-    if (!(absl::IsUnavailable(snapshot.status()) || absl::IsCancelled(snapshot.status())) ||
+    if (!ServerDownOrStopping(snapshot.status()) ||
         std::chrono::steady_clock::now() + kRetryInterval > deadline) {
       return snapshot;
     }
